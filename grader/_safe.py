@@ -36,7 +36,7 @@ _isnan = math.isnan
 _main_thread = threading.main_thread
 _current_thread = threading.current_thread
 
-DEFAULT_TIME_LIMIT = float(os.environ.get("COURSE_CALL_TIME_LIMIT", "20"))
+DEFAULT_TIME_LIMIT = float(os.environ.get("COURSE_CALL_TIME_LIMIT", "10"))
 
 
 class TimeLimit(BaseException):

@@ -1,0 +1,6 @@
+"""Course tooling: notebooks kept in sync with the reference, plots for learners, and the `course` command."""
+import os
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+COURSE_DIR = os.path.join(ROOT, "course")
+SOURCE_DIR = os.path.join(COURSE_DIR, "source")

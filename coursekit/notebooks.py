@@ -1,0 +1,163 @@
+"""Source notebooks: the cells nbgrader needs, generated from one place.
+
+* The solution cell of exercise ``name`` is the reference function's source,
+  taken from ``solutions/`` (the single source of truth). ``sync`` rewrites
+  those cells; ``drift`` lists the cells that disagree.
+* The two graded test cells of each exercise are generated too, so every
+  exercise is graded the same way: ``<name>_basic`` and ``<name>_edge`` (whose
+  hidden region runs the hidden checks).
+"""
+import glob
+import inspect
+import os
+
+import nbformat
+
+from . import SOURCE_DIR
+
+KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+
+SETUP_SOURCE = '''\
+# Set-up (read-only). It runs before any of your code, so the grader it imports
+# is the course's own. Files placed beside this notebook cannot shadow packages.
+import os, sys
+sys.path[:] = [p for p in sys.path if p not in ("", ".", os.getcwd())]
+
+import math
+import torch
+import torch.nn.functional as F
+
+from grader import check
+from coursekit import plots'''
+
+
+def _nbgrader(grade_id, *, grade=False, solution=False, locked=False, points=None):
+    md = {"grade": grade, "grade_id": grade_id, "locked": locked, "schema_version": 3, "solution": solution}
+    if points is not None:
+        md["points"] = points
+    return {"nbgrader": md}
+
+
+def reference_function(name):
+    import solutions
+    from grader import EXERCISES
+    module, attr = EXERCISES[name].ref.split(":")
+    return getattr(getattr(solutions, module), attr)
+
+
+def solution_source(name):
+    return inspect.getsource(reference_function(name)).rstrip("\n")
+
+
+def test_sources(name):
+    basic = f'check("{name}", {name}, part="basic")'
+    edge = (f'check("{name}", {name}, part="edge")\n'
+            f'### BEGIN HIDDEN TESTS\n'
+            f'check("{name}", {name}, part="hidden")\n'
+            f'### END HIDDEN TESTS')
+    return basic, edge
+
+
+# ------------------------------------------------------------------ authoring helpers
+def markdown(text, grade_id=None):
+    cell = nbformat.v4.new_markdown_cell(inspect.cleandoc(text))
+    if grade_id:
+        cell.metadata.update(_nbgrader(grade_id, locked=True))
+    return cell
+
+
+def code(source, grade_id=None):
+    """A code cell the learner reads and runs (worked example, plot). Locked if given an id."""
+    cell = nbformat.v4.new_code_cell(inspect.cleandoc(source))
+    if grade_id:
+        cell.metadata.update(_nbgrader(grade_id, locked=True))
+    return cell
+
+
+def setup_cell():
+    cell = nbformat.v4.new_code_cell(SETUP_SOURCE)
+    cell.metadata.update(_nbgrader("setup", locked=True))
+    return cell
+
+
+def exercise(name, points=(1, 2)):
+    """The answer cell and the two graded test cells of exercise ``name``."""
+    answer = nbformat.v4.new_code_cell(solution_source(name))
+    answer.metadata.update(_nbgrader(name, solution=True))
+    basic, edge = test_sources(name)
+    t1 = nbformat.v4.new_code_cell(basic)
+    t1.metadata.update(_nbgrader(f"{name}_basic", grade=True, locked=True, points=points[0]))
+    t2 = nbformat.v4.new_code_cell(edge)
+    t2.metadata.update(_nbgrader(f"{name}_edge", grade=True, locked=True, points=points[1]))
+    return [answer, t1, t2]
+
+
+def new_notebook(cells):
+    nb = nbformat.v4.new_notebook()
+    nb.cells = list(cells)
+    nb.metadata["kernelspec"] = dict(KERNELSPEC)
+    nb.metadata["language_info"] = {"name": "python"}
+    return nb
+
+
+# ------------------------------------------------------------------ keeping them in sync
+def source_notebooks():
+    return sorted(glob.glob(os.path.join(SOURCE_DIR, "*", "*.ipynb")))
+
+
+def _expected_cells(nb):
+    """{cell index: expected source} for every generated cell of ``nb``."""
+    from grader import EXERCISES
+    want = {}
+    for i, cell in enumerate(nb.cells):
+        md = cell.metadata.get("nbgrader", {})
+        gid = md.get("grade_id", "")
+        if gid == "setup":
+            want[i] = SETUP_SOURCE
+        elif md.get("solution") and gid in EXERCISES:
+            want[i] = solution_source(gid)
+        elif md.get("grade") and gid.rsplit("_", 1)[0] in EXERCISES:
+            name, kind = gid.rsplit("_", 1)
+            basic, edge = test_sources(name)
+            want[i] = {"basic": basic, "edge": edge}.get(kind, cell.source)
+    return want
+
+
+def drift(paths=None):
+    """List of (notebook, grade_id) whose generated cells disagree with their source."""
+    out = []
+    for path in paths or source_notebooks():
+        nb = nbformat.read(path, as_version=4)
+        for i, src in _expected_cells(nb).items():
+            if nb.cells[i].source != src:
+                out.append((os.path.relpath(path, SOURCE_DIR), nb.cells[i].metadata["nbgrader"]["grade_id"]))
+    return out
+
+
+def sync(paths=None):
+    """Rewrite generated cells from ``solutions/`` and the grader; clear outputs. Returns the paths changed."""
+    changed = []
+    for path in paths or source_notebooks():
+        nb = nbformat.read(path, as_version=4)
+        before = nbformat.writes(nb)
+        for i, src in _expected_cells(nb).items():
+            nb.cells[i].source = src
+        strip_outputs(nb)
+        if nbformat.writes(nb) != before:
+            nbformat.write(nb, path)
+            changed.append(path)
+    return changed
+
+
+def strip_outputs(nb):
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = []
+            cell.execution_count = None
+    return nb
+
+
+def exercises_in(path):
+    nb = nbformat.read(path, as_version=4)
+    return [c.metadata["nbgrader"]["grade_id"] for c in nb.cells
+            if c.metadata.get("nbgrader", {}).get("solution")]

@@ -1,0 +1,117 @@
+"""Plots the notebooks use, so no notebook pastes plotting code.
+
+Every function draws into a new matplotlib figure (or the ``ax`` given) and
+returns the figure; nothing here computes course material, it only shows it.
+"""
+import math
+
+import matplotlib.pyplot as plt
+
+def _np(t):
+    """A tensor (any device, any float or bool dtype) as a float NumPy array for drawing."""
+    try:
+        import torch
+        if torch.is_tensor(t):
+            return t.detach().to("cpu", dtype=torch.float64).numpy()
+    except ImportError:
+        pass
+    import numpy as np
+    return np.asarray(t, dtype=float)
+
+def show_matrix(M, rows=None, cols=None, title=None, ax=None, cmap="viridis", annotate=None, blocked=None,
+                xlabel="key j", ylabel="query i", vmin=None, vmax=None):
+    """Heat map of a 2-D matrix (scores, weights, a mask) with token labels.
+
+    Args:
+        M: (R, C) tensor or array. Boolean masks are drawn as 1 (may attend) / 0.
+        rows, cols: labels for rows (queries) and columns (keys).
+        annotate: write each value in its cell (default: when the matrix is small).
+        blocked: optional (R, C) boolean, True where a pair is blocked; drawn as a grey x.
+    """
+    A = _np(M)
+    if A.ndim != 2:
+        raise ValueError(f"show_matrix draws a 2-D matrix, got shape {tuple(A.shape)}")
+    R, C = A.shape
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(min(1.0 + 0.55 * C, 9), min(0.8 + 0.5 * R, 7)))
+    else:
+        fig = ax.figure
+    im = ax.imshow(A, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
+    ax.set_xticks(range(C))
+    ax.set_yticks(range(R))
+    ax.set_xticklabels(cols if cols is not None else range(C), rotation=45 if cols is not None else 0, ha="right"
+                       if cols is not None else "center")
+    ax.set_yticklabels(rows if rows is not None else range(R))
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    if annotate is None:
+        annotate = R * C <= 100
+    finite = A[~(A != A)]
+    mid = (finite.max() + finite.min()) / 2 if finite.size else 0
+    for i in range(R):
+        for j in range(C):
+            if blocked is not None and bool(_np(blocked)[i, j]):
+                ax.text(j, i, "x", ha="center", va="center", color="0.6", fontsize=12)
+            elif annotate:
+                v = A[i, j]
+                text = "-inf" if v == -math.inf else ("inf" if v == math.inf else f"{v:.2f}")
+                ax.text(j, i, text, ha="center", va="center", fontsize=8,
+                        color="white" if v < mid else "black")
+    fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
+    fig.tight_layout()
+    return fig
+
+def show_distributions(probs, labels=None, title=None):
+    """Bars of one or more probability distributions over the same items.
+
+    Args:
+        probs: dict {legend label: 1-D tensor of probabilities}.
+        labels: names of the items (x axis).
+    """
+    names = list(probs)
+    n = len(next(iter(probs.values())))
+    fig, ax = plt.subplots(figsize=(min(2 + 0.9 * n, 10), 3.2))
+    width = 0.8 / max(1, len(names))
+    for k, name in enumerate(names):
+        p = _np(probs[name])
+        ax.bar([x + k * width - 0.4 + width / 2 for x in range(n)], p, width=width, label=str(name))
+    ax.set_xticks(range(n))
+    ax.set_xticklabels(labels if labels is not None else range(n))
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("probability")
+    if title:
+        ax.set_title(title)
+    if len(names) > 1:
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+def plot_variance(d_values, raw, scaled):
+    """Variance of raw and scaled dot products against d_k (log-log)."""
+    fig, ax = plt.subplots(figsize=(5.5, 3.5))
+    ax.loglog(d_values, raw, "o-", label="raw  q·k")
+    ax.loglog(d_values, scaled, "s-", label="scaled  q·k / √d_k")
+    ax.loglog(d_values, d_values, ":", color="0.5", label="d_k (theory for raw)")
+    ax.set_xlabel("d_k")
+    ax.set_ylabel("variance of the score")
+    ax.legend(fontsize=8)
+    ax.set_title("The spread of q·k grows like d_k; √d_k cancels it")
+    fig.tight_layout()
+    return fig
+
+def plot_curves(x, curves, xlabel, ylabel, title=None, logx=False):
+    """Several y(x) curves on one axis: ``curves`` is {label: list of y}."""
+    fig, ax = plt.subplots(figsize=(5.5, 3.5))
+    for label, y in curves.items():
+        ax.plot(x, [float(v) for v in y], "o-", label=label)
+    if logx:
+        ax.set_xscale("log")
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(title)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
