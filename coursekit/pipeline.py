@@ -1,0 +1,111 @@
+"""Drive real nbgrader on a working copy of the course.
+
+A ``CourseCopy`` is a folder holding ``nbgrader_config.py`` and ``source/``
+copied from the project's ``course/``; every nbgrader command runs inside it,
+with Jupyter's and IPython's own folders inside it too, so nothing is written
+to ``$HOME`` or ``/srv`` and the project's ``course/`` stays clean.
+"""
+import csv
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import nbformat
+
+from . import COURSE_DIR, SOURCE_DIR
+
+
+def assignments():
+    """Assignment ids, one per source folder: 01_tokens, 02_dot_products, ..."""
+    return sorted(d for d in os.listdir(SOURCE_DIR) if os.path.isfile(os.path.join(SOURCE_DIR, d, d + ".ipynb")))
+
+
+def nbgrader_env(root):
+    env = dict(os.environ)
+    # nbgrader runs `alembic` and Jupyter finds kernels through PATH: put this environment first
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    for var, sub in (("JUPYTER_CONFIG_DIR", "config"), ("JUPYTER_DATA_DIR", "data"),
+                     ("JUPYTER_RUNTIME_DIR", "runtime"), ("IPYTHONDIR", "ipython")):
+        env[var] = os.path.join(root, ".jupyter", sub)
+        os.makedirs(env[var], exist_ok=True)
+    return env
+
+
+class CourseCopy:
+    def __init__(self, root, source_dir=SOURCE_DIR):
+        self.root = os.path.abspath(root)
+        os.makedirs(self.root, exist_ok=True)
+        shutil.copy(os.path.join(COURSE_DIR, "nbgrader_config.py"), self.root)
+        if os.path.exists(os.path.join(self.root, "source")):
+            shutil.rmtree(os.path.join(self.root, "source"))
+        shutil.copytree(source_dir, os.path.join(self.root, "source"),
+                        ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
+        self.env = nbgrader_env(self.root)
+
+    def nbgrader(self, *args, check=True):
+        """Run ``nbgrader ARGS`` in the copy; returns the CompletedProcess."""
+        proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=self.root, env=self.env,
+                              capture_output=True, text=True)
+        if check and proc.returncode != 0:
+            raise RuntimeError(f"nbgrader {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n"
+                               f"{proc.stderr[-5000:]}")
+        return proc
+
+    # -------------------------------------------------------------- paths
+    def release_path(self, assignment):
+        return os.path.join(self.root, "release", assignment, assignment + ".ipynb")
+
+    def source_path(self, assignment):
+        return os.path.join(self.root, "source", assignment, assignment + ".ipynb")
+
+    def submitted_path(self, student, assignment):
+        return os.path.join(self.root, "submitted", student, assignment, assignment + ".ipynb")
+
+    def autograded_path(self, student, assignment):
+        return os.path.join(self.root, "autograded", student, assignment, assignment + ".ipynb")
+
+    def feedback_path(self, student, assignment):
+        return os.path.join(self.root, "feedback", student, assignment, assignment + ".html")
+
+    # -------------------------------------------------------------- steps
+    def release(self, assignment):
+        self.nbgrader("generate_assignment", assignment, "--force")
+        return self.release_path(assignment)
+
+    def submit(self, student, assignment, nb, extra_files=None):
+        """Place a submission: ``nb`` (a NotebookNode) plus optional {relative path: text} files."""
+        folder = os.path.dirname(self.submitted_path(student, assignment))
+        if os.path.exists(folder):
+            shutil.rmtree(folder)
+        os.makedirs(folder)
+        nbformat.write(nb, self.submitted_path(student, assignment))
+        for rel, text in (extra_files or {}).items():
+            path = os.path.join(folder, rel)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w") as f:
+                f.write(text)
+        with open(os.path.join(folder, "timestamp.txt"), "w") as f:
+            f.write("2026-01-01 00:00:00.000000 UTC")
+
+    def autograde(self, student, assignment):
+        t = time.perf_counter()
+        self.nbgrader("autograde", assignment, "--student", student, "--force")
+        return time.perf_counter() - t
+
+    def feedback(self, student, assignment):
+        self.nbgrader("generate_feedback", assignment, "--student", student, "--force")
+        return self.feedback_path(student, assignment)
+
+    def scores(self, student, assignment):
+        """{grade_id: (score, max_score)} from the SQLite gradebook."""
+        from nbgrader.api import Gradebook
+        with Gradebook("sqlite:///" + os.path.join(self.root, "gradebook.db"), course_id="attention-course") as gb:
+            sub = gb.find_submission_notebook(assignment, assignment, student)
+            return {g.name: (g.score, g.max_score) for g in sub.grades}
+
+    def export(self, path):
+        self.nbgrader("export", "--to", path)
+        with open(os.path.join(self.root, path)) as f:
+            return list(csv.DictReader(f))
