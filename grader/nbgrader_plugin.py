@@ -66,7 +66,9 @@ class IndependentRecheck(NbGraderPreprocessor):
                     checks += [[md["grade_id"], *c] for c in calls]
         if not checks:
             return nb, resources
-        results = self._judge({"cells": cells, "checks": checks})
+        prelude = next((c.source for c in nb.cells if c.cell_type == "code"
+                        and c.metadata.get("nbgrader", {}).get("grade_id") == "setup"), None)
+        results = self._judge({"prelude": prelude, "cells": cells, "checks": checks})
         for grade_id, index in graded.items():
             cell = nb.cells[index]
             ok, message = results.get(grade_id, (False, "the re-check gave no verdict for this cell"))

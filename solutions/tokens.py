@@ -26,9 +26,10 @@ def build_vocab(texts, min_freq=1):
     for text in texts:
         for token in text.lower().split():
             counts[token] = counts.get(token, 0) + 1
-    kept = sorted((t for t, c in counts.items() if c >= min_freq and t not in SPECIALS),
+    specials = ["<pad>", "<bos>", "<eos>", "<unk>"]
+    kept = sorted((t for t, c in counts.items() if c >= min_freq and t not in specials),
                   key=lambda t: (-counts[t], t))
-    return {token: i for i, token in enumerate(list(SPECIALS) + kept)}
+    return {token: i for i, token in enumerate(specials + kept)}
     ### END SOLUTION
 
 
@@ -41,8 +42,8 @@ def encode(text, vocab):
         list of ints of length (number of words + 2).
     """
     ### BEGIN SOLUTION
-    unk = vocab[UNK]
-    return [vocab[BOS]] + [vocab.get(w, unk) for w in text.lower().split()] + [vocab[EOS]]
+    unk = vocab["<unk>"]
+    return [vocab["<bos>"]] + [vocab.get(w, unk) for w in text.lower().split()] + [vocab["<eos>"]]
     ### END SOLUTION
 
 
@@ -57,9 +58,9 @@ def decode(ids, vocab):
     words = []
     for i in (ids.tolist() if torch.is_tensor(ids) else ids):
         token = inverse[int(i)]
-        if token == EOS:
+        if token == "<eos>":
             break
-        if token in (PAD, BOS):
+        if token in ("<pad>", "<bos>"):
             continue
         words.append(token)
     return " ".join(words)

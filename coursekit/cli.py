@@ -1,0 +1,164 @@
+"""The `course` command: learners, instructors and maintainers start here.
+
+    course lab        build your workspace (never overwriting your notebooks) and open JupyterLab on it
+    course workspace  only build the workspace
+    course demo       headless run of the whole pipeline: release, sample submissions, autograde, feedback
+    course grade      instructors: release, autograde every submission in course/submitted, feedback, grades.csv
+    course sync       rewrite the notebooks' answer and test cells from solutions/ (--check: report drift)
+    course expected   rebuild the grader's shipped expected outputs (--check: report stale files)
+"""
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+from . import COURSE_DIR, ROOT
+
+
+def _workspace(target):
+    """Copy each assignment's student release into ``target`` unless the learner already has it."""
+    import nbformat
+
+    from .pipeline import CourseCopy, assignments
+    target = os.path.abspath(target)
+    with tempfile.TemporaryDirectory(prefix="course-release-") as tmp:
+        cc = CourseCopy(tmp)
+        for a in assignments():
+            dest = os.path.join(target, a, a + ".ipynb")
+            if os.path.exists(dest):
+                print(f"kept    {os.path.relpath(dest)} (your own copy; delete it to get a fresh one)")
+                continue
+            cc.release(a)
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            nb = nbformat.read(cc.release_path(a), as_version=4)
+            nbformat.write(nb, dest + ".tmp")
+            os.replace(dest + ".tmp", dest)  # never a half-written notebook
+            print(f"created {os.path.relpath(dest)}")
+    return target
+
+
+def cmd_workspace(args):
+    _workspace(args.dir)
+    return 0
+
+
+def cmd_lab(args):
+    target = _workspace(args.dir)
+    from .pipeline import nbgrader_env
+    env = nbgrader_env(target)  # Jupyter's own files go to workspace/.jupyter, not $HOME
+    cmd = [sys.executable, "-m", "jupyter", "lab", f"--notebook-dir={target}", f"--ServerApp.ip={args.ip}",
+           f"--ServerApp.port={args.port}", f"--ServerApp.open_browser={args.browser}"]
+    print("starting JupyterLab on", target, "- open the URL it prints; stop it with Ctrl-C")
+    return subprocess.call(cmd, env=env)
+
+
+def cmd_demo(args):
+    """Release every notebook, grade three sample submissions each, and check the scores are as they must be."""
+    import nbformat
+
+    from .pipeline import CourseCopy, assignments
+    from .samples import ONE_BUG, answered, points_of, total_points, with_bug
+    out = os.path.abspath(args.out)
+    if os.path.exists(out):
+        shutil.rmtree(out)
+    cc = CourseCopy(os.path.join(out, "course"))
+    rows, ok = [], True
+    for a in (args.assignment or assignments()):
+        t0 = time.perf_counter()
+        release = nbformat.read(cc.release(a), as_version=4)
+        t_release = time.perf_counter() - t0
+        total = total_points(release)
+        bug_name, bug_what, _ = ONE_BUG[a]
+        samples = {
+            "reference": (answered(release), total),
+            "untouched": (release, 0.0),
+            "one-bug": (with_bug(release, a), total - points_of(release, bug_name)),
+        }
+        for student, (nb, want) in samples.items():
+            cc.submit(student, a, nb)
+            seconds = cc.autograde(student, a)
+            cc.feedback(student, a)
+            got = sum(s for s, _ in cc.scores(student, a).values())
+            good = abs(got - want) < 1e-9
+            ok &= good
+            rows.append((a, student, got, total, want, seconds, good))
+        print(f"{a}: released in {t_release:.1f} s; one-bug sample = {bug_name}: {bug_what}")
+    print()
+    print(f"{'assignment':<20} {'submission':<10} {'score':>9} {'expected':>9} {'autograde':>10}")
+    for a, student, got, total, want, seconds, good in rows:
+        print(f"{a:<20} {student:<10} {got:>4g}/{total:<4g} {want:>9g} {seconds:>9.1f}s {'' if good else '  <-- WRONG'}")
+    cc.export("grades.csv")
+    print(f"\nfeedback: {os.path.join(cc.root, 'feedback')}\ngrades:   {os.path.join(cc.root, 'grades.csv')}")
+    print("demo " + ("passed: every score is what it must be" if ok else "FAILED: see the rows marked WRONG"))
+    return 0 if ok else 1
+
+
+def cmd_grade(args):
+    """Instructor workflow on course/ itself: release all, autograde everything submitted, feedback, export."""
+    from .pipeline import assignments, nbgrader_env
+    env = nbgrader_env(COURSE_DIR)
+    run = lambda *a: subprocess.check_call([sys.executable, "-m", "nbgrader", *a], cwd=COURSE_DIR, env=env)  # noqa
+    for a in assignments():
+        run("generate_assignment", a, "--force")
+    submitted = os.path.join(COURSE_DIR, "submitted")
+    for student in sorted(os.listdir(submitted)) if os.path.isdir(submitted) else []:
+        for a in sorted(os.listdir(os.path.join(submitted, student))):
+            run("autograde", a, "--student", student, "--force")
+            run("generate_feedback", a, "--student", student, "--force")
+    run("export", "--to", "grades.csv")
+    print("grades written to", os.path.join(COURSE_DIR, "grades.csv"))
+    return 0
+
+
+def cmd_sync(args):
+    from .notebooks import drift, sync
+    if args.check:
+        bad = drift()
+        for nb, gid in bad:
+            print(f"drift: {nb}: cell {gid} differs from solutions/ (run `course sync`)")
+        print("notebooks agree with solutions/" if not bad else f"{len(bad)} cell(s) drifted")
+        return 1 if bad else 0
+    for path in sync():
+        print("rewrote", os.path.relpath(path, ROOT))
+    return 0
+
+
+def cmd_expected(args):
+    from grader.build import main
+    return main(["--check"] if args.check else [])
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="course", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("lab", help="build the workspace and start JupyterLab on it")
+    p.add_argument("--dir", default=os.path.join(ROOT, "workspace"))
+    p.add_argument("--ip", default="127.0.0.1")
+    p.add_argument("--port", default="8888")
+    p.add_argument("--browser", action="store_true", help="open a browser window")
+    p.set_defaults(func=cmd_lab)
+    p = sub.add_parser("workspace", help="build the learner's workspace (never overwrites)")
+    p.add_argument("--dir", default=os.path.join(ROOT, "workspace"))
+    p.set_defaults(func=cmd_workspace)
+    p = sub.add_parser("demo", help="headless: release, grade sample submissions, check the scores")
+    p.add_argument("--out", default=os.path.join(ROOT, "demo-output"))
+    p.add_argument("assignment", nargs="*")
+    p.set_defaults(func=cmd_demo)
+    p = sub.add_parser("grade", help="instructors: grade everything in course/submitted")
+    p.set_defaults(func=cmd_grade)
+    p = sub.add_parser("sync", help="notebook cells from solutions/")
+    p.add_argument("--check", action="store_true")
+    p.set_defaults(func=cmd_sync)
+    p = sub.add_parser("expected", help="the grader's shipped expected outputs")
+    p.add_argument("--check", action="store_true")
+    p.set_defaults(func=cmd_expected)
+    args = parser.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,53 @@
+"""Sample submissions built from the reference: all answers right, or one known bug.
+
+Used by ``course demo`` and by the pipeline tests. A bug is a small edit of the
+reference source, so the submission is a learner's notebook with one mistake.
+"""
+import copy
+
+from grader import EXERCISES
+
+from .notebooks import solution_source
+
+# assignment -> (exercise, what the bug is, (old text, new text) in the reference source)
+ONE_BUG = {
+    "01_tokens": ("pad_batch", "the padding mask is inverted", ("return ids, mask", "return ids, ~mask")),
+    "02_dot_products": ("scaled_scores", "no division by sqrt(d_k)", (" / math.sqrt(d_k)", "")),
+    "03_softmax": ("softmax", "no max-subtraction (overflow)", ("e = torch.exp(z - m)", "e = torch.exp(z)")),
+    "04_masks_attention": ("masked_attention", "no division by sqrt(d_k)", (" / math.sqrt(Q.shape[-1])", "")),
+}
+
+
+def edited_source(name, old, new):
+    src = solution_source(name)
+    if old not in src:
+        raise ValueError(f"the reference of {name} no longer contains {old!r}; update coursekit.samples")
+    return src.replace(old, new, 1)
+
+
+def answered(release_nb, overrides=None):
+    """A copy of a released notebook with every answer cell holding the reference (or an override)."""
+    nb = copy.deepcopy(release_nb)
+    overrides = overrides or {}
+    for cell in nb.cells:
+        md = cell.metadata.get("nbgrader", {})
+        if md.get("solution") and md.get("grade_id") in EXERCISES:
+            cell.source = overrides.get(md["grade_id"], solution_source(md["grade_id"]))
+    return nb
+
+
+def with_bug(release_nb, assignment):
+    name, _, (old, new) = ONE_BUG[assignment]
+    return answered(release_nb, {name: edited_source(name, old, new)})
+
+
+def points_of(nb, exercise):
+    """Total points of the test cells of ``exercise`` in a notebook."""
+    return sum(c.metadata["nbgrader"].get("points", 0) for c in nb.cells
+               if c.metadata.get("nbgrader", {}).get("grade")
+               and c.metadata["nbgrader"]["grade_id"].rsplit("_", 1)[0] == exercise)
+
+
+def total_points(nb):
+    return sum(c.metadata["nbgrader"].get("points", 0) for c in nb.cells
+               if c.metadata.get("nbgrader", {}).get("grade"))
