@@ -66,7 +66,7 @@ def forbid_calls_into(directory):
         _reference_dirs.append(os.path.join(os.path.realpath(directory), ""))
 
 
-def call(fn, args=(), kwargs=None, time_limit=DEFAULT_TIME_LIMIT):
+def call(fn, args=(), kwargs=None, time_limit=None):
     """Call ``fn(*args, **kwargs)`` and record what happened, never raising.
 
     stdout / stderr are captured and warnings recorded, so correct code that
@@ -75,6 +75,7 @@ def call(fn, args=(), kwargs=None, time_limit=DEFAULT_TIME_LIMIT):
     """
     out = Outcome()
     kwargs = kwargs or {}
+    time_limit = DEFAULT_TIME_LIMIT if time_limit is None else time_limit
     sink = _StringIO()
     seen = {}
 

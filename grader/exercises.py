@@ -136,6 +136,7 @@ def _decode_edge():
         Case("skips padding and <bos>", ([1, v["cat"], 0, v["sat"], 0, 0], v)),
         Case("keeps <unk> as a word", ([1, 3, v["sat"], 2], v)),
         Case("an empty list gives an empty string", ([], v)),
+        Case("an id outside the vocabulary is an error", ([1, 99], v), raises="ValueError"),
     ]
 
 
@@ -269,7 +270,19 @@ def _softmax_edge():
 
 
 def _log_softmax_edge():
-    return [c for c in _softmax_edge()]
+    g = _gen(32)
+    ninf = float("-inf")
+    return [
+        Case("n = 1: log of a certain event is 0", (torch.tensor([[3.5]], dtype=F64),)),
+        Case("all scores equal: log(1/n) everywhere", (torch.full((2, 5), 0.7, dtype=F64),)),
+        Case("very large logits (1e4): finite, no overflow", (torch.tensor([[1e4, 0.0, -1e4], [1e4, 1e4 - 1, 5.0]]),)),
+        Case("an entry 2000 below the max: about -2000, not -inf", (torch.tensor([[0.0, -2000.0]], dtype=F64),)),
+        Case("-inf entries stay -inf", (torch.tensor([[1.0, ninf, 2.0, ninf]], dtype=F64),)),
+        Case("a row of all -inf gives -inf (log 0), not NaN", (torch.tensor([[ninf, ninf], [0.0, 1.0]]),)),
+        Case("temperature 0.01", (torch.tensor([1.0, 3.0, 2.0], dtype=F64),), {"temperature": 0.01}),
+        Case("dim=0 on a matrix", (_randn(g, 3, 4),), {"dim": 0}),
+        Case("temperature 0 is an error", (_randn(g, 3),), {"temperature": 0.0}, raises="ValueError"),
+    ]
 
 
 def _rows_sum_to_one(fn):
@@ -315,6 +328,8 @@ def _seq_edge():
                                                     torch.tensor([[1, 0]]))),
         Case("an all-padding row scores 0", (_randn(g, 2, 3, V), torch.tensor([[1, 2, 3], [0, 0, 0]])),
              {"mask": torch.tensor([[True, True, False], [False, False, False]])}),
+        Case("padding may hold any id, even -100", (_randn(g, 1, 3, V), torch.tensor([[1, -100, -100]])),
+             {"mask": torch.tensor([[True, False, False]])}),
         Case("targets of the wrong shape are an error", (_randn(g, 2, 3, V), torch.tensor([[1, 2], [0, 0]])),
              raises="ValueError"),
     ]
@@ -378,7 +393,9 @@ def _additive_case(g, big):
 def _additive_edge():
     return [Case("causal mask, default dtype float32", (torch.ones(4, 4, dtype=torch.bool).tril(),)),
             Case("all allowed gives all zeros", (torch.ones(2, 3, dtype=torch.bool),), {"dtype": F64}),
-            Case("an integer mask is an error", (torch.ones(2, 2, dtype=torch.long),), raises="ValueError")]
+            Case("an integer mask is an error", (torch.ones(2, 2, dtype=torch.long),), raises="ValueError"),
+            Case("an integer dtype cannot hold -inf: an error", (torch.ones(2, 2, dtype=torch.bool),),
+                 {"dtype": torch.long}, raises="ValueError")]
 
 
 def _mask_kind(g, B, T_q, T_k):

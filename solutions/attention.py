@@ -79,6 +79,8 @@ def additive_mask(mask, dtype=torch.float32):
     ### BEGIN SOLUTION
     if mask.dtype != torch.bool:
         raise ValueError(f"mask must be a bool tensor (True = may attend), got {mask.dtype}")
+    if not dtype.is_floating_point:
+        raise ValueError(f"dtype must be a floating dtype (it has to hold -inf), got {dtype}")
     zeros = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
     return zeros.masked_fill(~mask, float("-inf"))
     ### END SOLUTION

@@ -58,7 +58,7 @@ def sequence_log_prob(logits, targets, mask=None):
         logits: (B, T, V) scores; row t is the model's prediction for token t.
         targets: LongTensor (B, T), the tokens that actually came.
         mask: optional BoolTensor (B, T), True for real tokens; positions with
-            False (padding) add nothing.
+            False (padding) add nothing, whatever id they hold.
 
     Returns:
         (B,) tensor of log-probabilities (<= 0), in logits' dtype.
@@ -69,6 +69,10 @@ def sequence_log_prob(logits, targets, mask=None):
                          f"and {tuple(targets.shape)}")
     if mask is not None and mask.shape != targets.shape:
         raise ValueError(f"mask must have the shape of targets {tuple(targets.shape)}, got {tuple(mask.shape)}")
+    if targets.dtype != torch.long:
+        raise ValueError(f"targets must be token ids (torch.long), got {targets.dtype}")
+    if mask is not None:
+        targets = targets.masked_fill(~mask, 0)  # padding may hold any id (even -100); it is not scored
     log_p = torch.log_softmax(logits, dim=-1)  # (B, T, V)
     picked = log_p.gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (B, T)
     if mask is not None:

@@ -57,6 +57,8 @@ def decode(ids, vocab):
     inverse = {i: t for t, i in vocab.items()}
     words = []
     for i in (ids.tolist() if torch.is_tensor(ids) else ids):
+        if int(i) not in inverse:
+            raise ValueError(f"id {int(i)} is not in the vocabulary (ids run from 0 to {len(vocab) - 1})")
         token = inverse[int(i)]
         if token == "<eos>":
             break

@@ -1,0 +1,44 @@
+# One entry point for learners, instructors and maintainers. Every target sets up
+# what it needs first (a virtual environment in .venv with pinned dependencies).
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: setup lab demo test sync expected grade bench clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	@$(PYTHON) -c 'import sys; v = sys.version_info[:2]; sys.exit(0 if v == (3, 11) else "Python 3.11 is needed; this is %d.%d (set PYTHON=python3.11)" % v)'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[test]'
+	@touch $(STAMP)
+
+## learners: the course in JupyterLab (your notebooks live in workspace/ and are never overwritten)
+lab: setup
+	$(BIN)/course lab
+
+## headless equivalent: release every notebook, autograde sample submissions, check the scores
+demo: setup
+	$(BIN)/course demo
+
+## maintainers: the whole test suite
+test: setup
+	$(BIN)/python -m pytest
+
+## maintainers: notebooks' answer/test cells from solutions/, and the grader's shipped expectations
+sync: setup
+	$(BIN)/course sync
+	$(BIN)/course expected
+
+## instructors: grade everything in course/submitted/<student>/<assignment>/
+grade: setup
+	$(BIN)/course grade
+
+bench: setup
+	$(BIN)/python bench/attention.py
+
+clean:
+	rm -rf demo-output course/release course/autograded course/feedback course/gradebook.db course/.jupyter

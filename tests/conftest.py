@@ -1,0 +1,28 @@
+"""Shared fixtures: learner-style copies of the reference, and Jupyter kept out of $HOME."""
+import os
+
+import pytest
+
+from coursekit.samples import as_learner
+from grader import EXERCISES
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _jupyter_dirs_in_tmp(tmp_path_factory):
+    """Kernels started by the tests write their runtime files here, never under $HOME."""
+    root = tmp_path_factory.mktemp("jupyter")
+    old = {k: os.environ.get(k) for k in ("JUPYTER_RUNTIME_DIR", "JUPYTER_DATA_DIR", "IPYTHONDIR")}
+    for k, sub in (("JUPYTER_RUNTIME_DIR", "runtime"), ("JUPYTER_DATA_DIR", "data"), ("IPYTHONDIR", "ipython")):
+        os.environ[k] = str(root / sub)
+    yield
+    for k, v in old.items():
+        if v is None:
+            os.environ.pop(k, None)
+        else:
+            os.environ[k] = v
+
+
+@pytest.fixture(scope="session")
+def learner():
+    """Every exercise's reference, compiled as notebook code would be (so the grader accepts it)."""
+    return as_learner({name: None for name in EXERCISES})

@@ -1,0 +1,327 @@
+"""The grader: what it accepts, what it rejects, and what it says."""
+import inspect
+import subprocess
+import sys
+import textwrap
+import types
+
+import pytest
+import torch
+
+import grader
+import solutions.mistakes
+from coursekit.samples import as_learner
+from grader import EXERCISES, CheckFailed, check
+from grader.build import stale
+
+PARTS = ("basic", "edge", "hidden")
+
+
+def failure(name, fn, part):
+    with pytest.raises(CheckFailed) as info:
+        check(name, fn, part)
+    return str(info.value)
+
+
+def mistake_as_learner(mname, learner):
+    """A known mistake compiled as learner code, calling the learner copies of the reference."""
+    src = inspect.getsource(getattr(solutions.mistakes, mname))
+    ns = {"math": __import__("math"), "torch": torch}
+    mods = {"attention": ["bidirectional_mask", "causal_mask", "padding_mask", "combine_masks", "additive_mask",
+                          "masked_attention"],
+            "_sm": ["softmax", "log_softmax", "sequence_log_prob"],
+            "tokens": ["build_vocab", "encode", "decode", "pad_batch", "embed_one_hot", "embed_lookup"]}
+    for mod, names in mods.items():
+        ns[mod] = types.SimpleNamespace(**{n: learner[n] for n in names},
+                                        SPECIALS=("<pad>", "<bos>", "<eos>", "<unk>"))
+    exec(compile(src, f"<learner {mname}>", "exec"), ns)
+    return ns[mname]
+
+
+# ---------------------------------------------------------------- the reference passes
+@pytest.mark.parametrize("name", list(EXERCISES))
+def test_reference_written_as_learner_code_passes_every_part(name, learner, capsys):
+    """The reference, compiled as a notebook cell, passes basic, edge and hidden, printing one PASSED line each."""
+    for part in PARTS:
+        check(name, learner[name], part)
+    out = capsys.readouterr()
+    assert out.out.count("PASSED") == 3 and out.err == ""
+
+
+@pytest.mark.parametrize("name", list(EXERCISES))
+def test_shipped_expected_outputs_are_not_stale(name):
+    """grader/expected/<name>.pt equals what the reference computes now (`course expected` rebuilds it)."""
+    assert stale(name) is None
+
+
+# ---------------------------------------------------------------- known mistakes are named
+MISTAKES = [(name, m, why) for name, ex in EXERCISES.items() for m, why in ex.mistakes]
+
+
+@pytest.mark.parametrize("name,mname,why", MISTAKES, ids=[f"{n}-{m}" for n, m, _ in MISTAKES])
+def test_each_known_mistake_fails_and_is_named(name, mname, why, learner):
+    """A function with a known mistake fails at least one part, and some failing part names that mistake."""
+    fn = mistake_as_learner(mname, learner)
+    messages = []
+    for part in PARTS:
+        try:
+            check(name, fn, part)
+        except CheckFailed as exc:
+            messages.append(str(exc))
+    assert messages, f"{mname} passed every part of {name}"
+    assert any(why in m for m in messages), f"no failure of {mname} names it:\n" + "\n---\n".join(messages)
+
+
+# ---------------------------------------------------------------- other correct styles pass
+OTHER_STYLES = {
+    "softmax": '''
+        def softmax(x, dim=-1, temperature=1.0):
+            if temperature <= 0:
+                raise ValueError("temperature must be positive")
+            return torch.softmax(x.double() / temperature, dim=dim).nan_to_num(0.0).to(x.dtype)
+    ''',
+    "log_softmax": '''
+        def log_softmax(x, dim=-1, temperature=1.0):
+            if not temperature > 0:
+                raise ValueError("bad temperature")
+            return torch.log_softmax(x / temperature, dim=dim).nan_to_num(nan=float("-inf"), neginf=float("-inf"))
+    ''',
+    "masked_attention": '''
+        def masked_attention(Q, K, V, mask=None):
+            if Q.shape[-1] != K.shape[-1] or K.shape[-2] != V.shape[-2]:
+                raise ValueError("shapes")
+            if mask is not None:
+                try:
+                    torch.broadcast_shapes(mask.shape, Q.shape[:-1] + (K.shape[-2],))
+                except RuntimeError:
+                    raise ValueError("mask shape")
+            s = torch.einsum("...id,...jd->...ij", Q, K) / Q.shape[-1] ** 0.5
+            if mask is not None:
+                s = s.masked_fill(~mask, float("-inf"))
+            w = torch.softmax(s, dim=-1).nan_to_num(0.0)
+            out = torch.nn.functional.scaled_dot_product_attention(Q, K, V, attn_mask=mask)
+            return out.nan_to_num(0.0) if K.shape[-2] else torch.einsum("...ij,...jd->...id", w, V), w
+    ''',
+    "causal_mask": '''
+        def causal_mask(T, device=None):
+            if T < 0:
+                raise ValueError("T")
+            i = torch.arange(T, device=device)
+            return i[:, None] >= i[None, :]
+    ''',
+    "pad_batch": '''
+        def pad_batch(sequences, pad_id=0):
+            if not sequences:
+                raise ValueError("empty")
+            rows = [torch.tensor(s, dtype=torch.long) for s in sequences]
+            ids = torch.nn.utils.rnn.pad_sequence(rows, batch_first=True, padding_value=pad_id)
+            lengths = torch.tensor([len(s) for s in sequences])
+            return ids, torch.arange(ids.shape[1])[None, :] < lengths[:, None]
+    ''',
+    "pairwise_scores": '''
+        def pairwise_scores(Q, K):
+            if Q.shape[-1] != K.shape[-1]:
+                raise ValueError("widths")
+            Qb, Kb = torch.broadcast_tensors(Q[..., :, None, :], K[..., None, :, :])
+            out = torch.zeros(Qb.shape[:-1], dtype=Q.dtype)
+            for d in range(Q.shape[-1]):       # a loop over the width, on purpose
+                out = out + Qb[..., d] * Kb[..., d]
+            return out
+    ''',
+}
+
+
+@pytest.mark.parametrize("name", list(OTHER_STYLES))
+def test_correct_implementations_in_other_styles_pass(name):
+    """Judged by behaviour: einsum, SDPA, loops, float64 inside, pad_sequence all pass the visible parts."""
+    fn = as_learner({name: textwrap.dedent(OTHER_STYLES[name])})[name]
+    check(name, fn, "basic")
+    check(name, fn, "edge")
+
+
+# ---------------------------------------------------------------- bad learner functions
+def learner_fn(src, name):
+    return as_learner({name: textwrap.dedent(src)})[name]
+
+
+def test_a_stub_is_reported_as_not_implemented():
+    """The released stub fails with a message that says what to replace."""
+    fn = learner_fn("def softmax(x, dim=-1, temperature=1.0):\n    raise NotImplementedError()\n", "softmax")
+    msg = failure("softmax", fn, "basic")
+    assert "not implemented yet" in msg and "NotImplementedError" in msg
+
+
+def test_a_raising_function_is_reported_with_its_error_and_every_case_still_runs():
+    """An exception becomes a message naming it; all cases are still counted."""
+    fn = learner_fn("def softmax(x, dim=-1, temperature=1.0):\n    raise KeyError('boom')\n", "softmax")
+    msg = failure("softmax", fn, "basic")
+    n = len(grader.load_expected("softmax")["parts"]["basic"])
+    assert "raised KeyError: 'boom'" in msg and f"{n} of {n} checks failed" in msg
+
+
+def test_a_hanging_function_is_stopped_and_reported(monkeypatch):
+    """An infinite loop is interrupted at the time limit, reported, and the check returns."""
+    monkeypatch.setattr(grader._safe, "DEFAULT_TIME_LIMIT", 0.5)
+    fn = learner_fn("def softmax(x, dim=-1, temperature=1.0):\n    while True:\n        pass\n", "softmax")
+    msg = failure("softmax", fn, "basic")
+    assert "did not finish within 0.5 s" in msg
+
+
+def test_a_wrong_shape_is_reported_with_both_shapes():
+    fn = learner_fn("def pairwise_scores(Q, K):\n    return K @ Q.transpose(-2, -1)\n", "pairwise_scores")
+    msg = failure("pairwise_scores", fn, "basic")
+    assert "has shape" in msg and "expected" in msg and "K Q^T" in msg
+
+
+def test_a_wrong_dtype_is_reported():
+    fn = learner_fn("def scaled_scores(Q, K):\n    return (Q @ K.transpose(-2, -1)).float() / math.sqrt(Q.shape[-1])\n",
+                    "scaled_scores")
+    msg = failure("scaled_scores", fn, "basic")
+    assert "dtype torch.float32, expected torch.float64" in msg
+
+
+def test_a_tensor_made_on_the_wrong_device_is_caught_without_a_gpu():
+    """The meta-device probe catches a helper tensor created without device=..."""
+    fn = learner_fn('''
+        def additive_mask(mask, dtype=torch.float32):
+            if mask.dtype != torch.bool or not dtype.is_floating_point:
+                raise ValueError("bool mask and float dtype")
+            return torch.zeros(mask.shape, dtype=dtype).masked_fill(~mask, float("-inf"))
+    ''', "additive_mask")
+    check("additive_mask", fn, "basic")  # right values on the CPU ...
+    msg = failure("additive_mask", fn, "hidden")  # ... but the probe sees the device
+    assert "device" in msg and "meta" in msg
+
+
+def test_nan_output_is_reported_in_plain_words():
+    fn = learner_fn('''
+        def masked_attention(Q, K, V, mask=None):
+            s = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
+            if mask is not None:
+                s = s.masked_fill(~mask, float("-inf"))
+            w = torch.softmax(s, dim=-1)
+            return w @ V, w
+    ''', "masked_attention")
+    msg = failure("masked_attention", fn, "edge")
+    assert "NaN" in msg and "masked" in msg
+
+
+def test_warnings_and_prints_of_correct_code_stay_off_stderr(capfd):
+    """nbgrader scores any stderr as 0: a correct function that warns and prints still passes cleanly."""
+    fn = learner_fn('''
+        def softmax(x, dim=-1, temperature=1.0):
+            import sys, warnings
+            warnings.warn("just so you know")
+            print("debugging", file=sys.stderr)
+            print("more debugging")
+            if not temperature > 0:
+                raise ValueError("temperature")
+            return torch.softmax(x / temperature, dim=dim).nan_to_num(0.0)
+    ''', "softmax")
+    check("softmax", fn, "basic")
+    out, err = capfd.readouterr()
+    assert err == "" and "PASSED" in out and "warning" in out
+
+
+# ---------------------------------------------------------------- tampering does not help
+def test_monkeypatching_torch_comparisons_does_not_pass_a_wrong_answer(monkeypatch):
+    """Replacing torch.allclose, torch.isclose, torch.testing and Tensor methods after import changes nothing."""
+    wrong = learner_fn("def softmax(x, dim=-1, temperature=1.0):\n    return torch.zeros_like(x)\n", "softmax")
+    monkeypatch.setattr(torch, "allclose", lambda *a, **k: True)
+    monkeypatch.setattr(torch, "isclose", lambda a, b, *r, **k: torch.ones_like(a, dtype=torch.bool))
+    monkeypatch.setattr(torch, "equal", lambda *a, **k: True)
+    monkeypatch.setattr(torch.testing, "assert_close", lambda *a, **k: None)
+    monkeypatch.setattr(torch.Tensor, "__eq__", lambda a, b: True)
+    monkeypatch.setattr(torch.Tensor, "tolist", lambda self: [])
+    failure("softmax", wrong, "basic")
+
+
+def test_calling_the_reference_is_a_failure():
+    """A learner function that imports and calls the reference package fails, saying so."""
+    fn = learner_fn('''
+        def softmax(x, dim=-1, temperature=1.0):
+            from solutions.softmax import softmax as ref
+            return ref(x, dim, temperature)
+    ''', "softmax")
+    msg = failure("softmax", fn, "basic")
+    assert "called the reference solution" in msg
+
+
+def test_a_tensor_subclass_that_lies_about_equality_is_rejected():
+    fn = learner_fn('''
+        class Liar(torch.Tensor):
+            def __eq__(self, other):
+                return True
+        def softmax(x, dim=-1, temperature=1.0):
+            return torch.zeros_like(x).as_subclass(Liar)
+    ''', "softmax")
+    assert "plain torch.Tensor" in failure("softmax", fn, "basic")
+
+
+# ---------------------------------------------------------------- learners' machines have no reference
+def test_visible_checks_work_without_the_solutions_package():
+    """With `solutions` unimportable, basic/edge pass on the shipped expectations and hidden says why it cannot run."""
+    script = textwrap.dedent('''
+        import sys, importlib.abc
+        class Block(importlib.abc.MetaPathFinder):
+            def find_spec(self, name, path, target=None):
+                if name == "solutions" or name.startswith("solutions."):
+                    raise ImportError("no reference on a learner's machine")
+        sys.meta_path.insert(0, Block())
+        import inspect, textwrap
+        import grader
+        assert not grader.reference_available()
+        src = open(sys.argv[1]).read()
+        ns = {}
+        exec("import math, torch\\nimport torch.nn.functional as F\\n", ns)
+        exec(compile(src, "<cell>", "exec"), ns)
+        for name in ("softmax", "masked_attention", "build_vocab"):
+            grader.check(name, ns[name], "basic")
+            grader.check(name, ns[name], "edge")
+        try:
+            grader.check("softmax", ns["softmax"], "hidden")
+        except RuntimeError as e:
+            print("HIDDEN:", e)
+    ''')
+    from coursekit.notebooks import solution_source
+    import tempfile
+    with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
+        f.write("\n\n".join(solution_source(n) for n in ("softmax", "masked_attention", "build_vocab")))
+    proc = subprocess.run([sys.executable, "-c", script, f.name], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("PASSED") == 6
+    assert "HIDDEN: hidden checks need the reference solutions" in proc.stdout
+
+
+def test_unknown_exercise_or_part_is_a_clear_error(learner):
+    with pytest.raises(ValueError, match="unknown exercise"):
+        check("sofmax", learner["softmax"])
+    with pytest.raises(ValueError, match="unknown part"):
+        check("softmax", learner["softmax"], part="secret")
+
+
+def test_a_name_that_is_not_a_function_fails_in_words():
+    assert "expected a function" in failure("softmax", None, "basic")
+
+
+def test_causal_leak_names_the_leaking_pair():
+    """Attention that ignores the mask leaks the future; the message names position i and token j."""
+    fn = learner_fn('''
+        def masked_attention(Q, K, V, mask=None):
+            w = torch.softmax(Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1]), dim=-1)
+            return w @ V, w
+    ''', "masked_attention")
+    msg = failure("masked_attention", fn, "edge")
+    assert "the future leaks" in msg or "Other failing cases show" in msg
+    from grader.exercises import _attn_no_future_leak
+    leak = _attn_no_future_leak(fn)
+    assert leak and "position i=" in leak and "token j=" in leak
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_hidden_checks_run_on_cuda_too(learner, capsys):
+    """With a GPU the hidden part also runs every case on CUDA (and still passes the reference)."""
+    assert "cuda" in grader.grading_devices()
+    check("masked_attention", learner["masked_attention"], "hidden")
+    check("softmax", learner["softmax"], "hidden")
