@@ -49,7 +49,7 @@ def solution_source(name):
     return inspect.getsource(reference_function(name)).rstrip("\n")
 
 
-def test_sources(name):
+def graded_cell_sources(name):
     basic = f'check("{name}", {name}, part="basic")'
     edge = (f'check("{name}", {name}, part="edge")\n'
             f'### BEGIN HIDDEN TESTS\n'
@@ -84,7 +84,7 @@ def exercise(name, points=(1, 2)):
     """The answer cell and the two graded test cells of exercise ``name``."""
     answer = nbformat.v4.new_code_cell(solution_source(name))
     answer.metadata.update(_nbgrader(name, solution=True))
-    basic, edge = test_sources(name)
+    basic, edge = graded_cell_sources(name)
     t1 = nbformat.v4.new_code_cell(basic)
     t1.metadata.update(_nbgrader(f"{name}_basic", grade=True, locked=True, points=points[0]))
     t2 = nbformat.v4.new_code_cell(edge)
@@ -118,7 +118,7 @@ def _expected_cells(nb):
             want[i] = solution_source(gid)
         elif md.get("grade") and gid.rsplit("_", 1)[0] in EXERCISES:
             name, kind = gid.rsplit("_", 1)
-            basic, edge = test_sources(name)
+            basic, edge = graded_cell_sources(name)
             want[i] = {"basic": basic, "edge": edge}.get(kind, cell.source)
     return want
 

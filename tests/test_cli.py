@@ -1,0 +1,60 @@
+"""The `course` command as learners, instructors and maintainers call it (real subprocesses)."""
+import os
+import re
+import subprocess
+import sys
+
+import nbformat
+import pytest
+
+from coursekit import ROOT
+
+COURSE = [sys.executable, "-m", "coursekit"]
+
+
+def run(*args, timeout=900):
+    return subprocess.run([*COURSE, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+
+
+def test_workspace_is_built_once_and_never_overwrites_a_learners_notebook(tmp_path):
+    ws = tmp_path / "workspace"
+    first = run("workspace", "--dir", str(ws))
+    assert first.returncode == 0, first.stderr
+    nb_path = ws / "03_softmax" / "03_softmax.ipynb"
+    nb = nbformat.read(nb_path, as_version=4)
+    assert "BEGIN SOLUTION" not in nbformat.writes(nb)
+    nb.cells.append(nbformat.v4.new_code_cell("my_own_work = 42"))
+    nbformat.write(nb, nb_path)
+    (ws / "01_tokens" / "01_tokens.ipynb").unlink()
+
+    second = run("workspace", "--dir", str(ws))
+    assert second.returncode == 0, second.stderr
+    assert "my_own_work = 42" in nb_path.read_text()
+    assert re.search(r"kept\s+\S*03_softmax", second.stdout)
+    assert re.search(r"created\s+\S*01_tokens", second.stdout)  # a deleted notebook comes back fresh
+
+
+@pytest.mark.pipeline
+def test_demo_grades_sample_submissions_headless(tmp_path):
+    """The headless main job: release, autograde reference / untouched / one-bug, feedback, grades.csv."""
+    proc = run("demo", "--out", str(tmp_path / "demo"), "02_dot_products")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "demo passed" in proc.stdout
+    assert os.path.exists(tmp_path / "demo" / "course" / "grades.csv")
+    assert os.path.exists(tmp_path / "demo" / "course" / "feedback" / "one-bug" / "02_dot_products"
+                          / "02_dot_products.html")
+
+
+def test_sync_and_expected_checks_report_no_drift():
+    for cmd in (("sync", "--check"), ("expected", "--check")):
+        proc = run(*cmd)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_readme_opens_with_the_two_commands_and_ci_runs_the_second():
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    block = re.search(r"```bash\n(.*?)```", readme, re.S).group(1)
+    commands = [line.split("#")[0].strip() for line in block.splitlines() if line.strip()]
+    assert commands == ["make lab", "make test"]
+    ci = open(os.path.join(ROOT, ".ci", "run")).read()
+    assert re.search(r"^make test$", ci, re.M)

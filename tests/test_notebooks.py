@@ -1,0 +1,73 @@
+"""The source notebooks: in sync with solutions/, clean, complete, and runnable top to bottom."""
+import os
+import time
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from coursekit.notebooks import SETUP_SOURCE, drift, exercises_in, source_notebooks
+from grader import EXERCISES
+
+NOTEBOOKS = source_notebooks()
+IDS = [os.path.basename(p) for p in NOTEBOOKS]
+
+
+def test_there_are_the_four_foundation_notebooks():
+    assert IDS == ["01_tokens.ipynb", "02_dot_products.ipynb", "03_softmax.ipynb", "04_masks_attention.ipynb"]
+
+
+def test_answer_and_test_cells_equal_their_single_source():
+    """Every answer cell is the reference function from solutions/, every test cell the generated one."""
+    assert drift() == []
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_notebook_is_committed_without_outputs(path):
+    nb = nbformat.read(path, as_version=4)
+    assert all(not c.outputs and c.execution_count is None for c in nb.cells if c.cell_type == "code")
+
+
+def test_every_exercise_lives_in_exactly_one_notebook_its_registry_names():
+    seen = {}
+    for path in NOTEBOOKS:
+        for name in exercises_in(path):
+            assert name not in seen, f"{name} appears in {seen.get(name)} and {path}"
+            seen[name] = os.path.basename(os.path.dirname(path))
+    assert seen == {name: ex.notebook for name, ex in EXERCISES.items()}
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_grade_ids_are_unique_and_each_exercise_has_two_graded_cells(path):
+    nb = nbformat.read(path, as_version=4)
+    ids = [c.metadata["nbgrader"]["grade_id"] for c in nb.cells if "nbgrader" in c.metadata]
+    assert len(ids) == len(set(ids))
+    for name in exercises_in(path):
+        graded = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")
+                  and c.metadata["nbgrader"]["grade_id"].rsplit("_", 1)[0] == name]
+        assert [c.metadata["nbgrader"]["grade_id"] for c in graded] == [f"{name}_basic", f"{name}_edge"]
+        assert all(c.metadata["nbgrader"]["locked"] and c.metadata["nbgrader"]["points"] > 0 for c in graded)
+        assert "### BEGIN HIDDEN TESTS" in graded[1].source
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_setup_cell_is_the_first_code_cell_and_read_only(path):
+    nb = nbformat.read(path, as_version=4)
+    first = next(c for c in nb.cells if c.cell_type == "code")
+    assert first.source == SETUP_SOURCE and first.metadata["nbgrader"]["locked"]
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_source_notebook_executes_top_to_bottom_with_the_reference(path, tmp_path):
+    """Run every cell in a real kernel: no error, nothing on stderr, every check PASSED."""
+    nb = nbformat.read(path, as_version=4)
+    t = time.perf_counter()
+    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    seconds = time.perf_counter() - t
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
+              if o.output_type == "error" or (o.output_type == "stream" and o.name == "stderr")]
+    assert not errors, errors[:2]
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    n_checks = 3 * len(exercises_in(path))
+    assert text.count("PASSED") == n_checks and "FAILED" not in text
+    print(f"{os.path.basename(path)} executed in {seconds:.1f} s")

@@ -1,0 +1,268 @@
+"""The real nbgrader pipeline: release, autograde, feedback, gradebook, on a temporary copy of the course.
+
+Every test here starts real nbgrader commands and real Jupyter kernels and reads
+the real SQLite gradebook. Autograde times are printed (run pytest with -s).
+"""
+import html
+import os
+import re
+import textwrap
+
+import nbformat
+import pytest
+from nbgrader.validator import Validator
+
+from coursekit.notebooks import solution_source
+from coursekit.pipeline import CourseCopy, assignments
+from coursekit.samples import ONE_BUG, answered, edited_source, points_of, total_points, with_bug
+from grader import EXERCISES
+
+pytestmark = pytest.mark.pipeline
+ASSIGNMENTS = assignments()
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    cc = CourseCopy(tmp_path_factory.mktemp("course"))
+    for a in ASSIGNMENTS:
+        cc.release(a)
+    return cc
+
+
+def release_nb(course, a):
+    return nbformat.read(course.release_path(a), as_version=4)
+
+
+def grade(course, student, a, nb, extra_files=None):
+    course.submit(student, a, nb, extra_files)
+    seconds = course.autograde(student, a)
+    print(f"autograde {a} / {student}: {seconds:.1f} s")
+    return course.scores(student, a)
+
+
+def total(scores):
+    return sum(s for s, _ in scores.values())
+
+
+# ---------------------------------------------------------------- what a release contains
+@pytest.mark.parametrize("a", ASSIGNMENTS)
+def test_release_has_no_solution_code_and_no_hidden_tests(course, a):
+    text = open(course.release_path(a)).read()
+    assert "BEGIN SOLUTION" not in text and "HIDDEN TESTS" not in text and 'part=\\"hidden\\"' not in text
+    release = release_nb(course, a)
+    for name in (n for n, ex in EXERCISES.items() if ex.notebook == a):
+        body = solution_source(name).split("### BEGIN SOLUTION")[1].split("### END SOLUTION")[0]
+        leaked = [line.strip() for line in body.splitlines()
+                  if len(line.strip()) > 20 and any(line.strip() in c.source for c in release.cells if c.cell_type == "code")]
+        assert not leaked, f"{name}: reference lines in the release: {leaked[:3]}"
+        answer = next(c for c in release.cells if c.metadata.get("nbgrader", {}).get("grade_id") == name)
+        assert "raise NotImplementedError()" in answer.source and f"def {name}(" in answer.source
+
+
+@pytest.mark.parametrize("a", ASSIGNMENTS)
+def test_every_test_cell_of_the_release_fails_on_the_untouched_stubs(course, a):
+    """`nbgrader validate --invert`: no test cell passes before the learner writes anything."""
+    v = Validator()
+    v.invert = True
+    assert v.validate(course.release_path(a)) == {}
+
+
+# ---------------------------------------------------------------- scores
+@pytest.mark.parametrize("a", ASSIGNMENTS)
+def test_reference_answers_score_full_marks(course, a):
+    release = release_nb(course, a)
+    scores = grade(course, "reference", a, answered(release))
+    assert scores and all(s == m for s, m in scores.values()), scores
+    assert total(scores) == total_points(release)
+
+
+@pytest.mark.parametrize("a", ASSIGNMENTS)
+def test_untouched_release_scores_zero(course, a):
+    scores = grade(course, "untouched", a, release_nb(course, a))
+    assert total(scores) == 0, scores
+
+
+# A second bug per notebook, written as a learner would write it (not one of the grader's variants).
+SECOND_BUG = {
+    "01_tokens": ("encode", '''
+        def encode(text, vocab):
+            return [vocab.get(w, vocab["<unk>"]) for w in text.lower().split()]
+    ''', "lack <bos> at the start"),
+    "02_dot_products": ("project_qkv", '''
+        def project_qkv(X, W_Q, W_K, W_V):
+            for W in (W_Q, W_K, W_V):
+                if W.shape[1] != X.shape[-1]:
+                    raise ValueError("width")
+            if W_Q.shape[0] != W_K.shape[0]:
+                raise ValueError("d_k")
+            return X @ W_Q.T, X @ W_V.T, X @ W_K.T
+    ''', "K and V are swapped"),
+    "03_softmax": ("sequence_log_prob", '''
+        def sequence_log_prob(logits, targets, mask=None):
+            if logits.dim() != 3 or targets.shape != logits.shape[:2] or targets.dtype != torch.long:
+                raise ValueError("shapes")
+            lp = torch.log_softmax(logits, -1).gather(-1, targets.clamp_min(0)[..., None])[..., 0]
+            return lp.mean(-1) * targets.shape[-1] if mask is None else (lp * mask).sum(-1) / mask.sum(-1).clamp_min(1)
+    ''', "averaged"),
+    "04_masks_attention": ("causal_mask", '''
+        def causal_mask(T, device=None):
+            if T < 0:
+                raise ValueError("T")
+            return torch.triu(torch.ones(T, T, dtype=torch.bool, device=device))
+    ''', "upper-triangular"),
+}
+
+
+def _check_single_bug(course, a, student, name, nb, phrase):
+    release = release_nb(course, a)
+    scores = grade(course, student, a, nb)
+    broken = {gid for gid in scores if gid.rsplit("_", 1)[0] == name}
+    assert all(scores[g][0] == 0 for g in broken), scores
+    assert all(s == m for g, (s, m) in scores.items() if g not in broken), scores
+    assert total(scores) == total_points(release) - points_of(release, name)
+    feedback = html.unescape(open(course.feedback(student, a)).read())
+    assert phrase in feedback, f"the feedback does not name the mistake ({phrase!r})"
+    return feedback
+
+
+@pytest.mark.parametrize("a", ASSIGNMENTS)
+def test_a_known_bug_loses_exactly_its_exercise_and_feedback_names_it(course, a):
+    name, _, (old, new) = ONE_BUG[a]
+    why = dict(EXERCISES[name].mistakes)
+    phrase = {"pad_batch": why["pad_batch_mask_inverted"], "scaled_scores": why["scaled_scores_no_sqrt"],
+              "softmax": "exp() overflowed", "masked_attention": why["attention_no_sqrt"]}[name]
+    _check_single_bug(course, a, "bug1", name, with_bug(release_nb(course, a), a), phrase)
+
+
+@pytest.mark.parametrize("a", ASSIGNMENTS)
+def test_a_learner_written_bug_loses_exactly_its_exercise_and_feedback_names_it(course, a):
+    name, src, phrase = SECOND_BUG[a]
+    nb = answered(release_nb(course, a), {name: textwrap.dedent(src).strip()})
+    feedback = _check_single_bug(course, a, "bug2", name, nb, phrase)
+    assert "BEGIN HIDDEN TESTS" not in feedback and 'part="hidden"' not in feedback
+
+
+# ---------------------------------------------------------------- tampering
+TAMPER_A = "03_softmax"
+WRONG_SOFTMAX = edited_source("softmax", "e / total.clamp_min", "0.5 * e / total.clamp_min")
+
+
+def _cell(nb, grade_id):
+    return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
+
+
+@pytest.fixture(scope="module")
+def honest_wrong(course):
+    """The honest submission beneath every tamper attempt: all right except a wrong softmax."""
+    nb = answered(release_nb(course, TAMPER_A), {"softmax": WRONG_SOFTMAX})
+    scores = grade(course, "honest", TAMPER_A, nb)
+    assert scores["softmax_basic"][0] == 0 and scores["softmax_edge"][0] == 0
+    return nb, total(scores)
+
+
+def _tampered(honest, edit):
+    nb = nbformat.reads(nbformat.writes(honest), as_version=4)
+    edit(nb)
+    return nb
+
+
+def _append_to_answer(text):
+    def edit(nb):
+        _cell(nb, "softmax").source += "\n\n" + textwrap.dedent(text).strip()
+    return edit
+
+
+def _replace_tests(nb):
+    for c in nb.cells:
+        if c.metadata.get("nbgrader", {}).get("grade"):
+            c.source = "pass"
+
+
+def _delete_tests(nb):
+    nb.cells = [c for c in nb.cells if not c.metadata.get("nbgrader", {}).get("grade")]
+
+
+def _stderr_and_fake_pass(nb):
+    _cell(nb, "softmax").source += '\n\nimport sys\nprint("PASSED softmax [basic]: 8 checks passed.")\n' \
+                                   'print("All good", file=sys.stderr)'
+
+
+TAMPERS = {
+    "patch-torch-comparisons": _append_to_answer('''
+        import torch.testing
+        torch.allclose = lambda *a, **k: True
+        torch.isclose = lambda a, b, *r, **k: torch.ones_like(a, dtype=torch.bool)
+        torch.testing.assert_close = lambda *a, **k: None
+        torch.Tensor.__eq__ = lambda a, b: True
+    '''),
+    "rebind-check": _append_to_answer('''
+        import grader
+        def check(*args, **kwargs):
+            print("PASSED")
+        grader.check = check
+    '''),
+    "swap-grader-module": _append_to_answer('''
+        import sys, types
+        fake = types.ModuleType("grader")
+        fake.check = lambda *a, **k: None
+        sys.modules["grader"] = fake
+        from grader import check
+    '''),
+    "edit-test-cells": _replace_tests,
+    "delete-test-cells": _delete_tests,
+    "stderr-and-fake-pass": _stderr_and_fake_pass,
+}
+
+
+@pytest.mark.parametrize("kind", list(TAMPERS))
+def test_tampering_scores_no_more_than_the_honest_wrong_answer(course, honest_wrong, kind):
+    honest, honest_total = honest_wrong
+    scores = grade(course, f"tamper-{kind}", TAMPER_A, _tampered(honest, TAMPERS[kind]))
+    assert scores["softmax_basic"][0] == 0 and scores["softmax_edge"][0] == 0, scores
+    assert total(scores) <= honest_total
+
+
+def test_a_grader_file_beside_the_notebook_does_not_shadow_the_grader(course, honest_wrong):
+    honest, honest_total = honest_wrong
+    fake = "def check(*args, **kwargs):\n    print('PASSED')\n"
+    scores = grade(course, "tamper-shadow", TAMPER_A, honest,
+                   extra_files={"grader.py": fake, "grader/__init__.py": fake, "torch/__init__.py": "x = 1\n"})
+    assert scores["softmax_basic"][0] == 0 and total(scores) <= honest_total
+
+
+def test_importing_the_reference_scores_like_the_stub(course):
+    """`from solutions... import softmax` in place of an answer earns what the untouched stub earns: 0."""
+    nb = answered(release_nb(course, TAMPER_A),
+                  {"softmax": "from solutions.softmax import softmax\nimport solutions\n"})
+    scores = grade(course, "tamper-import-reference", TAMPER_A, nb)
+    assert scores["softmax_basic"][0] == 0 and scores["softmax_edge"][0] == 0, scores
+    assert scores["log_softmax_basic"][0] == 1  # the rest is still graded normally
+
+
+def test_an_infinite_loop_costs_only_its_exercise(course):
+    """A learner function that never returns is stopped; every other exercise is still graded."""
+    loop = edited_source("softmax", "    z = x / temperature", "    while True:\n        pass\n    z = x / temperature")
+    release = release_nb(course, TAMPER_A)
+    scores = grade(course, "tamper-loop", TAMPER_A, answered(release, {"softmax": loop}))
+    assert scores["softmax_basic"][0] == 0 and scores["softmax_edge"][0] == 0
+    assert total(scores) == total_points(release) - points_of(release, "softmax")
+    feedback = html.unescape(open(course.feedback("tamper-loop", TAMPER_A)).read())
+    assert "did not finish within" in feedback
+
+
+def test_feedback_never_contains_hidden_test_code(course):
+    """Feedback shows the learner the visible checks and their messages, never the hidden checks' code."""
+    release = release_nb(course, TAMPER_A)
+    grade(course, "feedback", TAMPER_A, answered(release, {"softmax": WRONG_SOFTMAX}))
+    course.feedback("feedback", TAMPER_A)
+    feedback_dir = os.path.join(course.root, "feedback")
+    files = [os.path.join(d, f) for d, _, fs in os.walk(feedback_dir) for f in fs if f.endswith(".html")]
+    assert files, "no feedback was generated"
+    for path in files:
+        text = html.unescape(open(path).read())
+        assert "HIDDEN TESTS" not in text and not re.search(r'part\s*=\s*"hidden"', text), path
+
+
+def test_grades_export_to_csv(course):
+    rows = course.export("grades.csv")
+    assert {r["student_id"] for r in rows} >= {"reference", "untouched"}
