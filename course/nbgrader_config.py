@@ -35,8 +35,9 @@ c.ClearSolutions.enforce_metadata = True
 # Grading: deleted cells come back, edited test cells are overwritten from the source.
 c.OverwriteCells.add_missing_cells = True
 
-# Plenty for the checks (each learner call is also limited to 10 s by the grader).
-c.Execute.timeout = 300
+# Seconds per cell: plenty for the checks (each learner call is also limited to 10 s by the
+# grader) and for a toy training cell; a learner function that hangs in a demo cell costs this much.
+c.Execute.timeout = 120
 c.Execute.interrupt_on_timeout = True
 
 # After the kernel has run the notebook, re-run every graded check in a clean
@@ -51,6 +52,8 @@ c.Autograde.autograde_preprocessors = [
     Execute, IndependentRecheck, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
     AssignLatePenalties, CheckCellMetadata]
 
-# Feedback never shows hidden-test code.
-c.GenerateFeedback.preprocessors = [GetGrades, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
+# Feedback never shows hidden-test code: not in the cells, not quoted in a traceback.
+from grader.nbgrader_plugin import ShortenTracebacks  # noqa: E402
+
+c.GenerateFeedback.preprocessors = [GetGrades, ShortenTracebacks, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
 c.ClearHiddenTests.enforce_metadata = False

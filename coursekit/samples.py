@@ -13,7 +13,7 @@ from .notebooks import solution_source
 ONE_BUG = {
     "01_tokens": ("pad_batch", "the padding mask is inverted", ("return ids, mask", "return ids, ~mask")),
     "02_dot_products": ("scaled_scores", "no division by sqrt(d_k)", (" / math.sqrt(d_k)", "")),
-    "03_softmax": ("softmax", "no max-subtraction (overflow)", ("e = torch.exp(z - m)", "e = torch.exp(z)")),
+    "03_softmax": ("softmax", "logits multiplied by the temperature", ("z = x / temperature", "z = x * temperature")),
     "04_masks_attention": ("masked_attention", "no division by sqrt(d_k)", (" / math.sqrt(Q.shape[-1])", "")),
 }
 

@@ -127,6 +127,9 @@ def _problem(fn_name, outcome, expected, raises, ref_message, device):
         return "timeout", (f"it did not finish within {_safe.DEFAULT_TIME_LIMIT:g} s and was stopped: look for a loop "
                            f"that never ends. The remaining cases of this check were skipped.")
     err = outcome.error
+    if isinstance(err, NotImplementedError) and not str(err):  # the stub; torch's own have a message
+        return "stub", (f"`{fn_name}` is not implemented yet: it still raises NotImplementedError. Replace the "
+                        f"`raise NotImplementedError()` line in the exercise cell with your code.")
     if raises:
         if err is None:
             return "no-raise", (f"this input is invalid, so it should raise {raises} (the reference says: "
@@ -136,9 +139,6 @@ def _problem(fn_name, outcome, expected, raises, ref_message, device):
                                    f"{type(err).__name__}: {err}{_where_raised(err)}.")
         return None
     if err is not None:
-        if isinstance(err, NotImplementedError):
-            return "stub", (f"`{fn_name}` is not implemented yet: it still raises NotImplementedError. Replace the "
-                            f"`raise NotImplementedError()` line in the exercise cell with your code.")
         return "error", f"it raised {type(err).__name__}: {str(err)[:300]}{_where_raised(err)}."
     mismatch = compare(expected, outcome.value, "output")
     if mismatch is None:

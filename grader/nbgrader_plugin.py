@@ -90,3 +90,19 @@ class IndependentRecheck(NbGraderPreprocessor):
                 return {k: tuple(v) for k, v in json.loads(line)["results"].items()}
         self.log.error("the independent re-check printed no verdict; stderr:\n%s", proc.stderr[-3000:])
         return {}
+
+
+class ShortenTracebacks(NbGraderPreprocessor):
+    """Feedback: show a failed test cell's error as its message only.
+
+    IPython's traceback quotes the cell's source, hidden-test lines included;
+    the message (what the grader says about the learner's function) is what
+    feedback needs.
+    """
+
+    def preprocess_cell(self, cell, resources, index):
+        if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("grade"):
+            for out in cell.get("outputs", []):
+                if out.get("output_type") == "error":
+                    out["traceback"] = [f"{out.get('ename', 'Error')}: {out.get('evalue', '')}"]
+        return cell, resources

@@ -112,10 +112,12 @@ def masked_attention(Q, K, V, mask=None):
         if mask.dtype != torch.bool:
             raise ValueError(f"mask must be a bool tensor (True = may attend), got {mask.dtype}")
         try:
-            torch.broadcast_shapes(mask.shape, scores.shape)
+            fits = torch.broadcast_shapes(mask.shape, scores.shape) == scores.shape
         except RuntimeError:
+            fits = False
+        if not fits:
             raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast to the scores' "
-                             f"shape (..., T_q={T_q}, T_k={T_k}) = {tuple(scores.shape)}") from None
+                             f"shape (..., T_q={T_q}, T_k={T_k}) = {tuple(scores.shape)}")
         scores = scores.masked_fill(~mask, float("-inf"))
     m = scores.amax(dim=-1, keepdim=True) if T_k > 0 else scores.sum(-1, keepdim=True)
     m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))  # fully masked row: avoid inf - inf

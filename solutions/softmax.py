@@ -23,6 +23,8 @@ def softmax(x, dim=-1, temperature=1.0):
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
     z = x / temperature
+    if z.shape[dim] == 0:  # nothing to normalise over
+        return torch.zeros_like(z)
     m = z.amax(dim=dim, keepdim=True)
     m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))  # all -inf slice: avoid inf - inf
     e = torch.exp(z - m)
@@ -44,6 +46,8 @@ def log_softmax(x, dim=-1, temperature=1.0):
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
     z = x / temperature
+    if z.shape[dim] == 0:
+        return torch.zeros_like(z)
     m = z.amax(dim=dim, keepdim=True)
     m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
     lse = torch.log(torch.exp(z - m).sum(dim=dim, keepdim=True))

@@ -91,9 +91,12 @@ OTHER_STYLES = {
             if Q.shape[-1] != K.shape[-1] or K.shape[-2] != V.shape[-2]:
                 raise ValueError("shapes")
             if mask is not None:
+                scores_shape = Q.shape[:-1] + (K.shape[-2],)
                 try:
-                    torch.broadcast_shapes(mask.shape, Q.shape[:-1] + (K.shape[-2],))
+                    fits = torch.broadcast_shapes(mask.shape, scores_shape) == scores_shape
                 except RuntimeError:
+                    fits = False
+                if not fits:
                     raise ValueError("mask shape")
             s = torch.einsum("...id,...jd->...ij", Q, K) / Q.shape[-1] ** 0.5
             if mask is not None:
@@ -325,3 +328,12 @@ def test_hidden_checks_run_on_cuda_too(learner, capsys):
     assert "cuda" in grader.grading_devices()
     check("masked_attention", learner["masked_attention"], "hidden")
     check("softmax", learner["softmax"], "hidden")
+
+
+@pytest.mark.parametrize("name", list(EXERCISES))
+def test_every_part_fails_on_the_released_stub(name):
+    """No part of any exercise can pass a function that still raises NotImplementedError."""
+    def stub(*args, **kwargs):
+        raise NotImplementedError()
+    for part in PARTS:
+        assert "not implemented yet" in failure(name, stub, part)

@@ -128,9 +128,9 @@ def _check_single_bug(course, a, student, name, nb, phrase):
 @pytest.mark.parametrize("a", ASSIGNMENTS)
 def test_a_known_bug_loses_exactly_its_exercise_and_feedback_names_it(course, a):
     name, _, (old, new) = ONE_BUG[a]
-    why = dict(EXERCISES[name].mistakes)
-    phrase = {"pad_batch": why["pad_batch_mask_inverted"], "scaled_scores": why["scaled_scores_no_sqrt"],
-              "softmax": "exp() overflowed", "masked_attention": why["attention_no_sqrt"]}[name]
+    mistake = {"pad_batch": "pad_batch_mask_inverted", "scaled_scores": "scaled_scores_no_sqrt",
+               "softmax": "softmax_times_temperature", "masked_attention": "attention_no_sqrt"}[name]
+    phrase = dict(EXERCISES[name].mistakes)[mistake]
     _check_single_bug(course, a, "bug1", name, with_bug(release_nb(course, a), a), phrase)
 
 
@@ -241,11 +241,11 @@ def test_importing_the_reference_scores_like_the_stub(course):
 
 def test_an_infinite_loop_costs_only_its_exercise(course):
     """A learner function that never returns is stopped; every other exercise is still graded."""
-    loop = edited_source("softmax", "    z = x / temperature", "    while True:\n        pass\n    z = x / temperature")
+    loop = edited_source("sequence_log_prob", "    log_p = torch.log_softmax", "    while True:\n        pass\n    log_p = torch.log_softmax")
     release = release_nb(course, TAMPER_A)
-    scores = grade(course, "tamper-loop", TAMPER_A, answered(release, {"softmax": loop}))
-    assert scores["softmax_basic"][0] == 0 and scores["softmax_edge"][0] == 0
-    assert total(scores) == total_points(release) - points_of(release, "softmax")
+    scores = grade(course, "tamper-loop", TAMPER_A, answered(release, {"sequence_log_prob": loop}))
+    assert scores["sequence_log_prob_basic"][0] == 0 and scores["sequence_log_prob_edge"][0] == 0
+    assert total(scores) == total_points(release) - points_of(release, "sequence_log_prob")
     feedback = html.unescape(open(course.feedback("tamper-loop", TAMPER_A)).read())
     assert "did not finish within" in feedback
 
