@@ -50,7 +50,9 @@ def cmd_lab(args):
     from .pipeline import nbgrader_env
     env = nbgrader_env(target)  # Jupyter's own files go to workspace/.jupyter, not $HOME
     cmd = [sys.executable, "-m", "jupyter", "lab", f"--notebook-dir={target}", f"--ServerApp.ip={args.ip}",
-           f"--ServerApp.port={args.port}", f"--ServerApp.open_browser={args.browser}"]
+           f"--ServerApp.port={args.port}", f"--ServerApp.open_browser={args.browser}", *args.jupyter_args]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-root")  # containers and CI machines often run as root
     print("starting JupyterLab on", target, "- open the URL it prints; stop it with Ctrl-C")
     return subprocess.call(cmd, env=env)
 
@@ -140,6 +142,7 @@ def main(argv=None):
     p.add_argument("--ip", default="127.0.0.1")
     p.add_argument("--port", default="8888")
     p.add_argument("--browser", action="store_true", help="open a browser window")
+    p.add_argument("jupyter_args", nargs="*", help="passed on to `jupyter lab` (after --)")
     p.set_defaults(func=cmd_lab)
     p = sub.add_parser("workspace", help="build the learner's workspace (never overwrites)")
     p.add_argument("--dir", default=os.path.join(ROOT, "workspace"))

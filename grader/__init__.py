@@ -147,19 +147,35 @@ def _problem(fn_name, outcome, expected, raises, ref_message, device):
 
 
 def _diagnose(kind, got, mistake_outputs, explanations):
-    """Name the known mistake whose output the learner's output equals."""
+    """Name the known mistake whose output the learner's output equals.
+
+    A NaN output cannot equal anything, so for NaN the mistake named is the first
+    one that also produces NaN on this case (overflow, a 0/0 row).
+    """
     if kind in ("stub", "error", "timeout", "reference", "no-raise", "wrong-raise"):
         return None
     for mname, mout in mistake_outputs.items():
-        if mout is not None and same(mout, got):
-            return explanations.get(mname)
-    if kind == "nan":
-        for mname, mout in mistake_outputs.items():
-            if mout is not None and any(_safe.is_tensor(t) and t.is_floating_point() and bool((t != t).any())
-                                        for t in _tensors(mout)) and mname in explanations and "overflow" in \
-                    explanations[mname]:
+        if mout is None or mname not in explanations:
+            continue
+        if kind == "nan":
+            if any(t.is_floating_point() and t.device.type != "meta" and any(v != v for v in _flat(t))
+                   for t in _tensors(mout)):
                 return explanations[mname]
+        elif same(mout, got):
+            return explanations[mname]
     return None
+
+
+def _flat(t):
+    values = _safe.tolist(_safe.to(_safe.detach(t), "cpu"))
+    stack, out = [values], []
+    while stack:
+        v = stack.pop()
+        if isinstance(v, list):
+            stack.extend(v)
+        else:
+            out.append(v)
+    return out
 
 
 class _Run:

@@ -222,6 +222,7 @@ def _variance_case(g, big):
 
 
 def _variance_property(fn):
+    """The variance of q . k is about d_k, and about 1 after dividing by sqrt(d_k)."""
     from . import _safe
     for d_k in (1, 16, 256):
         out = _safe.call(fn, (d_k,), {"n_pairs": 20000, "seed": 3})
@@ -292,23 +293,35 @@ def _log_softmax_edge():
     ]
 
 
+def _nested(t):
+    """A learner's tensor as nested Python lists, through the grader's captured primitives."""
+    from . import _safe
+    return _safe.tolist(_safe.to(_safe.detach(t), "cpu"))
+
+
 def _rows_sum_to_one(fn):
+    """Every slice along `dim` sums to 1 and every weight lies in [0, 1]."""
     from . import _safe
     g = _gen(5)
     for dim in (-1, 0, 1):
         x = _randn(g, 4, 6, 3, scale=5.0)
         out = _safe.call(fn, (x,), {"dim": dim})
         if out.error is not None or out.timed_out or type(out.value) is not _safe.Tensor:
-            return None
+            return None  # reported by the case checks
         if tuple(out.value.shape) != tuple(x.shape):
             return None
-        sums = _safe.tolist(out.value.sum(dim=dim).reshape(-1))
-        for i, s in enumerate(sums):
-            if not abs(s - 1.0) < 1e-6:
-                return f"with dim={dim} the weights should sum to 1 along that axis, but one slice sums to {s:.6g}"
-        vals = _safe.tolist(out.value.reshape(-1))
-        if any(v < 0 for v in vals):
-            return "softmax gave a negative weight; every weight must lie in [0, 1]"
+        w = _nested(out.value)  # [4][6][3]
+        idx = [(a, b, c) for a in range(4) for b in range(6) for c in range(3)]
+        if any(not (0.0 <= w[a][b][c] <= 1.0) for a, b, c in idx):
+            return "softmax gave a weight outside [0, 1]; every weight must be a probability"
+        axis = dim % 3
+        sums = {}
+        for a, b, c in idx:
+            key = tuple(v for k, v in enumerate((a, b, c)) if k != axis)
+            sums[key] = sums.get(key, 0.0) + w[a][b][c]
+        for key, total in sums.items():
+            if not abs(total - 1.0) < 1e-6:
+                return f"with dim={dim} the weights should sum to 1 along that axis, but one slice sums to {total:.6g}"
     return None
 
 
@@ -453,6 +466,7 @@ def _attn_edge():
 
 
 def _attn_weights_sum_to_one(fn):
+    """Each query's weights sum to 1 over the keys, and blocked keys get exactly 0."""
     from . import _safe
     g = _gen(7)
     Q, K, V = _randn(g, 3, 6, 4), _randn(g, 3, 7, 4), _randn(g, 3, 7, 2)
@@ -464,18 +478,16 @@ def _attn_weights_sum_to_one(fn):
     v = out.value
     if not (isinstance(v, tuple) and len(v) == 2 and type(v[1]) is _safe.Tensor and tuple(v[1].shape) == (3, 6, 7)):
         return None
-    w = v[1]
-    sums = _safe.tolist(w.sum(-1).reshape(-1))
-    bad = [i for i, s in enumerate(sums) if not abs(s - 1) < 1e-6]
-    if bad:
-        b, i = divmod(bad[0], 6)
-        return (f"the weights of query {i} (batch {b}) sum to {sums[bad[0]]:.6g}, not 1: the softmax must run over "
-                f"the keys (the last axis) and only over the allowed ones")
-    blocked = [(b, i, j) for b in range(3) for i in range(6) for j in range(7)
-               if not bool(mask[b, i, j]) and float(w[b, i, j]) != 0.0]
-    if blocked:
-        b, i, j = blocked[0]
-        return f"query {i} (batch {b}) gives weight {float(w[b, i, j]):.3g} to key {j}, which the mask blocks"
+    w, allowed = _nested(v[1]), mask.tolist()
+    for b in range(3):
+        for i in range(6):
+            total = sum(w[b][i])
+            if not abs(total - 1) < 1e-6:
+                return (f"the weights of query {i} (batch {b}) sum to {total:.6g}, not 1: the softmax must run over "
+                        f"the keys (the last axis) and only over the allowed ones")
+            for j in range(7):
+                if not allowed[b][i][j] and w[b][i][j] != 0.0:
+                    return f"query {i} (batch {b}) gives weight {w[b][i][j]:.3g} to key {j}, which the mask blocks"
     return None
 
 
@@ -489,21 +501,20 @@ def _attn_no_future_leak(fn):
     base = _safe.call(fn, (Q, K, V), {"mask": causal})
     if base.error is not None or base.timed_out or not isinstance(base.value, tuple):
         return None
-    out0 = base.value[0]
-    if type(out0) is not _safe.Tensor or tuple(out0.shape) != (1, T, 3):
+    if type(base.value[0]) is not _safe.Tensor or tuple(base.value[0].shape) != (1, T, 3):
         return None
+    out0 = _nested(base.value[0])[0]
     for j in range(T - 1, 0, -1):
         Q2, K2, V2 = _safe.clone(Q), _safe.clone(K), _safe.clone(V)
-        Q2[:, j] += 3.0
-        K2[:, j] += 3.0
-        V2[:, j] += 3.0
+        for t in (Q2, K2, V2):
+            t[:, j] += 3.0
         moved = _safe.call(fn, (Q2, K2, V2), {"mask": causal})
-        if moved.error is not None or moved.timed_out or not isinstance(moved.value, tuple):
+        if moved.error is not None or moved.timed_out or not isinstance(moved.value, tuple) \
+                or type(moved.value[0]) is not _safe.Tensor or tuple(moved.value[0].shape) != (1, T, 3):
             return None
+        out1 = _nested(moved.value[0])[0]
         for i in range(j):
-            a = _safe.tolist(out0[0, i])
-            b = _safe.tolist(moved.value[0][0, i])
-            if any(abs(x - y) > 1e-9 for x, y in zip(a, b)):
+            if any(abs(x - y) > 1e-9 for x, y in zip(out0[i], out1[i])):
                 return (f"the future leaks: with a causal mask, the output at position i={i} changed when token "
                         f"j={j} (a later position) changed. Position i may only depend on tokens j <= i.")
     return None

@@ -58,3 +58,38 @@ def test_readme_opens_with_the_two_commands_and_ci_runs_the_second():
     assert commands == ["make lab", "make test"]
     ci = open(os.path.join(ROOT, ".ci", "run")).read()
     assert re.search(r"^make test$", ci, re.M)
+
+
+def test_lab_serves_the_workspace_notebooks(tmp_path):
+    """The first README command's main job: JupyterLab serving the learner's workspace."""
+    import json
+    import socket
+    import time
+    import urllib.request
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ws = tmp_path / "ws"
+    proc = subprocess.Popen([*COURSE, "lab", "--dir", str(ws), "--port", str(port), "--",
+                             "--IdentityProvider.token=course-test"], cwd=ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline, listing = time.time() + 300, None
+        while time.time() < deadline and proc.poll() is None:
+            try:
+                url = f"http://127.0.0.1:{port}/api/contents/03_softmax?token=course-test"
+                listing = json.load(urllib.request.urlopen(url, timeout=5))
+                break
+            except OSError:
+                time.sleep(1)
+        assert listing is not None, f"JupyterLab did not answer (exit {proc.poll()})"
+        assert [c["name"] for c in listing["content"]] == ["03_softmax.ipynb"]
+        page = urllib.request.urlopen(f"http://127.0.0.1:{port}/lab?token=course-test", timeout=10).read()
+        assert b"JupyterLab" in page
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()

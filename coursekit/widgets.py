@@ -1,0 +1,765 @@
+"""Widgets to play with: the learner's own function next to a reference, redrawn on every change.
+
+    from coursekit import widgets
+    widgets.temperature_explorer(softmax)          # notebook 03
+    widgets.mask_explorer(masked_attention)        # notebook 04
+
+Each function returns an ``Explorer``. Displayed in a notebook, it shows its
+``.ui`` (an ipywidgets VBox). From Python, its controls are attributes
+(``.slider``, ``.kind``, ...) and what it currently shows is state: ``.png``
+(the bytes of the plot), ``.readouts`` (a dict of numbers), ``.message`` (the
+last complaint about the input, "" after a good one) and ``.learner_message``
+(what is wrong with the learner's function, "" when it works).
+
+How it is built, so that it stays reliable in a real browser:
+
+* The plot is a matplotlib ``Figure`` rendered with Agg to PNG bytes and put
+  into one ``ipywidgets.Image``. No pyplot figure is ever created, so the
+  inline backend never adds a second copy; no ``Output`` widget is cleared and
+  refilled, so nothing flickers or goes missing.
+* The reference side is plain torch written here. It never comes from the
+  ``solutions`` package, which learners do not have.
+* The learner's function runs through the grader's guarded call (time limit,
+  prints and warnings kept off the notebook). If it is still the stub, raises,
+  or returns garbage, the widget says so in words and draws the reference alone.
+* Bad input (a temperature of 0, an empty or too long sentence) is answered
+  with what is allowed, and the widget keeps its last good state.
+
+Adding a widget (the cross-attention viewer of notebook 08, the KV-cache
+stepper of notebook 09): subclass ``Explorer``; build the controls and call
+``self._assemble(rows_of_controls)``; hook each control with
+``self._watch(control, handler)``; in the handlers validate the input (raise
+``BadInput`` with what is allowed), compute the reference with plain torch,
+call the learner through ``self._call_learner``, draw a ``Figure`` with
+``_new_figure`` and finish with ``self._show(fig, readouts_html)``; commit the
+new state only after that, so a failure anywhere keeps the last good state.
+"""
+import html
+import io
+import math
+import warnings
+import zlib
+
+import ipywidgets as W
+import torch
+from matplotlib.figure import Figure
+from matplotlib.patches import Rectangle
+
+from grader import _safe
+
+from . import plots
+
+__all__ = ["temperature_explorer", "mask_explorer", "TemperatureExplorer", "MaskExplorer", "Explorer", "BadInput"]
+
+LEARNER_TIME_LIMIT = 5.0  # seconds one call of the learner's function may take inside a widget
+_BLUE = "#1f77b4"
+_GREY = "0.62"
+
+
+class BadInput(ValueError):
+    """Input the widget cannot draw; its message says what is allowed."""
+
+
+def _new_figure(width, height, dpi=80):
+    """A matplotlib Figure that pyplot knows nothing about (so the inline backend never shows it)."""
+    return Figure(figsize=(width, height), dpi=dpi)
+
+
+def _label(text, limit=10):
+    """A token as a tick label: short, and with no '$' that matplotlib would read as maths."""
+    text = str(text)
+    if len(text) > limit:
+        text = text[:limit - 1] + "…"
+    return text.replace("$", r"\$")
+
+
+def _sentence(notes):
+    """Join notes into one sentence with a capital letter (and nothing else changed), or ""."""
+    if not notes:
+        return ""
+    text = "; ".join(notes) + "."
+    return text[0].upper() + text[1:]
+
+
+def _fmt(v, digits=3):
+    if v is None:
+        return "—"
+    if v == -math.inf:
+        return "-inf"
+    return f"{v:.{digits}f}"
+
+
+class Explorer:
+    """Base of every widget: controls, one PNG image, readouts and a message line."""
+
+    name = "explorer"  # CSS class ck-<name> on the container, for browsers and tests
+
+    def __init__(self):
+        self.png = b""
+        self.readouts = {}
+        self.message = ""
+        self.learner_message = ""
+        self._busy = False
+        self.image = W.Image(format="png", layout=W.Layout(max_width="100%", height="auto"))
+        self.image.add_class("ck-plot")
+        self.notice = W.HTML()
+        self.notice.add_class("ck-message")
+        self.readout = W.HTML()
+        self.readout.add_class("ck-readout")
+        self.ui = None
+
+    # ------------------------------------------------------------ building
+    def _assemble(self, *rows):
+        self.ui = W.VBox([*rows, self.notice, self.image, self.readout])
+        self.ui.add_class("ck-widget")
+        self.ui.add_class(f"ck-{self.name}")
+
+    def _watch(self, control, handler):
+        """Call ``handler(new value)`` when the learner changes ``control`` (not when the widget does)."""
+        control.observe(lambda change: self._on_change(handler, change["new"]), names="value")
+
+    def _on_change(self, handler, value):
+        if self._busy:  # a change the widget made itself while handling another one
+            return
+        self._busy = True
+        try:
+            handler(value)
+        except BadInput as exc:
+            self.message = str(exc)
+            self._show_notice()
+        except Exception as exc:  # never leave a traceback in the learner's notebook
+            self.message = f"The widget could not draw this ({type(exc).__name__}: {exc}); it kept what it showed."
+            self._show_notice()
+        finally:
+            self._busy = False
+
+    def _set(self, control, value):
+        """Change a control from the widget's own code without triggering its handler."""
+        busy, self._busy = self._busy, True
+        try:
+            control.value = value
+        finally:
+            self._busy = busy
+
+    # ------------------------------------------------------------ showing
+    def _show(self, fig, readout_html):
+        buf = io.BytesIO()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fig.savefig(buf, format="png")
+        self.png = buf.getvalue()
+        self.image.value = self.png
+        self.readout.value = readout_html
+        self.message = ""
+        self._show_notice()
+
+    def _show_notice(self):
+        parts = []
+        if self.message:
+            parts.append(f'<div style="color:#a04000"><b>Input not used:</b> {html.escape(self.message)}</div>')
+        if self.learner_message:
+            parts.append(f'<div style="color:#7a1f1f"><b>Your function:</b> {html.escape(self.learner_message)}</div>')
+        self.notice.value = "".join(parts)
+
+    def _ipython_display_(self):
+        from IPython.display import display
+        display(self.ui)
+
+    # ------------------------------------------------------------ the learner's function
+    def _call_learner(self, fn, fn_name, args, kwargs=None):
+        """Run the learner's function safely: (value, None) or (None, a sentence saying what went wrong)."""
+        if not callable(fn):
+            return None, (f"`{fn_name}` is not a function (got {type(fn).__name__}). Run the exercise cell that "
+                          f"defines it, then this cell again.")
+        out = _safe.call(fn, args, kwargs or {}, time_limit=LEARNER_TIME_LIMIT)
+        if out.timed_out:
+            return None, (f"your `{fn_name}` did not finish within {LEARNER_TIME_LIMIT:g} s and was stopped: look "
+                          f"for a loop that never ends. The reference is shown alone.")
+        err = out.error
+        if isinstance(err, NotImplementedError):
+            return None, (f"`{fn_name}` is not implemented yet (it raises NotImplementedError). Write it in the "
+                          f"exercise cell above, run that cell, then run this cell again. Meanwhile the reference "
+                          f"is shown alone.")
+        if err is not None:
+            return None, (f"your `{fn_name}` raised {type(err).__name__}: {str(err)[:200]}. The reference is "
+                          f"shown alone.")
+        return out.value, None
+
+
+# ====================================================================== temperature (notebook 03)
+TAU_MIN, TAU_MAX = 0.05, 20.0
+MAX_LOGITS = 12
+_NINF = float("-inf")
+
+PRESETS = {
+    "next word (notebook 03, §5)": (["cat", "dog", "mat", "hat", "bank"], [3.0, 2.0, 1.0, 0.5, -1.0]),
+    "one query's scores (§1)": (["k1", "k2", "k3", "k4"], [2.0, 1.0, 0.1, -1.0]),
+    "a close race": (["yes", "no", "maybe"], [1.0, 0.9, -0.5]),
+    "all scores equal": (["k1", "k2", "k3", "k4"], [1.0, 1.0, 1.0, 1.0]),
+    "two keys blocked (-inf)": (["k1", "k2", "k3", "k4", "k5"], [1.2, _NINF, 2.0, _NINF, 0.3]),
+    "huge logits (no overflow)": (["a", "b", "c"], [1000.0, 999.0, 998.0]),
+}
+
+
+def reference_softmax(x, temperature):
+    """softmax(x / tau) over the last axis in float64; all -inf (nothing allowed) gives zeros, not NaN."""
+    z = x.to(torch.float64) / temperature
+    if z.numel() == 0 or bool((z == _NINF).all()):
+        return torch.zeros_like(z)
+    return torch.softmax(z, dim=-1)
+
+
+def _entropy(p):
+    """H = -sum p log p in nats (0 log 0 = 0; negative entries, which are wrong anyway, count as 0)."""
+    return float(torch.special.entr(p.clamp_min(0)).sum())
+
+
+def _parse_logits(text):
+    cleaned = text.replace("−", "-").replace(";", ",").replace(",", " ").split()
+    if not cleaned:
+        raise BadInput(f"Type between 1 and {MAX_LOGITS} numbers separated by commas, e.g. 3, 2, 1, 0.5, -1 "
+                       f"(-inf blocks an entry).")
+    if len(cleaned) > MAX_LOGITS:
+        raise BadInput(f"{len(cleaned)} logits is more than this widget draws: type at most {MAX_LOGITS}.")
+    values = []
+    for tok in cleaned:
+        try:
+            v = float(tok)
+        except ValueError:
+            raise BadInput(f"{tok!r} is not a number. Type logits separated by commas, e.g. 3, 2, 1, 0.5, -1 "
+                           f"(-inf blocks an entry).") from None
+        if v != v or v == math.inf:
+            raise BadInput(f"{tok!r} cannot be a logit: use finite numbers, or -inf for a blocked entry.")
+        values.append(v)
+    return values
+
+
+def _parse_temperature(text):
+    allowed = f"Type a number from {TAU_MIN:g} to {TAU_MAX:g}, e.g. 0.5."
+    try:
+        tau = float(str(text).strip().replace("−", "-"))
+    except ValueError:
+        raise BadInput(f"{str(text).strip()!r} is not a number. {allowed}") from None
+    if tau != tau:
+        raise BadInput(f"NaN is not a temperature. {allowed}")
+    if tau == 0:
+        raise BadInput(f"τ = 0 is not allowed: softmax divides the logits by τ. Its limit τ → 0 is the argmax, "
+                       f"marked ▼ on the plot. {allowed}")
+    if tau < 0:
+        raise BadInput(f"τ = {tau:g} is not allowed: the temperature must be positive (a negative τ would turn "
+                       f"the ranking upside down). {allowed}")
+    if not TAU_MIN <= tau <= TAU_MAX:
+        raise BadInput(f"τ = {tau:g} is outside what this explorer draws. {allowed} The marked limits show "
+                       f"where τ → 0 and τ → ∞ lead.")
+    return tau
+
+
+class TemperatureExplorer(Explorer):
+    """Bars of softmax(logits / τ): the learner's ``softmax`` beside the reference, with entropy and max p."""
+
+    name = "temperature"
+
+    def __init__(self, softmax, logits=None, labels=None, temperature=1.0, preset=None):
+        super().__init__()
+        self.fn = softmax
+        preset = preset or next(iter(PRESETS))
+        if preset not in PRESETS:
+            raise ValueError(f"unknown preset {preset!r}; known: {', '.join(PRESETS)}")
+        words, values = PRESETS[preset]
+        if logits is not None:
+            values = [float(v) for v in (logits.tolist() if torch.is_tensor(logits) else logits)]
+            words = list(labels) if labels is not None else [f"x{j + 1}" for j in range(len(values))]
+        tau = _parse_temperature(temperature)
+        _parse_logits(", ".join(map(str, values)))  # same rules as typed logits
+
+        self.preset = W.Dropdown(options=list(PRESETS), value=preset, description="preset",
+                                 style={"description_width": "initial"})
+        self.preset.add_class("ck-temperature-preset")
+        self.logits_box = W.Text(value=", ".join(f"{v:g}" for v in values), description="logits",
+                                 continuous_update=False, placeholder="e.g. 3, 2, 1, 0.5, -1",
+                                 layout=W.Layout(width="360px"))
+        self.logits_box.add_class("ck-temperature-logits")
+        self.slider = W.FloatLogSlider(value=tau, base=10, min=math.log10(TAU_MIN), max=math.log10(TAU_MAX),
+                                       step=0.01, description="τ", readout_format=".3g", continuous_update=True,
+                                       layout=W.Layout(width="420px"))
+        self.slider.add_class("ck-temperature-slider")
+        self.tau_box = W.Text(value=f"{tau:g}", description="or type τ", continuous_update=False,
+                              layout=W.Layout(width="170px"), style={"description_width": "initial"})
+        self.tau_box.add_class("ck-temperature-text")
+        self._assemble(W.HBox([self.preset, self.logits_box]), W.HBox([self.slider, self.tau_box]))
+
+        self.temperature, self.logits, self.labels = None, None, None
+        self.reference, self.learner = None, None
+        self._update(values, list(words), tau)
+
+        self._watch(self.preset, self._on_preset)
+        self._watch(self.logits_box, self._on_logits)
+        self._watch(self.slider, self._on_slider)
+        self._watch(self.tau_box, self._on_tau_text)
+
+    # ------------------------------------------------------------ handlers
+    def _on_preset(self, name):
+        words, values = PRESETS[name]
+        self._update(values, list(words), self.temperature)
+        self._set(self.logits_box, ", ".join(f"{v:g}" for v in values))
+
+    def _on_logits(self, text):
+        values = _parse_logits(text)
+        words = PRESETS[self.preset.value][0]
+        if len(words) != len(values):
+            words = self.labels if len(self.labels) == len(values) else [f"x{j + 1}" for j in range(len(values))]
+        self._update(values, list(words), self.temperature)
+
+    def _on_slider(self, tau):
+        self._update(self.logits, self.labels, float(tau))
+        self._set(self.tau_box, f"{float(tau):.3g}")
+
+    def _on_tau_text(self, text):
+        tau = _parse_temperature(text)
+        self._update(self.logits, self.labels, tau)
+        self._set(self.slider, tau)
+
+    # ------------------------------------------------------------ computing and drawing
+    def _learner_side(self, x, tau, ref, labels):
+        """(the learner's probabilities as float64 or None, problem sentence or "")."""
+        value, problem = self._call_learner(self.fn, "softmax", (x,), {"temperature": tau})
+        if problem:
+            return None, problem
+        if not torch.is_tensor(value):
+            return None, (f"your `softmax` returned a {type(value).__name__}, not a tensor. The reference is shown "
+                          f"alone.")
+        if tuple(value.shape) != tuple(x.shape):
+            return None, (f"your `softmax` returned shape {tuple(value.shape)} for logits of shape "
+                          f"{tuple(x.shape)}; it must keep the shape. The reference is shown alone.")
+        if not value.is_floating_point():
+            return None, f"your `softmax` returned {value.dtype}, not a float tensor. The reference is shown alone."
+        p = value.detach().to("cpu", torch.float64)
+        if not bool(torch.isfinite(p).all()):
+            j = int((~torch.isfinite(p)).nonzero()[0, 0])
+            hint = (" With every logit -inf the course's rule is all zeros, never NaN." if
+                    bool((x == _NINF).all()) else " Subtract the maximum before exp.")
+            return None, (f"your `softmax` returned {p[j].item()} at position {j}.{hint} The reference is "
+                          f"shown alone.")
+        notes = []
+        total = float(p.sum())
+        if float(ref.sum()) > 0.5 and abs(total - 1) > 1e-3:
+            notes.append(f"your probabilities sum to {total:.4g}, not 1")
+        if bool((p < 0).any()):
+            notes.append("some of your probabilities are negative")
+        diff = float((p - ref).abs().max()) if p.numel() else 0.0
+        if diff > 1e-4:
+            where = int((p - ref).abs().argmax())
+            known = {"you multiply by τ instead of dividing": reference_softmax(x, 1.0 / tau),
+                     "τ is ignored": reference_softmax(x, 1.0)}
+            named = [k for k, q in known.items() if abs(tau - 1) > 1e-6 and float((q - p).abs().max()) < 1e-4]
+            notes.append(f"your bars differ from the reference by up to {diff:.3g} (at {labels[where]!r})"
+                         + (f": it looks like {named[0]}" if named else ""))
+        return p, _sentence(notes)
+
+    def _update(self, values, labels, tau):
+        x = torch.tensor(values, dtype=torch.float32)
+        ref = reference_softmax(x, tau)
+        learner, learner_message = self._learner_side(x, tau, ref, labels)
+
+        allowed = torch.isfinite(x)
+        k = int(allowed.sum())
+        readouts = {"temperature": tau, "entropy": _entropy(ref), "max_prob": float(ref.max()),
+                    "learner_entropy": None if learner is None else _entropy(learner),
+                    "learner_max_prob": None if learner is None else float(learner.max()),
+                    "max_abs_diff": None if learner is None else float((learner - ref).abs().max()),
+                    "allowed": k}
+
+        fig = _new_figure(8.2, 3.6, dpi=85)
+        ax = fig.add_subplot()
+        n = len(values)
+        xs = list(range(n))
+        if learner is not None:
+            w = 0.38
+            ax.bar([j - w / 2 for j in xs], learner.tolist(), w, color=_BLUE, label="your softmax")
+            ax.bar([j + w / 2 for j in xs], ref.tolist(), w, color=_GREY, label="reference")
+        else:
+            ax.bar(xs, ref.tolist(), 0.55, color=_GREY, label="reference")
+            ax.text(0.5, 0.97, "your softmax: not shown (see the message above)", transform=ax.transAxes,
+                    ha="center", va="top", color="#7a1f1f", fontsize=9)
+        if k > 0:
+            ax.axhline(1.0 / k, ls="--", lw=1.2, color="tab:green", label=f"τ → ∞: uniform, 1/{k}")
+            best = max(v for v in values if v != _NINF)
+            top = [j for j in xs if values[j] == best]
+            ax.scatter(top, [1.0 / len(top)] * len(top), marker="v", s=70, color="tab:red", zorder=3,
+                       label="τ → 0: argmax")
+        for j in xs:
+            if values[j] == _NINF:
+                ax.text(j, 0.03, "−∞", ha="center", color="0.35", fontsize=9)
+        top_y = 1.1 if learner is None else max(1.1, float(learner.max()) * 1.05)
+        ax.set_ylim(min(0.0, 0.0 if learner is None else float(learner.min()) * 1.05), top_y)
+        ax.set_xticks(xs)
+        ax.set_xticklabels([_label(w) for w in labels])
+        ax.set_ylabel("probability")
+        ax.set_title(f"softmax(logits / τ) at τ = {tau:.3g}:   H = {readouts['entropy']:.3f} nats,   "
+                     f"max p = {readouts['max_prob']:.3f}", fontsize=10)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fig.tight_layout()
+
+        log_k = f"log {k} = {math.log(k):.3f}" if k > 0 else "0"
+        rows = [("entropy H (nats)", readouts["learner_entropy"], readouts["entropy"],
+                 f"0 (argmax) … {log_k} (uniform)"),
+                ("max probability", readouts["learner_max_prob"], readouts["max_prob"],
+                 f"1/{k} = {1 / k:.3f} (uniform) … 1 (argmax)" if k else "no allowed entry: all zeros")]
+        table = "".join(f"<tr><td>{a}</td><td><b>{_fmt(b)}</b></td><td>{_fmt(c)}</td><td>{d}</td></tr>"
+                        for a, b, c, d in rows)
+        verdict = ""
+        if learner is not None and not learner_message:
+            verdict = (f'<div style="color:#1a6b1a">Your softmax matches the reference '
+                       f'(max |difference| = {readouts["max_abs_diff"]:.1e}).</div>')
+        readout_html = (f'<div class="ck-readout-body"><b>τ = {tau:.3g}</b>'
+                        f'<table style="border-collapse:collapse"><tr><th style="text-align:left">quantity</th>'
+                        f'<th>your softmax</th><th>reference</th><th>limits</th></tr>{table}</table>{verdict}</div>')
+
+        # commit only now: anything above may fail, and then the last good state stays
+        self.learner_message = learner_message
+        self._show(fig, readout_html)
+        self.temperature, self.logits, self.labels = tau, list(values), list(labels)
+        self.reference, self.learner = ref, learner
+        self.readouts = readouts
+
+
+def temperature_explorer(softmax, logits=None, labels=None, temperature=1.0, preset=None):
+    """Explore softmax(logits / τ) with the learner's ``softmax`` beside the reference.
+
+    Args:
+        softmax: the learner's function ``softmax(x, dim=-1, temperature=1.0)``.
+        logits, labels: the scores to start with and their names (default: a preset).
+        temperature: starting τ, from 0.05 to 20.
+        preset: name of a preset in ``PRESETS``.
+    """
+    return TemperatureExplorer(softmax, logits=logits, labels=labels, temperature=temperature, preset=preset)
+
+
+# ====================================================================== masks (notebook 04)
+MAX_POSITIONS = 12
+MAX_PADDING = 4
+PAD = "<pad>"
+
+KINDS = {
+    "bidirectional": "bidirectional (encoder)",
+    "causal": "causal (decoder)",
+    "padding": "padding (encoder, padded batch)",
+    "cross": "cross-attention (encoder-decoder)",
+    "prefix": "prefix-LM",
+}
+RULES = {
+    "bidirectional": "every query may attend to every key.",
+    "causal": "query i may attend to key j when j ≤ i (itself and the past).",
+    "padding": "every query may attend to every real key; pad keys are blocked.",
+    "cross": "the queries come from the decoder's sentence, the keys and values from the source (the encoder's "
+             "output); every query may attend to every real source token, source pads are blocked.",
+    "prefix": "the source is a prefix that every position sees (bidirectional there); after it, query i may "
+              "attend to key j when j ≤ i; pad keys are blocked.",
+}
+
+
+def reference_mask(kind, n_queries, n_keys, key_valid, prefix=0):
+    """The boolean mask (True = may attend) of each rule, in plain torch."""
+    i = torch.arange(n_queries)[:, None]
+    j = torch.arange(n_keys)[None, :]
+    if kind == "bidirectional":
+        return torch.ones(n_queries, n_keys, dtype=torch.bool)
+    if kind == "causal":
+        return torch.ones(n_queries, n_keys, dtype=torch.bool).tril()
+    if kind in ("padding", "cross"):
+        return key_valid[None, :].expand(n_queries, n_keys).clone()
+    if kind == "prefix":
+        return ((j <= i) | (j < prefix)) & key_valid[None, :]
+    raise ValueError(f"unknown mask kind {kind!r}; known: {', '.join(KINDS)}")
+
+
+def reference_attention(Q, K, V, mask, scale=True, dim=-1):
+    """softmax(Q K^T / sqrt(d_k) + M) V in plain torch; a row with nothing allowed gets zeros."""
+    scores = Q.to(torch.float64) @ K.to(torch.float64).T
+    if scale:
+        scores = scores / math.sqrt(Q.shape[-1])
+    scores = scores.masked_fill(~mask, _NINF)
+    dead = (~mask).all(dim=dim, keepdim=True)
+    weights = torch.softmax(scores.masked_fill(dead, 0.0), dim=dim).masked_fill(dead, 0.0)
+    return weights @ V.to(torch.float64), weights
+
+
+def _embed(tokens, d, seed):
+    """Seeded vectors: one per word (the same word always gets the same one) plus a position code."""
+    rows = []
+    for pos, tok in enumerate(tokens):
+        g = torch.Generator().manual_seed(zlib.crc32(tok.encode()) + 7919 * seed)
+        x = torch.randn(d, generator=g)
+        k = torch.arange(d // 2, dtype=torch.float32)
+        angle = pos / 10000 ** (2 * k / d)
+        pe = torch.stack([torch.sin(angle), torch.cos(angle)], dim=-1).reshape(-1)[:d]
+        rows.append(x + 0.5 * pe)
+    return torch.stack(rows) if rows else torch.zeros(0, d)
+
+
+class MaskExplorer(Explorer):
+    """The mask of each rule, blocked pairs marked, and the learner's masked_attention weights beside the reference."""
+
+    name = "mask"
+
+    def __init__(self, masked_attention, sentence="the cat sat on the mat", source="le chat est assis",
+                 kind="causal", padding=0, d_k=8, seed=0):
+        super().__init__()
+        if kind not in KINDS:
+            raise ValueError(f"unknown mask kind {kind!r}; known: {', '.join(KINDS)}")
+        self.fn = masked_attention
+        self.d_k = d_k
+        g = torch.Generator().manual_seed(seed)
+        self._W = [torch.randn(d_k, d_k, generator=g) / d_k ** 0.5 for _ in range(3)]  # W_Q, W_K, W_V
+        self._seed = seed
+
+        self.kind = W.Dropdown(options=[(label, key) for key, label in KINDS.items()], value=kind,
+                               description="mask", layout=W.Layout(width="330px"))
+        self.kind.add_class("ck-mask-kind")
+        self.sentence = W.Text(value=sentence, description="sentence", continuous_update=False,
+                               placeholder="words separated by spaces", layout=W.Layout(width="380px"))
+        self.sentence.add_class("ck-mask-sentence")
+        self.source = W.Text(value=source, description="source", continuous_update=False,
+                             placeholder="the encoder's sentence", layout=W.Layout(width="330px"))
+        self.source.add_class("ck-mask-source")
+        self.padding = W.IntSlider(value=padding, min=0, max=MAX_PADDING, description="extra padding",
+                                   style={"description_width": "initial"}, continuous_update=False,
+                                   layout=W.Layout(width="330px"))
+        self.padding.add_class("ck-mask-padding")
+        self.query = W.IntSlider(value=0, min=0, max=1, description="query row i", continuous_update=False,
+                                 style={"description_width": "initial"}, layout=W.Layout(width="380px"))
+        self.query.add_class("ck-mask-query")
+        self._assemble(W.HBox([self.kind, self.sentence]), W.HBox([self.source, self.padding]),
+                       W.HBox([self.query]))
+
+        self.mask = self.reference = self.learner = None
+        self.q_tokens = self.k_tokens = None
+        self.blocked_pairs = 0
+        self.row = 0
+        self._update(kind, sentence, source, padding, len(sentence.split()) - 1)  # bad arguments raise BadInput, a ValueError
+
+        self._watch(self.kind, lambda v: self._change(kind=v, revert=self.kind))
+        self._watch(self.sentence, lambda v: self._change(sentence=v))
+        self._watch(self.source, lambda v: self._change(source=v))
+        self._watch(self.padding, lambda v: self._change(padding=v, revert=self.padding))
+        self._watch(self.query, lambda v: self._change(row=v))
+
+    # ------------------------------------------------------------ state
+    def _change(self, revert=None, **new):
+        state = dict(kind=self._kind, sentence=self._sentence, source=self._source, padding=self._padding,
+                     row=self.row)
+        state.update(new)
+        try:
+            self._update(state["kind"], state["sentence"], state["source"], state["padding"], state["row"])
+        except BadInput:
+            if revert is not None:  # a dropdown or slider goes back to what is drawn; typed text stays
+                self._set(revert, {self.kind: self._kind, self.padding: self._padding}[revert])
+            raise
+
+    def _tokens(self, kind, sentence, source, padding):
+        words = sentence.split()
+        src = source.split()
+        if not words:
+            raise BadInput("The sentence is empty: type at least one word (words are separated by spaces).")
+        if kind in ("cross", "prefix") and not src:
+            raise BadInput("The source is empty: type at least one word. (An empty source, n = 0, gives every "
+                           "decoder query a zero output: notebook 04, section 5.)")
+        pads = [PAD] * padding
+        if kind == "cross":
+            q_tokens, k_tokens, prefix = words, src + pads, 0
+            what = f"{len(src)} source words + {padding} pads"
+        elif kind == "prefix":
+            q_tokens = k_tokens = src + words + pads
+            prefix = len(src)
+            what = f"{len(src)} source (prefix) words + {len(words)} words + {padding} pads"
+        else:
+            q_tokens = k_tokens = words + pads
+            prefix = 0
+            what = f"{len(words)} words + {padding} pads"
+        longest = max(len(q_tokens), len(k_tokens))
+        if longest > MAX_POSITIONS:
+            raise BadInput(f"This widget draws at most {MAX_POSITIONS} positions per axis, and this gives "
+                           f"{longest} ({what}). Shorten the sentence or lower the padding.")
+        return q_tokens, k_tokens, prefix, len(k_tokens) - padding
+
+    def _learner_side(self, Q, K, V, mask, ref_w):
+        value, problem = self._call_learner(self.fn, "masked_attention", (Q, K, V), {"mask": mask})
+        if problem:
+            return None, problem
+        if not isinstance(value, (tuple, list)) or len(value) != 2:
+            return None, (f"your `masked_attention` returned a {type(value).__name__}; it must return the pair "
+                          f"(out, weights). The reference is shown alone.")
+        out, w = value
+        shape = tuple(mask.shape)
+        if not torch.is_tensor(w) or tuple(w.shape) != shape:
+            got = tuple(w.shape) if torch.is_tensor(w) else type(w).__name__
+            return None, (f"your weights should be a tensor of shape (T_q, T_k) = {shape}, got {got}. The "
+                          f"reference is shown alone.")
+        if not w.is_floating_point():
+            return None, f"your weights are {w.dtype}, not floats. The reference is shown alone."
+        w = w.detach().to("cpu", torch.float64)
+        if not bool(torch.isfinite(w).all()):
+            i, j = (int(t) for t in (~torch.isfinite(w)).nonzero()[0])
+            return None, (f"your weights hold {w[i, j].item()} at query {i}, key {j}. The reference is shown "
+                          f"alone.")
+        notes = []
+        if not torch.is_tensor(out) or tuple(out.shape) != (shape[0], V.shape[-1]):
+            got = tuple(out.shape) if torch.is_tensor(out) else type(out).__name__
+            notes.append(f"your out should have shape (T_q, d_v) = {(shape[0], V.shape[-1])}, got {got}")
+        leak = w.masked_fill(mask, 0.0).abs()
+        if float(leak.max()) > 1e-6:
+            i, j = (int(t) for t in (leak == leak.max()).nonzero()[0])
+            notes.append(f"your weights put {w[i, j].item():.3g} on the blocked pair (query {i}, key {j}): the "
+                         f"mask must make blocked weights exactly 0")
+        diff = float((w - ref_w).abs().max())
+        if diff > 1e-4:
+            i, j = (int(t) for t in ((w - ref_w).abs() == diff).nonzero()[0])
+            known = {"the scores were not divided by √d_k": reference_attention(Q, K, V, mask, scale=False)[1],
+                     "the softmax ran over the queries (dim=-2) instead of the keys":
+                         reference_attention(Q, K, V, mask, dim=-2)[1],
+                     "the blocked weights were zeroed after the softmax instead of -inf before it":
+                         reference_attention(Q, K, V, torch.ones_like(mask))[1] * mask}
+            named = [k for k, q in known.items() if float((q - w).abs().max()) < 1e-4]
+            notes.append(f"your weights differ from the reference by up to {diff:.3g} (query {i}, key {j})"
+                         + (f": it looks like {named[0]}" if named else ""))
+        return w, _sentence(notes)
+
+    def _update(self, kind, sentence, source, padding, row):
+        q_tokens, k_tokens, prefix, n_real = self._tokens(kind, sentence, source, padding)
+        T_q, T_k = len(q_tokens), len(k_tokens)
+        key_valid = torch.arange(T_k) < n_real
+        mask = reference_mask(kind, T_q, T_k, key_valid, prefix)
+        if kind == "cross":
+            Xq = _embed(q_tokens, self.d_k, self._seed)
+            Xk = _embed(k_tokens, self.d_k, self._seed + 1)
+        else:
+            Xq = Xk = _embed(q_tokens, self.d_k, self._seed)
+        W_Q, W_K, W_V = self._W
+        Q, K, V = Xq @ W_Q, Xk @ W_K, Xk @ W_V  # (T_q, d_k), (T_k, d_k), (T_k, d_v)
+        _, ref_w = reference_attention(Q, K, V, mask)
+        learner, learner_message = self._learner_side(Q, K, V, mask, ref_w)
+        row = max(0, min(int(row), T_q - 1))
+
+        blocked = int((~mask).sum())
+        allowed_keys = [k_tokens[j] for j in range(T_k) if bool(mask[row, j])]
+        readouts = {"kind": kind, "blocked_pairs": blocked, "pairs": T_q * T_k, "T_q": T_q, "T_k": T_k,
+                    "row": row, "row_allowed": len(allowed_keys),
+                    "row_weights": None if learner is None else learner[row].tolist(),
+                    "reference_row": ref_w[row].tolist(),
+                    "max_abs_diff": None if learner is None else float((learner - ref_w).abs().max())}
+
+        fig = self._draw(kind, q_tokens, k_tokens, mask, learner, ref_w, row, prefix)
+
+        # readouts in words
+        qlab = f"{row} ({html.escape(q_tokens[row])})"
+        lines = [f"<b>{html.escape(KINDS[kind])}</b>: {html.escape(RULES[kind])}",
+                 f"<b>blocked pairs: {blocked} of {T_q * T_k}</b> (marked x)."]
+        pads_seen = padding and kind in ("bidirectional", "causal")
+        if pads_seen and kind == "bidirectional":
+            lines.append(f"This rule alone does not block the {padding} pad keys: every real word attends to "
+                         f"them. Choose <i>padding</i> to block them.")
+        elif pads_seen:
+            lines.append(f"With padding on the right, the causal rule already keeps every real query off the "
+                         f"{padding} pad keys; only the pad queries see them, and their outputs are thrown away.")
+        if kind == "cross":
+            lines.append("Padding goes on the source here: the keys.")
+
+        def row_text(ws):
+            return ", ".join(f"{html.escape(k_tokens[j])} {ws[j]:.2f}" for j in range(T_k) if bool(mask[row, j]))
+
+        lines.append(f"query i = {qlab} may attend to {len(allowed_keys)} of {T_k} keys.")
+        lines.append(f"weights, yours: <b>{row_text(learner[row].tolist()) if learner is not None else '—'}</b>")
+        lines.append(f"weights, reference: {row_text(ref_w[row].tolist())}")
+        if learner is not None and not learner_message:
+            lines.append(f'<span style="color:#1a6b1a">Your masked_attention matches the reference '
+                         f'(max |difference| = {readouts["max_abs_diff"]:.1e}).</span>')
+        readout_html = '<div class="ck-readout-body">' + "<br>".join(lines) + "</div>"
+
+        # commit only now
+        self.learner_message = learner_message
+        self._show(fig, readout_html)
+        self._kind, self._sentence, self._source, self._padding = kind, sentence, source, padding
+        self.q_tokens, self.k_tokens, self.mask = q_tokens, k_tokens, mask
+        self.blocked_pairs = blocked
+        self.reference, self.learner = ref_w, learner
+        self.row = row
+        self.row_weights = None if learner is None else learner[row]
+        self.readouts = readouts
+        self.source.disabled = kind not in ("cross", "prefix")
+        if (self.query.max, self.query.value) != (T_q - 1, row):
+            busy, self._busy = self._busy, True
+            try:
+                self.query.max = max(T_q - 1, 0)
+                self.query.value = row
+            finally:
+                self._busy = busy
+
+    def _draw(self, kind, q_tokens, k_tokens, mask, learner, ref_w, row, prefix=0):
+        T_q, T_k = mask.shape
+        rows = [_label(t) for t in q_tokens]
+        cols = [_label(t) for t in k_tokens]
+        fig = _new_figure(12.5, 7.0, dpi=80)
+        gs = fig.add_gridspec(2, 3, height_ratios=[3, 2])
+        ax_mask, ax_yours, ax_ref = (fig.add_subplot(gs[0, c]) for c in range(3))
+        ax_row = fig.add_subplot(gs[1, :])
+        ylabel = "decoder query i" if kind == "cross" else "query i"
+        xlabel = "source key j" if kind == "cross" else "key j"
+        annotate = T_q * T_k <= 49
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            plots.show_matrix(mask, rows=rows, cols=cols, ax=ax_mask, cmap="Greens", vmin=0, vmax=1,
+                              annotate=False, blocked=~mask, title="mask: green = may attend, x = blocked",
+                              xlabel=xlabel, ylabel=ylabel)
+            if learner is not None:
+                plots.show_matrix(learner, rows=rows, cols=cols, ax=ax_yours, vmin=0, vmax=1, annotate=annotate,
+                                  blocked=~mask, title="your masked_attention: weights α", xlabel=xlabel,
+                                  ylabel=ylabel)
+            else:
+                ax_yours.axis("off")
+                ax_yours.text(0.5, 0.5, "your masked_attention:\nnot shown\n(see the message above)",
+                              ha="center", va="center", color="#7a1f1f", transform=ax_yours.transAxes)
+            plots.show_matrix(ref_w, rows=rows, cols=cols, ax=ax_ref, vmin=0, vmax=1, annotate=annotate,
+                              blocked=~mask, title="reference: weights α", xlabel=xlabel, ylabel=ylabel)
+            for ax in (ax_mask, ax_yours, ax_ref):
+                if ax.axison and prefix:
+                    ax.axvline(prefix - 0.5, color="tab:orange", lw=1.5, ls="--")
+                if ax.axison:
+                    ax.add_patch(Rectangle((-0.5, row - 0.5), T_k, 1, fill=False, edgecolor="red", lw=2.2))
+
+            xs = list(range(T_k))
+            if learner is not None:
+                wd = 0.38
+                ax_row.bar([j - wd / 2 for j in xs], learner[row].tolist(), wd, color=_BLUE,
+                           label="your masked_attention")
+                ax_row.bar([j + wd / 2 for j in xs], ref_w[row].tolist(), wd, color=_GREY, label="reference")
+            else:
+                ax_row.bar(xs, ref_w[row].tolist(), 0.55, color=_GREY, label="reference")
+            for j in xs:
+                if not bool(mask[row, j]):
+                    ax_row.text(j, 0.04, "x", ha="center", color="0.45", fontsize=12)
+            ax_row.set_xticks(xs)
+            ax_row.set_xticklabels(cols)
+            ax_row.set_xlim(-0.6, T_k - 0.4)
+            ax_row.set_ylim(0, 1.05)
+            ax_row.set_ylabel("weight")
+            ax_row.set_title(f"row i = {row} ({_label(q_tokens[row], 16)}): its weights over the keys "
+                             f"(x = blocked)", fontsize=10)
+            ax_row.legend(loc="upper right", fontsize=8, frameon=False)
+            fig.tight_layout()
+        return fig
+
+
+def mask_explorer(masked_attention, sentence="the cat sat on the mat", source="le chat est assis", kind="causal",
+                  padding=0):
+    """Explore masks with the learner's ``masked_attention`` beside the reference.
+
+    Args:
+        masked_attention: the learner's ``masked_attention(Q, K, V, mask=None) -> (out, weights)``.
+        sentence: the words of the sequence (the decoder's, in cross-attention).
+        source: the encoder's sentence (cross-attention) or the prefix (prefix-LM).
+        kind: one of bidirectional, causal, padding, cross, prefix.
+        padding: number of <pad> tokens appended (to the source in cross-attention).
+    """
+    return MaskExplorer(masked_attention, sentence=sentence, source=source, kind=kind, padding=padding)

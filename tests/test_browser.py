@@ -1,0 +1,332 @@
+"""The widgets in a real browser: JupyterLab as a real server, headless Chromium driven by Playwright.
+
+The source notebooks 03 and 04 (which hold the reference answers, so the
+widgets show working learner functions) are opened in JupyterLab, every cell is
+run, and the controls are moved with the mouse and keyboard. The test asserts
+that the readouts and the image change and that each widget shows exactly one
+plot. The whole open-run-interact cycle runs three times to catch flakiness; a
+screenshot of every failure is saved under the test's tmp path.
+
+Needs Debian's chromium at /usr/bin/chromium (``.ci/run`` installs it). Missing
+it fails the test when the CI environment variable is set and skips it
+otherwise. ``playwright install`` is never run: Playwright drives that binary.
+"""
+import json
+import os
+import re
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from coursekit import SOURCE_DIR
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+NOTEBOOKS = ["03_softmax", "04_masks_attention"]
+CYCLES = 3
+RUN_ALL_TIMEOUT_MS = 240_000
+UPDATE_TIMEOUT_MS = 30_000
+
+
+def _need_browser():
+    if os.path.exists(CHROMIUM):
+        return
+    message = f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium chromium-driver)"
+    if os.environ.get("CI"):
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _api(base, token, path, method="GET"):
+    req = urllib.request.Request(f"{base}{path}", method=method, headers={"Authorization": f"token {token}"})
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        body = resp.read()
+    return json.loads(body) if body else None
+
+
+class Lab:
+    """A JupyterLab server on 127.0.0.1 with its own token, folders and settings, all under ``root``."""
+
+    def __init__(self, root):
+        self.root = root
+        self.work = os.path.join(root, "notebooks")
+        os.makedirs(self.work)
+        for nb in NOTEBOOKS:
+            shutil.copy(os.path.join(SOURCE_DIR, nb, nb + ".ipynb"), self.work)
+        env = dict(os.environ)
+        env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+        for var, sub in (("JUPYTER_CONFIG_DIR", "config"), ("JUPYTER_DATA_DIR", "data"),
+                         ("JUPYTER_RUNTIME_DIR", "runtime"), ("IPYTHONDIR", "ipython"), ("HOME", "home")):
+            env[var] = os.path.join(root, sub)
+            os.makedirs(env[var], exist_ok=True)
+        env.pop("JUPYTER_PATH", None)
+        env.pop("JUPYTER_CONFIG_PATH", None)
+        # silence the news / update pop-up: JupyterLab reads overrides.json from its app settings dir
+        app_settings = os.path.join(root, "app-settings")
+        os.makedirs(app_settings)
+        with open(os.path.join(app_settings, "overrides.json"), "w") as f:
+            json.dump({"@jupyterlab/apputils-extension:notification":
+                       {"fetchNews": "false", "checkForUpdates": False}}, f)
+        self.token = secrets.token_hex(16)
+        self.port = _free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.log_path = os.path.join(root, "jupyter-lab.log")
+        self._log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "jupyter", "lab", "--no-browser", "--ServerApp.ip=127.0.0.1",
+             f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0",
+             f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.work}",
+             f"--LabApp.app_settings_dir={app_settings}",
+             f"--LabApp.user_settings_dir={os.path.join(root, 'user-settings')}",
+             f"--LabApp.workspaces_dir={os.path.join(root, 'workspaces')}",
+             "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+             "--LabApp.expose_app_in_browser=True",
+             *(["--ServerApp.allow_root=True"] if os.geteuid() == 0 else [])],  # CI containers run as root
+            cwd=self.work, env=env, stdout=self._log, stderr=subprocess.STDOUT)
+        self._wait_ready()
+
+    def log_tail(self, n=3000):
+        with open(self.log_path) as f:
+            return f.read()[-n:]
+
+    def _wait_ready(self, timeout=120):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"jupyter lab exited with {self.proc.returncode}:\n{self.log_tail()}")
+            try:
+                _api(self.base, self.token, "/api/status")
+                return
+            except OSError:
+                time.sleep(0.5)
+        raise RuntimeError(f"jupyter lab did not answer within {timeout} s:\n{self.log_tail()}")
+
+    def url(self, workspace, notebook):
+        return f"{self.base}/lab/workspaces/{workspace}/tree/{notebook}.ipynb?token={self.token}"
+
+    def shutdown_kernels(self):
+        for session in _api(self.base, self.token, "/api/sessions"):
+            _api(self.base, self.token, f"/api/sessions/{session['id']}", method="DELETE")
+
+    def stop(self):
+        try:
+            self.shutdown_kernels()
+        except OSError:
+            pass
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._log.close()
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    _need_browser()
+    server = Lab(str(tmp_path_factory.mktemp("lab")))
+    yield server
+    server.stop()
+
+
+# ------------------------------------------------------------------ driving the page
+def _open_and_run_all(page, lab, workspace, notebook):
+    page.goto(lab.url(workspace, notebook))
+    page.wait_for_function(
+        "() => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;"
+        "  const k = w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel;"
+        "  return !!k && k.status === 'idle' && w.content && w.content.widgets.length > 0; }",
+        timeout=120_000)
+    ok = page.evaluate(
+        "async () => await window.jupyterapp.commands.execute('notebook:run-all-cells')")
+    assert ok is not False, "Run All Cells reported a failed cell"
+    page.wait_for_function(
+        "() => ![...document.querySelectorAll('.jp-InputArea-prompt')].some(p => p.textContent.includes('*'))",
+        timeout=RUN_ALL_TIMEOUT_MS)
+    errors = page.locator('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"]')
+    assert errors.count() == 0, f"a cell wrote to stderr or raised:\n{errors.first.inner_text()[:2000]}"
+
+
+def _widget(page, name):
+    """The widget's container, scrolled into view, with its plot loaded; checks one widget, one plot."""
+    root = page.locator(f".ck-{name}")
+    root.first.wait_for(state="attached", timeout=60_000)
+    assert root.count() == 1, f"expected one {name} widget, found {root.count()}"
+    root.scroll_into_view_if_needed()
+    _assert_one_plot(page, name)
+    return root
+
+
+def _assert_one_plot(page, name):
+    cell = page.locator(".jp-CodeCell", has=page.locator(f".ck-{name}"))
+    images = cell.locator(".jp-OutputArea img")
+    assert images.count() == 1, f"the {name} widget's cell shows {images.count()} images, not exactly one"
+    page.wait_for_function("img => img.complete && img.naturalWidth > 100", arg=images.first.element_handle(),
+                           timeout=UPDATE_TIMEOUT_MS)
+
+
+def _src(root):
+    return root.locator("img.ck-plot").get_attribute("src")
+
+
+def _wait_changed(page, root, old_src, old_readout):
+    """Wait until both the plot and the readout differ from what they were."""
+    page.wait_for_function(
+        "([root, src, text]) => { const img = root.querySelector('img.ck-plot');"
+        "  const ro = root.querySelector('.ck-readout');"
+        "  return img && img.getAttribute('src') !== src && img.complete && img.naturalWidth > 100"
+        "         && ro && ro.innerText !== text; }",
+        arg=[root.element_handle(), old_src, old_readout], timeout=UPDATE_TIMEOUT_MS)
+
+
+def _entropies(readout_text):
+    m = re.search(r"entropy H \(nats\)\s+([\d.]+)\s+([\d.]+)", readout_text)
+    assert m, f"no entropy readout in {readout_text!r}"
+    return float(m.group(1)), float(m.group(2))
+
+
+def _drive_temperature(page):
+    root = _widget(page, "temperature")
+    readout = root.locator(".ck-readout")
+    src0, text0 = _src(root), readout.inner_text()
+    h0 = _entropies(text0)
+    assert "τ = 1" in text0 and "matches the reference" in text0
+
+    # drag the slider's handle to the left: a lower temperature, a sharper distribution
+    handle = root.locator(".ck-temperature-slider .noUi-handle")
+    box = handle.bounding_box()
+    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    page.mouse.move(x, y)
+    page.mouse.down()
+    page.mouse.move(x - 90, y, steps=6)
+    page.mouse.up()
+    _wait_changed(page, root, src0, text0)
+    page.wait_for_timeout(300)  # let the last continuous update land
+    src1, text1 = _src(root), readout.inner_text()
+    h1 = _entropies(text1)
+    tau = float(re.search(r"τ = ([\d.]+)", text1).group(1))
+    assert tau < 1 and h1[0] < h0[0] and h1[1] < h0[1], (text0, text1)
+    assert "matches the reference" in text1
+    _assert_one_plot(page, "temperature")
+
+    # type a temperature of 0: refused with what is allowed, the plot stays
+    box = root.locator(".ck-temperature-text input")
+    box.fill("0")
+    box.press("Enter")
+    message = root.locator(".ck-message")
+    message.get_by_text("τ = 0 is not allowed").wait_for(timeout=UPDATE_TIMEOUT_MS)
+    assert "from 0.05 to 20" in message.inner_text()
+    assert _src(root) == src1 and readout.inner_text() == text1
+
+    # a good typed value is used and clears the message
+    box.fill("8")
+    box.press("Enter")
+    _wait_changed(page, root, src1, text1)
+    assert "τ = 8" in readout.inner_text() and message.inner_text().strip() == ""
+    assert _entropies(readout.inner_text())[0] > h0[0]
+    _assert_one_plot(page, "temperature")
+    return root
+
+
+def _blocked(root):
+    text = root.locator(".ck-readout").inner_text()
+    m = re.search(r"blocked pairs: (\d+) of (\d+)", text)
+    assert m, f"no blocked-pairs readout in {text!r}"
+    return int(m.group(1)), int(m.group(2))
+
+
+def _drive_masks(page):
+    root = _widget(page, "mask")
+    readout = root.locator(".ck-readout")
+    assert _blocked(root) == (15, 36)  # causal on "the cat sat on the mat"
+    assert "matches the reference" in readout.inner_text()
+
+    select = root.locator(".ck-mask-kind select")
+    for label, want in [("bidirectional (encoder)", (0, 36)), ("prefix-LM", (39, 100))]:
+        src, text = _src(root), readout.inner_text()
+        select.select_option(label=label)
+        _wait_changed(page, root, src, text)
+        assert _blocked(root) == want, label
+        assert "matches the reference" in readout.inner_text()
+        _assert_one_plot(page, "mask")
+
+    # a new sentence (typed, then Enter): prefix "le chat est assis" + "a dog ran" = 7 positions
+    sentence = root.locator(".ck-mask-sentence input")
+    src, text = _src(root), readout.inner_text()
+    sentence.fill("a dog ran")
+    sentence.press("Enter")
+    _wait_changed(page, root, src, text)
+    assert _blocked(root) == (15, 49)
+
+    # the query row selector: the readout names the row
+    src, text = _src(root), readout.inner_text()
+    root.locator(".ck-mask-query .noUi-handle").focus()
+    page.keyboard.press("Home")
+    _wait_changed(page, root, src, text)
+    assert "query i = 0 (le) may attend to 4 of 7 keys" in readout.inner_text()
+
+    # an empty sentence is refused and the picture stays
+    src, text = _src(root), readout.inner_text()
+    sentence.fill("")
+    sentence.press("Enter")
+    root.locator(".ck-message").get_by_text("The sentence is empty").wait_for(timeout=UPDATE_TIMEOUT_MS)
+    assert _src(root) == src and readout.inner_text() == text
+    _assert_one_plot(page, "mask")
+    return root
+
+
+DRIVERS = {"03_softmax": _drive_temperature, "04_masks_attention": _drive_masks}
+
+
+def test_widgets_work_in_jupyterlab_in_a_real_browser(lab, tmp_path):
+    """Open 03 and 04, run all cells, move the controls; three full cycles, each must pass."""
+    from playwright.sync_api import sync_playwright
+
+    results, failures = [], []
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        try:
+            for cycle in range(1, CYCLES + 1):
+                for notebook, drive in DRIVERS.items():
+                    context = browser.new_context(viewport={"width": 1400, "height": 1050})
+                    page = context.new_page()
+                    shot = tmp_path / f"cycle{cycle}-{notebook}.png"
+                    t0 = time.perf_counter()
+                    try:
+                        _open_and_run_all(page, lab, f"c{cycle}-{notebook}", notebook)
+                        root = drive(page)
+                        root.screenshot(path=str(tmp_path / f"cycle{cycle}-{notebook}-widget.png"))
+                        results.append((cycle, notebook, True, time.perf_counter() - t0))
+                    except Exception as exc:
+                        try:
+                            page.screenshot(path=str(shot), full_page=False)
+                        except Exception as shot_exc:  # the page itself may be gone
+                            shot = f"(no screenshot: {shot_exc})"
+                        print(f"cycle {cycle} {notebook} FAILED; screenshot: {shot}")
+                        failures.append(f"cycle {cycle}, {notebook}: {type(exc).__name__}: {str(exc)[:1500]}\n"
+                                        f"  screenshot: {shot}")
+                        results.append((cycle, notebook, False, time.perf_counter() - t0))
+                    finally:
+                        context.close()
+                        lab.shutdown_kernels()
+        finally:
+            browser.close()
+    passed = sum(all(ok for c, _, ok, _ in results if c == cycle) for cycle in range(1, CYCLES + 1))
+    for cycle, notebook, ok, seconds in results:
+        print(f"cycle {cycle} {notebook:20s} {'ok' if ok else 'FAILED'} {seconds:5.1f} s")
+    print(f"browser cycles passed: {passed}/{CYCLES}; screenshots in {tmp_path}")
+    assert not failures, "\n".join(failures) + f"\n--- jupyter lab log ---\n{lab.log_tail()}"

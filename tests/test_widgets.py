@@ -1,0 +1,363 @@
+"""The widgets, driven headless from Python: every control changes what is shown, bad input never does.
+
+Each test moves a control the way a learner does (setting the ipywidget's value
+fires the same observers a browser does) and reads what the widget shows: its
+PNG bytes, its readouts and its messages.
+"""
+import math
+import subprocess
+import sys
+
+import ipywidgets
+import matplotlib.pyplot as plt
+import pytest
+import torch
+
+from coursekit import widgets
+from coursekit.samples import ONE_BUG, as_learner, edited_source
+
+
+def stub(*args, **kwargs):
+    raise NotImplementedError()
+
+
+def images_in(widget):
+    """Every ipywidgets.Image inside a container, however deep."""
+    found = [widget] if isinstance(widget, ipywidgets.Image) else []
+    for child in getattr(widget, "children", ()):
+        found += images_in(child)
+    return found
+
+
+# ====================================================================== temperature explorer
+@pytest.fixture
+def temp(learner):
+    return widgets.temperature_explorer(learner["softmax"])
+
+
+def test_temperature_explorer_shows_the_learners_softmax_beside_the_reference(temp):
+    """A correct softmax: bars drawn, readouts for both sides, no message."""
+    assert temp.png.startswith(b"\x89PNG") and temp.image.value == temp.png
+    assert temp.learner_message == "" and temp.message == ""
+    assert temp.readouts["max_abs_diff"] < 1e-6
+    assert temp.readouts["learner_entropy"] == pytest.approx(temp.readouts["entropy"], abs=1e-6)
+    assert "matches the reference" in temp.readout.value
+    assert torch.allclose(temp.reference, torch.softmax(torch.tensor(temp.logits, dtype=torch.float64), -1))
+
+
+def test_moving_the_temperature_slider_changes_bars_entropy_and_max_probability(temp):
+    """Low τ: sharper (lower entropy, higher max p). High τ: towards uniform. Each move redraws."""
+    n = len(temp.logits)
+    seen = {temp.png}
+    temp.slider.value = 0.1
+    cold = dict(temp.readouts)
+    assert temp.temperature == pytest.approx(0.1) and temp.tau_box.value == "0.1"
+    assert temp.png not in seen
+    seen.add(temp.png)
+    temp.slider.value = 20.0
+    hot = dict(temp.readouts)
+    assert temp.png not in seen
+    assert cold["entropy"] < 0.05 and cold["max_prob"] > 0.99          # near the argmax limit
+    assert hot["entropy"] > 0.95 * math.log(n) and hot["max_prob"] < 1.5 / n  # near the uniform limit
+    assert hot["learner_entropy"] == pytest.approx(hot["entropy"], abs=1e-5)
+    assert f"log {n}" in temp.readout.value and f"1/{n}" in temp.readout.value  # the limits are stated
+
+
+def test_a_typed_temperature_moves_the_slider_and_the_readouts(temp):
+    temp.tau_box.value = "0.5"
+    assert temp.message == ""
+    assert temp.slider.value == pytest.approx(0.5) and temp.temperature == pytest.approx(0.5)
+    expected = torch.softmax(torch.tensor(temp.logits, dtype=torch.float64) / 0.5, -1)
+    assert temp.readouts["max_prob"] == pytest.approx(float(expected.max()))
+
+
+@pytest.mark.parametrize("typed, says", [("0", "τ = 0 is not allowed"), ("-2", "must be positive"),
+                                         ("abc", "is not a number"), ("nan", "NaN"), ("100", "outside"),
+                                         ("", "is not a number")])
+def test_a_bad_typed_temperature_says_what_is_allowed_and_keeps_the_last_good_state(temp, typed, says):
+    temp.slider.value = 2.0
+    before = (temp.png, dict(temp.readouts), temp.temperature, temp.slider.value)
+    temp.tau_box.value = typed
+    assert says in temp.message and "from 0.05 to 20" in temp.message
+    assert "Input not used" in temp.notice.value
+    assert (temp.png, temp.readouts, temp.temperature, temp.slider.value) == before
+    temp.tau_box.value = "3"  # a good value afterwards clears the message
+    assert temp.message == "" and temp.temperature == 3.0
+
+
+def test_presets_and_typed_logits_change_what_is_shown(temp):
+    temp.preset.value = "all scores equal"
+    assert temp.readouts["entropy"] == pytest.approx(math.log(4)) and temp.readouts["max_prob"] == pytest.approx(0.25)
+    assert temp.logits_box.value == "1, 1, 1, 1" and temp.labels == ["k1", "k2", "k3", "k4"]
+    png = temp.png
+    temp.logits_box.value = "5, -inf, 1"
+    assert temp.message == "" and temp.logits == [5.0, -math.inf, 1.0] and temp.labels == ["x1", "x2", "x3"]
+    assert temp.reference[1] == 0 and temp.learner[1] == 0 and temp.readouts["allowed"] == 2
+    assert temp.png != png
+
+
+def test_all_logits_blocked_gives_all_zeros_not_nan(temp):
+    temp.logits_box.value = "-inf, -inf"
+    assert temp.message == "" and temp.learner_message == ""
+    assert temp.reference.tolist() == [0.0, 0.0] and temp.readouts["max_prob"] == 0.0
+
+
+@pytest.mark.parametrize("typed, says", [("", "Type between 1 and 12"), ("1, 2, x", "'x' is not a number"),
+                                         ("1, inf", "cannot be a logit"), (", ".join(["1"] * 13), "at most 12")])
+def test_bad_logits_say_what_is_allowed_and_keep_the_last_good_state(temp, typed, says):
+    before = (temp.png, dict(temp.readouts), temp.logits)
+    temp.logits_box.value = typed
+    assert says in temp.message
+    assert (temp.png, temp.readouts, temp.logits) == before
+
+
+def test_the_stub_shows_a_friendly_message_and_the_reference_still_works():
+    w = widgets.temperature_explorer(stub)
+    assert "not implemented yet" in w.learner_message and "reference is shown alone" in w.learner_message
+    assert w.learner is None and w.readouts["learner_entropy"] is None
+    png, h = w.png, w.readouts["entropy"]
+    w.slider.value = 0.1
+    assert w.png != png and w.readouts["entropy"] < h
+    assert "not implemented yet" in w.learner_message and "Your function" in w.notice.value
+
+
+@pytest.mark.parametrize("garbage, says", [
+    (lambda x, dim=-1, temperature=1.0: "hello", "returned a str, not a tensor"),
+    (lambda x, dim=-1, temperature=1.0: torch.zeros(2), "must keep the shape"),
+    (lambda x, dim=-1, temperature=1.0: torch.full_like(x, float("nan")), "returned nan at position 0"),
+    (lambda x, dim=-1, temperature=1.0: x.long(), "not a float tensor"),
+    (lambda x, dim=-1, temperature=1.0: 1 / 0, "raised ZeroDivisionError"),
+])
+def test_a_garbage_returning_softmax_gets_a_message_and_the_reference_is_drawn_alone(garbage, says):
+    w = widgets.temperature_explorer(garbage)
+    assert says in w.learner_message
+    assert w.learner is None and w.reference is not None and w.png
+    png = w.png
+    w.slider.value = 3.0
+    assert w.png != png and w.temperature == 3.0
+
+
+def test_a_wrong_softmax_is_drawn_and_the_known_mistake_named():
+    _, _, (old, new) = ONE_BUG["03_softmax"]  # logits multiplied by the temperature
+    wrong = as_learner({"softmax": edited_source("softmax", old, new)})["softmax"]
+    w = widgets.temperature_explorer(wrong, temperature=2.0)
+    assert w.learner is not None
+    assert "differ from the reference" in w.learner_message and "multiply by τ" in w.learner_message
+    w.slider.value = 1.0  # at τ = 1 the mistake does no harm
+    assert w.learner_message == ""
+
+
+def test_a_slow_softmax_is_stopped(monkeypatch):
+    monkeypatch.setattr(widgets, "LEARNER_TIME_LIMIT", 0.3)
+
+    def forever(x, dim=-1, temperature=1.0):
+        while True:
+            pass
+
+    w = widgets.temperature_explorer(forever)
+    assert "did not finish" in w.learner_message and w.reference is not None
+
+
+def test_learner_prints_and_warnings_stay_off_the_notebook(capfd):
+    import warnings
+
+    def noisy(x, dim=-1, temperature=1.0):
+        print("debug", x)
+        warnings.warn("careful")
+        return torch.softmax(x / temperature, dim)
+
+    w = widgets.temperature_explorer(noisy)
+    w.slider.value = 0.5
+    out, err = capfd.readouterr()
+    assert out == "" and err == "" and w.learner_message == ""
+
+
+# ====================================================================== mask explorer
+@pytest.fixture
+def mask(learner):
+    return widgets.mask_explorer(learner["masked_attention"], sentence="a b c d", source="x y z", kind="causal")
+
+
+def allowed(kind, i, j, n_words, n_source, pads):
+    """The rules in words, one pair at a time (independent of the widget's torch code)."""
+    if kind == "bidirectional":
+        return True
+    if kind == "causal":
+        return j <= i
+    if kind == "padding":
+        return j < n_words
+    if kind == "cross":
+        return j < n_source
+    if kind == "prefix":
+        return (j <= i or j < n_source) and j < n_source + n_words
+    raise AssertionError(kind)
+
+
+@pytest.mark.parametrize("kind", ["bidirectional", "causal", "padding", "cross", "prefix"])
+def test_each_mask_kind_blocks_exactly_the_pairs_its_rule_forbids(mask, kind):
+    mask.padding.value = 1
+    mask.kind.value = kind
+    assert mask.message == "" and mask.learner_message == ""
+    T_q, T_k = mask.mask.shape
+    want = torch.tensor([[allowed(kind, i, j, 4, 3, 1) for j in range(T_k)] for i in range(T_q)])
+    assert torch.equal(mask.mask, want)
+    assert mask.blocked_pairs == int((~want).sum()) == mask.readouts["blocked_pairs"]
+    assert f"blocked pairs: {mask.blocked_pairs} of {T_q * T_k}" in mask.readout.value
+    assert float(mask.learner.masked_fill(want, 0).abs().max()) == 0  # blocked weights are exactly 0
+    assert torch.allclose(mask.learner.sum(-1), torch.ones(T_q, dtype=torch.float64))
+    assert mask.readouts["max_abs_diff"] < 1e-5
+
+
+def test_the_shapes_of_each_kind():
+    w = widgets.mask_explorer(stub, sentence="a b c d", source="x y z", kind="cross", padding=2)
+    assert (w.q_tokens, w.k_tokens) == (["a", "b", "c", "d"], ["x", "y", "z", "<pad>", "<pad>"])
+    w.kind.value = "prefix"
+    assert w.q_tokens == w.k_tokens == ["x", "y", "z", "a", "b", "c", "d", "<pad>", "<pad>"]
+    w.kind.value = "padding"
+    assert w.q_tokens == w.k_tokens == ["a", "b", "c", "d", "<pad>", "<pad>"]
+    assert w.source.disabled
+    w.kind.value = "cross"
+    assert not w.source.disabled
+
+
+def test_changing_the_mask_changes_the_heatmap_and_the_weights(mask):
+    causal_png, causal_w = mask.png, mask.learner
+    mask.kind.value = "bidirectional"
+    assert mask.blocked_pairs == 0 and mask.png != causal_png
+    assert not torch.allclose(mask.learner, causal_w)
+    assert bool((mask.learner > 0).all())
+    mask.kind.value = "causal"
+    assert torch.equal(mask.learner, causal_w) and mask.blocked_pairs == 6  # same picture as before
+    assert mask.png == causal_png
+
+
+def test_the_query_row_selector_shows_that_rows_weights(mask):
+    assert mask.row == 3  # starts on the last word
+    png = mask.png
+    mask.query.value = 1
+    assert mask.row == 1 and mask.png != png
+    assert torch.equal(mask.row_weights, mask.learner[1])
+    assert mask.readouts["row_allowed"] == 2 and mask.readouts["row_weights"][2:] == [0.0, 0.0]
+    assert "query i = 1 (b) may attend to 2 of 4 keys" in mask.readout.value
+
+
+def test_the_padding_slider_adds_pad_keys_that_the_padding_mask_blocks(mask):
+    mask.kind.value = "padding"
+    assert mask.blocked_pairs == 0
+    mask.padding.value = 2
+    assert mask.k_tokens[-2:] == ["<pad>", "<pad>"] and mask.blocked_pairs == 6 * 2
+    assert float(mask.learner[:, -2:].abs().max()) == 0
+    mask.kind.value = "bidirectional"
+    assert mask.blocked_pairs == 0 and "does not block the 2 pad keys" in mask.readout.value
+
+
+def test_a_new_sentence_resizes_the_matrices_and_the_query_selector(mask):
+    mask.query.value = 3
+    mask.sentence.value = "one two"
+    assert mask.q_tokens == ["one", "two"] and mask.mask.shape == (2, 2)
+    assert mask.query.max == 1 and mask.row == 1 and mask.query.value == 1
+
+
+def test_cross_attention_uses_the_source_as_keys(mask):
+    mask.kind.value = "cross"
+    png = mask.png
+    mask.source.value = "p q r s t"
+    assert mask.mask.shape == (4, 5) and mask.k_tokens == ["p", "q", "r", "s", "t"] and mask.png != png
+
+
+@pytest.mark.parametrize("control, value, says", [
+    ("sentence", "   ", "The sentence is empty"),
+    ("sentence", " ".join("w%d" % i for i in range(13)), "at most 12 positions"),
+])
+def test_a_bad_sentence_says_what_is_allowed_and_keeps_the_last_good_state(mask, control, value, says):
+    before = (mask.png, mask.blocked_pairs, mask.q_tokens, dict(mask.readouts))
+    getattr(mask, control).value = value
+    assert says in mask.message
+    assert (mask.png, mask.blocked_pairs, mask.q_tokens, mask.readouts) == before
+
+
+def test_an_empty_source_in_cross_attention_is_refused_with_the_reason(mask):
+    mask.kind.value = "cross"
+    before = (mask.png, mask.k_tokens)
+    mask.source.value = ""
+    assert "The source is empty" in mask.message and "n = 0" in mask.message
+    assert (mask.png, mask.k_tokens) == before
+
+
+def test_a_slider_or_dropdown_that_would_overflow_goes_back_to_what_is_drawn(mask):
+    mask.sentence.value = "a b c d e f g h i j"
+    mask.padding.value = 3  # 13 positions
+    assert "at most 12 positions" in mask.message and mask.padding.value == 0
+    mask.kind.value = "prefix"  # 3 source + 10 words
+    assert "at most 12 positions" in mask.message and mask.kind.value == "causal"
+    mask.padding.value = 2
+    assert mask.message == "" and mask.blocked_pairs == 12 * 11 // 2
+
+
+def test_the_stub_masked_attention_shows_a_message_and_the_reference_still_works():
+    w = widgets.mask_explorer(stub)
+    assert "not implemented yet" in w.learner_message and w.learner is None and w.reference is not None
+    png = w.png
+    w.kind.value = "bidirectional"
+    assert w.blocked_pairs == 0 and w.png != png
+    assert bool((w.reference > 0).all())
+
+
+@pytest.mark.parametrize("garbage, says", [
+    (lambda Q, K, V, mask=None: torch.zeros(3), "must return the pair"),
+    (lambda Q, K, V, mask=None: (Q, torch.zeros(2, 2)), "should be a tensor of shape (T_q, T_k)"),
+    (lambda Q, K, V, mask=None: (Q, torch.full((Q.shape[0], K.shape[0]), float("nan"))), "hold nan"),
+    (lambda Q, K, V, mask=None: None, "returned a NoneType"),
+])
+def test_a_garbage_returning_masked_attention_gets_a_message(garbage, says):
+    w = widgets.mask_explorer(garbage)
+    assert says in w.learner_message and w.learner is None
+    png = w.png
+    w.query.value = 0
+    assert w.png != png
+
+
+def test_a_wrong_masked_attention_is_drawn_and_the_known_mistake_named():
+    _, _, (old, new) = ONE_BUG["04_masks_attention"]  # no division by sqrt(d_k)
+    wrong = as_learner({"masked_attention": edited_source("masked_attention", old, new)})["masked_attention"]
+    w = widgets.mask_explorer(wrong)
+    assert w.learner is not None and "√d_k" in w.learner_message
+
+
+def test_a_mask_that_is_ignored_is_reported_as_a_leak():
+    def no_mask(Q, K, V, mask=None):
+        w = torch.softmax(Q @ K.T / math.sqrt(Q.shape[-1]), -1)
+        return w @ V, w
+
+    w = widgets.mask_explorer(no_mask, kind="causal")
+    assert "on the blocked pair" in w.learner_message
+
+
+# ====================================================================== both
+@pytest.mark.parametrize("make", ["temperature", "mask"])
+def test_a_widget_is_one_container_with_exactly_one_plot_image_and_no_pyplot_figure(learner, make):
+    before = plt.get_fignums()
+    w = (widgets.temperature_explorer(learner["softmax"]) if make == "temperature"
+         else widgets.mask_explorer(learner["masked_attention"]))
+    w.ui.children  # noqa: B018 (it is a container)
+    assert isinstance(w.ui, ipywidgets.VBox) and images_in(w.ui) == [w.image]
+    assert f"ck-{make}" in w.ui._dom_classes and "ck-plot" in w.image._dom_classes
+    assert callable(w._ipython_display_)
+    assert plt.get_fignums() == before  # nothing for the inline backend to show a second time
+
+
+def test_the_widgets_work_without_the_solutions_package():
+    """Students do not have `solutions`: the reference side is the widget module's own torch code."""
+    code = (
+        "import sys; sys.modules['solutions'] = None\n"
+        "import torch\n"
+        "from coursekit import widgets\n"
+        "t = widgets.temperature_explorer(lambda x, dim=-1, temperature=1.0: torch.softmax(x / temperature, dim))\n"
+        "t.slider.value = 0.3\n"
+        "m = widgets.mask_explorer(lambda Q, K, V, mask=None: (_ for _ in ()).throw(NotImplementedError()))\n"
+        "m.kind.value = 'prefix'\n"
+        "assert t.learner_message == '' and 'not implemented' in m.learner_message and m.blocked_pairs > 0\n"
+        "assert 'solutions' not in [k for k, v in sys.modules.items() if v is not None]\n"
+        "print('ok')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
