@@ -39,10 +39,8 @@ def _nbgrader(grade_id, *, grade=False, solution=False, locked=False, points=Non
 
 
 def reference_function(name):
-    import solutions
-    from grader import EXERCISES
-    module, attr = EXERCISES[name].ref.split(":")
-    return getattr(getattr(solutions, module), attr)
+    from grader import EXERCISES, resolve
+    return resolve(EXERCISES[name].ref, "")
 
 
 def solution_source(name):

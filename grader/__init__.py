@@ -29,19 +29,23 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 _EXPECTED_DIR = os.path.join(_HERE, "expected")
 
 
+def resolve(path, default_module):
+    """The function a registry path names inside ``solutions``: "module:function", or
+    "function" in ``default_module``."""
+    import importlib
+    module, _, attr = path.rpartition(":")
+    return getattr(importlib.import_module("solutions." + (module or default_module)), attr)
+
+
 def _load_reference():
     """Capture the reference functions now, before any learner code can touch them."""
     try:
         import solutions
-        import solutions.mistakes
     except ImportError:
         return None
     _safe.forbid_calls_into(os.path.dirname(os.path.abspath(solutions.__file__)))
-    funcs = {}
-    for name, ex in EXERCISES.items():
-        module, attr = ex.ref.split(":")
-        funcs[name] = getattr(getattr(solutions, module), attr)
-    mistakes = {n: f for n, f in vars(solutions.mistakes).items() if callable(f) and not n.startswith("_")}
+    funcs = {name: resolve(ex.ref, "") for name, ex in EXERCISES.items()}
+    mistakes = {m: resolve(m, "mistakes") for ex in EXERCISES.values() for m, _ in ex.mistakes}
     return funcs, mistakes
 
 

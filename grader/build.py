@@ -21,12 +21,10 @@ FORMAT = 1
 
 
 def build_one(name):
-    import solutions
-    import solutions.mistakes as mistakes
+    from . import resolve
 
     ex = EXERCISES[name]
-    module, attr = ex.ref.split(":")
-    ref = getattr(getattr(solutions, module), attr)
+    ref = resolve(ex.ref, "")
     parts = {}
     for part in ("basic", "edge"):
         records = []
@@ -43,7 +41,7 @@ def build_one(name):
             outs = {}
             for mname, _ in ex.mistakes:
                 try:
-                    outs[mname] = None if case.raises else getattr(mistakes, mname)(*case.args, **case.kwargs)
+                    outs[mname] = None if case.raises else resolve(mname, "mistakes")(*case.args, **case.kwargs)
                 except Exception:
                     outs[mname] = None
             records.append({"what": case.what, "args": case.args, "kwargs": case.kwargs, "raises": case.raises,

@@ -36,7 +36,8 @@ class Exercise:
     random_case: Callable | None = None        # (generator, big: bool) -> Case
     edge: Callable[[], list] = lambda: []      # fixed cases from the notes
     properties: list = field(default_factory=list)   # (part, callable(fn) -> message | None)
-    mistakes: list = field(default_factory=list)     # ("function in solutions.mistakes", explanation)
+    mistakes: list = field(default_factory=list)     # ("[module:]function" in solutions, default module
+    #                                                   solutions.mistakes; explanation)
     n_basic: int = 8
     n_hidden: int = 24
     tensor_inputs: bool = True                 # run on CUDA / the meta device in the hidden part
@@ -616,3 +617,16 @@ def visible_cases(ex, part):
 def hidden_cases(ex, seed):
     g = _gen(seed)
     return [ex.random_case(g, True) for _ in range(ex.n_hidden)] if ex.random_case else []
+
+
+def register(*exercises):
+    """Add exercises of a later notebook; each notebook's module calls this on import."""
+    for ex in exercises:
+        if ex.name in EXERCISES:
+            raise ValueError(f"exercise {ex.name!r} is registered twice")
+        EXERCISES[ex.name] = ex
+
+
+# Later notebooks keep their exercises in a module of their own (grader/exercises_<NN_topic>.py,
+# built from Case / Exercise and the helpers above, ending with `register(...)`), imported here:
+# from . import exercises_05_rnn  # noqa: E402,F401
