@@ -188,6 +188,10 @@ class Explorer:
 
 # ====================================================================== temperature (notebook 03)
 TAU_MIN, TAU_MAX = 0.05, 20.0
+# The slider moves its exponent in steps; these put tau = 1 (exponent 0) and both ends on the grid.
+# A browser snaps the value it is given to the grid and sends the snapped value back: a move of less
+# than half a step is such an echo, not the learner's, and is ignored.
+_TAU_STEP = (math.log10(TAU_MAX) - math.log10(TAU_MIN)) / 260
 MAX_LOGITS = 12
 _NINF = float("-inf")
 
@@ -269,6 +273,8 @@ class TemperatureExplorer(Explorer):
         if logits is not None:
             values = [float(v) for v in (logits.tolist() if torch.is_tensor(logits) else logits)]
             words = list(labels) if labels is not None else [f"x{j + 1}" for j in range(len(values))]
+            if len(words) != len(values):
+                raise ValueError(f"{len(labels)} labels for {len(values)} logits")
         tau = _parse_temperature(temperature)
         _parse_logits(", ".join(map(str, values)))  # same rules as typed logits
 
@@ -280,13 +286,16 @@ class TemperatureExplorer(Explorer):
                                  layout=W.Layout(width="360px"))
         self.logits_box.add_class("ck-temperature-logits")
         self.slider = W.FloatLogSlider(value=tau, base=10, min=math.log10(TAU_MIN), max=math.log10(TAU_MAX),
-                                       step=0.01, description="τ", readout_format=".3g", continuous_update=True,
-                                       layout=W.Layout(width="420px"))
+                                       step=_TAU_STEP, description="temperature", readout=False,
+                                       continuous_update=True, layout=W.Layout(width="420px"),
+                                       style={"description_width": "initial"})
         self.slider.add_class("ck-temperature-slider")
-        self.tau_box = W.Text(value=f"{tau:g}", description="or type τ", continuous_update=False,
-                              layout=W.Layout(width="170px"), style={"description_width": "initial"})
+        # the slider's own readout is off: this box shows τ (and takes a typed one), so one number is shown
+        self.tau_box = W.Text(value=f"{tau:g}", description="τ =", continuous_update=False,
+                              layout=W.Layout(width="150px"), style={"description_width": "initial"})
         self.tau_box.add_class("ck-temperature-text")
-        self._assemble(W.HBox([self.preset, self.logits_box]), W.HBox([self.slider, self.tau_box]))
+        hint = W.HTML('<span style="color:#666">drag, or type τ and press Enter</span>')
+        self._assemble(W.HBox([self.preset, self.logits_box]), W.HBox([self.slider, self.tau_box, hint]))
 
         self.temperature, self.logits, self.labels = None, None, None
         self.reference, self.learner = None, None
@@ -311,6 +320,8 @@ class TemperatureExplorer(Explorer):
         self._update(values, list(words), self.temperature)
 
     def _on_slider(self, tau):
+        if abs(math.log10(float(tau)) - math.log10(self.temperature)) < 0.5 * _TAU_STEP + 1e-9:
+            return  # the browser's echo of a value it snapped to its grid
         self._update(self.logits, self.labels, float(tau))
         self._set(self.tau_box, f"{float(tau):.3g}")
 
@@ -407,15 +418,18 @@ class TemperatureExplorer(Explorer):
                  f"0 (argmax) … {log_k} (uniform)"),
                 ("max probability", readouts["learner_max_prob"], readouts["max_prob"],
                  f"1/{k} = {1 / k:.3f} (uniform) … 1 (argmax)" if k else "no allowed entry: all zeros")]
-        table = "".join(f"<tr><td>{a}</td><td><b>{_fmt(b)}</b></td><td>{_fmt(c)}</td><td>{d}</td></tr>"
+        td = '<td style="padding:1px 12px 1px 0">'
+        table = "".join(f"<tr>{td}{a}</td>{td}<b>{_fmt(b)}</b></td>{td}{_fmt(c)}</td>{td}{d}</td></tr>"
                         for a, b, c, d in rows)
         verdict = ""
         if learner is not None and not learner_message:
             verdict = (f'<div style="color:#1a6b1a">Your softmax matches the reference '
                        f'(max |difference| = {readouts["max_abs_diff"]:.1e}).</div>')
         readout_html = (f'<div class="ck-readout-body"><b>τ = {tau:.3g}</b>'
-                        f'<table style="border-collapse:collapse"><tr><th style="text-align:left">quantity</th>'
-                        f'<th>your softmax</th><th>reference</th><th>limits</th></tr>{table}</table>{verdict}</div>')
+                        f'<table style="border-collapse:collapse"><tr>'
+                        + "".join(f'<th style="text-align:left;padding:1px 12px 1px 0">{h}</th>'
+                                  for h in ("quantity", "your softmax", "reference", "limits"))
+                        + f'</tr>{table}</table>{verdict}</div>')
 
         # commit only now: anything above may fail, and then the last good state stays
         self.learner_message = learner_message
@@ -707,6 +721,8 @@ class MaskExplorer(Explorer):
         ylabel = "decoder query i" if kind == "cross" else "query i"
         xlabel = "source key j" if kind == "cross" else "key j"
         annotate = T_q * T_k <= 49
+        # show_matrix lays the figure out after each panel; lay it out once, at the end (3x faster)
+        fig.tight_layout = lambda *args, **kwargs: None
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             plots.show_matrix(mask, rows=rows, cols=cols, ax=ax_mask, cmap="Greens", vmin=0, vmax=1,
@@ -747,6 +763,7 @@ class MaskExplorer(Explorer):
             ax_row.set_title(f"row i = {row} ({_label(q_tokens[row], 16)}): its weights over the keys "
                              f"(x = blocked)", fontsize=10)
             ax_row.legend(loc="upper right", fontsize=8, frameon=False)
+            del fig.tight_layout
             fig.tight_layout()
         return fig
 

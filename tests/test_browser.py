@@ -26,6 +26,8 @@ import pytest
 
 from coursekit import SOURCE_DIR
 
+pytestmark = pytest.mark.browser
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
@@ -193,6 +195,19 @@ def _wait_changed(page, root, old_src, old_readout):
         arg=[root.element_handle(), old_src, old_readout], timeout=UPDATE_TIMEOUT_MS)
 
 
+def _settle(page, root, quiet_ms=800, timeout_s=20):
+    """Wait until the plot and the readout stop changing (the last update of a drag has landed)."""
+    last, since, end = None, time.monotonic(), time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        now = (_src(root), root.locator(".ck-readout").inner_text())
+        if now != last:
+            last, since = now, time.monotonic()
+        elif time.monotonic() - since >= quiet_ms / 1000:
+            return now
+        page.wait_for_timeout(150)
+    raise AssertionError(f"the widget kept changing for {timeout_s} s")
+
+
 def _entropies(readout_text):
     m = re.search(r"entropy H \(nats\)\s+([\d.]+)\s+([\d.]+)", readout_text)
     assert m, f"no entropy readout in {readout_text!r}"
@@ -202,7 +217,7 @@ def _entropies(readout_text):
 def _drive_temperature(page):
     root = _widget(page, "temperature")
     readout = root.locator(".ck-readout")
-    src0, text0 = _src(root), readout.inner_text()
+    src0, text0 = _settle(page, root)
     h0 = _entropies(text0)
     assert "τ = 1" in text0 and "matches the reference" in text0
 
@@ -215,8 +230,7 @@ def _drive_temperature(page):
     page.mouse.move(x - 90, y, steps=6)
     page.mouse.up()
     _wait_changed(page, root, src0, text0)
-    page.wait_for_timeout(300)  # let the last continuous update land
-    src1, text1 = _src(root), readout.inner_text()
+    src1, text1 = _settle(page, root)
     h1 = _entropies(text1)
     tau = float(re.search(r"τ = ([\d.]+)", text1).group(1))
     assert tau < 1 and h1[0] < h0[0] and h1[1] < h0[1], (text0, text1)

@@ -361,3 +361,12 @@ def test_the_widgets_work_without_the_solutions_package():
         "print('ok')\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
+
+
+def test_the_browsers_snapped_echo_of_the_slider_is_not_a_move(temp):
+    """A browser snaps τ to its slider grid and sends it back; that echo changes nothing."""
+    temp.tau_box.value = "8"
+    png, readouts = temp.png, dict(temp.readouts)
+    temp.slider.value = 7.96  # what the browser's grid makes of 8
+    assert temp.temperature == 8.0 and temp.png == png and temp.readouts == readouts
+    assert temp.tau_box.value == "8"
