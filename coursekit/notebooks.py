@@ -4,8 +4,8 @@
   taken from ``solutions/`` (the single source of truth). ``sync`` rewrites
   those cells; ``drift`` lists the cells that disagree.
 * The two graded test cells of each exercise are generated too, so every
-  exercise is graded the same way: ``<name>_basic`` and ``<name>_edge`` (whose
-  hidden region runs the hidden checks).
+  exercise is graded the same way: ``<name>_basic`` (basic + hidden-basic) and
+  ``<name>_edge`` (edge + hidden); the hidden regions never reach students.
 """
 import glob
 import inspect
@@ -48,7 +48,10 @@ def solution_source(name):
 
 
 def graded_cell_sources(name):
-    basic = f'check("{name}", {name}, part="basic")'
+    basic = (f'check("{name}", {name}, part="basic")\n'
+             f'### BEGIN HIDDEN TESTS\n'
+             f'check("{name}", {name}, part="hidden-basic")\n'
+             f'### END HIDDEN TESTS')
     edge = (f'check("{name}", {name}, part="edge")\n'
             f'### BEGIN HIDDEN TESTS\n'
             f'check("{name}", {name}, part="hidden")\n'

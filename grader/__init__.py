@@ -5,8 +5,14 @@ A part is one graded test cell:
 * ``basic``  seeded random cases, compared with outputs of the reference that
   ship with the grader (works without the ``solutions`` package);
 * ``edge``   the notes' edge cases and bad inputs, plus property checks;
-* ``hidden`` fresh random cases, CUDA when present, a meta-device probe for
-  tensors created on the wrong device, compared with the live reference.
+* ``hidden-basic`` fresh random cases of the basic kind, on CPU and CUDA when
+  present, compared with the live reference (grading machine only);
+* ``hidden`` the edge cases and fresh, larger random cases on every device, a
+  meta-device probe for tensors created on the wrong device, hidden properties.
+
+Each graded cell pairs a visible part with a hidden one (basic with hidden-basic,
+edge with hidden), so a function that only looks up the shipped expectations
+earns nothing.
 
 A failed check raises ``CheckFailed`` (an AssertionError) whose message names the
 case, the first wrong position, expected vs got, and the known mistake it
@@ -24,7 +30,7 @@ from .exercises import EXERCISES, hidden_cases, visible_cases
 
 __all__ = ["check", "CheckFailed", "EXERCISES", "reference_available"]
 
-PARTS = ("basic", "edge", "hidden")
+PARTS = ("basic", "edge", "hidden-basic", "hidden")
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _EXPECTED_DIR = os.path.join(_HERE, "expected")
 
@@ -279,8 +285,10 @@ def check(name, fn, part="basic"):
             _judge_case(run, fn, name, i, rec["what"], rec["args"], rec["kwargs"], rec["raises"], rec["expected"],
                         rec["message"], rec["mistakes"], explanations, "cpu")
     else:
-        _check_hidden(run, ex, fn, explanations)
+        _check_hidden(run, ex, fn, explanations, part)
     _run_properties(run, ex, fn, part)
+    if run.n == 0:  # a part that judges nothing would pass anything
+        raise RuntimeError(f"the grader has no checks for {name} [{part}]: fix grader/exercises.py")
     run.finish()
 
 
@@ -292,14 +300,17 @@ def _reference_call(ref, args, kwargs):
         return None, exc
 
 
-def _check_hidden(run, ex, fn, explanations):
+def _check_hidden(run, ex, fn, explanations, part):
     if _REFERENCE is None:
         raise RuntimeError("hidden checks need the reference solutions, which are only installed on the grading "
                            "machine (pip install the course with its `solutions` package)")
     refs, mistake_fns = _REFERENCE
     ref = refs[ex.name]
     seed = 7919 + sum(map(ord, ex.name)) * 31
-    cases = visible_cases(ex, "edge") + hidden_cases(ex, seed)
+    if part == "hidden-basic":
+        cases = hidden_cases(ex, seed + 1, big=False, n=ex.n_basic)
+    else:
+        cases = visible_cases(ex, "edge") + hidden_cases(ex, seed)
     index = 0
     for device in grading_devices():
         for case in cases:
@@ -325,7 +336,7 @@ def _check_hidden(run, ex, fn, explanations):
                 message = str(err)
             _judge_case(run, fn, ex.name, index, case.what, args, kwargs, case.raises, expected, message, mistakes,
                         explanations, device)
-    if ex.tensor_inputs and not run.stopped:
+    if part == "hidden" and ex.tensor_inputs and not run.stopped:
         _meta_probe(run, ex, fn, ref, cases)
 
 

@@ -554,7 +554,8 @@ EXERCISES = {e.name: e for e in [
                        ("scaled_scores_by_d_k", "the scores were divided by d_k; divide by sqrt(d_k)")]),
     Exercise("score_variance", "02_dot_products", "dot_products:score_variance", None, lambda: [
              Case("d_k = 0 is an error", (0,), raises="ValueError")],
-             properties=[("basic", _variance_property), ("hidden", _variance_property)],
+             properties=[("basic", _variance_property), ("hidden-basic", _variance_property),
+                         ("hidden", _variance_property)],
              tensor_inputs=False, n_basic=0, n_hidden=0),
     # 03 softmax
     Exercise("softmax", "03_softmax", "softmax:softmax", _logits_case, _softmax_edge,
@@ -614,9 +615,10 @@ def visible_cases(ex, part):
     raise ValueError(f"unknown visible part {part!r}")
 
 
-def hidden_cases(ex, seed):
+def hidden_cases(ex, seed, big=True, n=None):
+    """Fresh random cases for the hidden parts (larger ones unless ``big`` is False)."""
     g = _gen(seed)
-    return [ex.random_case(g, True) for _ in range(ex.n_hidden)] if ex.random_case else []
+    return [ex.random_case(g, big) for _ in range(ex.n_hidden if n is None else n)] if ex.random_case else []
 
 
 def register(*exercises):

@@ -14,7 +14,7 @@ from coursekit.samples import as_learner
 from grader import EXERCISES, CheckFailed, check
 from grader.build import stale
 
-PARTS = ("basic", "edge", "hidden")
+PARTS = grader.PARTS
 
 
 def failure(name, fn, part):
@@ -41,11 +41,11 @@ def mistake_as_learner(mname, learner):
 # ---------------------------------------------------------------- the reference passes
 @pytest.mark.parametrize("name", list(EXERCISES))
 def test_reference_written_as_learner_code_passes_every_part(name, learner, capsys):
-    """The reference, compiled as a notebook cell, passes basic, edge and hidden, printing one PASSED line each."""
+    """The reference, compiled as a notebook cell, passes every part, printing one PASSED line each."""
     for part in PARTS:
         check(name, learner[name], part)
     out = capsys.readouterr()
-    assert out.out.count("PASSED") == 3 and out.err == ""
+    assert out.out.count("PASSED") == len(PARTS) and out.err == ""
 
 
 @pytest.mark.parametrize("name", list(EXERCISES))
@@ -55,7 +55,8 @@ def test_shipped_expected_outputs_are_not_stale(name):
 
 
 # ---------------------------------------------------------------- known mistakes are named
-MISTAKES = [(name, m, why) for name, ex in EXERCISES.items() for m, why in ex.mistakes]
+# the foundation's mistakes (solutions/mistakes.py); later notebooks test theirs in their own test file
+MISTAKES = [(name, m, why) for name, ex in EXERCISES.items() for m, why in ex.mistakes if ":" not in m]
 
 
 @pytest.mark.parametrize("name,mname,why", MISTAKES, ids=[f"{n}-{m}" for n, m, _ in MISTAKES])
@@ -337,3 +338,23 @@ def test_every_part_fails_on_the_released_stub(name):
         raise NotImplementedError()
     for part in PARTS:
         assert "not implemented yet" in failure(name, stub, part)
+
+
+def test_a_function_that_looks_up_the_shipped_expectations_fails_every_graded_cell(learner):
+    """The visible expectations ship with the grader; a lookup passes them but no hidden part."""
+    fn = learner_fn('''
+        import grader
+        def softmax(x, dim=-1, temperature=1.0):
+            for part in ("basic", "edge"):
+                for rec in grader.load_expected("softmax")["parts"][part]:
+                    a = rec["args"][0]
+                    if a.shape == x.shape and a.dtype == x.dtype and bool((a == x).all()) \\
+                            and rec["kwargs"].get("dim", -1) == dim \\
+                            and rec["kwargs"].get("temperature", 1.0) == temperature and not rec["raises"]:
+                        return rec["expected"]
+            return torch.zeros_like(x)
+    ''', "softmax")
+    check("softmax", fn, "basic")  # the lookup fools the visible part ...
+    # ... but the basic cell also runs hidden-basic, on fresh inputs
+    assert "FAILED softmax [hidden-basic]" in failure("softmax", fn, "hidden-basic")
+    assert "FAILED softmax [hidden]" in failure("softmax", fn, "hidden")

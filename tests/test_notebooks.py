@@ -7,7 +7,7 @@ import pytest
 from nbclient import NotebookClient
 
 from coursekit.notebooks import SETUP_SOURCE, drift, exercises_in, source_notebooks
-from grader import EXERCISES
+from grader import EXERCISES, PARTS
 
 NOTEBOOKS = source_notebooks()
 IDS = [os.path.basename(p) for p in NOTEBOOKS]
@@ -68,6 +68,6 @@ def test_source_notebook_executes_top_to_bottom_with_the_reference(path, tmp_pat
               if o.output_type == "error" or (o.output_type == "stream" and o.name == "stderr")]
     assert not errors, errors[:2]
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
-    n_checks = 3 * len(exercises_in(path))
+    n_checks = len(PARTS) * len(exercises_in(path))
     assert text.count("PASSED") == n_checks and "FAILED" not in text
     print(f"{os.path.basename(path)} executed in {seconds:.1f} s")
