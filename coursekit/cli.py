@@ -53,8 +53,8 @@ def cmd_lab(args):
            f"--ServerApp.port={args.port}", f"--ServerApp.open_browser={args.browser}", *args.jupyter_args]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")  # containers and CI machines often run as root
-    print("starting JupyterLab on", target, "- open the URL it prints; stop it with Ctrl-C")
-    return subprocess.call(cmd, env=env)
+    print("starting JupyterLab on", target, "- open the URL it prints; stop it with Ctrl-C", flush=True)
+    os.execve(sys.executable, cmd, env)  # become the server: stopping this process stops JupyterLab
 
 
 def cmd_demo(args):

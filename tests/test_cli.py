@@ -73,7 +73,7 @@ def test_lab_serves_the_workspace_notebooks(tmp_path):
     ws = tmp_path / "ws"
     proc = subprocess.Popen([*COURSE, "lab", "--dir", str(ws), "--port", str(port), "--",
                              "--IdentityProvider.token=course-test"], cwd=ROOT,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
         deadline, listing = time.time() + 300, None
         while time.time() < deadline and proc.poll() is None:
@@ -88,8 +88,9 @@ def test_lab_serves_the_workspace_notebooks(tmp_path):
         page = urllib.request.urlopen(f"http://127.0.0.1:{port}/lab?token=course-test", timeout=10).read()
         assert b"JupyterLab" in page
     finally:
-        proc.terminate()
+        import signal
+        os.killpg(proc.pid, signal.SIGTERM)  # the server and any kernel it started
         try:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            proc.kill()
+            os.killpg(proc.pid, signal.SIGKILL)
