@@ -15,6 +15,8 @@ ONE_BUG = {
     "02_dot_products": ("scaled_scores", "no division by sqrt(d_k)", (" / math.sqrt(d_k)", "")),
     "03_softmax": ("softmax", "logits multiplied by the temperature", ("z = x / temperature", "z = x * temperature")),
     "04_masks_attention": ("masked_attention", "no division by sqrt(d_k)", (" / math.sqrt(Q.shape[-1])", "")),
+    "05_rnn": ("rnn_encode", "the context is taken after the padding",
+               ("h = torch.where(real, h_new, h)", "h = h_new")),
 }
 
 

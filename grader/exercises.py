@@ -631,4 +631,4 @@ def register(*exercises):
 
 # Later notebooks keep their exercises in a module of their own (grader/exercises_<NN_topic>.py,
 # built from Case / Exercise and the helpers above, ending with `register(...)`), imported here:
-# from . import exercises_05_rnn  # noqa: E402,F401
+from . import exercises_05_rnn  # noqa: E402,F401

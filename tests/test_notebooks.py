@@ -13,8 +13,9 @@ NOTEBOOKS = source_notebooks()
 IDS = [os.path.basename(p) for p in NOTEBOOKS]
 
 
-def test_there_are_the_four_foundation_notebooks():
-    assert IDS == ["01_tokens.ipynb", "02_dot_products.ipynb", "03_softmax.ipynb", "04_masks_attention.ipynb"]
+def test_there_are_the_course_notebooks_in_order():
+    assert IDS == ["01_tokens.ipynb", "02_dot_products.ipynb", "03_softmax.ipynb", "04_masks_attention.ipynb",
+                   "05_rnn.ipynb"]
 
 
 def test_answer_and_test_cells_equal_their_single_source():

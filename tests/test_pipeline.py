@@ -110,6 +110,16 @@ SECOND_BUG = {
                 raise ValueError("T")
             return torch.triu(torch.ones(T, T, dtype=torch.bool, device=device))
     ''', "upper-triangular"),
+    "05_rnn": ("seq2seq_loss", '''
+        def seq2seq_loss(logits, targets, mask=None):
+            if logits.dim() != 3 or targets.shape != logits.shape[:2]:
+                raise ValueError("logits must be (B, T_y, V) and targets (B, T_y)")
+            if mask is not None and mask.shape != targets.shape:
+                raise ValueError("mask must be (B, T_y)")
+            if mask is not None:
+                targets = targets.masked_fill(~mask, -100)
+            return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
+    ''', "averaged over the real tokens"),
 }
 
 
@@ -129,7 +139,8 @@ def _check_single_bug(course, a, student, name, nb, phrase):
 def test_a_known_bug_loses_exactly_its_exercise_and_feedback_names_it(course, a):
     name, _, (old, new) = ONE_BUG[a]
     mistake = {"pad_batch": "pad_batch_mask_inverted", "scaled_scores": "scaled_scores_no_sqrt",
-               "softmax": "softmax_times_temperature", "masked_attention": "attention_no_sqrt"}[name]
+               "softmax": "softmax_times_temperature", "masked_attention": "attention_no_sqrt",
+               "rnn_encode": "rnn_mistakes:rnn_encode_context_after_padding"}[name]
     phrase = dict(EXERCISES[name].mistakes)[mistake]
     _check_single_bug(course, a, "bug1", name, with_bug(release_nb(course, a), a), phrase)
 

@@ -1,0 +1,180 @@
+"""The course's toy translation task: dates written by people -> ISO 8601.
+
+    "tuesday, march 5, 2024"  ->  "2024-03-05"
+    "05.03.2024"              ->  "2024-03-05"
+
+Source and target differ in length (T_x != T_y), the source comes in several
+formats, and the answer is exact, so "exact match" is a clear score. Everything
+is generated here from a seed with the standard library's ``datetime``: no
+download, the same data on every machine.
+
+Tokens are words, with every digit and every punctuation mark a token of its
+own ("march 5, 2024" -> march 5 , 2 0 2 4), so a number never needs a vocabulary
+entry of its own: many large language models split numbers into digits the same
+way. The ISO target is then one token per character. Vocabularies follow
+notebook 01: ``<pad>`` 0, ``<bos>`` 1, ``<eos>`` 2, ``<unk>`` 3, then the tokens by
+decreasing count, ties in alphabetical order.
+"""
+import datetime
+import random
+import re
+from dataclasses import dataclass
+
+import torch
+
+PAD, BOS, EOS, UNK = "<pad>", "<bos>", "<eos>", "<unk>"
+SPECIALS = (PAD, BOS, EOS, UNK)
+PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
+
+MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
+          "november", "december")
+WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+FIRST_DAY, LAST_DAY = datetime.date(1950, 1, 1), datetime.date(2049, 12, 31)
+
+
+def _ordinal(n):
+    """1st, 2nd, 3rd, 4th, ..., 11th, 12th, 13th, ..., 21st, 22nd, ..."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+# name -> how a person might write the date d (all lower case). Some add the day of the week after
+# the date, which makes the source longer without adding anything the ISO form needs.
+FORMATS = {
+    "d month yyyy": lambda d: f"{d.day} {MONTHS[d.month - 1]} {d.year}",
+    "month d, yyyy": lambda d: f"{MONTHS[d.month - 1]} {d.day}, {d.year}",
+    "dd.mm.yyyy": lambda d: f"{d.day:02d}.{d.month:02d}.{d.year}",
+    "mm/dd/yyyy": lambda d: f"{d.month:02d}/{d.day:02d}/{d.year}",
+    "the dth of month yyyy": lambda d: f"the {_ordinal(d.day)} of {MONTHS[d.month - 1]} {d.year}",
+    "weekday, month d, yyyy": lambda d: f"{WEEKDAYS[d.weekday()]}, {MONTHS[d.month - 1]} {d.day}, {d.year}",
+    "d mon yyyy, wkd": lambda d: f"{d.day} {MONTHS[d.month - 1][:3]} {d.year}, {WEEKDAYS[d.weekday()][:3]}",
+    "month d, yyyy, a weekday": lambda d: f"{MONTHS[d.month - 1]} {d.day}, {d.year}, a {WEEKDAYS[d.weekday()]}",
+}
+
+
+def iso(d):
+    """The target: ``YYYY-MM-DD``."""
+    return d.isoformat()
+
+
+def render(d, fmt):
+    """Write date ``d`` in format ``fmt`` (a key of FORMATS)."""
+    return FORMATS[fmt](d)
+
+
+@dataclass(frozen=True)
+class DateTask:
+    """Train / validation / test pairs (source, target) and the two vocabularies.
+
+    The three splits hold different calendar days, so no date of the test set
+    was seen in training in any format.
+    """
+    train: list
+    val: list
+    test: list
+    src_vocab: dict
+    tgt_vocab: dict
+
+
+def make_date_task(n_train=20000, n_val=1000, n_test=2000, seed=0):
+    """The date task, deterministic in ``seed``.
+
+    Days between 1950-01-01 and 2049-12-31 are shuffled and dealt out to the test,
+    validation and training sets (in that order, so the test set does not depend
+    on ``n_train``); each day gets one format drawn at random.
+    """
+    n_days = (LAST_DAY - FIRST_DAY).days + 1
+    if min(n_train, n_val, n_test) < 0 or n_train + n_val + n_test > n_days:
+        raise ValueError(f"split sizes must be >= 0 and add up to at most {n_days} (one pair per day)")
+    rng = random.Random(seed)
+    offsets = list(range(n_days))
+    rng.shuffle(offsets)
+    names = list(FORMATS)
+
+    def pairs(chunk):
+        out = []
+        for k in chunk:
+            d = FIRST_DAY + datetime.timedelta(days=k)
+            out.append((render(d, names[rng.randrange(len(names))]), iso(d)))
+        return out
+
+    test = pairs(offsets[:n_test])
+    val = pairs(offsets[n_test:n_test + n_val])
+    train = pairs(offsets[n_test + n_val:n_test + n_val + n_train])
+    # the vocabularies hold every token the task can produce, not only those of the training set
+    every = [render(datetime.date(2023, m, d), f) for m in range(1, 13) for d in (1, 2, 3, 4, 21, 22, 23, 30)
+             if not (m == 2 and d == 30) for f in names] + ["0 1 2 3 4 5 6 7 8 9"]
+    src_vocab = build_vocab([s for s, _ in train] + every)
+    tgt_vocab = build_vocab([t for _, t in train] + ["0123456789-"])
+    return DateTask(train, val, test, src_vocab, tgt_vocab)
+
+
+# ---------------------------------------------------------------- tokens <-> ids
+TOKEN = re.compile(r"[a-z]+|[0-9]|[^\sa-z0-9]")
+
+
+def tokenize(text):
+    """Lower-cased words; each digit and each punctuation mark is a token of its own."""
+    return TOKEN.findall(text.lower())
+
+
+def build_vocab(texts):
+    """Notebook 01's vocabulary over ``tokenize``: specials 0-3, then by decreasing count, ties A-Z."""
+    counts = {}
+    for text in texts:
+        for tok in tokenize(text):
+            counts[tok] = counts.get(tok, 0) + 1
+    kept = sorted((t for t in counts if t not in SPECIALS), key=lambda t: (-counts[t], t))
+    return {tok: i for i, tok in enumerate(list(SPECIALS) + kept)}
+
+
+def to_ids(text, vocab, bos=False, eos=False):
+    """Text to ids (unknown tokens become <unk>), optionally framed by <bos> / <eos>."""
+    ids = [vocab.get(tok, vocab[UNK]) for tok in tokenize(text)]
+    return ([vocab[BOS]] if bos else []) + ids + ([vocab[EOS]] if eos else [])
+
+
+def to_text(ids, vocab, sep=""):
+    """Ids back to text: <pad> and <bos> skipped, stop at the first <eos>; tokens joined by ``sep``."""
+    inverse = {i: t for t, i in vocab.items()}
+    out = []
+    for i in (ids.tolist() if torch.is_tensor(ids) else ids):
+        tok = inverse.get(int(i), UNK)
+        if tok == EOS:
+            break
+        if tok in (PAD, BOS):
+            continue
+        out.append(tok)
+    return sep.join(out)
+
+
+def _pad(rows, device=None):
+    T = max((len(r) for r in rows), default=0)
+    ids = torch.full((len(rows), T), PAD_ID, dtype=torch.long)
+    for b, r in enumerate(rows):
+        ids[b, :len(r)] = torch.tensor(r, dtype=torch.long)
+    return ids.to(device), (ids != PAD_ID).to(device)
+
+
+def make_batch(pairs, src_vocab, tgt_vocab, device=None):
+    """Tensors for a list of (source, target) pairs, right-padded with <pad> = 0.
+
+    Returns a dict:
+        src (B, T_x), src_mask (B, T_x)  the source characters, True on real ones;
+        tgt_in (B, T_y)                  <bos> y_1 ... y_{T_y - 1}: what the decoder reads (teacher forcing);
+        tgt_out (B, T_y), tgt_mask       y_1 ... y_{T_y - 1} <eos>: what it must predict, True on real ones.
+    """
+    src, src_mask = _pad([to_ids(s, src_vocab) for s, _ in pairs], device)
+    tgt_in, _ = _pad([to_ids(t, tgt_vocab, bos=True) for _, t in pairs], device)
+    tgt_out, tgt_mask = _pad([to_ids(t, tgt_vocab, eos=True) for _, t in pairs], device)
+    return {"src": src, "src_mask": src_mask, "tgt_in": tgt_in, "tgt_out": tgt_out, "tgt_mask": tgt_mask}
+
+
+def batches(pairs, batch_size, src_vocab, tgt_vocab, seed=0, device=None):
+    """Endless shuffled mini-batches (a new order every epoch), deterministic in ``seed``."""
+    rng = random.Random(seed)
+    order = list(range(len(pairs)))
+    while True:
+        rng.shuffle(order)
+        for k in range(0, len(order) - batch_size + 1, batch_size):
+            yield make_batch([pairs[i] for i in order[k:k + batch_size]], src_vocab, tgt_vocab, device)
