@@ -178,3 +178,31 @@ def batches(pairs, batch_size, src_vocab, tgt_vocab, seed=0, device=None):
         rng.shuffle(order)
         for k in range(0, len(order) - batch_size + 1, batch_size):
             yield make_batch([pairs[i] for i in order[k:k + batch_size]], src_vocab, tgt_vocab, device)
+
+
+# ------------------------------------------------------------------ one stream of text for a decoder-only model
+SEP = "="
+
+
+def lm_vocab(task):
+    """One vocabulary for source and target (a decoder-only model reads both as one text), plus ``=``."""
+    vocab = dict(task.src_vocab)
+    for tok in list(task.tgt_vocab) + [SEP]:
+        vocab.setdefault(tok, len(vocab))
+    return vocab
+
+
+def lm_ids(source, target, vocab):
+    """``<bos> source = target <eos>`` as ids; with ``target=None`` the prompt ``<bos> source =``."""
+    prompt = to_ids(source, vocab, bos=True) + [vocab[SEP]]
+    return prompt if target is None else prompt + to_ids(target, vocab, eos=True)
+
+
+def lm_batches(pairs, batch_size, vocab, seed=0, device=None):
+    """Endless shuffled batches of ``<bos> source = target <eos>``: (ids (B, T), valid (B, T))."""
+    rng = random.Random(seed)
+    order = list(range(len(pairs)))
+    while True:
+        rng.shuffle(order)
+        for k in range(0, len(order) - batch_size + 1, batch_size):
+            yield _pad([lm_ids(*pairs[i], vocab) for i in order[k:k + batch_size]], device)

@@ -1,0 +1,90 @@
+"""Given building blocks for the later notebooks, written with PyTorch's own functions.
+
+Notebook 06 has the learner write multi-head attention and the encoder block;
+notebooks 07 and 08 need them again without asking for them twice, so they
+import these. Each is a different implementation from the reference (it leans
+on ``F.multi_head_attention_forward`` and ``F.layer_norm``) with the same
+signature and the same conventions: bool masks with True = may attend, weight
+dicts laid out like ``nn.Linear`` (see ``solutions/encoder.py``), and a query
+with no allowed key gets zero attention weights, never NaN. The tests check
+that each equals the reference.
+"""
+import torch
+import torch.nn.functional as F
+
+LN_EPS = 1e-5
+
+
+def masked_attention(Q, K, V, mask=None):
+    """softmax(Q K^T / sqrt(d_k) + M) V with a bool mask; returns (out, weights)."""
+    scores = torch.matmul(Q, K.transpose(-2, -1)) * Q.shape[-1] ** -0.5  # (..., T_q, T_k)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # a row with no allowed key: NaN -> 0
+    return torch.matmul(weights, V), weights
+
+
+def split_heads(x, n_heads):
+    """(B, T, D) -> (B, H, T, D / H)."""
+    B, T, D = x.shape
+    if n_heads < 1 or D % n_heads:
+        raise ValueError(f"d_model={D} is not divisible by n_heads={n_heads}")
+    return x.unflatten(-1, (n_heads, D // n_heads)).permute(0, 2, 1, 3)
+
+
+def merge_heads(x):
+    """(B, H, T, d_k) -> (B, T, H * d_k)."""
+    return x.permute(0, 2, 1, 3).flatten(-2)
+
+
+def multi_head_attention(x_q, x_kv, params, n_heads, mask=None):
+    """Multi-head attention through ``F.multi_head_attention_forward``; returns (out (B, T_q, D), weights (B, H, T_q, T_k))."""
+    B, T_q, D = x_q.shape
+    T_k = x_kv.shape[1]
+    if n_heads < 1 or D % n_heads:
+        raise ValueError(f"d_model={D} is not divisible by n_heads={n_heads}")
+    allowed = torch.ones(B, T_q, T_k, dtype=torch.bool, device=x_q.device)
+    if mask is not None:
+        allowed = allowed & mask
+    if T_k == 0:  # nothing to attend to: zero weights, the output is the projection of 0
+        weights = x_q.new_zeros(B, n_heads, T_q, 0)
+        return params["b_o"].expand(B, T_q, D).clone(), weights
+    dead = ~allowed.any(dim=-1)  # (B, T_q): queries with no allowed key
+    # let them attend anywhere (so no NaN appears, not even in the backward pass), then overwrite them
+    allowed = allowed | dead[:, :, None]
+    p = params
+    out, weights = F.multi_head_attention_forward(
+        x_q.transpose(0, 1), x_kv.transpose(0, 1), x_kv.transpose(0, 1), D, n_heads,
+        in_proj_weight=None, in_proj_bias=torch.cat([p["b_q"], p["b_k"], p["b_v"]]),
+        bias_k=None, bias_v=None, add_zero_attn=False, dropout_p=0.0,
+        out_proj_weight=p["W_o"], out_proj_bias=p["b_o"], training=False,
+        attn_mask=(~allowed).repeat_interleave(n_heads, dim=0),  # PyTorch's polarity: True = blocked
+        need_weights=True, average_attn_weights=False, use_separate_proj_weight=True,
+        q_proj_weight=p["W_q"], k_proj_weight=p["W_k"], v_proj_weight=p["W_v"])
+    out = torch.where(dead[:, :, None], p["b_o"], out.transpose(0, 1))  # no allowed key: attention gives 0
+    return out, weights.masked_fill(dead[:, None, :, None], 0.0)
+
+
+def embed_with_positions(ids, E, P):
+    """Token rows plus position rows, (B, T) ids -> (B, T, D)."""
+    T = ids.shape[-1]
+    if T > P.shape[0]:
+        raise ValueError(f"a sequence of length T={T} is longer than the positional table, which has "
+                         f"T_max={P.shape[0]} rows")
+    return F.embedding(ids, E) + P.narrow(0, 0, T)
+
+
+def feed_forward(h, f):
+    return F.linear(torch.relu(F.linear(h, f["W_1"], f["b_1"])), f["W_2"], f["b_2"])
+
+
+def add_norm(x, sub, ln):
+    """LayerNorm(x + sublayer(x)), the post-norm residual wrapper."""
+    return F.layer_norm(x + sub, x.shape[-1:], ln["weight"], ln["bias"], LN_EPS)
+
+
+def encoder_block(x, valid, params, n_heads):
+    """The post-norm encoder block of notebook 06: bidirectional self-attention (padding blocked), then the FFN."""
+    mask = None if valid is None else valid.unsqueeze(1)
+    h = add_norm(x, multi_head_attention(x, x, params["attn"], n_heads, mask)[0], params["ln1"])
+    return add_norm(h, feed_forward(h, params["ffn"]), params["ln2"])

@@ -1,0 +1,357 @@
+"""Trainable transformers assembled from block *functions* passed in by the caller.
+
+The notebooks pass the learner's own functions (``encoder_block``,
+``decoder_block``, ``encdec_decoder_block``, ``embed_with_positions``); the tests
+pass the reference's. Nothing here re-implements an exercise, so nothing is
+copied into a notebook. Each model holds its weights as parameters laid out as
+the nested dicts of ``solutions/encoder.py`` and hands plain dicts to the block
+functions on every forward pass.
+
+* ``MaskedLM``       encoder-only (BERT-style), trained to fill in masked tokens;
+* ``DecoderLM``      decoder-only (GPT-style), trained on the next token;
+* ``EncoderDecoder`` (T5-style / the original Transformer), trained to translate.
+"""
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from . import blocks
+
+
+# ------------------------------------------------------------------ configs
+@dataclass(frozen=True)
+class TransformerConfig:
+    """Sizes of one transformer. ``positions`` is "learned" or "sinusoidal"."""
+    vocab_size: int
+    d_model: int = 64
+    n_heads: int = 4
+    d_ff: int = 128
+    n_layers: int = 2
+    max_len: int = 64
+    positions: str = "learned"
+
+    def __post_init__(self):
+        _check_sizes(self.d_model, self.n_heads, self.positions)
+
+
+@dataclass(frozen=True)
+class EncoderDecoderConfig:
+    """Sizes of an encoder-decoder; ``tie_embeddings`` shares one table between source and target
+    (which needs one vocabulary: src_vocab_size == tgt_vocab_size)."""
+    src_vocab_size: int
+    tgt_vocab_size: int
+    d_model: int = 64
+    n_heads: int = 4
+    d_ff: int = 128
+    n_enc_layers: int = 2
+    n_dec_layers: int = 2
+    max_len: int = 64
+    positions: str = "learned"
+    tie_embeddings: bool = False
+
+    def __post_init__(self):
+        _check_sizes(self.d_model, self.n_heads, self.positions)
+        if self.tie_embeddings and self.src_vocab_size != self.tgt_vocab_size:
+            raise ValueError(f"tied embeddings need one vocabulary, but the source has {self.src_vocab_size} "
+                             f"tokens and the target {self.tgt_vocab_size}")
+
+
+def _check_sizes(d_model, n_heads, positions):
+    if n_heads < 1 or d_model % n_heads:
+        raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+    if positions not in ("learned", "sinusoidal"):
+        raise ValueError(f"positions must be 'learned' or 'sinusoidal', got {positions!r}")
+
+
+# ------------------------------------------------------------------ weights
+def _linear(g, n_out, n_in):
+    k = 1 / math.sqrt(n_in)  # nn.Linear's default range
+    return (torch.rand(n_out, n_in, generator=g) * 2 - 1) * k, (torch.rand(n_out, generator=g) * 2 - 1) * k
+
+
+def attention_weights(g, D):
+    p = {}
+    for name in "qkvo":
+        w = torch.empty(D, D)
+        w.copy_((torch.rand(D, D, generator=g) * 2 - 1) * math.sqrt(6 / (2 * D)))  # Xavier uniform
+        p["W_" + name], p["b_" + name] = w, torch.zeros(D)
+    return p
+
+
+def ffn_weights(g, D, F):
+    W_1, b_1 = _linear(g, F, D)
+    W_2, b_2 = _linear(g, D, F)
+    return {"W_1": W_1, "b_1": b_1, "W_2": W_2, "b_2": b_2}
+
+
+def norm_weights(D):
+    return {"weight": torch.ones(D), "bias": torch.zeros(D)}
+
+
+def encoder_block_weights(g, D, F):
+    return {"attn": attention_weights(g, D), "ln1": norm_weights(D), "ffn": ffn_weights(g, D, F),
+            "ln2": norm_weights(D)}
+
+
+def encdec_block_weights(g, D, F):
+    return {"self_attn": attention_weights(g, D), "ln1": norm_weights(D), "cross_attn": attention_weights(g, D),
+            "ln2": norm_weights(D), "ffn": ffn_weights(g, D, F), "ln3": norm_weights(D)}
+
+
+def sinusoidal_table(T, D):
+    """The fixed table of "Attention Is All You Need", (T, D) float32 (the same as notebook 06's exercise)."""
+    p = torch.arange(T, dtype=torch.float64)[:, None]
+    angle = p / 10000.0 ** (torch.arange(0, D, 2, dtype=torch.float64) / D)
+    pe = torch.zeros(T, D, dtype=torch.float64)
+    pe[:, 0::2], pe[:, 1::2] = torch.sin(angle), torch.cos(angle[:, : D // 2])
+    return pe.float()
+
+
+def _seeded_linear(g, n_in, n_out):
+    """An nn.Linear whose weights come from ``g`` (so a model's ``seed`` fixes all its weights)."""
+    layer = nn.Linear(n_in, n_out)
+    W, b = _linear(g, n_out, n_in)
+    with torch.no_grad():
+        layer.weight.copy_(W)
+        layer.bias.copy_(b)
+    return layer
+
+
+def _as_parameters(tree):
+    """A nested dict of tensors as nested ModuleDict / ParameterDict."""
+    if all(torch.is_tensor(v) for v in tree.values()):
+        return nn.ParameterDict({k: nn.Parameter(v) for k, v in tree.items()})
+    return nn.ModuleDict({k: _as_parameters(v) for k, v in tree.items()})
+
+
+def as_dict(module):
+    """The plain nested dict of tensors a block function reads."""
+    if isinstance(module, nn.ParameterDict):
+        return dict(module.items())
+    return {k: as_dict(v) for k, v in module.items()}
+
+
+class _Embedding(nn.Module):
+    """Token table E (V, D) and positional table P (max_len, D), learned or fixed."""
+
+    def __init__(self, g, V, D, max_len, positions):
+        super().__init__()
+        self.E = nn.Parameter(torch.randn(V, D, generator=g) * D ** -0.5)
+        if positions == "learned":
+            self.P = nn.Parameter(torch.randn(max_len, D, generator=g) * 0.02)
+        else:
+            self.register_buffer("P", sinusoidal_table(max_len, D))
+        self.scale = math.sqrt(D)
+
+
+def _check_ids(ids, V, what):
+    if ids.numel() and (int(ids.max()) >= V or int(ids.min()) < 0):
+        raise ValueError(f"the {what} ids go from {int(ids.min())} to {int(ids.max())}, but the {what} vocabulary "
+                         f"has {V} tokens (ids 0 .. {V - 1})")
+
+
+# ------------------------------------------------------------------ models
+class MaskedLM(nn.Module):
+    """Encoder-only: every position reads every real position; predicts the tokens hidden by [MASK]."""
+
+    def __init__(self, cfg, encoder_block, embed_with_positions, seed=0):
+        super().__init__()
+        g = torch.Generator().manual_seed(seed)
+        self.cfg, self.block, self.embed_fn = cfg, encoder_block, embed_with_positions
+        self.embed = _Embedding(g, cfg.vocab_size, cfg.d_model, cfg.max_len, cfg.positions)
+        self.layers = nn.ModuleList(_as_parameters(encoder_block_weights(g, cfg.d_model, cfg.d_ff))
+                                    for _ in range(cfg.n_layers))
+        self.head = _seeded_linear(g, cfg.d_model, cfg.vocab_size)
+
+    def hidden(self, ids, valid=None):
+        """(B, T) ids -> (B, T, D) contextual vectors."""
+        _check_ids(ids, self.cfg.vocab_size, "input")
+        x = self.embed_fn(ids, self.embed.E * self.embed.scale, self.embed.P)  # (B, T, D)
+        for layer in self.layers:
+            x = self.block(x, valid, as_dict(layer), self.cfg.n_heads)
+        return x
+
+    def forward(self, ids, valid=None):
+        return self.head(self.hidden(ids, valid))  # (B, T, V)
+
+
+class DecoderLM(nn.Module):
+    """Decoder-only: position i reads positions j <= i; predicts the next token. The LM head is tied to E."""
+
+    def __init__(self, cfg, decoder_block, embed_with_positions, seed=0):
+        super().__init__()
+        g = torch.Generator().manual_seed(seed)
+        self.cfg, self.block, self.embed_fn = cfg, decoder_block, embed_with_positions
+        self.embed = _Embedding(g, cfg.vocab_size, cfg.d_model, cfg.max_len, cfg.positions)
+        self.layers = nn.ModuleList(_as_parameters(encoder_block_weights(g, cfg.d_model, cfg.d_ff))
+                                    for _ in range(cfg.n_layers))
+
+    def forward(self, ids, valid=None):
+        """(B, T) ids -> (B, T, V) logits; row t predicts token t + 1."""
+        _check_ids(ids, self.cfg.vocab_size, "input")
+        x = self.embed_fn(ids, self.embed.E * self.embed.scale, self.embed.P)
+        for layer in self.layers:
+            x = self.block(x, valid, as_dict(layer), self.cfg.n_heads)
+        return x @ self.embed.E.T  # (B, T, V)
+
+    @torch.no_grad()
+    def generate(self, prompt, max_new_tokens, eos_id=None, temperature=0.0, generator=None):
+        """Append up to ``max_new_tokens`` tokens to one prompt (list of ids); greedy when temperature is 0."""
+        ids = list(prompt)
+        for _ in range(max_new_tokens):
+            window = torch.tensor([ids[-self.cfg.max_len:]], device=self.embed.E.device)
+            logits = self(window)[0, -1]  # (V,): the prediction after the last token
+            if temperature <= 0:
+                nxt = int(logits.argmax())
+            else:
+                nxt = int(torch.multinomial(torch.softmax(logits / temperature, -1), 1, generator=generator))
+            ids.append(nxt)
+            if nxt == eos_id:
+                break
+        return ids
+
+    @torch.no_grad()
+    def complete(self, prompts, max_new_tokens, eos_id):
+        """Greedy continuations of many prompts (lists of ids), batched by prompt length (no padding needed).
+
+        Returns the new tokens of each prompt, up to and without its <eos>.
+        """
+        by_length = {}
+        for k, p in enumerate(prompts):
+            by_length.setdefault(len(p), []).append(k)
+        out = [None] * len(prompts)
+        for n, ks in by_length.items():
+            ids = torch.tensor([prompts[k] for k in ks], device=self.embed.E.device)  # (b, n)
+            done = torch.zeros(len(ks), dtype=torch.bool, device=ids.device)
+            for _ in range(max_new_tokens):
+                nxt = self(ids[:, -self.cfg.max_len:])[:, -1].argmax(-1)  # (b,)
+                ids = torch.cat([ids, nxt[:, None]], dim=1)
+                done |= nxt == eos_id
+                if bool(done.all()):
+                    break
+            for row, k in zip(ids[:, n:].tolist(), ks):
+                out[k] = row[:row.index(eos_id)] if eos_id in row else row
+        return out
+
+
+class EncoderDecoder(nn.Module):
+    """P(y_t | y_<t, x): a bidirectional encoder, and a causal decoder that cross-attends to it."""
+
+    def __init__(self, cfg, decoder_block, embed_with_positions, encoder_block=blocks.encoder_block, seed=0):
+        super().__init__()
+        g = torch.Generator().manual_seed(seed)
+        self.cfg, self.dec_block, self.enc_block, self.embed_fn = cfg, decoder_block, encoder_block, \
+            embed_with_positions
+        D, F = cfg.d_model, cfg.d_ff
+        self.src_embed = _Embedding(g, cfg.src_vocab_size, D, cfg.max_len, cfg.positions)
+        self.tgt_embed = self.src_embed if cfg.tie_embeddings else \
+            _Embedding(g, cfg.tgt_vocab_size, D, cfg.max_len, cfg.positions)
+        self.enc_layers = nn.ModuleList(_as_parameters(encoder_block_weights(g, D, F))
+                                        for _ in range(cfg.n_enc_layers))
+        self.dec_layers = nn.ModuleList(_as_parameters(encdec_block_weights(g, D, F))
+                                        for _ in range(cfg.n_dec_layers))
+        self.head = _seeded_linear(g, D, cfg.tgt_vocab_size)
+
+    def encode(self, src, src_valid=None):
+        """(B, T_x) source ids -> (B, T_x, D) memory."""
+        _check_ids(src, self.cfg.src_vocab_size, "source")
+        x = self.embed_fn(src, self.src_embed.E * self.src_embed.scale, self.src_embed.P)
+        for layer in self.enc_layers:
+            x = self.enc_block(x, src_valid, as_dict(layer), self.cfg.n_heads)
+        return x
+
+    def decode(self, tgt_in, memory, src_valid=None, tgt_valid=None):
+        """Logits (B, T_y, V) and the cross-attention weights of every layer [(B, H, T_y, T_x)]."""
+        _check_ids(tgt_in, self.cfg.tgt_vocab_size, "target")
+        y = self.embed_fn(tgt_in, self.tgt_embed.E * self.tgt_embed.scale, self.tgt_embed.P)
+        cross = []
+        for layer in self.dec_layers:
+            y, w = self.dec_block(y, memory, tgt_valid, src_valid, as_dict(layer), self.cfg.n_heads)
+            cross.append(w)
+        return self.head(y), cross
+
+    def forward(self, src, src_valid, tgt_in, tgt_valid=None):
+        return self.decode(tgt_in, self.encode(src, src_valid), src_valid, tgt_valid)[0]  # (B, T_y, V)
+
+    @torch.no_grad()
+    def greedy(self, src, src_valid, bos_id, eos_id, max_len):
+        """Greedy translation of a batch: (B, <= max_len) ids (0 after <eos>) and the last step's cross weights."""
+        memory = self.encode(src, src_valid)
+        B = src.shape[0]
+        out = torch.full((B, 1), bos_id, dtype=torch.long, device=src.device)
+        done = torch.zeros(B, dtype=torch.bool, device=src.device)
+        cross = []
+        for _ in range(max_len):
+            logits, cross = self.decode(out, memory, src_valid)
+            nxt = logits[:, -1].argmax(-1).masked_fill(done, 0)  # (B,)
+            out = torch.cat([out, nxt[:, None]], dim=1)
+            done |= nxt == eos_id
+            if bool(done.all()):
+                break
+        return out[:, 1:], cross
+
+
+# ------------------------------------------------------------------ training helpers for the notebooks
+def fit(model, loss_of_batch, batches, steps, lr=3e-3, time_limit=100.0, report_every=100, evaluate=None):
+    """Train with AdamW and a one-cycle schedule, printing a text progress bar.
+
+    ``loss_of_batch(batch)`` returns the scalar loss of one batch (it calls the
+    model); ``evaluate()`` (optional) returns a number printed with the bar. Stops
+    early after ``time_limit`` seconds. Returns the list of (step, loss).
+
+    The environment variable ``COURSE_MAX_TRAIN_STEPS`` caps ``steps``: an
+    instructor autograding a class does not need every submission's model
+    trained to full accuracy (the graded cells do not depend on it).
+    """
+    import os
+    import time
+    cap = os.environ.get("COURSE_MAX_TRAIN_STEPS", "").strip()
+    if cap:
+        if int(cap) < steps:
+            print(f"COURSE_MAX_TRAIN_STEPS={cap}: training {cap} of {steps} steps only")
+        steps = max(1, min(steps, int(cap)))
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
+    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=lr, total_steps=steps, pct_start=0.1)
+    history, start = [], time.perf_counter()
+    model.train()
+    for step in range(1, steps + 1):
+        loss = loss_of_batch(next(batches))
+        optimizer.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        history.append((step, loss.item()))
+        elapsed = time.perf_counter() - start
+        late = elapsed > time_limit
+        if step % report_every == 0 or step == steps or late:
+            done = round(24 * step / steps)
+            extra = ""
+            if evaluate is not None:
+                model.eval()
+                extra = f"  {evaluate()}"
+                model.train()
+            print(f"[{'#' * done}{'.' * (24 - done)}] step {step:4d}/{steps}  loss {loss.item():7.4f}{extra}  "
+                  f"{elapsed:5.1f} s", flush=True)
+        if late:
+            print(f"stopped after {time_limit:.0f} s at step {step}: this machine is slower than the one the "
+                  f"notebook was timed on")
+            break
+    model.eval()
+    return history
+
+
+def mask_tokens(ids, valid, mask_id, p=0.15, generator=None):
+    """BERT-style corruption: hide a share ``p`` of the real tokens behind ``mask_id``.
+
+    Returns (inputs, is_masked); every sequence with a real token gets at least one mask.
+    """
+    r = torch.rand(ids.shape, generator=generator)
+    is_masked = (r < p) & valid
+    first = torch.where(valid, r, torch.full_like(r, 2.0)).argmin(dim=1)  # one real position per row
+    force = torch.zeros_like(is_masked)
+    force[torch.arange(ids.shape[0]), first] = True
+    is_masked |= force & valid & ~is_masked.any(dim=1, keepdim=True)
+    return ids.masked_fill(is_masked, mask_id), is_masked
