@@ -75,8 +75,24 @@ def code(source, grade_id=None):
     return cell
 
 
-def setup_cell():
-    cell = nbformat.v4.new_code_cell(SETUP_SOURCE)
+# Functions a notebook gets ready-made, imported in its read-only set-up cell (the set-up cell is
+# also the prelude of the independent re-check, which drops imports of coursekit from learner cells).
+GIVEN = {
+    "06_encoder": "from coursekit.blocks import masked_attention",
+    "07_decoder": "from coursekit.blocks import (embed_with_positions, masked_attention, merge_heads,\n"
+                  "                             multi_head_attention, split_heads)",
+    "08_encoder_decoder": "from coursekit.blocks import embed_with_positions, encoder_block, multi_head_attention",
+}
+
+
+def setup_source(assignment=None):
+    """The set-up cell of ``assignment``: the common set-up, then its given imports."""
+    given = GIVEN.get(assignment)
+    return SETUP_SOURCE + (f"\n\n# Ready-made parts from earlier notebooks\n{given}" if given else "")
+
+
+def setup_cell(assignment=None):
+    cell = nbformat.v4.new_code_cell(setup_source(assignment))
     cell.metadata.update(_nbgrader("setup", locked=True))
     return cell
 
@@ -102,11 +118,16 @@ def new_notebook(cells):
 
 
 # ------------------------------------------------------------------ keeping them in sync
+def assignment_of(path):
+    """The assignment a notebook belongs to: the name of its folder."""
+    return os.path.basename(os.path.dirname(os.path.abspath(path)))
+
+
 def source_notebooks():
     return sorted(glob.glob(os.path.join(SOURCE_DIR, "*", "*.ipynb")))
 
 
-def _expected_cells(nb):
+def _expected_cells(nb, assignment=None):
     """{cell index: expected source} for every generated cell of ``nb``."""
     from grader import EXERCISES
     want = {}
@@ -114,7 +135,7 @@ def _expected_cells(nb):
         md = cell.metadata.get("nbgrader", {})
         gid = md.get("grade_id", "")
         if gid == "setup":
-            want[i] = SETUP_SOURCE
+            want[i] = setup_source(assignment)
         elif md.get("solution") and gid in EXERCISES:
             want[i] = solution_source(gid)
         elif md.get("grade") and gid.rsplit("_", 1)[0] in EXERCISES:
@@ -129,7 +150,7 @@ def drift(paths=None):
     out = []
     for path in paths or source_notebooks():
         nb = nbformat.read(path, as_version=4)
-        for i, src in _expected_cells(nb).items():
+        for i, src in _expected_cells(nb, assignment_of(path)).items():
             if nb.cells[i].source != src:
                 out.append((os.path.relpath(path, SOURCE_DIR), nb.cells[i].metadata["nbgrader"]["grade_id"]))
     return out
@@ -141,7 +162,7 @@ def sync(paths=None):
     for path in paths or source_notebooks():
         nb = nbformat.read(path, as_version=4)
         before = nbformat.writes(nb)
-        for i, src in _expected_cells(nb).items():
+        for i, src in _expected_cells(nb, assignment_of(path)).items():
             nb.cells[i].source = src
         strip_outputs(nb)
         if nbformat.writes(nb) != before:

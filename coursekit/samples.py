@@ -17,6 +17,13 @@ ONE_BUG = {
     "04_masks_attention": ("masked_attention", "no division by sqrt(d_k)", (" / math.sqrt(Q.shape[-1])", "")),
     "05_rnn": ("rnn_encode", "the context is taken after the padding",
                ("h = torch.where(real, h_new, h)", "h = h_new")),
+    # later notebooks' blocks call earlier exercises, so a bug in a helper would cost the block's points
+    # too: each sample bug sits in an exercise that nothing else in its notebook calls
+    "06_encoder": ("encoder_block", "the residual around attention is missing",
+                   ("F.layer_norm(x + a, ", "F.layer_norm(a, ")),
+    "07_decoder": ("decoder_block", "no causal mask", (".tril()  # (T, T): j <= i", "  # (T, T): j <= i")),
+    "08_encoder_decoder": ("encdec_decoder_block", "no causal mask on the self-attention",
+                           (".tril()  # (T_y, T_y)", "  # (T_y, T_y)")),
 }
 
 

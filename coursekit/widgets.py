@@ -49,7 +49,7 @@ from grader import _safe
 
 from . import plots
 
-__all__ = ["temperature_explorer", "mask_explorer", "TemperatureExplorer", "MaskExplorer", "Explorer", "BadInput"]
+__all__ = ["temperature_explorer", "mask_explorer", "cross_attention_viewer", "CrossAttentionViewer", "TemperatureExplorer", "MaskExplorer", "Explorer", "BadInput"]
 
 LEARNER_TIME_LIMIT = 5.0  # seconds one call of the learner's function may take inside a widget
 _BLUE = "#1f77b4"
@@ -780,3 +780,100 @@ def mask_explorer(masked_attention, sentence="the cat sat on the mat", source="l
         padding: number of <pad> tokens appended (to the source in cross-attention).
     """
     return MaskExplorer(masked_attention, sentence=sentence, source=source, kind=kind, padding=padding)
+
+
+# ====================================================================== cross-attention (notebook 08)
+MAX_SOURCE_TOKENS = 30
+
+
+class CrossAttentionViewer(Explorer):
+    """Type a source sentence; see the trained model's translation and its cross-attention alignment.
+
+    The model runs the learner's own decoder block (whatever the notebook built it
+    with), through the guarded call, so a broken block gives a message instead of
+    a traceback.
+    """
+
+    name = "cross-viewer"
+
+    def __init__(self, model, task, sentence, max_len=12):
+        super().__init__()
+        self.model, self.task, self.max_len = model, task, max_len
+        self._inv_src = {i: t for t, i in task.src_vocab.items()}
+        self._inv_tgt = {i: t for t, i in task.tgt_vocab.items()}
+        n_layers, n_heads = model.cfg.n_dec_layers, model.cfg.n_heads
+        self.text = W.Text(value=sentence, description="source", continuous_update=False,
+                           layout=W.Layout(width="420px"))
+        self.layer = W.Dropdown(options=[(f"decoder block {k + 1}", k) for k in range(n_layers)],
+                                value=n_layers - 1, description="block")
+        self.head = W.Dropdown(options=[("mean of the heads", -1)] + [(f"head {h}", h) for h in range(n_heads)],
+                               value=-1, description="head")
+        self._assemble(self.text, W.HBox([self.layer, self.head]))
+        self._watch(self.text, lambda v: self._update(v, self.layer.value, self.head.value, revert=("text", v)))
+        self._watch(self.layer, lambda v: self._update(self.text.value, v, self.head.value))
+        self._watch(self.head, lambda v: self._update(self.text.value, self.layer.value, v))
+        self.state = None
+        self._update(sentence, self.layer.value, self.head.value)
+
+    def _tokens(self, sentence):
+        from . import data
+        words = data.tokenize(sentence)
+        if not words:
+            raise BadInput("type a date, for example 'the 1st of february 2014' or '07/27/2013'")
+        if len(words) > MAX_SOURCE_TOKENS:
+            raise BadInput(f"that is {len(words)} tokens; the viewer draws at most {MAX_SOURCE_TOKENS}")
+        unknown = sorted({w for w in words if w not in self.task.src_vocab})
+        if unknown:
+            raise BadInput(f"the model has never seen {', '.join(repr(w) for w in unknown)}: use digits, "
+                           f"punctuation, English month and weekday names, and 'the', 'of', 'a', st/nd/rd/th")
+        return words
+
+    def _update(self, sentence, layer, head, revert=None):
+        from . import data
+        try:
+            words = self._tokens(sentence)
+        except BadInput:
+            if revert and self.state is not None:
+                self._set(self.text, self.state[0])
+            raise
+        src = torch.tensor([[self.task.src_vocab[w] for w in words]])
+        valid = torch.ones_like(src, dtype=torch.bool)
+        out, problem = self._call_learner(self.model.greedy, "encdec_decoder_block",
+                                          (src, valid, data.BOS_ID, data.EOS_ID, self.max_len))
+        self.learner_message = (problem or "").replace(" Meanwhile the reference is shown alone.", "").replace(
+            " The reference is shown alone.", "")
+        if problem:
+            self._show_notice()
+            return
+        tokens, cross = out
+        ids = tokens[0].tolist()
+        n = ids.index(data.EOS_ID) + 1 if data.EOS_ID in ids else len(ids)
+        w = cross[layer][0]  # (H, T_y, T_x)
+        w = (w.mean(0) if head < 0 else w[head])[:n].detach().to(torch.float64)
+        rows = [self._inv_tgt.get(i, "?") for i in ids[:n]]
+        fig = _new_figure(min(2.0 + 0.45 * len(words), 12.0), min(1.8 + 0.4 * n, 8.0))
+        ax = fig.add_subplot(1, 1, 1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            plots.show_matrix(w, rows=[_label(r) for r in rows], cols=[_label(c) for c in words], ax=ax, vmin=0,
+                              vmax=1, annotate=False, xlabel="source token (key)", ylabel="written token (query)",
+                              title="cross-attention: which source tokens each output token read")
+        translation = data.to_text(ids, self.task.tgt_vocab)
+        strongest = [words[int(j)] for j in w.argmax(dim=-1).tolist()]
+        self.readouts = {"translation": translation, "T_x": len(words), "T_y": n,
+                         "row_sums": w.sum(-1).tolist(), "strongest": strongest}
+        pairs = ", ".join(f"{html.escape(r)}→{html.escape(s)}" for r, s in zip(rows, strongest))
+        self._show(fig, f"<b>translation:</b> {html.escape(translation)} &nbsp; (T_x = {len(words)}, "
+                        f"T_y = {n})<br><b>most read source token per output token:</b> {pairs}")
+        self.state = (sentence, layer, head)
+
+
+def cross_attention_viewer(model, task, sentence="the 1st of february 2014"):
+    """The trained encoder-decoder's cross-attention for any date the learner types (notebook 08).
+
+    Args:
+        model: a ``coursekit.transformer.EncoderDecoder`` (built with the learner's decoder block).
+        task: the date task (``coursekit.data.make_date_task``), for its vocabularies.
+        sentence: the first source sentence shown.
+    """
+    return CrossAttentionViewer(model, task, sentence)

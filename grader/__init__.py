@@ -232,6 +232,8 @@ class _Run:
         kinds = sorted({f[3] for f in self.failures[1:]} - {kind})
         if kinds:
             lines.append(f"  Other failing cases show: {', '.join(kinds)}.")
+        for note in self.notes:
+            lines.append(f"  Note: {note}.")
         if extra:
             lines.append(extra.strip())
         raise CheckFailed("\n".join(lines))
@@ -289,7 +291,35 @@ def check(name, fn, part="basic"):
     _run_properties(run, ex, fn, part)
     if run.n == 0:  # a part that judges nothing would pass anything
         raise RuntimeError(f"the grader has no checks for {name} [{part}]: fix grader/exercises.py")
+    if run.failures:
+        run.notes.extend(_failing_dependencies(ex, fn))
     run.finish()
+
+
+def _failing_dependencies(ex, fn):
+    """Notes for the exercises ``fn`` calls (``ex.uses``) that fail their own basic checks.
+
+    A block built on a wrong helper fails too; saying which helper is wrong
+    points the learner at the cause rather than the symptom.
+    """
+    notes = []
+    try:
+        namespace = fn.__globals__ if type(fn).__name__ == "function" else {}
+    except Exception:
+        namespace = {}
+    for dep in ex.uses:
+        dep_fn = namespace.get(dep) if isinstance(namespace, dict) else None
+        if not callable(dep_fn):
+            continue
+        probe = _Run(dep, "basic")
+        explanations = dict(EXERCISES[dep].mistakes)
+        for i, rec in enumerate(load_expected(dep)["parts"]["basic"], 1):
+            _judge_case(probe, dep_fn, dep, i, rec["what"], rec["args"], rec["kwargs"], rec["raises"],
+                        rec["expected"], rec["message"], rec["mistakes"], explanations, "cpu")
+        if probe.failures:
+            notes.append(f"your {ex.name} calls your {dep}, which fails its own checks ({len(probe.failures)} of "
+                         f"{probe.n} basic cases): fix {dep} first, its test cell says what is wrong")
+    return notes
 
 
 def _reference_call(ref, args, kwargs):

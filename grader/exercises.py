@@ -41,6 +41,7 @@ class Exercise:
     n_basic: int = 8
     n_hidden: int = 24
     tensor_inputs: bool = True                 # run on CUDA / the meta device in the hidden part
+    uses: tuple = ()                           # other exercises the learner's function calls (named in failures)
 
 
 def _gen(seed):
@@ -632,3 +633,4 @@ def register(*exercises):
 # Later notebooks keep their exercises in a module of their own (grader/exercises_<NN_topic>.py,
 # built from Case / Exercise and the helpers above, ending with `register(...)`), imported here:
 from . import exercises_05_rnn  # noqa: E402,F401
+from . import exercises_06_08  # noqa: E402,F401

@@ -47,7 +47,7 @@ def rope(x, positions=None, base=10000.0):
     if positions.shape != (T,):
         raise ValueError(f"positions must be ({T},), one per row, got {tuple(positions.shape)}")
     theta = base ** (-torch.arange(0, d, 2, dtype=torch.float64, device=x.device) / d)  # (d/2,)
-    angle = positions.to(torch.float64)[:, None] * theta  # (T, d/2)
+    angle = positions.to(device=x.device, dtype=torch.float64)[:, None] * theta  # (T, d/2)
     cos, sin = torch.cos(angle).to(x.dtype), torch.sin(angle).to(x.dtype)
     even, odd = x[..., 0::2], x[..., 1::2]  # (..., T, d/2) each
     out = torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1)  # (..., T, d/2, 2)
@@ -72,6 +72,10 @@ def rope_attention(x, params, n_heads, mask=None):
         out (B, T, D) and weights (B, H, T, T).
     """
     ### BEGIN SOLUTION
+    D = x.shape[-1]
+    if n_heads >= 1 and D % n_heads == 0 and (D // n_heads) % 2:
+        raise ValueError(f"d_model={D} and n_heads={n_heads} give heads of odd width d_k={D // n_heads}; RoPE "
+                         f"rotates pairs of columns, so d_k must be even")
     q = rope(split_heads(x @ params["W_q"].T + params["b_q"], n_heads))  # (B, H, T, d_k), rotated
     k = rope(split_heads(x @ params["W_k"].T + params["b_k"], n_heads))  # (B, H, T, d_k), rotated
     v = split_heads(x @ params["W_v"].T + params["b_v"], n_heads)  # (B, H, T, d_k), not rotated

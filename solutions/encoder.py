@@ -136,6 +136,8 @@ def embed_with_positions(ids, E, P):
         (B, T, D).
     """
     ### BEGIN SOLUTION
+    if ids.dim() != 2:
+        raise ValueError(f"ids must be (B, T), a batch of sequences; got shape {tuple(ids.shape)}")
     B, T = ids.shape
     if T > P.shape[0]:
         raise ValueError(f"a sequence of length T={T} is longer than the positional table, which has "

@@ -6,7 +6,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from coursekit.notebooks import SETUP_SOURCE, drift, exercises_in, source_notebooks
+from coursekit.notebooks import assignment_of, drift, exercises_in, setup_source, source_notebooks
 from grader import EXERCISES, PARTS
 
 NOTEBOOKS = source_notebooks()
@@ -15,7 +15,7 @@ IDS = [os.path.basename(p) for p in NOTEBOOKS]
 
 def test_there_are_the_course_notebooks_in_order():
     assert IDS == ["01_tokens.ipynb", "02_dot_products.ipynb", "03_softmax.ipynb", "04_masks_attention.ipynb",
-                   "05_rnn.ipynb"]
+                   "05_rnn.ipynb", "06_encoder.ipynb", "07_decoder.ipynb", "08_encoder_decoder.ipynb"]
 
 
 def test_answer_and_test_cells_equal_their_single_source():
@@ -55,7 +55,7 @@ def test_grade_ids_are_unique_and_each_exercise_has_two_graded_cells(path):
 def test_setup_cell_is_the_first_code_cell_and_read_only(path):
     nb = nbformat.read(path, as_version=4)
     first = next(c for c in nb.cells if c.cell_type == "code")
-    assert first.source == SETUP_SOURCE and first.metadata["nbgrader"]["locked"]
+    assert first.source == setup_source(assignment_of(path)) and first.metadata["nbgrader"]["locked"]
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)

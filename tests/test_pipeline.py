@@ -34,6 +34,9 @@ def release_nb(course, a):
 
 
 def grade(course, student, a, nb, extra_files=None):
+    # Only the reference submission trains its models in full (notebooks 06-08); the others are graded as an
+    # instructor grading a class would, with the training capped (no graded cell depends on it).
+    course.env["COURSE_MAX_TRAIN_STEPS"] = "" if student == "reference" else "20"
     course.submit(student, a, nb, extra_files)
     seconds = course.autograde(student, a)
     print(f"autograde {a} / {student}: {seconds:.1f} s")
@@ -120,6 +123,41 @@ SECOND_BUG = {
                 targets = targets.masked_fill(~mask, -100)
             return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
     ''', "averaged over the real tokens"),
+    "06_encoder": ("sinusoidal_positions", '''
+        def sinusoidal_positions(T, D, base=10000.0, dtype=torch.float32, device=None):
+            if T < 0 or D < 1:
+                raise ValueError(f"T={T}, D={D}")
+            pos = torch.arange(T, dtype=torch.float64, device=device)[:, None]
+            freq = base ** (-torch.arange(0, D, 2, dtype=torch.float64, device=device) / D)
+            table = torch.cat([torch.sin(pos * freq), torch.cos(pos * freq)], dim=1)[:, :D]
+            return table.to(dtype)
+    ''', "two halves"),
+    "07_decoder": ("rope_attention", '''
+        def rope_attention(x, params, n_heads, mask=None):
+            q = rope(split_heads(x @ params["W_q"].T + params["b_q"], n_heads))
+            k = rope(split_heads(x @ params["W_k"].T + params["b_k"], n_heads))
+            v = rope(split_heads(x @ params["W_v"].T + params["b_v"], n_heads))
+            if mask is not None:
+                while mask.dim() < 3:
+                    mask = mask[None]
+                mask = mask[:, None]
+            out, w = masked_attention(q, k, v, mask)
+            return merge_heads(out) @ params["W_o"].T + params["b_o"], w
+    ''', "the values were rotated too"),
+    "08_encoder_decoder": ("encdec_decoder_block", '''
+        def encdec_decoder_block(y, memory, tgt_valid, src_valid, params, n_heads):
+            T, D = y.shape[1], y.shape[2]
+            c, w = cross_attention(y, memory, src_valid, params["cross_attn"], n_heads)
+            h1 = F.layer_norm(y + c, (D,), params["ln1"]["weight"], params["ln1"]["bias"], 1e-5)
+            mask = torch.ones(T, T, dtype=torch.bool, device=y.device).tril()
+            if tgt_valid is not None:
+                mask = mask & tgt_valid[:, None, :]
+            a, _ = multi_head_attention(h1, h1, params["self_attn"], n_heads, mask)
+            h2 = F.layer_norm(h1 + a, (D,), params["ln2"]["weight"], params["ln2"]["bias"], 1e-5)
+            f = params["ffn"]
+            ff = torch.relu(h2 @ f["W_1"].T + f["b_1"]) @ f["W_2"].T + f["b_2"]
+            return F.layer_norm(h2 + ff, (D,), params["ln3"]["weight"], params["ln3"]["bias"], 1e-5), w
+    ''', "the sub-layers are in the wrong order"),
 }
 
 
@@ -140,7 +178,10 @@ def test_a_known_bug_loses_exactly_its_exercise_and_feedback_names_it(course, a)
     name, _, (old, new) = ONE_BUG[a]
     mistake = {"pad_batch": "pad_batch_mask_inverted", "scaled_scores": "scaled_scores_no_sqrt",
                "softmax": "softmax_times_temperature", "masked_attention": "attention_no_sqrt",
-               "rnn_encode": "rnn_mistakes:rnn_encode_context_after_padding"}[name]
+               "rnn_encode": "rnn_mistakes:rnn_encode_context_after_padding",
+               "encoder_block": "transformer_mistakes:encoder_block_no_attn_residual",
+               "decoder_block": "transformer_mistakes:decoder_block_no_causal_mask",
+               "encdec_decoder_block": "transformer_mistakes:encdec_no_causal_self"}[name]
     phrase = dict(EXERCISES[name].mistakes)[mistake]
     _check_single_bug(course, a, "bug1", name, with_bug(release_nb(course, a), a), phrase)
 

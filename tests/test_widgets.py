@@ -370,3 +370,73 @@ def test_the_browsers_snapped_echo_of_the_slider_is_not_a_move(temp):
     temp.slider.value = 7.96  # what the browser's grid makes of 8
     assert temp.temperature == 8.0 and temp.png == png and temp.readouts == readouts
     assert temp.tau_box.value == "8"
+
+
+# ====================================================================== cross-attention viewer (notebook 08)
+@pytest.fixture(scope="module")
+def date_task():
+    from coursekit import data
+    return data.make_date_task(seed=0)
+
+
+def _translator(task, decoder_block=None, steps=0):
+    """An encoder-decoder on the date task built with the reference blocks (optionally trained a little)."""
+    from coursekit import data, transformer
+    from solutions import encoder, encoder_decoder
+    cfg = transformer.EncoderDecoderConfig(len(task.src_vocab), len(task.tgt_vocab), d_model=32, n_heads=2, d_ff=64,
+                                           n_enc_layers=1, n_dec_layers=2, max_len=32)
+    model = transformer.EncoderDecoder(cfg, decoder_block or encoder_decoder.encdec_decoder_block,
+                                       encoder.embed_with_positions, encoder.encoder_block, seed=0)
+    if steps:
+        stream = data.batches(task.train, 64, task.src_vocab, task.tgt_vocab, seed=0)
+        transformer.fit(model, lambda b: torch.nn.functional.cross_entropy(
+            model(b["src"], b["src_mask"], b["tgt_in"], b["tgt_mask"]).flatten(0, 1), b["tgt_out"].flatten(),
+            ignore_index=0), stream, steps=steps, report_every=steps)
+    return model
+
+
+@pytest.fixture(scope="module")
+def viewer(date_task):
+    return widgets.cross_attention_viewer(_translator(date_task), date_task, "the 1st of february 2014")
+
+
+def test_the_viewer_translates_the_typed_date_and_draws_one_row_per_written_token(viewer):
+    """The readouts hold the model's greedy translation; the heatmap has T_y rows over T_x source tokens, each a
+    distribution over the source."""
+    r = viewer.readouts
+    assert viewer.png.startswith(b"\x89PNG") and viewer.message == "" and viewer.learner_message == ""
+    assert r["T_x"] == 9 and len(r["strongest"]) == r["T_y"] == len(r["row_sums"])
+    assert all(abs(s - 1) < 1e-5 for s in r["row_sums"])
+    assert set(r["strongest"]) <= set("the 1st of february 2014".replace("1st", "1 st").split() + list("2014"))
+
+
+def test_typing_another_date_changes_the_translation_and_the_picture(viewer):
+    before_png, before = viewer.png, dict(viewer.readouts)
+    viewer.text.value = "07/27/2013"
+    assert viewer.readouts["T_x"] == 10 and viewer.png != before_png and viewer.readouts != before
+    viewer.text.value = "the 1st of february 2014"
+
+
+def test_choosing_a_head_or_a_block_redraws_that_heads_weights(viewer):
+    mean_png = viewer.png
+    viewer.head.value = 1
+    assert viewer.png != mean_png and all(abs(s - 1) < 1e-5 for s in viewer.readouts["row_sums"])
+    viewer.layer.value = 0
+    assert viewer.png != mean_png
+    viewer.head.value, viewer.layer.value = -1, 1
+    assert viewer.png == mean_png
+
+
+@pytest.mark.parametrize("typed, says", [("", "type a date"), ("the zebra of may", "'zebra'"),
+                                         ("1 " * 40, "at most 30")])
+def test_a_bad_date_says_what_is_allowed_and_keeps_the_last_good_state(viewer, typed, says):
+    png, readouts, text = viewer.png, dict(viewer.readouts), viewer.text.value
+    viewer.text.value = typed
+    assert says in viewer.message
+    assert viewer.png == png and viewer.readouts == readouts and viewer.text.value == text
+
+
+def test_a_model_built_on_the_stub_block_gets_a_friendly_message(date_task):
+    v = widgets.cross_attention_viewer(_translator(date_task, decoder_block=stub), date_task)
+    assert "not implemented yet" in v.learner_message and v.png == b""
+    assert "Your function" in v.notice.value
