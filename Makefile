@@ -39,6 +39,7 @@ grade: setup
 
 bench: setup
 	$(BIN)/python bench/attention.py
+	$(BIN)/python bench/transformer.py
 
 clean:
 	rm -rf demo-output course/release course/autograded course/feedback course/gradebook.db course/.jupyter

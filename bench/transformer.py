@@ -1,0 +1,91 @@
+"""Speed of the reference transformer blocks against PyTorch's modules, measured in the same run.
+
+    python bench/transformer.py [--device cpu|cuda] [--repeat N]
+
+For several sizes: the reference's multi_head_attention against nn.MultiheadAttention,
+encoder_block against nn.TransformerEncoderLayer, and encdec_decoder_block against
+nn.TransformerDecoderLayer, all in inference mode with the same weights and masks,
+and the ratio (reference / PyTorch). The reference is written to be read, not to
+be fast: the ratios say what clarity costs.
+"""
+import argparse
+import time
+
+import torch
+from torch import nn
+
+from solutions import encoder, encoder_decoder
+
+
+def timed(fn, repeat, device):
+    fn()  # warm-up
+    if device == "cuda":
+        torch.cuda.synchronize()
+    best = float("inf")
+    for _ in range(repeat):
+        t = time.perf_counter()
+        fn()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        best = min(best, time.perf_counter() - t)
+    return best
+
+
+def attn_from(a):
+    W_q, W_k, W_v = a.in_proj_weight.chunk(3)
+    b_q, b_k, b_v = a.in_proj_bias.chunk(3)
+    return {"W_q": W_q, "b_q": b_q, "W_k": W_k, "b_k": b_k, "W_v": W_v, "b_v": b_v,
+            "W_o": a.out_proj.weight, "b_o": a.out_proj.bias}
+
+
+def ffn_from(layer):
+    return {"W_1": layer.linear1.weight, "b_1": layer.linear1.bias, "W_2": layer.linear2.weight,
+            "b_2": layer.linear2.bias}
+
+
+def norm_from(n):
+    return {"weight": n.weight, "bias": n.bias}
+
+
+def row(name, ref, base):
+    print(f"{name:<44} {ref * 1e3:>9.3f}ms {base * 1e3:>9.3f}ms {ref / base:>7.2f}")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--repeat", type=int, default=5)
+    args = p.parse_args()
+    dev, rep = args.device, args.repeat
+    torch.manual_seed(0)
+    print(f"device {dev}, torch {torch.__version__}, {torch.get_num_threads()} threads, best of {rep}")
+    print(f"{'case':<44} {'reference':>11} {'PyTorch':>11} {'ratio':>7}")
+    with torch.inference_mode():
+        for B, T, D, H in [(8, 32, 64, 4), (8, 128, 256, 8), (4, 512, 512, 8)]:
+            x = torch.randn(B, T, D, device=dev)
+            valid = torch.ones(B, T, dtype=torch.bool, device=dev)
+            valid[0, T // 2:] = False
+            size = f"B={B} T={T} D={D} H={H}"
+            mha = nn.MultiheadAttention(D, H, batch_first=True).to(dev).eval()
+            p_attn = attn_from(mha)
+            row(f"attention {size}", timed(lambda: encoder.multi_head_attention(x, x, p_attn, H, valid[:, None]),
+                                            rep, dev),
+                timed(lambda: mha(x, x, x, key_padding_mask=~valid), rep, dev))
+            enc = nn.TransformerEncoderLayer(D, H, 4 * D, dropout=0.0, batch_first=True).to(dev).eval()
+            p_enc = {"attn": attn_from(enc.self_attn), "ln1": norm_from(enc.norm1), "ffn": ffn_from(enc),
+                     "ln2": norm_from(enc.norm2)}
+            row(f"encoder block {size}", timed(lambda: encoder.encoder_block(x, valid, p_enc, H), rep, dev),
+                timed(lambda: enc(x, src_key_padding_mask=~valid), rep, dev))
+            dec = nn.TransformerDecoderLayer(D, H, 4 * D, dropout=0.0, batch_first=True).to(dev).eval()
+            p_dec = {"self_attn": attn_from(dec.self_attn), "ln1": norm_from(dec.norm1),
+                     "cross_attn": attn_from(dec.multihead_attn), "ln2": norm_from(dec.norm2), "ffn": ffn_from(dec),
+                     "ln3": norm_from(dec.norm3)}
+            causal = nn.Transformer.generate_square_subsequent_mask(T, device=dev)
+            row(f"enc-dec decoder block {size}",
+                timed(lambda: encoder_decoder.encdec_decoder_block(x, x, None, valid, p_dec, H), rep, dev),
+                timed(lambda: dec(x, x, tgt_mask=causal, tgt_is_causal=True, memory_key_padding_mask=~valid), rep,
+                      dev))
+
+
+if __name__ == "__main__":
+    main()
