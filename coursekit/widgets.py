@@ -166,14 +166,15 @@ class Explorer:
         display(self.ui)
 
     # ------------------------------------------------------------ the learner's function
-    def _call_learner(self, fn, fn_name, args, kwargs=None):
+    def _call_learner(self, fn, fn_name, args, kwargs=None, time_limit=None):
         """Run the learner's function safely: (value, None) or (None, a sentence saying what went wrong)."""
+        time_limit = time_limit or LEARNER_TIME_LIMIT
         if not callable(fn):
             return None, (f"`{fn_name}` is not a function (got {type(fn).__name__}). Run the exercise cell that "
                           f"defines it, then this cell again.")
-        out = _safe.call(fn, args, kwargs or {}, time_limit=LEARNER_TIME_LIMIT)
+        out = _safe.call(fn, args, kwargs or {}, time_limit=time_limit)
         if out.timed_out:
-            return None, (f"your `{fn_name}` did not finish within {LEARNER_TIME_LIMIT:g} s and was stopped: look "
+            return None, (f"your `{fn_name}` did not finish within {time_limit:g} s and was stopped: look "
                           f"for a loop that never ends. The reference is shown alone.")
         err = out.error
         if isinstance(err, NotImplementedError):
@@ -784,6 +785,7 @@ def mask_explorer(masked_attention, sentence="the cat sat on the mat", source="l
 
 # ====================================================================== cross-attention (notebook 08)
 MAX_SOURCE_TOKENS = 30
+TRANSLATION_TIME_LIMIT = 30.0  # seconds for one whole greedy translation (a dozen runs of the decoder)
 
 
 class CrossAttentionViewer(Explorer):
@@ -804,10 +806,13 @@ class CrossAttentionViewer(Explorer):
         n_layers, n_heads = model.cfg.n_dec_layers, model.cfg.n_heads
         self.text = W.Text(value=sentence, description="source", continuous_update=False,
                            layout=W.Layout(width="420px"))
+        self.text.add_class("ck-cross-text")
         self.layer = W.Dropdown(options=[(f"decoder block {k + 1}", k) for k in range(n_layers)],
                                 value=n_layers - 1, description="block")
         self.head = W.Dropdown(options=[("mean of the heads", -1)] + [(f"head {h}", h) for h in range(n_heads)],
                                value=-1, description="head")
+        self.layer.add_class("ck-cross-layer")
+        self.head.add_class("ck-cross-head")
         self._assemble(self.text, W.HBox([self.layer, self.head]))
         self._watch(self.text, lambda v: self._update(v, self.layer.value, self.head.value, revert=("text", v)))
         self._watch(self.layer, lambda v: self._update(self.text.value, v, self.head.value))
@@ -839,7 +844,8 @@ class CrossAttentionViewer(Explorer):
         src = torch.tensor([[self.task.src_vocab[w] for w in words]])
         valid = torch.ones_like(src, dtype=torch.bool)
         out, problem = self._call_learner(self.model.greedy, "encdec_decoder_block",
-                                          (src, valid, data.BOS_ID, data.EOS_ID, self.max_len))
+                                          (src, valid, data.BOS_ID, data.EOS_ID, self.max_len),
+                                          time_limit=TRANSLATION_TIME_LIMIT)
         self.learner_message = (problem or "").replace(" Meanwhile the reference is shown alone.", "").replace(
             " The reference is shown alone.", "")
         if problem:

@@ -1,8 +1,10 @@
 """The widgets in a real browser: JupyterLab as a real server, headless Chromium driven by Playwright.
 
-The source notebooks 03 and 04 (which hold the reference answers, so the
+The source notebooks 03, 04 and 08 (which hold the reference answers, so the
 widgets show working learner functions) are opened in JupyterLab, every cell is
-run, and the controls are moved with the mouse and keyboard. The test asserts
+run, and the controls are moved with the mouse and keyboard. The server's
+kernels get COURSE_MAX_TRAIN_STEPS=20, so notebook 08's translator trains for a
+few seconds only: the viewer's mechanics, not the model's accuracy, are tested. The test asserts
 that the readouts and the image change and that each widget shows exactly one
 plot. The whole open-run-interact cycle runs three times to catch flakiness; a
 screenshot of every failure is saved under the test's tmp path.
@@ -31,7 +33,7 @@ pytestmark = pytest.mark.browser
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
-NOTEBOOKS = ["03_softmax", "04_masks_attention"]
+NOTEBOOKS = ["03_softmax", "04_masks_attention", "08_encoder_decoder"]
 CYCLES = 3
 RUN_ALL_TIMEOUT_MS = 240_000
 UPDATE_TIMEOUT_MS = 30_000
@@ -74,6 +76,7 @@ class Lab:
                          ("JUPYTER_RUNTIME_DIR", "runtime"), ("IPYTHONDIR", "ipython"), ("HOME", "home")):
             env[var] = os.path.join(root, sub)
             os.makedirs(env[var], exist_ok=True)
+        env["COURSE_MAX_TRAIN_STEPS"] = "20"
         env.pop("JUPYTER_PATH", None)
         env.pop("JUPYTER_CONFIG_PATH", None)
         # silence the news / update pop-up: JupyterLab reads overrides.json from its app settings dir
@@ -303,11 +306,44 @@ def _drive_masks(page):
     return root
 
 
-DRIVERS = {"03_softmax": _drive_temperature, "04_masks_attention": _drive_masks}
+def _drive_cross_viewer(page):
+    root = _widget(page, "cross-viewer")
+    readout = root.locator(".ck-readout")
+    src0, text0 = _settle(page, root)
+    assert "translation:" in text0 and "T_x = 9" in text0  # "the 1st of february 2014"
+
+    # type another date: a new translation, a new picture
+    box = root.locator(".ck-cross-text input")
+    box.fill("07/27/2013")
+    box.press("Enter")
+    _wait_changed(page, root, src0, text0)
+    src1, text1 = _settle(page, root)
+    assert "T_x = 10" in text1
+    _assert_one_plot(page, "cross-viewer")
+
+    # one head instead of the mean: the picture changes, the translation does not
+    root.locator(".ck-cross-head select").select_option(label="head 1")
+    page.wait_for_function("([root, src]) => { const img = root.querySelector('img.ck-plot');"
+                           "  return img && img.getAttribute('src') !== src && img.complete; }",
+                           arg=[root.element_handle(), src1], timeout=UPDATE_TIMEOUT_MS)
+    src2, text2 = _settle(page, root)
+    assert text2.split("most read")[0] == text1.split("most read")[0]
+
+    # a word the model never saw: refused with the reason, the picture stays
+    box.fill("the zebra of may")
+    box.press("Enter")
+    root.locator(".ck-message").get_by_text("never seen").wait_for(timeout=UPDATE_TIMEOUT_MS)
+    assert _src(root) == src2 and readout.inner_text() == text2
+    _assert_one_plot(page, "cross-viewer")
+    return root
+
+
+DRIVERS = {"03_softmax": _drive_temperature, "04_masks_attention": _drive_masks,
+           "08_encoder_decoder": _drive_cross_viewer}
 
 
 def test_widgets_work_in_jupyterlab_in_a_real_browser(lab, tmp_path):
-    """Open 03 and 04, run all cells, move the controls; three full cycles, each must pass."""
+    """Open 03, 04 and 08, run all cells, move the controls; three full cycles, each must pass."""
     from playwright.sync_api import sync_playwright
 
     results, failures = [], []

@@ -1,5 +1,6 @@
 """The source notebooks: in sync with solutions/, clean, complete, and runnable top to bottom."""
 import os
+import re
 import time
 
 import nbformat
@@ -72,3 +73,11 @@ def test_source_notebook_executes_top_to_bottom_with_the_reference(path, tmp_pat
     n_checks = len(PARTS) * len(exercises_in(path))
     assert text.count("PASSED") == n_checks and "FAILED" not in text
     print(f"{os.path.basename(path)} executed in {seconds:.1f} s")
+    if os.path.basename(path) in STATED_ACCURACY:
+        floor = STATED_ACCURACY[os.path.basename(path)]
+        measured = [float(m) / 100 for m in re.findall(r"test exact match:? ([0-9.]+)%", text)]
+        assert measured and measured[-1] >= floor, f"test exact match {measured}: the notebook states {floor:.0%}"
+
+
+# The exact-match accuracy each translator's notebook states it reaches on the test dates
+STATED_ACCURACY = {"05_rnn.ipynb": 0.95, "07_decoder.ipynb": 0.95, "08_encoder_decoder.ipynb": 0.99}
