@@ -8,27 +8,13 @@ their ratio (reference / SDPA); the same for softmax against torch.softmax. The
 reference is written to be read, not to be fast: the ratios say what clarity costs.
 """
 import argparse
-import time
 
 import torch
 import torch.nn.functional as F
 
 from solutions.attention import causal_mask, masked_attention
 from solutions.softmax import softmax
-
-
-def timed(fn, repeat, device):
-    fn()  # warm-up
-    if device == "cuda":
-        torch.cuda.synchronize()
-    best = float("inf")
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        if device == "cuda":
-            torch.cuda.synchronize()
-        best = min(best, time.perf_counter() - t)
-    return best
+from timing import timed  # bench/timing.py, beside this script
 
 
 def main():

@@ -9,26 +9,12 @@ and the ratio (reference / PyTorch). The reference is written to be read, not to
 be fast: the ratios say what clarity costs.
 """
 import argparse
-import time
 
 import torch
 from torch import nn
 
 from solutions import encoder, encoder_decoder
-
-
-def timed(fn, repeat, device):
-    fn()  # warm-up
-    if device == "cuda":
-        torch.cuda.synchronize()
-    best = float("inf")
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        if device == "cuda":
-            torch.cuda.synchronize()
-        best = min(best, time.perf_counter() - t)
-    return best
+from timing import timed  # bench/timing.py, beside this script
 
 
 def attn_from(a):

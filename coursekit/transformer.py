@@ -153,17 +153,15 @@ def _check_ids(ids, V, what):
 
 
 # ------------------------------------------------------------------ models
-class MaskedLM(nn.Module):
-    """Encoder-only: every position reads every real position; predicts the tokens hidden by [MASK]."""
+class _Stack(nn.Module):
+    """Embeddings and a stack of blocks of one kind (the learner's function), shared by MaskedLM and DecoderLM."""
 
-    def __init__(self, cfg, encoder_block, embed_with_positions, seed=0):
+    def __init__(self, cfg, block, embed_with_positions, g):
         super().__init__()
-        g = torch.Generator().manual_seed(seed)
-        self.cfg, self.block, self.embed_fn = cfg, encoder_block, embed_with_positions
+        self.cfg, self.block, self.embed_fn = cfg, block, embed_with_positions
         self.embed = _Embedding(g, cfg.vocab_size, cfg.d_model, cfg.max_len, cfg.positions)
         self.layers = nn.ModuleList(_as_parameters(encoder_block_weights(g, cfg.d_model, cfg.d_ff))
                                     for _ in range(cfg.n_layers))
-        self.head = _seeded_linear(g, cfg.d_model, cfg.vocab_size)
 
     def hidden(self, ids, valid=None):
         """(B, T) ids -> (B, T, D) contextual vectors."""
@@ -173,28 +171,28 @@ class MaskedLM(nn.Module):
             x = self.block(x, valid, as_dict(layer), self.cfg.n_heads)
         return x
 
+
+class MaskedLM(_Stack):
+    """Encoder-only: every position reads every real position; predicts the tokens hidden by [MASK]."""
+
+    def __init__(self, cfg, encoder_block, embed_with_positions, seed=0):
+        g = torch.Generator().manual_seed(seed)
+        super().__init__(cfg, encoder_block, embed_with_positions, g)
+        self.head = _seeded_linear(g, cfg.d_model, cfg.vocab_size)
+
     def forward(self, ids, valid=None):
         return self.head(self.hidden(ids, valid))  # (B, T, V)
 
 
-class DecoderLM(nn.Module):
+class DecoderLM(_Stack):
     """Decoder-only: position i reads positions j <= i; predicts the next token. The LM head is tied to E."""
 
     def __init__(self, cfg, decoder_block, embed_with_positions, seed=0):
-        super().__init__()
-        g = torch.Generator().manual_seed(seed)
-        self.cfg, self.block, self.embed_fn = cfg, decoder_block, embed_with_positions
-        self.embed = _Embedding(g, cfg.vocab_size, cfg.d_model, cfg.max_len, cfg.positions)
-        self.layers = nn.ModuleList(_as_parameters(encoder_block_weights(g, cfg.d_model, cfg.d_ff))
-                                    for _ in range(cfg.n_layers))
+        super().__init__(cfg, decoder_block, embed_with_positions, torch.Generator().manual_seed(seed))
 
     def forward(self, ids, valid=None):
         """(B, T) ids -> (B, T, V) logits; row t predicts token t + 1."""
-        _check_ids(ids, self.cfg.vocab_size, "input")
-        x = self.embed_fn(ids, self.embed.E * self.embed.scale, self.embed.P)
-        for layer in self.layers:
-            x = self.block(x, valid, as_dict(layer), self.cfg.n_heads)
-        return x @ self.embed.E.T  # (B, T, V)
+        return self.hidden(ids, valid) @ self.embed.E.T  # (B, T, V)
 
     @torch.no_grad()
     def generate(self, prompt, max_new_tokens, eos_id=None, temperature=0.0, generator=None):
