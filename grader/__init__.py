@@ -56,6 +56,26 @@ def _load_reference():
 
 
 _REFERENCE = _load_reference()
+_GIVEN = {}  # exercise -> {code object: "module.function"}, captured before learner code can replace them
+
+
+def _capture_given(name):
+    """The code objects of the ready-made versions of exercise ``name`` (``Exercise.given``)."""
+    import importlib
+    if name not in _GIVEN:
+        codes = {}
+        for path in EXERCISES[name].given:
+            module, _, attr = path.partition(":")
+            try:
+                codes[getattr(importlib.import_module(module), attr).__code__] = f"{module}.{attr}"
+            except (ImportError, AttributeError):  # mid-import (coursekit.widgets imports the grader): later
+                return codes
+        _GIVEN[name] = codes
+    return _GIVEN[name]
+
+
+for _name in EXERCISES:
+    _capture_given(_name)
 
 
 def reference_available():
@@ -131,8 +151,10 @@ def _where_raised(exc):
 def _problem(fn_name, outcome, expected, raises, ref_message, device):
     """Return (kind, text) describing what is wrong with one call, or None when it is right."""
     if outcome.called_reference:
-        return "reference", (f"it called the reference solution ({outcome.called_reference}). The grader needs your own "
-                             f"implementation, so this counts as a failure.")
+        what = outcome.called_reference
+        what = f"{what}" if "ready-made" in what else f"the reference solution ({what})"
+        return "reference", (f"it called {what}. The grader needs your own implementation, so this counts as a "
+                             f"failure.")
     if outcome.timed_out:
         return "timeout", (f"it did not finish within {_safe.DEFAULT_TIME_LIMIT:g} s and was stopped: look for a loop "
                            f"that never ends. The remaining cases of this check were skipped.")
@@ -281,6 +303,16 @@ def check(name, fn, part="basic"):
                           f"cell that defines `{name}` first.")
     run = _Run(name, part)
     explanations = dict(ex.mistakes)
+    with _safe.forbid_given(_capture_given(name)):
+        _check_part(run, ex, fn, name, part, explanations)
+    if run.n == 0:  # a part that judges nothing would pass anything
+        raise RuntimeError(f"the grader has no checks for {name} [{part}]: fix grader/exercises.py")
+    if run.failures:
+        run.notes.extend(_failing_dependencies(ex, fn))
+    run.finish()
+
+
+def _check_part(run, ex, fn, name, part, explanations):
     if part in ("basic", "edge"):
         data = load_expected(name)
         for i, rec in enumerate(data["parts"][part], 1):
@@ -289,11 +321,6 @@ def check(name, fn, part="basic"):
     else:
         _check_hidden(run, ex, fn, explanations, part)
     _run_properties(run, ex, fn, part)
-    if run.n == 0:  # a part that judges nothing would pass anything
-        raise RuntimeError(f"the grader has no checks for {name} [{part}]: fix grader/exercises.py")
-    if run.failures:
-        run.notes.extend(_failing_dependencies(ex, fn))
-    run.finish()
 
 
 def _failing_dependencies(ex, fn):
@@ -313,9 +340,10 @@ def _failing_dependencies(ex, fn):
             continue
         probe = _Run(dep, "basic")
         explanations = dict(EXERCISES[dep].mistakes)
-        for i, rec in enumerate(load_expected(dep)["parts"]["basic"], 1):
-            _judge_case(probe, dep_fn, dep, i, rec["what"], rec["args"], rec["kwargs"], rec["raises"],
-                        rec["expected"], rec["message"], rec["mistakes"], explanations, "cpu")
+        with _safe.forbid_given(_capture_given(dep)):
+            for i, rec in enumerate(load_expected(dep)["parts"]["basic"], 1):
+                _judge_case(probe, dep_fn, dep, i, rec["what"], rec["args"], rec["kwargs"], rec["raises"],
+                            rec["expected"], rec["message"], rec["mistakes"], explanations, "cpu")
         if probe.failures:
             notes.append(f"your {ex.name} calls your {dep}, which fails its own checks ({len(probe.failures)} of "
                          f"{probe.n} basic cases): fix {dep} first, its test cell says what is wrong")

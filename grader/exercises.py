@@ -42,6 +42,7 @@ class Exercise:
     n_hidden: int = 24
     tensor_inputs: bool = True                 # run on CUDA / the meta device in the hidden part
     uses: tuple = ()                           # other exercises the learner's function calls (named in failures)
+    given: tuple = ()                          # "module:function" ready-made versions learners must not call
 
 
 def _gen(seed):
@@ -560,6 +561,7 @@ EXERCISES = {e.name: e for e in [
              tensor_inputs=False, n_basic=0, n_hidden=0),
     # 03 softmax
     Exercise("softmax", "03_softmax", "softmax:softmax", _logits_case, _softmax_edge,
+             given=("coursekit.widgets:reference_softmax",),
              properties=[("edge", _rows_sum_to_one), ("hidden", _rows_sum_to_one)],
              mistakes=[("softmax_no_max_subtraction", "exp() overflowed: subtract the maximum before exponentiating"),
                        ("softmax_wrong_axis", "the softmax ran over the wrong axis: use the `dim` argument"),
@@ -593,7 +595,9 @@ EXERCISES = {e.name: e for e in [
              mistakes=[("additive_mask_inverted", "the polarity is inverted: True (may attend) maps to 0, False to -inf"),
                        ("additive_mask_large_negative", "blocked pairs got a large negative number, not -inf; the notes' "
                                                         "M uses -inf so exp() gives exactly 0")]),
-    Exercise("masked_attention", "04_masks_attention", "attention:masked_attention", _attn_case, _attn_edge,
+    Exercise("masked_attention", "04_masks_attention", "attention:masked_attention",
+             _attn_case, _attn_edge,
+             given=("coursekit.blocks:masked_attention", "coursekit.widgets:reference_attention"),
              properties=[("edge", _attn_weights_sum_to_one), ("edge", _attn_no_future_leak),
                          ("hidden", _attn_weights_sum_to_one), ("hidden", _attn_no_future_leak)],
              mistakes=[("attention_no_sqrt", "the scores were not divided by sqrt(d_k)"),

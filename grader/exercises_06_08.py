@@ -614,8 +614,8 @@ def _lm_edge():
              (logits, ids.masked_fill(~valid, 0), valid)),
         Case("a sequence that is all padding", (logits[:2], ids[:2], _valid([4, 0], 5))),
         Case("valid=None: every token is real", (logits, ids)),
-        Case("confident logits (1e3) stay finite", (torch.tensor([[[1e3, 0.0], [0.0, 1e3]]], dtype=F64),
-                                                    torch.tensor([[0, 0]]))),
+        Case("an unlikely next token under confident logits (1e3): log P = -1000, finite (log of softmax "
+             "would give -inf)", (torch.tensor([[[1e3, 0.0], [0.0, 1e3]]], dtype=F64), torch.tensor([[0, 1]]))),
         Case("float32", (logits.float(), ids, valid)),
         Case("logits for T = 4 positions, ids for T = 5: an error", (logits[:, :4], ids), raises="ValueError"),
         Case("valid of shape (3, 4) for ids (3, 5): an error", (logits, ids, valid[:, :4]), raises="ValueError"),
@@ -745,17 +745,20 @@ CAUSAL_LESSON = "query i may attend to key j only if j <= i"
 register(
     # 06 encoder
     Exercise("split_heads", NB6, "encoder:split_heads", _split_case, _split_edge,
+             given=("coursekit.blocks:split_heads",),
              properties=[("edge", _split_heads_keeps_columns), ("hidden", _split_heads_keeps_columns)],
              mistakes=[(M + "split_heads_no_transpose",
                         "the heads were cut from the wrong columns: reshaping (B, T, D) straight to (B, H, T, d_k) "
                         "mixes positions; reshape to (B, T, H, d_k) first, then swap the T and H axes with "
                         "transpose(1, 2)")]),
     Exercise("merge_heads", NB6, "encoder:merge_heads", _merge_case, _merge_edge,
+             given=("coursekit.blocks:merge_heads",),
              properties=[("edge", _split_then_merge_is_identity), ("hidden", _split_then_merge_is_identity)],
              mistakes=[(M + "merge_heads_no_transpose",
                         "the heads were merged in the wrong order: transpose (B, H, T, d_k) back to (B, T, H, d_k) "
                         "before reshaping to (B, T, D), so that each position gets its own heads side by side")]),
     Exercise("multi_head_attention", NB6, "encoder:multi_head_attention", _mha_case, _mha_edge,
+             given=("coursekit.blocks:multi_head_attention",),
              properties=[("edge", _mha_weights_sum_to_one), ("hidden", _mha_weights_sum_to_one)],
              uses=("split_heads", "merge_heads"),
              mistakes=[(M + "mha_no_output_projection",
@@ -771,6 +774,7 @@ register(
                         "answer), only the queries come from x_q")],
              n_basic=8, n_hidden=16),
     Exercise("sinusoidal_positions", NB6, "encoder:sinusoidal_positions", _sin_case, _sin_edge,
+             given=("coursekit.transformer:sinusoidal_table",),
              mistakes=[(M + "sinusoidal_freq_i_over_D",
                         "the frequencies are wrong: column pair i uses the angle p / base^(2i / D), with 2i (the "
                         "even column's index) in the exponent, not i"),
@@ -782,12 +786,14 @@ register(
                         "columns 2i + 1 the cosine, so that position 0 reads [0, 1, 0, 1, ...]")],
              n_basic=8, n_hidden=16),
     Exercise("embed_with_positions", NB6, "encoder:embed_with_positions", _embed_case, _embed_pos_edge,
+             given=("coursekit.blocks:embed_with_positions",),
              mistakes=[(M + "embed_positions_added_twice",
                         "the positional encodings were added twice: x[b, t] = E[ids[b, t]] + P[t], once"),
                        (M + "embed_positions_by_token_id",
                         "the positional table was indexed by the token ids (P[ids]); it is indexed by the position: "
                         "x[b, t] = E[ids[b, t]] + P[t], i.e. add P[:T]")]),
     Exercise("encoder_block", NB6, "encoder:encoder_block", _block_case, lambda: _block_edge(78),
+             given=("coursekit.blocks:encoder_block",),
              properties=[("edge", _encoder_padding_is_invisible), ("hidden", _encoder_padding_is_invisible)],
              uses=("multi_head_attention",),
              mistakes=[(M + "encoder_block_no_attn_residual",

@@ -251,6 +251,43 @@ def test_calling_the_reference_is_a_failure():
     assert "called the reference solution" in msg
 
 
+GIVEN_DELEGATIONS = [
+    ("encoder_block", "def encoder_block(x, valid, params, n_heads):\n"
+                      "    from coursekit.blocks import encoder_block as f\n"
+                      "    return f(x, valid, params, n_heads)\n"),
+    ("split_heads", "def split_heads(x, n_heads):\n"
+                    "    import coursekit.blocks\n"
+                    "    return coursekit.blocks.split_heads(x, n_heads)\n"),
+    ("sinusoidal_positions", "def sinusoidal_positions(T, D, base=10000.0, dtype=torch.float32, device=None):\n"
+                             "    from coursekit.transformer import sinusoidal_table\n"
+                             "    return sinusoidal_table(T, D).to(dtype)\n"),
+    ("masked_attention", "def masked_attention(Q, K, V, mask=None):\n"
+                         "    from coursekit import blocks\n"
+                         "    return blocks.masked_attention(Q, K, V, mask)\n"),
+]
+
+
+@pytest.mark.parametrize("name,source", GIVEN_DELEGATIONS, ids=[n for n, _ in GIVEN_DELEGATIONS])
+@pytest.mark.parametrize("part", ["basic", "edge"])
+def test_calling_the_courses_ready_made_version_is_a_failure(name, source, part):
+    """Later notebooks get some exercises ready-made from coursekit; handing one in as an answer fails every case."""
+    ns = {"torch": torch}
+    exec(compile(source, "<cell>", "exec"), ns)
+    with pytest.raises(CheckFailed, match="the course's ready-made version of this exercise"):
+        check(name, ns[name], part)
+
+
+def test_ready_made_versions_stay_allowed_where_they_are_given():
+    """Notebook 07's decoder_block may call the given multi_head_attention: only an exercise's own version is
+    forbidden."""
+    from coursekit.notebooks import GIVEN
+    from coursekit.notebooks import solution_source
+    ns = {"torch": torch, "F": torch.nn.functional}
+    exec(GIVEN["07_decoder"], ns)
+    exec(compile(solution_source("decoder_block"), "<cell>", "exec"), ns)
+    check("decoder_block", ns["decoder_block"], "basic")
+
+
 def test_a_tensor_subclass_that_lies_about_equality_is_rejected():
     fn = learner_fn('''
         class Liar(torch.Tensor):

@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from coursekit import blocks
+from coursekit import blocks, transformer
 from coursekit.transformer import (DecoderLM, EncoderDecoder, EncoderDecoderConfig, MaskedLM, TransformerConfig,
                                    as_dict, encdec_block_weights, encoder_block_weights)
 from solutions import attention, decoder, encoder, encoder_decoder
@@ -1047,3 +1047,59 @@ def test_encdec_block_and_models_on_cuda_equal_the_cpu():
     """The encdec block, EncoderDecoder (learned and sinusoidal positions), DecoderLM and MaskedLM built with the
     reference functions give on CUDA the CPU's outputs, gradients, greedy translations and generated tokens."""
     check_models_on("cuda")
+
+
+# ================================================================== 5. the notebooks' training loop
+def _tiny_fit(monkeypatch, steps, time_limit, cap=None):
+    if cap is None:
+        monkeypatch.delenv("COURSE_MAX_TRAIN_STEPS", raising=False)
+    else:
+        monkeypatch.setenv("COURSE_MAX_TRAIN_STEPS", str(cap))
+    model = torch.nn.Linear(3, 1)
+    seen_lr = []
+    data_stream = iter(lambda: torch.randn(8, 3), None)
+
+    def loss_of(batch):
+        opt = loss_of.optimizer
+        if opt is not None:
+            seen_lr.append(opt.param_groups[0]["lr"])
+        return model(batch).pow(2).mean()
+    loss_of.optimizer = None
+    real_adamw = torch.optim.AdamW
+
+    def spy(*args, **kwargs):
+        loss_of.optimizer = real_adamw(*args, **kwargs)
+        return loss_of.optimizer
+    monkeypatch.setattr(torch.optim, "AdamW", spy)
+    history = transformer.fit(model, loss_of, data_stream, steps=steps, lr=1e-2, time_limit=time_limit,
+                              report_every=10_000)
+    return history, seen_lr, loss_of.optimizer
+
+
+def test_fit_on_a_machine_too_slow_for_the_budget_shortens_the_run_but_completes_its_schedule(monkeypatch, capsys):
+    """With a budget far too small for the steps asked, fit trains fewer steps and its one-cycle schedule still
+    ends (the learning rate comes back down) instead of being cut off at its peak."""
+    import time
+    real = time.perf_counter
+    clock = {"t": 0.0}
+
+    def slow_clock():  # every reading advances 0.5 s: each step "takes" about a second
+        clock["t"] += 0.5
+        return clock["t"]
+    monkeypatch.setattr(time, "perf_counter", slow_clock)
+    try:
+        history, lrs, opt = _tiny_fit(monkeypatch, steps=1000, time_limit=60)
+    finally:
+        monkeypatch.setattr(time, "perf_counter", real)
+    out = capsys.readouterr().out
+    assert "instead of 1000" in out
+    assert 20 <= len(history) < 1000
+    assert max(lrs) == pytest.approx(1e-2, rel=0.05)        # the schedule reached its peak ...
+    assert opt.param_groups[0]["lr"] < 1e-3                  # ... and came back down
+
+
+def test_fit_trains_all_steps_when_the_budget_allows_and_obeys_the_graders_cap(monkeypatch, capsys):
+    history, _, _ = _tiny_fit(monkeypatch, steps=40, time_limit=600)
+    assert len(history) == 40 and "instead of" not in capsys.readouterr().out
+    history, _, _ = _tiny_fit(monkeypatch, steps=40, time_limit=600, cap=7)
+    assert len(history) == 7 and "COURSE_MAX_TRAIN_STEPS=7" in capsys.readouterr().out
