@@ -339,8 +339,9 @@ def fit(model, loss_of_batch, batches, steps, lr=3e-3, time_limit=100.0, report_
                       f"steps instead of {steps}, to finish within about {time_limit:.0f} s (expect lower figures "
                       f"than the text states)")
                 steps = max(affordable, 2 * step)
-            schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=lr, total_steps=steps - step,
-                                                           pct_start=0.1)
+            if steps - step >= 20:  # a one-cycle schedule needs room for its warm-up phase
+                schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=lr, total_steps=steps - step,
+                                                               pct_start=0.1)
         late = elapsed > time_limit
         if step % report_every == 0 or step == steps or late:
             done = round(24 * step / steps)

@@ -1101,5 +1101,6 @@ def test_fit_on_a_machine_too_slow_for_the_budget_shortens_the_run_but_completes
 def test_fit_trains_all_steps_when_the_budget_allows_and_obeys_the_graders_cap(monkeypatch, capsys):
     history, _, _ = _tiny_fit(monkeypatch, steps=40, time_limit=600)
     assert len(history) == 40 and "instead of" not in capsys.readouterr().out
-    history, _, _ = _tiny_fit(monkeypatch, steps=40, time_limit=600, cap=7)
-    assert len(history) == 7 and "COURSE_MAX_TRAIN_STEPS=7" in capsys.readouterr().out
+    for cap in (7, 10, 11, 20, 29, 30):  # below, at and just above the probe, and too short for a one-cycle schedule
+        history, _, _ = _tiny_fit(monkeypatch, steps=800, time_limit=600, cap=cap)
+        assert len(history) == cap and f"COURSE_MAX_TRAIN_STEPS={cap}" in capsys.readouterr().out
