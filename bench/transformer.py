@@ -13,24 +13,9 @@ import argparse
 import torch
 from torch import nn
 
+from coursekit.transformer import weights_of
 from solutions import encoder, encoder_decoder
 from timing import timed  # bench/timing.py, beside this script
-
-
-def attn_from(a):
-    W_q, W_k, W_v = a.in_proj_weight.chunk(3)
-    b_q, b_k, b_v = a.in_proj_bias.chunk(3)
-    return {"W_q": W_q, "b_q": b_q, "W_k": W_k, "b_k": b_k, "W_v": W_v, "b_v": b_v,
-            "W_o": a.out_proj.weight, "b_o": a.out_proj.bias}
-
-
-def ffn_from(layer):
-    return {"W_1": layer.linear1.weight, "b_1": layer.linear1.bias, "W_2": layer.linear2.weight,
-            "b_2": layer.linear2.bias}
-
-
-def norm_from(n):
-    return {"weight": n.weight, "bias": n.bias}
 
 
 def row(name, ref, base):
@@ -53,19 +38,16 @@ def main():
             valid[0, T // 2:] = False
             size = f"B={B} T={T} D={D} H={H}"
             mha = nn.MultiheadAttention(D, H, batch_first=True).to(dev).eval()
-            p_attn = attn_from(mha)
+            p_attn = weights_of(mha)
             row(f"attention {size}", timed(lambda: encoder.multi_head_attention(x, x, p_attn, H, valid[:, None]),
                                             rep, dev),
                 timed(lambda: mha(x, x, x, key_padding_mask=~valid), rep, dev))
             enc = nn.TransformerEncoderLayer(D, H, 4 * D, dropout=0.0, batch_first=True).to(dev).eval()
-            p_enc = {"attn": attn_from(enc.self_attn), "ln1": norm_from(enc.norm1), "ffn": ffn_from(enc),
-                     "ln2": norm_from(enc.norm2)}
+            p_enc = weights_of(enc)
             row(f"encoder block {size}", timed(lambda: encoder.encoder_block(x, valid, p_enc, H), rep, dev),
                 timed(lambda: enc(x, src_key_padding_mask=~valid), rep, dev))
             dec = nn.TransformerDecoderLayer(D, H, 4 * D, dropout=0.0, batch_first=True).to(dev).eval()
-            p_dec = {"self_attn": attn_from(dec.self_attn), "ln1": norm_from(dec.norm1),
-                     "cross_attn": attn_from(dec.multihead_attn), "ln2": norm_from(dec.norm2), "ffn": ffn_from(dec),
-                     "ln3": norm_from(dec.norm3)}
+            p_dec = weights_of(dec)
             causal = nn.Transformer.generate_square_subsequent_mask(T, device=dev)
             row(f"enc-dec decoder block {size}",
                 timed(lambda: encoder_decoder.encdec_decoder_block(x, x, None, valid, p_dec, H), rep, dev),

@@ -109,6 +109,35 @@ def sinusoidal_table(T, D):
     return pe.float()
 
 
+def weights_of(module, get=lambda p: p):
+    """The weights of a PyTorch module as the course's dict, so a block function can run with them.
+
+    Handles ``nn.MultiheadAttention`` (the attention dict), ``nn.LayerNorm``,
+    ``nn.TransformerEncoderLayer`` ({"attn", "ln1", "ffn", "ln2"}) and
+    ``nn.TransformerDecoderLayer`` ({"self_attn", "ln1", "cross_attn", "ln2", "ffn", "ln3"}).
+    The tensors are views of the module's parameters (so gradients reach them),
+    each passed through ``get`` (for example ``lambda p: p.detach().double()``).
+    """
+    if isinstance(module, nn.MultiheadAttention):
+        E = module.embed_dim
+        W, b = get(module.in_proj_weight), get(module.in_proj_bias)  # W_q, W_k, W_v stacked
+        return {"W_q": W[:E], "W_k": W[E:2 * E], "W_v": W[2 * E:], "b_q": b[:E], "b_k": b[E:2 * E],
+                "b_v": b[2 * E:], "W_o": get(module.out_proj.weight), "b_o": get(module.out_proj.bias)}
+    if isinstance(module, nn.LayerNorm):
+        return {"weight": get(module.weight), "bias": get(module.bias)}
+    if isinstance(module, (nn.TransformerEncoderLayer, nn.TransformerDecoderLayer)):
+        ffn = {"W_1": get(module.linear1.weight), "b_1": get(module.linear1.bias),
+               "W_2": get(module.linear2.weight), "b_2": get(module.linear2.bias)}
+        if isinstance(module, nn.TransformerEncoderLayer):
+            return {"attn": weights_of(module.self_attn, get), "ln1": weights_of(module.norm1, get), "ffn": ffn,
+                    "ln2": weights_of(module.norm2, get)}
+        return {"self_attn": weights_of(module.self_attn, get), "ln1": weights_of(module.norm1, get),
+                "cross_attn": weights_of(module.multihead_attn, get), "ln2": weights_of(module.norm2, get),
+                "ffn": ffn, "ln3": weights_of(module.norm3, get)}
+    raise TypeError(f"weights_of knows nn.MultiheadAttention, nn.LayerNorm and nn.Transformer*Layer, "
+                    f"not {type(module).__name__}")
+
+
 def _seeded_linear(g, n_in, n_out):
     """An nn.Linear whose weights come from ``g`` (so a model's ``seed`` fixes all its weights)."""
     layer = nn.Linear(n_in, n_out)

@@ -166,24 +166,27 @@ class Explorer:
         display(self.ui)
 
     # ------------------------------------------------------------ the learner's function
-    def _call_learner(self, fn, fn_name, args, kwargs=None, time_limit=None):
-        """Run the learner's function safely: (value, None) or (None, a sentence saying what went wrong)."""
+    def _call_learner(self, fn, fn_name, args, kwargs=None, time_limit=None, has_reference=True):
+        """Run the learner's function safely: (value, None) or (None, a sentence saying what went wrong).
+
+        ``has_reference``: the widget draws a reference beside the learner's side (the
+        messages then say it is shown alone).
+        """
         time_limit = time_limit or LEARNER_TIME_LIMIT
+        alone = " The reference is shown alone." if has_reference else ""
         if not callable(fn):
             return None, (f"`{fn_name}` is not a function (got {type(fn).__name__}). Run the exercise cell that "
                           f"defines it, then this cell again.")
         out = _safe.call(fn, args, kwargs or {}, time_limit=time_limit)
         if out.timed_out:
             return None, (f"your `{fn_name}` did not finish within {time_limit:g} s and was stopped: look "
-                          f"for a loop that never ends. The reference is shown alone.")
+                          f"for a loop that never ends.{alone}")
         err = out.error
         if isinstance(err, NotImplementedError):
             return None, (f"`{fn_name}` is not implemented yet (it raises NotImplementedError). Write it in the "
-                          f"exercise cell above, run that cell, then run this cell again. Meanwhile the reference "
-                          f"is shown alone.")
+                          f"exercise cell above, run that cell, then run this cell again.{alone}")
         if err is not None:
-            return None, (f"your `{fn_name}` raised {type(err).__name__}: {str(err)[:200]}. The reference is "
-                          f"shown alone.")
+            return None, (f"your `{fn_name}` raised {type(err).__name__}: {str(err)[:200]}.{alone}")
         return out.value, None
 
 
@@ -845,9 +848,8 @@ class CrossAttentionViewer(Explorer):
         valid = torch.ones_like(src, dtype=torch.bool)
         out, problem = self._call_learner(self.model.greedy, "encdec_decoder_block",
                                           (src, valid, data.BOS_ID, data.EOS_ID, self.max_len),
-                                          time_limit=TRANSLATION_TIME_LIMIT)
-        self.learner_message = (problem or "").replace(" Meanwhile the reference is shown alone.", "").replace(
-            " The reference is shown alone.", "")
+                                          time_limit=TRANSLATION_TIME_LIMIT, has_reference=False)
+        self.learner_message = problem or ""
         if problem:
             self._show_notice()
             return

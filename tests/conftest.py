@@ -4,7 +4,7 @@ import os
 import pytest
 
 from coursekit.samples import as_learner
-from grader import EXERCISES
+from grader import EXERCISES, PARTS, CheckFailed, check
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -26,3 +26,17 @@ def _jupyter_dirs_in_tmp(tmp_path_factory):
 def learner():
     """Every exercise's reference, compiled as notebook code would be (so the grader accepts it)."""
     return as_learner({name: None for name in EXERCISES})
+
+
+@pytest.fixture(scope="session")
+def failures_of():
+    """``failures_of(name, fn)``: the messages of every part of exercise ``name`` that ``fn`` fails."""
+    def run(name, fn):
+        messages = []
+        for part in PARTS:
+            try:
+                check(name, fn, part)
+            except CheckFailed as exc:
+                messages.append(str(exc))
+        return messages
+    return run

@@ -60,15 +60,10 @@ MISTAKES = [(name, m, why) for name, ex in EXERCISES.items() for m, why in ex.mi
 
 
 @pytest.mark.parametrize("name,mname,why", MISTAKES, ids=[f"{n}-{m}" for n, m, _ in MISTAKES])
-def test_each_known_mistake_fails_and_is_named(name, mname, why, learner):
+def test_each_known_mistake_fails_and_is_named(name, mname, why, learner, failures_of):
     """A function with a known mistake fails at least one part, and some failing part names that mistake."""
     fn = mistake_as_learner(mname, learner)
-    messages = []
-    for part in PARTS:
-        try:
-            check(name, fn, part)
-        except CheckFailed as exc:
-            messages.append(str(exc))
+    messages = failures_of(name, fn)
     assert messages, f"{mname} passed every part of {name}"
     assert any(why in m for m in messages), f"no failure of {mname} names it:\n" + "\n---\n".join(messages)
 

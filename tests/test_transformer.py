@@ -32,7 +32,7 @@ from torch import nn
 
 from coursekit import blocks, transformer
 from coursekit.transformer import (DecoderLM, EncoderDecoder, EncoderDecoderConfig, MaskedLM, TransformerConfig,
-                                   as_dict, encdec_block_weights, encoder_block_weights)
+                                   as_dict, encdec_block_weights, encoder_block_weights, weights_of)
 from solutions import attention, decoder, encoder, encoder_decoder
 
 # ================================================================== helpers
@@ -92,36 +92,6 @@ def randomize(module, g, scale=0.3):
 
 def same(p):
     return p
-
-
-def attn_dict(mha, get=same):
-    """nn.MultiheadAttention's weights as the course's attention dict (views: gradients reach mha)."""
-    E = mha.embed_dim
-    W, b = get(mha.in_proj_weight), get(mha.in_proj_bias)
-    return {"W_q": W[:E], "W_k": W[E:2 * E], "W_v": W[2 * E:], "b_q": b[:E], "b_k": b[E:2 * E], "b_v": b[2 * E:],
-            "W_o": get(mha.out_proj.weight), "b_o": get(mha.out_proj.bias)}
-
-
-def ln_dict(ln, get=same):
-    return {"weight": get(ln.weight), "bias": get(ln.bias)}
-
-
-def ffn_dict(layer, get=same):
-    return {"W_1": get(layer.linear1.weight), "b_1": get(layer.linear1.bias),
-            "W_2": get(layer.linear2.weight), "b_2": get(layer.linear2.bias)}
-
-
-def enc_layer_dict(layer, get=same):
-    """nn.TransformerEncoderLayer as the course's block dict {"attn", "ln1", "ffn", "ln2"}."""
-    return {"attn": attn_dict(layer.self_attn, get), "ln1": ln_dict(layer.norm1, get), "ffn": ffn_dict(layer, get),
-            "ln2": ln_dict(layer.norm2, get)}
-
-
-def dec_layer_dict(layer, get=same):
-    """nn.TransformerDecoderLayer as the course's block dict {"self_attn", "ln1", "cross_attn", "ln2", "ffn", "ln3"}."""
-    return {"self_attn": attn_dict(layer.self_attn, get), "ln1": ln_dict(layer.norm1, get),
-            "cross_attn": attn_dict(layer.multihead_attn, get), "ln2": ln_dict(layer.norm2, get),
-            "ffn": ffn_dict(layer, get), "ln3": ln_dict(layer.norm3, get)}
 
 
 def flatten(tree, prefix=""):
@@ -205,7 +175,7 @@ def test_multi_head_attention_equals_nn_multihead_attention_forward_and_backward
         attn_mask = (~m).repeat_interleave(H, dim=0)  # PyTorch's 3-D mask is (B * H, T_q, T_k)
     assert allowed.any(-1).all()
 
-    out, weights = encoder.multi_head_attention(x_q, x_kv, attn_dict(mha), H,
+    out, weights = encoder.multi_head_attention(x_q, x_kv, weights_of(mha), H,
                                                 None if lengths is None and kind is None else allowed)
     ref_out, ref_weights = mha(x_q, x_kv, x_kv, key_padding_mask=kpm, attn_mask=attn_mask, need_weights=True,
                                average_attn_weights=False)
@@ -229,7 +199,7 @@ def test_encoder_block_equals_nn_transformer_encoder_layer_forward_and_backward(
     x = randn(g, B, T, D, dtype=dtype, requires_grad=True)
     valid = None if lengths is None else valid_from_lengths(lengths, T)
 
-    out = encoder.encoder_block(x, valid, enc_layer_dict(layer), H)
+    out = encoder.encoder_block(x, valid, weights_of(layer), H)
     ref = layer(x, src_key_padding_mask=None if valid is None else ~valid)
     assert_close(out, ref)
     inputs, cot = [x] + list(layer.parameters()), cotangent(g, out)
@@ -248,7 +218,7 @@ def test_decoder_block_equals_nn_transformer_encoder_layer_with_a_causal_mask(le
     x = randn(g, B, T, D, dtype=dtype, requires_grad=True)
     valid = None if lengths is None else valid_from_lengths(lengths, T)
 
-    out = decoder.decoder_block(x, valid, enc_layer_dict(layer), H)
+    out = decoder.decoder_block(x, valid, weights_of(layer), H)
     ref = layer(x, src_mask=~causal(T), src_key_padding_mask=None if valid is None else ~valid)
     assert_close(out, ref)
     inputs, cot = [x] + list(layer.parameters()), cotangent(g, out)
@@ -271,7 +241,7 @@ def test_encdec_decoder_block_equals_nn_transformer_decoder_layer(src_lengths, t
     src_kpm = None if src_valid is None else ~src_valid
     tgt_kpm = None if tgt_valid is None else ~tgt_valid
 
-    out, cross = encoder_decoder.encdec_decoder_block(y, memory, tgt_valid, src_valid, dec_layer_dict(layer), H)
+    out, cross = encoder_decoder.encdec_decoder_block(y, memory, tgt_valid, src_valid, weights_of(layer), H)
     ref = layer(y, memory, tgt_mask=~causal(T_y), tgt_key_padding_mask=tgt_kpm, memory_key_padding_mask=src_kpm)
     assert_close(out, ref)
 
@@ -314,8 +284,8 @@ def nn_transformer_like(model, dtype):
                          custom_encoder=nn.TransformerEncoder(enc_layer, cfg.n_enc_layers, norm=None,
                                                               enable_nested_tensor=False),
                          custom_decoder=nn.TransformerDecoder(dec_layer, cfg.n_dec_layers, norm=None), dtype=dtype)
-    pairs = [(as_dict(ours), enc_layer_dict(theirs)) for ours, theirs in zip(model.enc_layers, net.encoder.layers)]
-    pairs += [(as_dict(ours), dec_layer_dict(theirs)) for ours, theirs in zip(model.dec_layers, net.decoder.layers)]
+    pairs = [(as_dict(ours), weights_of(theirs)) for ours, theirs in zip(model.enc_layers, net.encoder.layers)]
+    pairs += [(as_dict(ours), weights_of(theirs)) for ours, theirs in zip(model.dec_layers, net.decoder.layers)]
     with torch.no_grad():
         for ours, theirs in pairs:
             o, t = flatten(ours), flatten(theirs)
@@ -365,9 +335,9 @@ def test_encoder_decoder_model_equals_nn_transformer_with_copied_weights(positio
     g_theirs = dict(zip(map(id, theirs), grads(ref_logits, theirs, cot)))
     assert_all_close([g_ours[id(p)] for p in shared.values()], [g_theirs[id(p)] for p in shared.values()],
                      list(shared))
-    blocks_pairs = [(as_dict(o), enc_layer_dict(t, get=lambda p: g_theirs[id(p)]))
+    blocks_pairs = [(as_dict(o), weights_of(t, get=lambda p: g_theirs[id(p)]))
                     for o, t in zip(model.enc_layers, net.encoder.layers)]
-    blocks_pairs += [(as_dict(o), dec_layer_dict(t, get=lambda p: g_theirs[id(p)]))
+    blocks_pairs += [(as_dict(o), weights_of(t, get=lambda p: g_theirs[id(p)]))
                      for o, t in zip(model.dec_layers, net.decoder.layers)]
     for o, t in blocks_pairs:
         names = [k for k, _ in flatten(o)]

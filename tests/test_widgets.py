@@ -407,7 +407,12 @@ def test_the_viewer_translates_the_typed_date_and_draws_one_row_per_written_toke
     assert viewer.png.startswith(b"\x89PNG") and viewer.message == "" and viewer.learner_message == ""
     assert r["T_x"] == 9 and len(r["strongest"]) == r["T_y"] == len(r["row_sums"])
     assert all(abs(s - 1) < 1e-5 for s in r["row_sums"])
-    assert set(r["strongest"]) <= set("the 1st of february 2014".replace("1st", "1 st").split() + list("2014"))
+    from coursekit import data
+    b = data.make_batch([("the 1st of february 2014", "")], viewer.task.src_vocab, viewer.task.tgt_vocab)
+    tokens, cross = viewer.model.greedy(b["src"], b["src_mask"], data.BOS_ID, data.EOS_ID, 12)
+    assert r["translation"] == data.to_text(tokens[0], viewer.task.tgt_vocab)  # the model's own greedy output
+    w = cross[-1][0].mean(0)[:r["T_y"]]  # last block, mean over heads: what the viewer draws by default
+    assert r["strongest"] == [data.tokenize("the 1st of february 2014")[j] for j in w.argmax(-1).tolist()]
 
 
 def test_typing_another_date_changes_the_translation_and_the_picture(viewer):
@@ -439,4 +444,5 @@ def test_a_bad_date_says_what_is_allowed_and_keeps_the_last_good_state(viewer, t
 def test_a_model_built_on_the_stub_block_gets_a_friendly_message(date_task):
     v = widgets.cross_attention_viewer(_translator(date_task, decoder_block=stub), date_task)
     assert "not implemented yet" in v.learner_message and v.png == b""
+    assert "reference" not in v.learner_message  # the viewer draws no reference to fall back on
     assert "Your function" in v.notice.value
