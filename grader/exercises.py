@@ -494,33 +494,59 @@ def _attn_weights_sum_to_one(fn):
     return None
 
 
+def _leak_message(i, j, what):
+    return (f"the future leaks: the output at position i={i} changed when {what} at j={j} (a later position) "
+            f"changed. With the causal mask, position i may only depend on positions j <= i.")
+
+
+def _no_future_leak(fn, args, x_index, T, first_of_tuple, what="the input", kwargs=None):
+    """Perturb position j of args[x_index] for j = T-1 .. 1; rows i < j of the output must not move.
+
+    ``x_index`` is one index into ``args`` or a tuple of them (all perturbed together);
+    ``first_of_tuple``: the output is the first of a returned pair (out, weights).
+    Returns the message naming the leaking pair (i, j), or None.
+    """
+    from . import _safe
+    kwargs = kwargs or {}
+    indices = x_index if isinstance(x_index, tuple) else (x_index,)
+
+    def output(value):
+        if first_of_tuple:
+            if not (isinstance(value, tuple) and len(value) == 2):
+                return None
+            value = value[0]
+        if type(value) is not _safe.Tensor or value.dim() != 3 or value.shape[1] != T:
+            return None
+        return _nested(value)
+
+    base = _safe.call(fn, args, kwargs)
+    if base.error is not None or base.timed_out or output(base.value) is None:
+        return None  # reported by the case checks
+    out0 = output(base.value)
+    for j in range(T - 1, 0, -1):
+        moved_args = list(args)
+        for k in indices:
+            x = _safe.clone(args[k])
+            x[:, j] += 3.0
+            moved_args[k] = x
+        moved = _safe.call(fn, tuple(moved_args), kwargs)
+        if moved.error is not None or moved.timed_out or output(moved.value) is None:
+            return None
+        out1 = output(moved.value)
+        for b in range(len(out0)):
+            for i in range(j):
+                if any(abs(u - w) > 1e-9 * (1 + abs(u)) for u, w in zip(out0[b][i], out1[b][i])):
+                    return _leak_message(i, j, what)
+    return None
+
+
 def _attn_no_future_leak(fn):
     """Changing token j must not move the causal output at any position i < j."""
-    from . import _safe
     g = _gen(9)
     T = 6
     Q, K, V = _randn(g, 1, T, 4), _randn(g, 1, T, 4), _randn(g, 1, T, 3)
-    causal = torch.ones(T, T, dtype=torch.bool).tril()
-    base = _safe.call(fn, (Q, K, V), {"mask": causal})
-    if base.error is not None or base.timed_out or not isinstance(base.value, tuple):
-        return None
-    if type(base.value[0]) is not _safe.Tensor or tuple(base.value[0].shape) != (1, T, 3):
-        return None
-    out0 = _nested(base.value[0])[0]
-    for j in range(T - 1, 0, -1):
-        Q2, K2, V2 = _safe.clone(Q), _safe.clone(K), _safe.clone(V)
-        for t in (Q2, K2, V2):
-            t[:, j] += 3.0
-        moved = _safe.call(fn, (Q2, K2, V2), {"mask": causal})
-        if moved.error is not None or moved.timed_out or not isinstance(moved.value, tuple) \
-                or type(moved.value[0]) is not _safe.Tensor or tuple(moved.value[0].shape) != (1, T, 3):
-            return None
-        out1 = _nested(moved.value[0])[0]
-        for i in range(j):
-            if any(abs(x - y) > 1e-9 for x, y in zip(out0[i], out1[i])):
-                return (f"the future leaks: with a causal mask, the output at position i={i} changed when token "
-                        f"j={j} (a later position) changed. Position i may only depend on tokens j <= i.")
-    return None
+    return _no_future_leak(fn, (Q, K, V), (0, 1, 2), T, True, "the token",
+                           {"mask": torch.ones(T, T, dtype=torch.bool).tril()})
 
 
 EXERCISES = {e.name: e for e in [

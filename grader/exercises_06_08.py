@@ -17,7 +17,7 @@ import math
 
 import torch
 
-from .exercises import F64, Case, Exercise, _dn, _dtype, _gen, _int, _nested, _randn, register
+from .exercises import F64, Case, Exercise, _dn, _dtype, _gen, _int, _nested, _no_future_leak, _randn, register
 
 NB6, NB7, NB8 = "06_encoder", "07_decoder", "08_encoder_decoder"
 M = "transformer_mistakes:"  # the known mistakes live in solutions/transformer_mistakes.py
@@ -362,44 +362,6 @@ def _block_edge(seed, first="n = 1: one token, which attends to itself"):
     ]
 
 
-def _leak_message(i, j, what):
-    return (f"the future leaks: the output at position i={i} changed when {what} at j={j} (a later position) "
-            f"changed. With the causal mask, position i may only depend on positions j <= i.")
-
-
-def _no_future_leak(fn, args, x_index, T, first_of_tuple, what="the input"):
-    """Perturb position j of args[x_index] for j = T-1 .. 1; rows i < j of the output must not move."""
-    from . import _safe
-
-    def output(value):
-        if first_of_tuple:
-            if not (isinstance(value, tuple) and len(value) == 2):
-                return None
-            value = value[0]
-        if type(value) is not _safe.Tensor or value.dim() != 3 or value.shape[1] != T:
-            return None
-        return _nested(value)
-
-    base = _safe.call(fn, args)
-    if base.error is not None or base.timed_out or output(base.value) is None:
-        return None  # reported by the case checks
-    out0 = output(base.value)
-    for j in range(T - 1, 0, -1):
-        moved_args = list(args)
-        x = _safe.clone(args[x_index])
-        x[:, j] += 3.0
-        moved_args[x_index] = x
-        moved = _safe.call(fn, tuple(moved_args))
-        if moved.error is not None or moved.timed_out or output(moved.value) is None:
-            return None
-        out1 = output(moved.value)
-        for b in range(len(out0)):
-            for i in range(j):
-                if any(abs(u - w) > 1e-9 * (1 + abs(u)) for u, w in zip(out0[b][i], out1[b][i])):
-                    return _leak_message(i, j, what)
-    return None
-
-
 def _decoder_no_future_leak(fn):
     """Changing the token at j must not move the decoder block's output at any i < j."""
     g = _gen(66)
@@ -581,10 +543,8 @@ def _rope_attention_no_future_leak(fn):
     """With a causal mask, changing the token at j must not move the output at any i < j."""
     g = _gen(72)
     T = 6
-
-    def call_with_mask(x, p, H):
-        return fn(x, p, H, mask=_causal(T))
-    return _no_future_leak(call_with_mask, (_randn(g, 1, T, 8), _attn_params(g, 8), 2), 0, T, True)
+    return _no_future_leak(fn, (_randn(g, 1, T, 8), _attn_params(g, 8), 2), 0, T, True,
+                           kwargs={"mask": _causal(T)})
 
 
 # ---------------------------------------------------------------- lm_log_prob

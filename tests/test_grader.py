@@ -1,5 +1,6 @@
 """The grader: what it accepts, what it rejects, and what it says."""
 import inspect
+import re
 import subprocess
 import sys
 import textwrap
@@ -351,7 +352,9 @@ def test_causal_leak_names_the_leaking_pair():
     assert "the future leaks" in msg or "Other failing cases show" in msg
     from grader.exercises import _attn_no_future_leak
     leak = _attn_no_future_leak(fn)
-    assert leak and "position i=" in leak and "token j=" in leak
+    assert leak and re.search(r"position i=(\d+) changed when the token at j=(\d+)", leak), leak
+    i, j = map(int, re.search(r"i=(\d+) .* j=(\d+)", leak).groups())
+    assert i < j
 
 
 @pytest.mark.cuda
