@@ -1,8 +1,8 @@
 """Given building blocks for the later notebooks, written with PyTorch's own functions.
 
 Notebook 06 has the learner write multi-head attention and the encoder block;
-notebooks 07 and 08 need them again without asking for them twice, so they
-import these. Each is a different implementation from the reference (it leans
+notebooks 07-09 need them again without asking for them twice, so they import
+these (09 also gets notebook 07's decoder block). Each is a different implementation from the reference (it leans
 on ``F.multi_head_attention_forward`` and ``F.layer_norm``) with the same
 signature and the same conventions: bool masks with True = may attend, weight
 dicts laid out like ``nn.Linear`` (see ``solutions/encoder.py``), and a query
@@ -88,3 +88,35 @@ def encoder_block(x, valid, params, n_heads):
     mask = None if valid is None else valid.unsqueeze(1)
     h = add_norm(x, multi_head_attention(x, x, params["attn"], n_heads, mask)[0], params["ln1"])
     return add_norm(h, feed_forward(h, params["ffn"]), params["ln2"])
+
+
+def decoder_block(x, valid, params, n_heads):
+    """The post-norm decoder block of notebook 07: causal self-attention (padding blocked), then the FFN."""
+    T = x.shape[1]
+    mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+    if valid is not None:
+        mask = mask & valid.unsqueeze(1)
+    h = add_norm(x, multi_head_attention(x, x, params["attn"], n_heads, mask)[0], params["ln1"])
+    return add_norm(h, feed_forward(h, params["ffn"]), params["ln2"])
+
+
+def decoder_block_step(x_new, params, n_heads, cache=None):
+    """The decoder block for new positions with a KV cache (notebook 09), through ``F.scaled_dot_product_attention``.
+
+    Used where the course needs a ready-made cached step (the KV-cache stepper's
+    reference side); returns (out (B, T_new, D), (K, V) each (B, H, T_past + T_new, d_k)).
+    """
+    B, T_new, D = x_new.shape
+    if n_heads < 1 or D % n_heads:
+        raise ValueError(f"d_model={D} is not divisible by n_heads={n_heads}")
+    a = params["attn"]
+    q, k, v = (F.linear(x_new, a["W_" + n], a["b_" + n]).unflatten(-1, (n_heads, D // n_heads)).transpose(1, 2)
+               for n in "qkv")  # (B, H, T_new, d_k) each
+    if cache is not None:
+        k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)
+    T_past = k.shape[2] - T_new
+    allowed = torch.ones(T_new, T_past + T_new, dtype=torch.bool, device=x_new.device).tril(T_past)
+    heads = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)  # every row allows itself: no NaN
+    attn = F.linear(heads.transpose(1, 2).flatten(-2), a["W_o"], a["b_o"])
+    h = add_norm(x_new, attn, params["ln1"])
+    return add_norm(h, feed_forward(h, params["ffn"]), params["ln2"]), (k, v)

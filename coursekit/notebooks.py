@@ -82,6 +82,8 @@ GIVEN = {
     "07_decoder": "from coursekit.blocks import (embed_with_positions, masked_attention, merge_heads,\n"
                   "                             multi_head_attention, split_heads)",
     "08_encoder_decoder": "from coursekit.blocks import embed_with_positions, encoder_block, multi_head_attention",
+    "09_kv_cache": "from coursekit.blocks import (decoder_block, embed_with_positions, masked_attention, merge_heads,\n"
+                   "                             split_heads)",
 }
 
 

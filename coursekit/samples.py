@@ -24,6 +24,8 @@ ONE_BUG = {
     "07_decoder": ("decoder_block", "no causal mask", (".tril()  # (T, T): j <= i", "  # (T, T): j <= i")),
     "08_encoder_decoder": ("encdec_decoder_block", "no causal mask on the self-attention",
                            (".tril()  # (T_y, T_y)", "  # (T_y, T_y)")),
+    "09_kv_cache": ("decoder_block_step", "the cache is not passed to the attention",
+                    ("cached_attention(q, k, v, cache)", "cached_attention(q, k, v, None)")),
 }
 
 

@@ -216,12 +216,43 @@ class MaskedLM(_Stack):
 class DecoderLM(_Stack):
     """Decoder-only: position i reads positions j <= i; predicts the next token. The LM head is tied to E."""
 
-    def __init__(self, cfg, decoder_block, embed_with_positions, seed=0):
+    def __init__(self, cfg, decoder_block, embed_with_positions, seed=0, block_step=None):
         super().__init__(cfg, decoder_block, embed_with_positions, torch.Generator().manual_seed(seed))
+        self.block_step = block_step
 
     def forward(self, ids, valid=None):
         """(B, T) ids -> (B, T, V) logits; row t predicts token t + 1."""
         return self.hidden(ids, valid) @ self.embed.E.T  # (B, T, V)
+
+    @torch.no_grad()
+    def step(self, ids, cache=None):
+        """Feed new tokens with a KV cache (notebook 09): (B, T_new) ids -> (B, T_new, V) logits and the grown cache.
+
+        ``cache`` is None at first, then what the previous call returned: one
+        (K, V) pair per layer, each (B, H, T_past, d_k), made by the
+        ``block_step`` function given to the model (the learner's
+        ``decoder_block_step``). The new tokens take positions T_past ..
+        T_past + T_new - 1 of the positional table. No padding: every row of the
+        batch has the same length.
+        """
+        if self.block_step is None:
+            raise ValueError("this model was built without block_step: pass block_step=decoder_block_step to "
+                             "DecoderLM to generate with a cache")
+        if ids.dim() != 2 or ids.shape[1] < 1:
+            raise ValueError(f"ids must be (B, T_new) with T_new >= 1, got shape {tuple(ids.shape)}")
+        if cache is not None and len(cache) != len(self.layers):
+            raise ValueError(f"the cache has {len(cache)} layers' keys and values; this model has {len(self.layers)}")
+        _check_ids(ids, self.cfg.vocab_size, "input")
+        past = 0 if cache is None else cache[0][0].shape[-2]
+        if past + ids.shape[1] > self.cfg.max_len:
+            raise ValueError(f"the text would reach {past + ids.shape[1]} positions, but the positional table has "
+                             f"{self.cfg.max_len} (max_len)")
+        x = self.embed_fn(ids, self.embed.E * self.embed.scale, self.embed.P[past:])  # positions past ..
+        grown = []
+        for layer, layer_cache in zip(self.layers, cache or [None] * len(self.layers)):
+            x, layer_cache = self.block_step(x, as_dict(layer), self.cfg.n_heads, layer_cache)
+            grown.append(layer_cache)
+        return x @ self.embed.E.T, grown  # (B, T_new, V)
 
     @torch.no_grad()
     def generate(self, prompt, max_new_tokens, eos_id=None, temperature=0.0, generator=None):

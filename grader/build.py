@@ -13,7 +13,7 @@ import sys
 
 import torch
 
-from . import EXERCISES, expected_path
+from . import EXERCISES, expected_path, read_expected
 from .compare import compare
 from .exercises import visible_cases
 
@@ -62,7 +62,7 @@ def stale(name):
     path = expected_path(name)
     if not os.path.exists(path):
         return "missing"
-    shipped = torch.load(path, weights_only=True)
+    shipped = read_expected(path)
     fresh = build_one(name)
     if shipped.get("format") != FORMAT:
         return "old format"

@@ -664,3 +664,4 @@ def register(*exercises):
 # built from Case / Exercise and the helpers above, ending with `register(...)`), imported here:
 from . import exercises_05_rnn  # noqa: E402,F401
 from . import exercises_06_08  # noqa: E402,F401
+from . import exercises_09_kv  # noqa: E402,F401

@@ -158,6 +158,17 @@ SECOND_BUG = {
             ff = torch.relu(h2 @ f["W_1"].T + f["b_1"]) @ f["W_2"].T + f["b_2"]
             return F.layer_norm(h2 + ff, (D,), params["ln3"]["weight"], params["ln3"]["bias"], 1e-5), w
     ''', "the sub-layers are in the wrong order"),
+    "09_kv_cache": ("greedy_generate", '''
+        def greedy_generate(step, prompt, n_new):
+            if prompt.shape[1] == 0 or n_new < 0:
+                raise ValueError("bad prompt or n_new")
+            text, cache, out = prompt, None, []
+            while len(out) < n_new:
+                logits, cache = step(text, cache)
+                out.append(logits[:, -1].argmax(-1))
+                text = torch.cat([text, out[-1][:, None]], dim=1)
+            return torch.stack(out, 1) if out else prompt[:, :0]
+    ''', "the whole text was fed again at every step"),
 }
 
 
@@ -181,7 +192,8 @@ def test_a_known_bug_loses_exactly_its_exercise_and_feedback_names_it(course, a)
                "rnn_encode": "rnn_mistakes:rnn_encode_context_after_padding",
                "encoder_block": "transformer_mistakes:encoder_block_no_attn_residual",
                "decoder_block": "transformer_mistakes:decoder_block_no_causal_mask",
-               "encdec_decoder_block": "transformer_mistakes:encdec_no_causal_self"}[name]
+               "encdec_decoder_block": "transformer_mistakes:encdec_no_causal_self",
+               "decoder_block_step": "kv_cache_mistakes:decoder_block_step_ignores_cache"}[name]
     phrase = dict(EXERCISES[name].mistakes)[mistake]
     _check_single_bug(course, a, "bug1", name, with_bug(release_nb(course, a), a), phrase)
 

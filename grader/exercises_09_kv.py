@@ -1,0 +1,400 @@
+"""Notebook 09, the KV cache: cases, properties and known mistakes.
+
+A cache is the pair (K, V) of one attention layer's keys and values, (B, H,
+T_past, d_k) each, or None. Random caches are random tensors: the functions must
+be right for any cached keys and values, not only for ones a model produced.
+
+``greedy_generate`` takes a model as its ``step`` argument. The grader's model
+is ``ToyLM``, a tiny recurrent language model in plain torch whose cache is
+honest (feeding a token twice changes its state), so a loop that feeds the
+wrong tokens produces the wrong text; a property wraps it to count what each
+call feeds, so a loop that recomputes everything without the cache is caught
+even though its text is right.
+"""
+import math
+
+import torch
+
+from .exercises import F64, Case, Exercise, _dn, _dtype, _gen, _int, _nested, _no_future_leak, _randn, register
+from .exercises_06_08 import _block_params, _float32
+
+NB9 = "09_kv_cache"
+M = "kv_cache_mistakes:"
+F32 = torch.float32
+
+
+# ---------------------------------------------------------------- the grader's toy model
+class ToyLM:
+    """step(ids (B, T_new), cache) -> (logits (B, T_new, V), cache): h_t = tanh(E[x_t] + P[t] + h_{t-1} A), logits h_t W.
+
+    The cache is (h (B, D), the number of positions read so far). Plain torch, no
+    reference: learners' machines run it in the visible checks.
+    """
+
+    def __init__(self, E, P, A, W):
+        self.E, self.P, self.A, self.W = E, P, A, W
+
+    def __eq__(self, other):
+        return type(other) is ToyLM and all(torch.equal(getattr(self, n), getattr(other, n)) for n in "EPAW")
+
+    def __repr__(self):
+        return f"ToyLM(vocabulary {self.E.shape[0]}, width {self.E.shape[1]}, {self.P.shape[0]} positions)"
+
+    def __call__(self, ids, cache=None):
+        if not torch.is_tensor(ids) or ids.dtype != torch.long or ids.dim() != 2 or ids.shape[1] < 1:
+            what = f"a tensor of shape {tuple(ids.shape)} and dtype {ids.dtype}" if torch.is_tensor(ids) \
+                else type(ids).__name__
+            raise ValueError(f"step takes ids as a LongTensor of shape (B, T_new) with T_new >= 1, got {what} "
+                             f"(one new token per row is ids of shape (B, 1), e.g. next_id[:, None])")
+        B, T_new = ids.shape
+        if cache is None:
+            h, t0 = torch.zeros(B, self.E.shape[1], dtype=self.E.dtype), 0
+        else:
+            if not (isinstance(cache, tuple) and len(cache) == 2 and torch.is_tensor(cache[0])
+                    and isinstance(cache[1], int)):
+                raise ValueError("step was given a cache it did not make: pass back the cache the previous call "
+                                 "returned, unchanged (None on the first call)")
+            h, t0 = cache
+            if h.shape[0] != B:
+                raise ValueError(f"the cache belongs to a batch of {h.shape[0]} rows, but ids has {B}")
+        if t0 + T_new > self.P.shape[0]:
+            raise ValueError(f"this model reads at most {self.P.shape[0]} positions; the text would reach "
+                             f"{t0 + T_new}")
+        rows = []
+        for i in range(T_new):
+            h = torch.tanh(self.E[ids[:, i]] + self.P[t0 + i] + h @ self.A)  # (B, D)
+            rows.append(h @ self.W)  # (B, V)
+        return torch.stack(rows, dim=1), (h, t0 + T_new)
+
+
+def toy_lm(g, V=7, D=6, T_max=40):
+    return ToyLM(_randn(g, V, D, scale=1.5), _randn(g, T_max, D), _randn(g, D, D, scale=1.2 / math.sqrt(D)),
+                 _randn(g, D, V, scale=2.0))
+
+
+SAFE_GLOBALS = [ToyLM]  # what the shipped expectations may hold besides tensors (see grader.load_expected)
+
+
+# ---------------------------------------------------------------- cached_attention
+def _kv_cache(g, B, H, T_past, d_k, d_v, dtype=F64):
+    return _randn(g, B, H, T_past, d_k, dtype=dtype), _randn(g, B, H, T_past, d_v, dtype=dtype)
+
+
+def _cached_case(g, big):
+    dtype = _dtype(g)
+    B, H = _int(g, 1, 3), _int(g, 1, 3)
+    d_k, d_v = _int(g, 1, 4), _int(g, 1, 4)
+    T_past = _int(g, 0, 7) if big else _int(g, 1, 5)  # basic: a cache to read, so that ignoring it shows
+    T_new = _int(g, 1, 4) if big else _int(g, 2, 3)  # basic: a chunk, so that an unmasked chunk shows
+    cache = None if T_past == 0 and _int(g, 0, 1) else _kv_cache(g, B, H, T_past, d_k, d_v, dtype)
+    q = _randn(g, B, H, T_new, d_k, dtype=dtype, scale=1.5)
+    what = (f"B={B}, H={H}, T_past={T_past}{' (cache None)' if cache is None else ''}, T_new={T_new}, d_k={d_k}, "
+            f"d_v={d_v}, {_dn(dtype)}")
+    return Case(what, (q, _randn(g, B, H, T_new, d_k, dtype=dtype), _randn(g, B, H, T_new, d_v, dtype=dtype),
+                       cache))
+
+
+def _cached_edge():
+    g = _gen(91)
+    B, H, d = 2, 2, 3
+    q, k, v = _randn(g, B, H, 5, d, scale=1.5), _randn(g, B, H, 5, d), _randn(g, B, H, 5, d)
+    cache = _kv_cache(g, B, H, 4, d, d)
+    empty = _kv_cache(g, B, H, 0, d, d)
+    return [
+        Case("the first decoder position: no cache, one query (T_new = 1) that attends to itself alone",
+             (q[:, :, :1], k[:, :, :1], v[:, :, :1], None)),
+        Case("the prompt at once: no cache, T_new = 5 (plain causal attention)", (q, k, v, None)),
+        Case("one new position after T_past = 4 cached ones (a generation step)",
+             (q[:, :, :1], k[:, :, :1], v[:, :, :1], cache)),
+        Case("a chunk of T_new = 3 after T_past = 4", (q[:, :, :3], k[:, :, :3], v[:, :, :3], cache)),
+        Case("an empty cache given as tensors (T_past = 0)", (q[:, :, :2], k[:, :, :2], v[:, :, :2], empty)),
+        Case("values of another width (d_v = 5 != d_k = 3)",
+             (q[:, :, :2], k[:, :, :2], _randn(g, B, H, 2, 5), _kv_cache(g, B, H, 3, d, 5))),
+        Case("all scores equal (q = 0): uniform weights over the cache and the position itself",
+             (torch.zeros(B, H, 1, d, dtype=F64), k[:, :, :1], v[:, :, :1], cache)),
+        Case("float32", (q[:, :, :2].float(), k[:, :, :2].float(), v[:, :, :2].float(),
+                         (cache[0].float(), cache[1].float()))),
+        Case("q has T_new = 2 positions but k_new has 3: an error", (q[:, :, :2], k[:, :, :3], v[:, :, :3], None),
+             raises="ValueError"),
+        Case("a cache of another batch size (3 rows for a batch of 2): an error",
+             (q[:, :, :1], k[:, :, :1], v[:, :, :1], _kv_cache(g, 3, H, 4, d, d)), raises="ValueError"),
+    ]
+
+
+def _pieces_agree(fn, whole_args, piece_args, T, cut_points, what, out_of):
+    """Run ``fn`` on the whole text, then in pieces (``piece_args(a, b, cache)``), and compare the rows."""
+    from . import _safe
+    whole = _safe.call(fn, whole_args)
+    got = out_of(whole)
+    if got is None:
+        return None  # reported by the case checks
+    rows_whole = _nested(got)
+    for cuts in cut_points:
+        bounds = [0, *cuts, T]
+        cache, rows = None, []
+        for a, b in zip(bounds, bounds[1:]):
+            out = _safe.call(fn, piece_args(a, b, cache))
+            piece = out_of(out)
+            if piece is None or not (isinstance(out.value, tuple) and len(out.value) == 2):
+                return None
+            if piece.shape[1] != b - a or piece.shape[0] != len(rows_whole):
+                return None
+            cache = out.value[1]
+            for b_row, r in enumerate(_nested(piece)):  # r: the rows of positions a .. b - 1
+                if len(rows) <= b_row:
+                    rows.append([])
+                rows[b_row].extend(r)
+        pieces = " + ".join(str(b - a) for a, b in zip(bounds, bounds[1:]))
+        for b_row in range(len(rows_whole)):
+            for t in range(T):
+                u, w = _flat(rows_whole[b_row][t]), _flat(rows[b_row][t])
+                if len(u) != len(w) or any(abs(x - y) > 1e-9 * (1 + abs(x)) for x, y in zip(u, w)):
+                    return (f"the cache does not reproduce the whole computation: fed in pieces of {pieces} "
+                            f"positions, each call given the cache the previous one returned, the {what} at "
+                            f"position t={t} differs from feeding all {T} positions at once. {out_of.lesson}")
+    return None
+
+
+def _flat(v):
+    if isinstance(v, list):
+        out = []
+        for x in v:
+            out.extend(_flat(x))
+        return out
+    return [v]
+
+
+def _cached_out(outcome):
+    from . import _safe
+    if outcome.error is not None or outcome.timed_out or not (isinstance(outcome.value, tuple)
+                                                             and len(outcome.value) == 2):
+        return None
+    out = outcome.value[0]
+    if type(out) is not _safe.Tensor or out.dim() != 4:
+        return None
+    return out.transpose(1, 2)  # (B, T_new, H, d_v): positions second, like the block's output
+
+
+_cached_out.lesson = ("Query i of a call sits at position T_past + i and may read every cached key and the new "
+                      "keys up to itself: keys j <= T_past + i of the grown cache.")
+
+
+def _cached_pieces_agree(fn):
+    """Feeding 6 positions in pieces (with the cache) equals feeding them at once."""
+    g = _gen(92)
+    B, H, T, d = 2, 2, 6, 3
+    q, k, v = _randn(g, B, H, T, d, scale=1.5), _randn(g, B, H, T, d), _randn(g, B, H, T, d)
+    return _pieces_agree(fn, (q, k, v, None), lambda a, b, c: (q[:, :, a:b], k[:, :, a:b], v[:, :, a:b], c), T,
+                         [(1, 2, 3, 4, 5), (2, 5), (3,)], "attention output", _cached_out)
+
+
+# ---------------------------------------------------------------- decoder_block_step
+def _step_case(g, big):
+    dtype = _dtype(g)
+    B = _int(g, 1, 3)
+    H, d_k = _int(g, 1 if big else 2, 3), _int(g, 2, 3)
+    D, F = H * d_k, _int(g, 2, 8)
+    T_past = _int(g, 0, 6) if big else _int(g, 1, 5)
+    T_new = _int(g, 1, 4) if big else _int(g, 1, 3)
+    cache = None if T_past == 0 and _int(g, 0, 1) else _kv_cache(g, B, H, T_past, d_k, d_k, dtype)
+    what = (f"B={B}, T_past={T_past}{' (cache None)' if cache is None else ''}, T_new={T_new}, D={D}, n_heads={H}, "
+            f"F={F}, {_dn(dtype)}")
+    return Case(what, (_randn(g, B, T_new, D, dtype=dtype), _block_params(g, D, F, dtype), H, cache))
+
+
+def _step_edge():
+    g = _gen(93)
+    p6 = _block_params(g, 6, 5)
+    x = _randn(g, 2, 5, 6)
+    cache = _kv_cache(g, 2, 2, 4, 3, 3)
+    return [
+        Case("the first decoder position (no cache, T_new = 1): it attends to itself alone",
+             (x[:, :1], p6, 2, None)),
+        Case("the prompt at once: no cache, T_new = 5 (notebook 07's decoder_block)", (x, p6, 2, None)),
+        Case("one new position after T_past = 4 cached ones", (x[:, :1], p6, 2, cache)),
+        Case("a chunk of T_new = 3 after T_past = 4", (x[:, :3], p6, 2, cache)),
+        Case("an empty cache given as tensors (T_past = 0)", (x[:, :2], p6, 2, _kv_cache(g, 2, 2, 0, 3, 3))),
+        Case("one head (H = 1, d_k = 6)", (x[:, :2], p6, 1, _kv_cache(g, 2, 1, 3, 6, 6))),
+        Case("float32", (x[:, :2].float(), _float32(p6), 2, (cache[0].float(), cache[1].float()))),
+        Case("d_model=6 is not divisible by n_heads=4: an error", (x[:, :1], p6, 4, None), raises="ValueError"),
+        Case("a cache of 3 heads for a block of 2: an error", (x[:, :1], p6, 2, _kv_cache(g, 2, 3, 4, 2, 2)),
+             raises="ValueError"),
+    ]
+
+
+def _step_out(outcome):
+    from . import _safe
+    if outcome.error is not None or outcome.timed_out or not (isinstance(outcome.value, tuple)
+                                                             and len(outcome.value) == 2):
+        return None
+    out = outcome.value[0]
+    return out if type(out) is _safe.Tensor and out.dim() == 3 else None
+
+
+_step_out.lesson = ("Cache the keys and values after the projections and the split into heads, and let the new "
+                    "positions' queries read the cached keys and their own (cached_attention).")
+
+
+def _step_pieces_agree(fn):
+    """Token by token (and in chunks) with the cache equals the whole text at once: decoding = recomputation."""
+    g = _gen(94)
+    x, p = _randn(g, 2, 6, 6), _block_params(g, 6, 5)
+    return _pieces_agree(fn, (x, p, 2, None), lambda a, b, c: (x[:, a:b], p, 2, c), 6,
+                         [(1, 2, 3, 4, 5), (4,), (2, 3)], "block's output", _step_out)
+
+
+def _step_no_future_leak(fn):
+    """Fed at once (no cache), a later token must not move an earlier output."""
+    g = _gen(95)
+    return _no_future_leak(fn, (_randn(g, 1, 6, 6), _block_params(g, 6, 5), 2, None), 0, 6, True)
+
+
+# ---------------------------------------------------------------- greedy_generate
+def _gen_case(g, big):
+    B, T_p = _int(g, 1, 3), _int(g, 1, 6 if big else 4)
+    n_new = _int(g, 0, 12) if big else _int(g, 3, 7)
+    V = _int(g, 4, 9)
+    return Case(f"B={B}, prompt of T_p={T_p} tokens, n_new={n_new}, vocabulary of {V}",
+                (toy_lm(g, V=V), torch.randint(0, V, (B, T_p), generator=g), n_new))
+
+
+def _gen_edge():
+    g = _gen(96)
+    lm = toy_lm(g)
+    prompt = torch.randint(0, 7, (2, 4), generator=g)
+    return [
+        Case("one new token: the prediction after the prompt, from one call", (lm, prompt, 1)),
+        Case("n_new = 0: an empty (B, 0) result", (lm, prompt, 0)),
+        Case("a prompt of one token (<bos> alone)", (lm, prompt[:, :1], 6)),
+        Case("a batch of 3, 10 new tokens", (lm, torch.randint(0, 7, (3, 5), generator=g), 10)),
+        Case("one row (B = 1)", (lm, prompt[:1], 5)),
+        Case("n_new = -1: an error", (lm, prompt, -1), raises="ValueError"),
+    ]
+
+
+class _Recorder:
+    """Wraps a step function and records what each call fed."""
+
+    def __init__(self, step):
+        self.step, self.calls, self.returned = step, [], []
+
+    def __call__(self, ids, cache=None):
+        shape = tuple(ids.shape) if torch.is_tensor(ids) else None
+        given = "none" if cache is None else ("last" if self.returned and cache is self.returned[-1] else "other")
+        self.calls.append((shape, given))
+        logits, new_cache = self.step(ids, cache)
+        self.returned.append(new_cache)
+        return logits, new_cache
+
+
+def _generate_feeds_one_token(fn):
+    """The prompt once with cache None, then exactly one token per call with the last cache; n_new calls in all."""
+    from . import _safe
+    g = _gen(97)
+    B, T_p, n_new = 2, 4, 5
+    rec = _Recorder(toy_lm(g))
+    out = _safe.call(fn, (rec, torch.randint(0, 7, (B, T_p), generator=g), n_new))
+    if out.error is not None or out.timed_out or not rec.calls:
+        return None  # reported by the case checks
+    (shape, given), later = rec.calls[0], rec.calls[1:]
+    if shape != (B, T_p) or given != "none":
+        return (f"the first call of step fed ids of shape {shape} with "
+                f"{'cache None' if given == 'none' else 'a cache'}; it must feed the whole prompt ({B}, {T_p}) "
+                f"with cache None, once")
+    for k, (shape, given) in enumerate(later, 2):
+        if given == "none":
+            return (f"call {k} of step was given cache=None (it fed ids of shape {shape}): that is generation "
+                    f"without a cache, recomputing every key and value of the text at every step. Pass the cache "
+                    f"the previous call returned and feed only the newest token, ids of shape ({B}, 1)")
+        if given == "other":
+            return (f"call {k} of step was given a cache other than the one call {k - 1} returned; pass back the "
+                    f"cache exactly as the previous call returned it")
+        if shape != (B, 1):
+            return (f"call {k} of step fed ids of shape {shape}; with the cache only the newest token is fed, ids "
+                    f"of shape ({B}, 1): the earlier tokens' keys and values are already in the cache")
+    if len(rec.calls) != n_new:
+        return (f"step was called {len(rec.calls)} times for n_new={n_new} new tokens; it takes exactly n_new calls: "
+                f"the prompt's call predicts the first new token, and the last new token needs no call of its own")
+    return None
+
+
+# ---------------------------------------------------------------- kv_cache_bytes
+def _bytes_case(g, big):
+    L = _int(g, 3, 48)  # not 1 (one layer would hide a missing n_layers) nor 2 (it would equal a missing factor 2)
+    H, d, T, B = _int(g, 1, 64), [32, 64, 80, 128][_int(g, 0, 3)], _int(g, 0, 8192), _int(g, 1, 16)
+    nb = [1, 2, 4][_int(g, 0, 2)]
+    return Case(f"n_layers={L}, n_heads={H}, d_head={d}, n_positions={T}, batch={B}, bytes_per_value={nb}",
+                (L, H, d, T), {"batch": B, "bytes_per_value": nb})
+
+
+def _bytes_edge():
+    return [
+        Case("a 7-billion-parameter model of 2023 (32 layers, 32 heads of 128, 4096 positions, float16)",
+             (32, 32, 128, 4096)),
+        Case("GPT-2 small (12 layers, 12 heads of 64) at 1024 positions in float32, a batch of 8",
+             (12, 12, 64, 1024), {"batch": 8, "bytes_per_value": 4}),
+        Case("notebook 09's translator (2 layers, 4 heads of 16, 48 positions, float32)", (2, 4, 16, 48),
+             {"bytes_per_value": 4}),
+        Case("an empty text (0 positions): 0 bytes", (12, 12, 64, 0)),
+        Case("n_positions = -1: an error", (12, 12, 64, -1), raises="ValueError"),
+        Case("n_positions = 2.5: an error (sizes are whole numbers)", (12, 12, 64, 2.5), raises="ValueError"),
+    ]
+
+
+# ---------------------------------------------------------------- the registry
+register(
+    Exercise("cached_attention", NB9, "kv_cache:cached_attention", _cached_case, _cached_edge,
+             properties=[("edge", _cached_pieces_agree), ("hidden", _cached_pieces_agree)],
+             mistakes=[(M + "cached_attention_ignores_cache",
+                        "the new queries read only the new keys: concatenate the cached keys and values in front of "
+                        "the new ones (torch.cat along the T axis, -2) and attend over all of them"),
+                       (M + "cached_attention_mask_top_left",
+                        "the causal mask is aligned at the top left: with T_past cached positions, new query i is "
+                        "position T_past + i and may read keys j <= T_past + i, so shift the triangle right "
+                        "(tril(diagonal=T_past) on a (T_new, T_past + T_new) mask)"),
+                       (M + "cached_attention_no_mask",
+                        "there is no causal mask among the new positions: when several arrive at once (the "
+                        "prompt), new query i must not read the new keys after it; allow keys j <= T_past + i"),
+                       (M + "cached_attention_new_first",
+                        "the new keys and values were put before the cached ones; the cache holds the earlier "
+                        "positions, so the new ones go after it: torch.cat([K_past, k_new], dim=-2)"),
+                       (M + "cached_attention_cache_not_grown",
+                        "the cache returned is the old one: return the grown (K, V), with the new positions' keys "
+                        "and values appended, so that the next call can read them")],
+             n_basic=8, n_hidden=16),
+    Exercise("decoder_block_step", NB9, "kv_cache:decoder_block_step", _step_case, _step_edge,
+             given=("coursekit.blocks:decoder_block_step",),
+             properties=[("edge", _step_pieces_agree), ("edge", _step_no_future_leak),
+                         ("hidden", _step_pieces_agree), ("hidden", _step_no_future_leak)],
+             uses=("cached_attention",),
+             mistakes=[(M + "decoder_block_step_ignores_cache",
+                        "the cache was not used: pass the cache to cached_attention, so the new positions read the "
+                        "cached keys and values too, and return the grown cache it gives back"),
+                       (M + "decoder_block_step_mask_top_left",
+                        "the causal mask is aligned at the top left: new position i is position T_past + i and may "
+                        "read every cached key and the new keys up to itself"),
+                       (M + "decoder_block_step_caches_merged",
+                        "the cache holds keys and values before the split into heads, (B, T, D); keep them split, "
+                        "(B, H, T, d_k), as cached_attention returns them"),
+                       (M + "decoder_block_step_no_attn_residual",
+                        "the residual around attention is missing: h = LayerNorm(x_new + attention output)")],
+             n_basic=6, n_hidden=12),
+    Exercise("greedy_generate", NB9, "kv_cache:greedy_generate", _gen_case, _gen_edge,
+             properties=[("edge", _generate_feeds_one_token), ("hidden", _generate_feeds_one_token)],
+             mistakes=[(M + "greedy_generate_refeeds_all",
+                        "the whole text was fed again at every step, with the cache: the cache already holds the "
+                        "earlier tokens, so they were read twice; feed only the newest token, ids of shape (B, 1)"),
+                       (M + "greedy_generate_first_row",
+                        "the prediction was read from the first row of the logits; row t predicts the token after "
+                        "ids[:, t], so the next token is the argmax of the last row, logits[:, -1]"),
+                       (M + "greedy_generate_with_prompt",
+                        "the prompt was returned too: return only the n_new new tokens, shape (B, n_new)")],
+             tensor_inputs=False, n_basic=8, n_hidden=16),
+    Exercise("kv_cache_bytes", NB9, "kv_cache:kv_cache_bytes", _bytes_case, _bytes_edge,
+             mistakes=[(M + "kv_cache_bytes_keys_only",
+                        "only the keys were counted: each layer caches a key and a value per head and position, "
+                        "hence the factor 2"),
+                       (M + "kv_cache_bytes_one_layer",
+                        "one layer was counted: every layer keeps its own cache, so multiply by n_layers")],
+             tensor_inputs=False, n_basic=8, n_hidden=16),
+)

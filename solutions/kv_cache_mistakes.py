@@ -1,0 +1,157 @@
+"""Deliberately wrong variants of the notebook 09 reference functions (the KV cache).
+
+The grader runs them on the same inputs as the learner's function and names the
+mistake whose output the learner's equals. Each is self-contained (torch only),
+so it can also be compiled as learner code in the tests, and keeps the
+signature of the reference it imitates.
+"""
+import math
+
+import torch
+import torch.nn.functional as F
+
+
+# --- private helpers (correct unless an argument says otherwise) -------------
+def _split(x, n_heads):
+    B, T, D = x.shape
+    return x.reshape(B, T, n_heads, D // n_heads).transpose(1, 2)  # (B, H, T, d_k)
+
+
+def _merge(x):
+    B, H, T, d_k = x.shape
+    return x.transpose(1, 2).reshape(B, T, H * d_k)  # (B, T, D)
+
+
+def _attend(q, k, v, mask):
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
+    scores = scores.masked_fill(~mask, float("-inf"))
+    return torch.softmax(scores, dim=-1).nan_to_num(0.0) @ v
+
+
+def _cached(q, k_new, v_new, cache, use_cache=True, offset=True, causal=True, new_first=False, grow=True):
+    if cache is None:
+        K, V = k_new, v_new
+    elif new_first:
+        K, V = torch.cat([k_new, cache[0]], dim=-2), torch.cat([v_new, cache[1]], dim=-2)
+    else:
+        K, V = torch.cat([cache[0], k_new], dim=-2), torch.cat([cache[1], v_new], dim=-2)
+    T_new = q.shape[-2]
+    keys, values = (K, V) if use_cache else (k_new, v_new)
+    T_all = keys.shape[-2]
+    mask = torch.ones(T_new, T_all, dtype=torch.bool, device=q.device)
+    if causal:
+        mask = mask.tril(diagonal=T_all - T_new if offset else 0)
+    out = _attend(q, keys, values, mask)
+    return out, ((K, V) if grow else cache)
+
+
+# --- cached_attention ----------------------------------------------------------
+def cached_attention_ignores_cache(q, k_new, v_new, cache=None):
+    return _cached(q, k_new, v_new, cache, use_cache=False)
+
+
+def cached_attention_mask_top_left(q, k_new, v_new, cache=None):
+    return _cached(q, k_new, v_new, cache, offset=False)
+
+
+def cached_attention_no_mask(q, k_new, v_new, cache=None):
+    return _cached(q, k_new, v_new, cache, causal=False)
+
+
+def cached_attention_new_first(q, k_new, v_new, cache=None):
+    return _cached(q, k_new, v_new, cache, new_first=True)
+
+
+def cached_attention_cache_not_grown(q, k_new, v_new, cache=None):
+    return _cached(q, k_new, v_new, cache, grow=False)
+
+
+# --- decoder_block_step ---------------------------------------------------------
+def _step(x_new, params, n_heads, cache, pass_cache=True, offset=True, attn_residual=True, merged_cache=False):
+    D = x_new.shape[-1]
+    a = params["attn"]
+    q = _split(x_new @ a["W_q"].T + a["b_q"], n_heads)
+    k_flat, v_flat = x_new @ a["W_k"].T + a["b_k"], x_new @ a["W_v"].T + a["b_v"]  # (B, T_new, D)
+    if merged_cache:  # the cache keeps (B, T, D) projections
+        if cache is not None and cache[0].dim() == 3:
+            k_flat, v_flat = torch.cat([cache[0], k_flat], dim=1), torch.cat([cache[1], v_flat], dim=1)
+        elif cache is not None:
+            k_flat = torch.cat([_merge(cache[0]), k_flat], dim=1)
+            v_flat = torch.cat([_merge(cache[1]), v_flat], dim=1)
+        T_new, T_all = x_new.shape[1], k_flat.shape[1]
+        mask = torch.ones(T_new, T_all, dtype=torch.bool, device=x_new.device).tril(diagonal=T_all - T_new)
+        heads = _attend(q, _split(k_flat, n_heads), _split(v_flat, n_heads), mask)
+        new_cache = (k_flat, v_flat)
+    else:
+        heads, new_cache = _cached(q, _split(k_flat, n_heads), _split(v_flat, n_heads),
+                                   cache if pass_cache else None, offset=offset)
+    attn = _merge(heads) @ a["W_o"].T + a["b_o"]
+    h = F.layer_norm((x_new + attn) if attn_residual else attn, (D,), params["ln1"]["weight"],
+                     params["ln1"]["bias"], 1e-5)
+    f = params["ffn"]
+    ff = torch.relu(h @ f["W_1"].T + f["b_1"]) @ f["W_2"].T + f["b_2"]
+    return F.layer_norm(h + ff, (D,), params["ln2"]["weight"], params["ln2"]["bias"], 1e-5), new_cache
+
+
+def decoder_block_step_ignores_cache(x_new, params, n_heads, cache=None):
+    return _step(x_new, params, n_heads, cache, pass_cache=False)
+
+
+def decoder_block_step_mask_top_left(x_new, params, n_heads, cache=None):
+    return _step(x_new, params, n_heads, cache, offset=False)
+
+
+def decoder_block_step_caches_merged(x_new, params, n_heads, cache=None):
+    return _step(x_new, params, n_heads, cache, merged_cache=True)
+
+
+def decoder_block_step_no_attn_residual(x_new, params, n_heads, cache=None):
+    return _step(x_new, params, n_heads, cache, attn_residual=False)
+
+
+# --- greedy_generate --------------------------------------------------------------
+def greedy_generate_refeeds_all(step, prompt, n_new):
+    """Feeds the whole text again at every step, together with the cache."""
+    if n_new == 0:
+        return prompt.new_zeros(prompt.shape[0], 0)
+    ids = prompt
+    logits, cache = step(ids, None)
+    new = [logits[:, -1].argmax(dim=-1)]
+    for _ in range(n_new - 1):
+        ids = torch.cat([ids, new[-1][:, None]], dim=1)
+        logits, cache = step(ids, cache)
+        new.append(logits[:, -1].argmax(dim=-1))
+    return torch.stack(new, dim=1)
+
+
+def greedy_generate_first_row(step, prompt, n_new):
+    """Reads the prediction after the prompt's first token instead of its last."""
+    if n_new == 0:
+        return prompt.new_zeros(prompt.shape[0], 0)
+    logits, cache = step(prompt, None)
+    new = [logits[:, 0].argmax(dim=-1)]
+    for _ in range(n_new - 1):
+        logits, cache = step(new[-1][:, None], cache)
+        new.append(logits[:, 0].argmax(dim=-1))
+    return torch.stack(new, dim=1)
+
+
+def greedy_generate_with_prompt(step, prompt, n_new):
+    """Returns the prompt followed by the new tokens."""
+    new = [prompt]
+    if n_new:
+        logits, cache = step(prompt, None)
+        new.append(logits[:, -1:].argmax(dim=-1))
+        for _ in range(n_new - 1):
+            logits, cache = step(new[-1][:, -1:], cache)
+            new.append(logits[:, -1:].argmax(dim=-1))
+    return torch.cat(new, dim=1)
+
+
+# --- kv_cache_bytes ----------------------------------------------------------------
+def kv_cache_bytes_keys_only(n_layers, n_heads, d_head, n_positions, batch=1, bytes_per_value=2):
+    return n_layers * batch * n_heads * n_positions * d_head * bytes_per_value
+
+
+def kv_cache_bytes_one_layer(n_layers, n_heads, d_head, n_positions, batch=1, bytes_per_value=2):
+    return 2 * batch * n_heads * n_positions * d_head * bytes_per_value
