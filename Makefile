@@ -40,6 +40,7 @@ grade: setup
 bench: setup
 	$(BIN)/python bench/attention.py
 	$(BIN)/python bench/transformer.py
+	$(BIN)/python bench/kv_cache.py
 
 clean:
 	rm -rf demo-output course/release course/autograded course/feedback course/gradebook.db course/.jupyter
