@@ -3,6 +3,8 @@
     from coursekit import widgets
     widgets.temperature_explorer(softmax)          # notebook 03
     widgets.mask_explorer(masked_attention)        # notebook 04
+    widgets.cross_attention_viewer(model, task)    # notebook 08
+    widgets.kv_cache_stepper(decoder_block_step, gpt, task)  # notebook 09
 
 Each function returns an ``Explorer``. Displayed in a notebook, it shows its
 ``.ui`` (an ipywidgets VBox). From Python, its controls are attributes
@@ -36,6 +38,7 @@ new state only after that, so a failure anywhere keeps the last good state.
 """
 import html
 import io
+import itertools
 import math
 import warnings
 import zlib
@@ -49,7 +52,8 @@ from grader import _safe
 
 from . import plots
 
-__all__ = ["temperature_explorer", "mask_explorer", "cross_attention_viewer", "CrossAttentionViewer", "TemperatureExplorer", "MaskExplorer", "Explorer", "BadInput"]
+__all__ = ["temperature_explorer", "mask_explorer", "cross_attention_viewer", "kv_cache_stepper",
+           "CrossAttentionViewer", "KVCacheStepper", "TemperatureExplorer", "MaskExplorer", "Explorer", "BadInput"]
 
 LEARNER_TIME_LIMIT = 5.0  # seconds one call of the learner's function may take inside a widget
 _BLUE = "#1f77b4"
@@ -885,3 +889,421 @@ def cross_attention_viewer(model, task, sentence="the 1st of february 2014"):
         sentence: the first source sentence shown.
     """
     return CrossAttentionViewer(model, task, sentence)
+
+
+# ====================================================================== KV-cache stepper (notebook 09)
+MAX_PROMPT_TOKENS = 30
+AGREE_TOLERANCE = 1e-3  # max |Δ logits| (float32) under which a cached step agrees with recomputation
+_STEP_HINT = ("a cached step must give what the decoder block gives on the whole text: check that the new query "
+              "reads the cached keys and values as well as its own, and that the causal mask is shifted by T_past")
+_FALLBACK = " The stepper goes on with the course's ready-made decoder_block_step (coursekit.blocks)."
+
+
+class _NotACacheStep(Exception):
+    """What the learner's decoder_block_step returned cannot be used as (out, (K, V))."""
+
+
+def _shape_or_type(t):
+    return tuple(t.shape) if torch.is_tensor(t) else type(t).__name__
+
+
+def _step_problem(value, out_shape, cache_shape):
+    """What is wrong with one return value of a decoder_block_step, in words, or ""."""
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        return (f"your `decoder_block_step` returned a {type(value).__name__}; it must return the pair "
+                f"(out, (K, V))")
+    out, cache = value
+    if not torch.is_tensor(out) or tuple(out.shape) != out_shape:
+        return f"your out should be a tensor of shape (B, T_new, D) = {out_shape}, got {_shape_or_type(out)}"
+    if not isinstance(cache, (tuple, list)) or len(cache) != 2:
+        what = f"a {type(cache).__name__} of {len(cache)}" if isinstance(cache, (tuple, list)) \
+            else f"a {type(cache).__name__}"
+        return f"your grown cache should be the pair (K, V), got {what}"
+    for name, t in zip("KV", cache):
+        if torch.is_tensor(t) and t.dim() == 4 and tuple(t.shape[:2]) + tuple(t.shape[3:]) == \
+                cache_shape[:2] + cache_shape[3:] and t.shape[2] != cache_shape[2]:
+            return (f"your cache's {name} holds {t.shape[2]} position{'s' * (t.shape[2] != 1)}, but the grown "
+                    f"cache must hold the T_past cached ones and the T_new new ones: {cache_shape[2]}")
+        if not torch.is_tensor(t) or tuple(t.shape) != cache_shape:
+            return (f"your cache's {name} should be a tensor of shape (B, H, T_past + T_new, d_k) = {cache_shape}, "
+                    f"got {_shape_or_type(t)}")
+    for name, t in (("out", out), ("K", cache[0]), ("V", cache[1])):
+        if not t.is_floating_point():
+            return f"your {name} is {t.dtype}, not floats"
+        if not bool(torch.isfinite(t).all()):
+            bad = t[~torch.isfinite(t)].flatten()[0].item()
+            return f"your {name} holds {bad}"
+    return ""
+
+
+class _Generation:
+    """One generated text and its caches: what the stepper shows, replaced whole after each good step."""
+
+    def __init__(self, prompt, n_prompt):
+        self.prompt, self.n_prompt = prompt, n_prompt
+        self.ids = []              # <bos>, the prompt, then the generated tokens; the last one is not fed yet
+        self.cache = None          # the learner's per-layer [(K, V)], None when their function cannot be used
+        self.ref_cache = None      # the same made by coursekit.blocks.decoder_block_step
+        self.yours = True          # the learner's cache is the one stepping
+        self.problem = ""          # why it is not (when it is not)
+        self.steps = []            # per step: fed, T, dot products and projections with and without a cache
+        self.compared = None       # the last step's comparison with recomputation without a cache
+        self.first_disagreement = None
+        self.scale = {}            # layer -> (|K| max, |V| max) at the prompt: one colour scale per text
+
+    @property
+    def T(self):
+        """Positions in the cache: every token but the newest, which the next step feeds."""
+        return len(self.ids) - 1
+
+    @property
+    def finished(self):
+        from . import data
+        return bool(self.ids) and len(self.ids) > self.n_prompt and self.ids[-1] == data.EOS_ID
+
+    def copy(self):
+        new = _Generation(self.prompt, self.n_prompt)
+        new.__dict__.update({k: (list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict) else v)
+                             for k, v in self.__dict__.items()})
+        return new
+
+
+class KVCacheStepper(Explorer):
+    """Generate with a KV cache one step at a time: the cache grows one column per step, the work is counted.
+
+    The prompt is fed once (step 0, the prefill) through ``model.step`` with the
+    learner's ``decoder_block_step``; each Step feeds only the newest token with
+    the cache and appends the greedy next token. Every step is also recomputed
+    without a cache (the model's own forward on the whole text), and the readout
+    says whether the learner's cached step agrees. If the learner's function is
+    the stub, raises or returns something that is not (out, (K, V)), the stepper
+    says so and goes on with ``coursekit.blocks.decoder_block_step``.
+    """
+
+    name = "kv-stepper"
+
+    def __init__(self, decoder_block_step, model, task, prompt):
+        super().__init__()
+        from . import blocks, data
+        self._blocks, self._data = blocks, data
+        self.fn, self.model, self.task = decoder_block_step, model, task
+        self.vocab = data.lm_vocab(task)
+        cfg = model.cfg
+        if len(self.vocab) != cfg.vocab_size:
+            raise ValueError(f"the model has {cfg.vocab_size} tokens but the date task's vocabulary has "
+                             f"{len(self.vocab)}: build it with vocab_size=len(data.lm_vocab(task))")
+        self._inv = {i: t for t, i in self.vocab.items()}
+        self.n_layers, self.n_heads, self.max_len = cfg.n_layers, cfg.n_heads, cfg.max_len
+        self.d_k = cfg.d_model // cfg.n_heads
+
+        self.text = W.Text(value=prompt, description="prompt", continuous_update=False,
+                           placeholder="a date, then =", layout=W.Layout(width="420px"))
+        self.text.add_class("ck-kv-text")
+        self.step_button = W.Button(description="Step", button_style="primary", tooltip="feed the newest token")
+        self.step_button.add_class("ck-kv-step")
+        self.run_button = W.Button(description="Run to <eos>", tooltip="step until the model writes <eos>")
+        self.run_button.add_class("ck-kv-run")
+        self.reset_button = W.Button(description="Reset", tooltip="empty the cache and feed the prompt again")
+        self.reset_button.add_class("ck-kv-reset")
+        self.layer = W.Dropdown(options=[(f"layer {k}", k) for k in range(self.n_layers)], value=0,
+                                description="cache of", layout=W.Layout(width="200px"))
+        self.layer.add_class("ck-kv-layer")
+        self._assemble(W.HBox([self.text, self.layer]), W.HBox([self.step_button, self.run_button,
+                                                               self.reset_button]))
+
+        self.gen = None
+        self._start(prompt)  # a bad prompt raises BadInput, a ValueError
+        self._watch(self.text, lambda v: self._start(v, revert=True))
+        self._click(self.step_button, lambda: self._advance(1))
+        self._click(self.run_button, lambda: self._advance(None))
+        self._click(self.reset_button, lambda: self._start(self.gen.prompt))
+        self._watch(self.layer, lambda v: self._commit(self.gen, v))
+
+    def _click(self, button, handler):
+        button.on_click(lambda _: self._on_change(lambda _value: handler(), None))
+
+    # ------------------------------------------------------------ input
+    def _prompt_ids(self, prompt):
+        words = self._data.tokenize(prompt)
+        if not words:
+            raise BadInput("the prompt is empty: type a date and '=', for example 'the 1st of february 2014 ='")
+        if len(words) > MAX_PROMPT_TOKENS:
+            raise BadInput(f"that prompt is {len(words)} tokens; the stepper draws prompts of at most "
+                           f"{MAX_PROMPT_TOKENS}")
+        if len(words) + 1 > self.max_len:
+            raise BadInput(f"that prompt needs {len(words) + 1} positions with <bos>, but the positional table "
+                           f"ends at {self.max_len}")
+        unknown = sorted({w for w in words if w not in self.vocab})
+        if unknown:
+            raise BadInput(f"the model has never seen {', '.join(repr(w) for w in unknown)}: use digits, "
+                           f"punctuation, English month and weekday names, 'the', 'of', 'a', st/nd/rd/th, "
+                           f"and '=' where the answer starts")
+        return [self._data.BOS_ID] + [self.vocab[w] for w in words]
+
+    def _start(self, prompt, revert=False):
+        """Empty the caches and feed the prompt (step 0, the prefill)."""
+        try:
+            ids = self._prompt_ids(prompt)
+        except BadInput:
+            if revert and self.gen is not None:
+                self._set(self.text, self.gen.prompt)
+            raise
+        gen = _Generation(prompt, len(ids))
+        gen.ids = ids
+        self._feed(gen, 0)
+        self._commit(gen, self.layer.value)
+
+    def _advance(self, n_steps):
+        """Feed the newest token, ``n_steps`` times (None: until <eos> or the end of the positional table)."""
+        gen = self.gen
+        if gen.finished:
+            raise BadInput("the text is finished: the model wrote <eos>. Reset, or type a new prompt, to start "
+                           "again")
+        if gen.T + 1 > self.max_len:
+            raise BadInput(f"the positional table ends at {self.max_len} positions: Reset to start again")
+        gen = gen.copy()
+        done = 0
+        while (n_steps is None or done < n_steps) and not gen.finished and gen.T + 1 <= self.max_len:
+            self._feed(gen, gen.T)
+            done += 1
+        self._commit(gen, self.layer.value)
+
+    # ------------------------------------------------------------ computing
+    def _run_step(self, block_step, x, cache):
+        """``model.step`` with ``block_step`` in the model's place for this call only."""
+        kept = self.model.block_step
+        self.model.block_step = block_step
+        try:
+            return self.model.step(x, cache)
+        finally:
+            self.model.block_step = kept
+
+    def _checked(self, problems):
+        """The learner's function, with each layer's return value checked before the model uses it."""
+        fn, H, d_k = self.fn, self.n_heads, self.d_k
+        layer = [0]
+
+        def step(x_new, params, n_heads, cache=None):
+            B, T_new, D = x_new.shape
+            T_past = 0 if cache is None else cache[0].shape[-2]
+            value = fn(x_new, params, n_heads, cache)
+            problem = _step_problem(value, (B, T_new, D), (B, H, T_past + T_new, d_k))
+            layer[0] += 1
+            if problem:
+                problems.append((problem, layer[0] - 1))
+                raise _NotACacheStep(problem)
+            return value[0], (value[1][0], value[1][1])
+        return step
+
+    def _feed(self, gen, T_past):
+        """Feed positions T_past .. of ``gen.ids`` with both caches, recompute without one, append the next token."""
+        device = self.model.embed.E.device
+        fed = gen.ids[T_past:]
+        x = torch.tensor([fed], device=device)  # (1, T_new)
+        ref_logits, ref_cache = self._run_step(self._blocks.decoder_block_step, x, gen.ref_cache)
+        with torch.no_grad():
+            full = self.model(torch.tensor([gen.ids], device=device))[0, T_past:]  # (T_new, V): no cache
+        step = len(gen.steps)
+        yours = None
+        if gen.yours:
+            if not callable(self.fn):
+                _, problem = self._call_learner(self.fn, "decoder_block_step", (), has_reference=False)
+            else:
+                problems = []
+                value, problem = self._call_learner(self._run_step, "decoder_block_step",
+                                                    (self._checked(problems), x, gen.cache), has_reference=False)
+                if problems:
+                    problem = f"{problems[0][0]} (layer {problems[0][1]}, step {step})."
+            if problem:
+                gen.yours, gen.cache = False, None
+                gen.problem = problem + _FALLBACK
+            else:
+                yours, gen.cache = value
+        gen.ref_cache = ref_cache
+        reference_token = int(full[-1].argmax())
+        if yours is not None:
+            yours = yours[0].detach().to(full.device, torch.float64)  # (T_new, V)
+            diff = float((yours - full.to(torch.float64)).abs().max())
+            token = int(yours[-1].argmax())
+            agrees = diff <= AGREE_TOLERANCE and token == reference_token
+            gen.compared = {"step": step, "max_abs_diff": diff, "token": token, "reference_token": reference_token,
+                            "agrees": agrees}
+            if not agrees and gen.first_disagreement is None:
+                gen.first_disagreement = step
+        else:
+            token = int(ref_logits[0, -1].argmax())
+            gen.compared = {"step": step, "max_abs_diff": None, "token": None, "reference_token": reference_token,
+                            "agrees": None}
+        T_new, T = len(fed), len(gen.ids)
+        gen.steps.append({"fed": T_new, "T": T, "dots_cached": T_new * T_past + T_new * (T_new + 1) // 2,
+                          "dots_recomputed": T * (T + 1) // 2, "kv_cached": T_new, "kv_recomputed": T})
+        if T_past == 0:
+            gen.scale = {k: tuple(float(t.abs().max()) or 1.0 for t in kv) for k, kv in
+                         enumerate(gen.cache if gen.yours else gen.ref_cache)}
+        gen.ids = gen.ids + [token]
+
+    # ------------------------------------------------------------ showing
+    def _commit(self, gen, layer):
+        """Draw ``gen`` and its readouts; only then make it the stepper's state."""
+        fig = self._draw(gen, layer)
+        readouts, readout_html = self._readouts(gen, layer)
+        self.learner_message = self._learner_words(gen)
+        self._show(fig, readout_html)
+        self.gen, self.readouts = gen, readouts
+        if self.text.value != gen.prompt:
+            self._set(self.text, gen.prompt)
+
+    def _learner_words(self, gen):
+        if not gen.yours:
+            return gen.problem
+        c = gen.compared
+        if gen.first_disagreement is None:
+            return ""
+        now = "" if c["agrees"] else f" At step {c['step']} {self._difference(c)}."
+        return (f"your `decoder_block_step` disagrees with recomputation without a cache, first at step "
+                f"{gen.first_disagreement}.{now} {_STEP_HINT[0].upper()}{_STEP_HINT[1:]}.")
+
+    def _difference(self, c):
+        yours, ref = self._inv[c["token"]], self._inv[c["reference_token"]]
+        return (f"your logits differ from recomputation's by up to {c['max_abs_diff']:.3g}: "
+                + (f"your next token is {yours!r}, recomputation's {ref!r}" if yours != ref else
+                   f"the next token is the same ({yours!r}) this time"))
+
+    def _cache_size(self, T, cache):
+        L, H, d_k = self.n_layers, self.n_heads, self.d_k
+        numbers = 2 * L * 1 * H * T * d_k  # keys and values, per layer, head, position, for B = 1
+        return numbers, numbers * cache[0][0].element_size()
+
+    def _readouts(self, gen, layer):
+        cache = gen.cache if gen.yours else gen.ref_cache
+        last = gen.steps[-1]
+        T = gen.T
+        numbers, n_bytes = self._cache_size(T, cache)
+        totals = {k: sum(s[k] for s in gen.steps) for k in ("dots_cached", "dots_recomputed")}
+        c = gen.compared
+        text = self._data.to_text(gen.ids[gen.n_prompt:], self.vocab)
+        readouts = {"step": len(gen.steps) - 1, "fed": last["fed"], "T": T, "layer": layer,
+                    "cache_numbers": numbers, "cache_bytes": n_bytes,
+                    "cache_shape": tuple(cache[layer][0].shape),
+                    "dots_cached": last["dots_cached"], "dots_recomputed": last["dots_recomputed"],
+                    "dots_cached_total": totals["dots_cached"], "dots_recomputed_total": totals["dots_recomputed"],
+                    "kv_cached": last["kv_cached"], "kv_recomputed": last["kv_recomputed"],
+                    "tokens": [self._inv[i] for i in gen.ids], "newest": self._inv[gen.ids[-1]],
+                    "text": text, "finished": gen.finished, "yours": gen.yours,
+                    "next_token": self._inv[gen.ids[-1]], "reference_token": self._inv[c["reference_token"]],
+                    "max_abs_diff": c["max_abs_diff"], "agrees": c["agrees"]}
+
+        def tok(i, t):
+            word = html.escape(t)
+            if i == len(gen.ids) - 1:
+                return f'<span style="background:#ffe08a;font-weight:bold;padding:0 2px">{word}</span>'
+            return f'<span style="color:#777">{word}</span>' if i < gen.n_prompt else f"<b>{word}</b>"
+
+        step = readouts["step"]
+        L, H, d_k = self.n_layers, self.n_heads, self.d_k
+        kind = str(cache[0][0].dtype).replace("torch.", "")
+        lines = [" ".join(tok(i, t) for i, t in enumerate(readouts["tokens"]))
+                 + (f" &nbsp; → <b>{html.escape(text)}</b>" if text else ""),
+                 f"<b>step {step}</b> ({'the prompt, fed at once' if step == 0 else 'the newest token'}): "
+                 f"<b>tokens fed this step: {last['fed']}</b>; the highlighted token is fed at the next step.",
+                 f"<b>cache: T = {T} positions</b>: {L} layers × 2 (K and V) × {H} heads × {T} positions × "
+                 f"d_k {d_k} = <b>{numbers:,} numbers = {n_bytes:,} bytes</b> ({kind}); layer {layer}'s K is "
+                 f"{tuple(readouts['cache_shape'])}.",
+                 f"<b>query–key dot products</b> (per head and layer; × {L * H} in the model): this step "
+                 f"<b>{last['dots_cached']:,} with the cache</b> vs {last['dots_recomputed']:,} recomputing "
+                 f"everything; so far <b>{totals['dots_cached']:,}</b> vs {totals['dots_recomputed']:,}. "
+                 f"Keys and values projected this step: {last['kv_cached']} vs {last['kv_recomputed']} positions."]
+        if c["agrees"]:
+            lines.append(f'<span style="color:#1a6b1a">Your cached step agrees with recomputation without a '
+                         f'cache: the same next token {html.escape(repr(readouts["next_token"]))}, max |Δ logits| = '
+                         f'{c["max_abs_diff"]:.1e}.</span>')
+        elif c["agrees"] is False:
+            lines.append(f'<span style="color:#7a1f1f">Your cached step disagrees with recomputation without a '
+                         f'cache: {html.escape(self._difference(c))}.</span>')
+        else:
+            lines.append("Your decoder_block_step is not used (see the message above): the cache is the ready-made "
+                         "one's.")
+        if gen.finished:
+            lines.append("The model wrote &lt;eos&gt;: the text is finished. Reset, or type a new prompt.")
+        elif T + 1 > self.max_len:
+            lines.append(f"The positional table ends at {self.max_len} positions: Reset to start again.")
+        if self._data.tokenize(gen.prompt)[-1] != self._data.SEP:
+            lines.append("The prompt does not end with '=': the model continues the date rather than translating "
+                         "it.")
+        return readouts, '<div class="ck-readout-body">' + "<br>".join(lines) + "</div>"
+
+    def _draw(self, gen, layer):
+        cache = gen.cache if gen.yours else gen.ref_cache
+        whose = "your" if gen.yours else "ready-made"
+        H, d_k, T = self.n_heads, self.d_k, gen.T
+        T_new = gen.steps[-1]["fed"]
+        labels = [_label(self._inv[i], 6) for i in gen.ids[:T]]
+        fig = _new_figure(13.0, 6.2, dpi=80)
+        gs = fig.add_gridspec(2, 2, width_ratios=[1.75, 1.0], hspace=0.42, wspace=0.2)
+        k_max, v_max = gen.scale.get(layer, (1.0, 1.0))
+        K, V = cache[layer]
+        for row, (name, t, top) in enumerate((("keys K", K, k_max), ("values V", V, v_max))):
+            ax = fig.add_subplot(gs[row, 0])
+            grid = t[0].detach().to("cpu", torch.float64).permute(0, 2, 1).reshape(H * d_k, T)  # (H d_k, T)
+            ax.imshow(grid.numpy(), cmap="RdBu_r", vmin=-top, vmax=top, aspect="auto", interpolation="nearest",
+                      extent=(-0.5, T - 0.5, H * d_k - 0.5, -0.5))
+            ax.add_patch(Rectangle((T - T_new - 0.5, -0.5), T_new, H * d_k, fill=False, edgecolor="red", lw=2.0))
+            for h in range(1, H):
+                ax.axhline(h * d_k - 0.5, color="0.3", lw=0.6)
+            ax.set_facecolor("0.93")  # the positions the table still has room for
+            ax.set_xlim(-0.5, self.max_len - 0.5)
+            ax.set_ylim(H * d_k - 0.5, -0.5)
+            ax.set_yticks([h * d_k + d_k / 2 - 0.5 for h in range(H)])
+            ax.set_yticklabels([f"head {h}" for h in range(H)], fontsize=8)
+            ax.set_xticks(range(T))
+            ax.set_xticklabels(labels if row else [], rotation=90, fontsize=7)  # the tokens once, under V
+            room = T < self.max_len - 4  # T written right of the cache, or left of the red box near the end
+            ax.text(T - 0.3 if room else T - T_new - 0.7, H * d_k / 2, f"T = {T}", ha="left" if room else "right",
+                    va="center", fontsize=9, color="0.3")
+            ax.set_title(f"{whose} cache, layer {layer}: {name}, one column of {H} × {d_k} numbers per position "
+                         f"(red: fed at step {len(gen.steps) - 1})", fontsize=9)
+        steps = list(range(len(gen.steps)))
+        cached = [s["dots_cached"] for s in gen.steps]
+        recomputed = [s["dots_recomputed"] for s in gen.steps]
+        for row, (title, a, b) in enumerate(
+                (("query–key dot products this step\n(per head and layer)", cached, recomputed),
+                 ("so far (cumulative)", list(itertools.accumulate(cached)),
+                  list(itertools.accumulate(recomputed))))):
+            ax = fig.add_subplot(gs[row, 1])
+            ax.plot(steps, b, "s-", color=_GREY, ms=4, label="recomputing everything: T(T+1)/2 a step")
+            ax.plot(steps, a, "o-", color=_BLUE, ms=4, label="with the cache: T a step")
+            ax.annotate(f"{b[-1]:,}", (steps[-1], b[-1]), textcoords="offset points", xytext=(4, 0), fontsize=8,
+                        va="center", color="0.35")
+            ax.annotate(f"{a[-1]:,}", (steps[-1], a[-1]), textcoords="offset points", xytext=(4, 0), fontsize=8,
+                        va="center", color=_BLUE)
+            ax.set_xlim(-0.5, max(steps[-1], 4) * 1.2 + 1)  # room for the numbers at the ends
+            ax.set_ylim(0, max(b) * 1.4 + 1)  # the top stays free for the legend
+            ax.xaxis.get_major_locator().set_params(integer=True)
+            ax.set_title(title, fontsize=9)
+            ax.set_xlabel("step (0 = the prompt)", fontsize=8)
+            ax.tick_params(labelsize=8)
+            if row == 0:
+                ax.legend(loc="upper left", fontsize=7, frameon=False)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fig.subplots_adjust(left=0.06, right=0.97, top=0.92, bottom=0.13)
+        return fig
+
+
+def kv_cache_stepper(decoder_block_step, model, task, prompt="the 1st of february 2014 ="):
+    """Step through greedy generation with a KV cache and watch the cache grow (notebook 09).
+
+    Step 0 feeds the prompt at once (the prefill); each Step feeds only the newest
+    token with the cache and appends the model's greedy next token. The picture
+    shows one layer's cached keys and values (one column per position) and the
+    query–key dot products each step costs with the cache (T) and recomputing
+    everything (T(T+1)/2). Every step is checked against the model's own forward
+    without a cache.
+
+    Args:
+        decoder_block_step: the learner's ``decoder_block_step(x_new, params, n_heads, cache=None)``.
+        model: a trained ``coursekit.transformer.DecoderLM`` on the date task.
+        task: the date task (``coursekit.data.make_date_task``), for its vocabulary (``data.lm_vocab``).
+        prompt: the first text fed, e.g. a date followed by ``=``.
+    """
+    return KVCacheStepper(decoder_block_step, model, task, prompt)

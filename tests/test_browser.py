@@ -1,10 +1,11 @@
 """The widgets in a real browser: JupyterLab as a real server, headless Chromium driven by Playwright.
 
-The source notebooks 03, 04 and 08 (which hold the reference answers, so the
-widgets show working learner functions) are opened in JupyterLab, every cell is
-run, and the controls are moved with the mouse and keyboard. The server's
-kernels get COURSE_MAX_TRAIN_STEPS=20, so notebook 08's translator trains for a
-few seconds only: the viewer's mechanics, not the model's accuracy, are tested. The test asserts
+The source notebooks 03, 04, 08 and 09 (which hold the reference answers, so
+the widgets show working learner functions) are opened in JupyterLab, every cell
+is run, and the controls are moved with the mouse and keyboard. The server's
+kernels get COURSE_MAX_TRAIN_STEPS=20, so the models of notebooks 08 and 09
+train for a few seconds only: the widgets' mechanics, not the models' accuracy,
+are tested. The test asserts
 that the readouts and the image change and that each widget shows exactly one
 plot. The whole open-run-interact cycle runs three times to catch flakiness; a
 screenshot of every failure is saved under the test's tmp path.
@@ -33,7 +34,7 @@ pytestmark = pytest.mark.browser
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
-NOTEBOOKS = ["03_softmax", "04_masks_attention", "08_encoder_decoder"]
+NOTEBOOKS = ["03_softmax", "04_masks_attention", "08_encoder_decoder", "09_kv_cache"]
 CYCLES = 3
 RUN_ALL_TIMEOUT_MS = 240_000
 UPDATE_TIMEOUT_MS = 30_000
@@ -338,12 +339,48 @@ def _drive_cross_viewer(page):
     return root
 
 
+def _kv_state(readout_text):
+    """(step, T) from the stepper's readout."""
+    step = re.search(r"step (\d+) \(", readout_text)
+    T = re.search(r"cache: T = (\d+) positions", readout_text)
+    assert step and T, f"no step or cache readout in {readout_text!r}"
+    return int(step.group(1)), int(T.group(1))
+
+
+def _drive_kv_stepper(page):
+    root = _widget(page, "kv-stepper")
+    readout = root.locator(".ck-readout")
+    src, text = _settle(page, root)
+    # "the 1st of february 2014 =" is <bos> + 10 tokens, fed at once at step 0
+    assert _kv_state(text) == (0, 11) and "tokens fed this step: 11" in text, text
+    assert "agrees with recomputation" in text, text
+
+    # each Step feeds one token: the cache grows by one position, the picture changes
+    for k in (1, 2, 3):
+        root.locator(".ck-kv-step").click()
+        _wait_changed(page, root, src, text)
+        src, text = _settle(page, root)
+        assert _kv_state(text) == (k, 11 + k) and "tokens fed this step: 1" in text, text
+        assert f"this step {11 + k} with the cache vs {(11 + k) * (12 + k) // 2} recomputing" in text, text
+        assert "agrees with recomputation" in text, text
+        _assert_one_plot(page, "kv-stepper")
+
+    # a word the model never saw: refused with the reason, the picture and the cache stay
+    box = root.locator(".ck-kv-text input")
+    box.fill("the zebra of may =")
+    box.press("Enter")
+    root.locator(".ck-message").get_by_text("never seen").wait_for(timeout=UPDATE_TIMEOUT_MS)
+    assert _src(root) == src and readout.inner_text() == text
+    _assert_one_plot(page, "kv-stepper")
+    return root
+
+
 DRIVERS = {"03_softmax": _drive_temperature, "04_masks_attention": _drive_masks,
-           "08_encoder_decoder": _drive_cross_viewer}
+           "08_encoder_decoder": _drive_cross_viewer, "09_kv_cache": _drive_kv_stepper}
 
 
 def test_widgets_work_in_jupyterlab_in_a_real_browser(lab, tmp_path):
-    """Open 03, 04 and 08, run all cells, move the controls; three full cycles, each must pass."""
+    """Open 03, 04, 08 and 09, run all cells, move the controls; three full cycles, each must pass."""
     from playwright.sync_api import sync_playwright
 
     results, failures = [], []

@@ -446,3 +446,202 @@ def test_a_model_built_on_the_stub_block_gets_a_friendly_message(date_task):
     assert "not implemented yet" in v.learner_message and v.png == b""
     assert "reference" not in v.learner_message  # the viewer draws no reference to fall back on
     assert "Your function" in v.notice.value
+
+
+# ====================================================================== KV-cache stepper (notebook 09)
+PROMPT = "the 1st of february 2014 ="  # <bos> + 10 tokens: T = 11 positions after the prompt
+
+
+def _gpt(task, max_len=48, writes_eos=False):
+    """A small DecoderLM on the date task's vocabulary with seeded random weights (untrained: the stepper's
+    mechanics do not need good text). ``writes_eos``: its last block always predicts <eos>."""
+    from coursekit import blocks, data, transformer
+    cfg = transformer.TransformerConfig(vocab_size=len(data.lm_vocab(task)), d_model=32, n_heads=2, d_ff=64,
+                                        n_layers=2, max_len=max_len)
+    model = transformer.DecoderLM(cfg, blocks.decoder_block, blocks.embed_with_positions, seed=1, block_step=stub)
+    if writes_eos:  # every position's output is E[<eos>] (x 10), whose logit then beats every other token's
+        with torch.no_grad():
+            model.embed.E[data.EOS_ID] *= 10
+            model.layers[-1]["ln2"]["weight"].zero_()
+            model.layers[-1]["ln2"]["bias"].copy_(model.embed.E[data.EOS_ID])
+    return model
+
+
+@pytest.fixture(scope="module")
+def gpt(date_task):
+    return _gpt(date_task)
+
+
+@pytest.fixture
+def stepper(learner, gpt, date_task):
+    return widgets.kv_cache_stepper(learner["decoder_block_step"], gpt, date_task, PROMPT)
+
+
+def _mistake(name):
+    """A wrong variant from solutions/kv_cache_mistakes.py, compiled as a learner's notebook code."""
+    import inspect
+
+    from solutions import kv_cache_mistakes
+    return as_learner({name: inspect.getsource(kv_cache_mistakes)})[name]
+
+
+def test_the_stepper_feeds_the_prompt_once_then_one_token_a_step_and_counts_the_work(stepper, gpt, date_task):
+    """Step 0 feeds <bos> + the prompt; each Step feeds 1 token, the cache grows by one position, the dot products
+    are T with the cache and T(T+1)/2 recomputing everything, and the picture changes."""
+    from coursekit import data
+    n_prompt = 1 + len(data.tokenize(PROMPT))
+    L, H, d_k = 2, 2, 16
+    pngs, cached_total, recomputed_total = {stepper.png}, n_prompt * (n_prompt + 1) // 2, n_prompt * (n_prompt + 1) // 2
+    r = stepper.readouts
+    assert (r["step"], r["fed"], r["T"], r["dots_cached"], r["dots_recomputed"]) == (0, n_prompt, n_prompt, 66, 66)
+    assert "tokens fed this step: 11" in stepper.readout.value and stepper.learner_message == ""
+    for k in range(1, 4):
+        stepper.step_button.click()
+        T = n_prompt + k
+        cached_total += T
+        recomputed_total += T * (T + 1) // 2
+        r = stepper.readouts
+        assert stepper.message == "" and (r["step"], r["fed"], r["T"]) == (k, 1, T)
+        assert (r["dots_cached"], r["dots_recomputed"]) == (T, T * (T + 1) // 2)
+        assert (r["dots_cached_total"], r["dots_recomputed_total"]) == (cached_total, recomputed_total)
+        assert (r["kv_cached"], r["kv_recomputed"]) == (1, T)
+        assert r["cache_numbers"] == 2 * L * H * T * d_k and r["cache_bytes"] == 4 * 2 * L * H * T * d_k
+        assert all(K.shape == V.shape == (1, H, T, d_k) for K, V in stepper.gen.cache)  # the learner's cache
+        assert f"cache: T = {T} positions" in stepper.readout.value
+        assert f"{2 * L * H * T * d_k:,} numbers = {4 * 2 * L * H * T * d_k:,} bytes" in stepper.readout.value
+        assert stepper.png not in pngs
+        pngs.add(stepper.png)
+    # the text is the model's own greedy continuation, recomputed without a cache
+    assert stepper.gen.ids == gpt.generate(data.lm_ids(PROMPT[:-1], None, stepper.vocab), 4)
+    assert r["tokens"][-1] == r["newest"] and "<b>step 3</b> (the newest token)" in stepper.readout.value
+    assert gpt.block_step is stub  # the model's own block_step is put back after every call
+
+
+def test_a_correct_decoder_block_step_agrees_with_recomputation_at_every_step(stepper):
+    for _ in range(2):
+        r = stepper.readouts
+        assert r["yours"] and r["agrees"] is True and r["max_abs_diff"] < 1e-4
+        assert r["next_token"] == r["reference_token"]
+        assert "agrees with recomputation" in stepper.readout.value and stepper.learner_message == ""
+        stepper.step_button.click()
+
+
+def test_the_layer_selector_redraws_that_layers_cache_and_keeps_the_state(stepper):
+    stepper.step_button.click()
+    png, T = stepper.png, stepper.readouts["T"]
+    stepper.layer.value = 1
+    assert stepper.png != png and stepper.readouts["layer"] == 1 and stepper.readouts["T"] == T
+    stepper.layer.value = 0
+    assert stepper.png == png
+
+
+def test_run_to_eos_stops_at_the_end_of_the_positional_table_and_says_so(learner, date_task):
+    w = widgets.kv_cache_stepper(learner["decoder_block_step"], _gpt(date_task, max_len=14), date_task, PROMPT)
+    w.run_button.click()  # 11 positions after the prompt: 3 steps fill the table of 14
+    assert w.message == "" and w.readouts["step"] == 3 and w.readouts["T"] == 14 and w.readouts["agrees"]
+    png, readouts = w.png, dict(w.readouts)
+    w.step_button.click()
+    assert "the positional table ends at 14 positions: Reset to start again" in w.message
+    assert w.png == png and w.readouts == readouts
+    w.run_button.click()
+    assert "positional table ends" in w.message and w.png == png
+
+
+def test_stepping_after_eos_is_refused_because_the_text_is_finished(learner, date_task):
+    w = widgets.kv_cache_stepper(learner["decoder_block_step"], _gpt(date_task, writes_eos=True), date_task, PROMPT)
+    assert w.readouts["newest"] == "<eos>" and w.readouts["finished"] and w.readouts["agrees"]
+    png, readouts = w.png, dict(w.readouts)
+    for button in (w.step_button, w.run_button):
+        button.click()
+        assert "the text is finished" in w.message and "Input not used" in w.notice.value
+        assert w.png == png and w.readouts == readouts
+
+
+@pytest.mark.parametrize("typed, says", [("", "the prompt is empty"), ("the zebra of may =", "never seen 'zebra'"),
+                                         ("1 " * 31, "at most 30")])
+def test_a_bad_prompt_says_what_is_allowed_and_keeps_the_last_good_state(stepper, typed, says):
+    stepper.step_button.click()
+    png, readouts, ids = stepper.png, dict(stepper.readouts), list(stepper.gen.ids)
+    stepper.text.value = typed
+    assert says in stepper.message
+    assert stepper.png == png and stepper.readouts == readouts and stepper.gen.ids == ids
+    assert stepper.text.value == PROMPT  # the box shows the prompt that is drawn
+    stepper.step_button.click()  # and stepping goes on from there
+    assert stepper.message == "" and stepper.readouts["T"] == readouts["T"] + 1
+
+
+def test_a_prompt_longer_than_the_positional_table_is_refused(learner, date_task):
+    w = widgets.kv_cache_stepper(learner["decoder_block_step"], _gpt(date_task, max_len=14), date_task, PROMPT)
+    w.text.value = "monday, the 1st of february 2014 = 2 0"  # 14 tokens
+    assert "needs 15 positions" in w.message and "ends at 14" in w.message and w.readouts["T"] == 11
+
+
+def test_reset_and_a_new_prompt_empty_the_cache_and_feed_the_prompt_again(stepper):
+    first = stepper.png
+    stepper.step_button.click()
+    stepper.step_button.click()
+    stepper.reset_button.click()
+    assert stepper.readouts["step"] == 0 and stepper.readouts["T"] == 11 and stepper.png == first
+    stepper.text.value = "07/27/2013 ="  # <bos> 0 7 / 2 7 / 2 0 1 3 =
+    r = stepper.readouts
+    assert stepper.message == "" and (r["step"], r["fed"], r["T"], r["dots_cached"]) == (0, 12, 12, 78)
+    assert all(K.shape[-2] == 12 for K, _ in stepper.gen.cache) and stepper.png != first
+    stepper.reset_button.click()  # Reset starts the prompt now shown again
+    assert stepper.readouts["T"] == 12 and stepper.text.value == "07/27/2013 ="
+
+
+def test_the_stub_gets_a_friendly_message_and_the_ready_made_step_keeps_stepping(gpt, date_task):
+    w = widgets.kv_cache_stepper(stub, gpt, date_task, PROMPT)
+    assert "not implemented yet" in w.learner_message and "ready-made decoder_block_step" in w.learner_message
+    assert "Your function" in w.notice.value and not w.readouts["yours"] and w.readouts["agrees"] is None
+    png = w.png
+    w.step_button.click()
+    assert w.message == "" and w.readouts["T"] == 12 and w.png != png
+    assert all(K.shape[-2] == 12 for K, _ in w.gen.ref_cache) and "not implemented yet" in w.learner_message
+    assert gpt.block_step is stub
+
+
+@pytest.mark.parametrize("garbage, says", [
+    (lambda x_new, params, n_heads, cache=None: x_new, "must return the pair (out, (K, V))"),
+    (lambda x_new, params, n_heads, cache=None: (x_new[:, :1, :1], (x_new, x_new)), "your out should be"),
+    (lambda x_new, params, n_heads, cache=None: (x_new, None), "should be the pair (K, V)"),
+    (lambda x_new, params, n_heads, cache=None: 1 / 0, "raised ZeroDivisionError"),
+    ("decoder_block_step_caches_merged", "your cache's K should be a tensor of shape (B, H, T_past + T_new, d_k)"),
+    ("decoder_block_step_ignores_cache", "your cache's K holds 1 position, but the grown cache must hold"),
+    ("nan", "holds nan"),
+])
+def test_a_garbage_returning_step_gets_a_message_and_stepping_goes_on(learner, gpt, date_task, garbage, says):
+    if garbage == "nan":
+        def garbage(x_new, params, n_heads, cache=None):
+            out, kv = learner["decoder_block_step"](x_new, params, n_heads, cache)
+            return out * float("nan"), kv
+    elif isinstance(garbage, str):
+        garbage = _mistake(garbage)
+    w = widgets.kv_cache_stepper(garbage, gpt, date_task, PROMPT)
+    png = w.png
+    w.step_button.click()  # a step that ignores the cache is fine on the prompt alone: it shows at step 1
+    assert says in w.learner_message and "goes on with the course's ready-made" in w.learner_message
+    assert not w.readouts["yours"] and "Your function" in w.notice.value
+    assert w.readouts["T"] == 12 and w.png != png and gpt.block_step is stub
+    w.step_button.click()
+    assert w.readouts["T"] == 13 and w.message == ""
+
+
+def test_a_wrong_cached_step_is_reported_as_disagreeing_with_recomputation(gpt, date_task):
+    """The causal mask not shifted by T_past: the new query reads the first key only, so its output is wrong."""
+    w = widgets.kv_cache_stepper(_mistake("decoder_block_step_mask_top_left"), gpt, date_task, PROMPT)
+    assert w.readouts["agrees"] is True and w.learner_message == ""  # the prompt alone needs no cache
+    w.step_button.click()
+    r = w.readouts
+    assert r["yours"] and r["agrees"] is False and r["max_abs_diff"] > 1e-3
+    assert "disagrees with recomputation without a cache, first at step 1" in w.learner_message
+    assert "disagrees with recomputation" in w.readout.value
+
+
+def test_the_stepper_is_one_container_with_exactly_one_plot_image_and_no_pyplot_figure(stepper):
+    before = plt.get_fignums()
+    stepper.step_button.click()
+    assert isinstance(stepper.ui, ipywidgets.VBox) and images_in(stepper.ui) == [stepper.image]
+    assert "ck-kv-stepper" in stepper.ui._dom_classes and "ck-plot" in stepper.image._dom_classes
+    assert "ck-readout" in stepper.readout._dom_classes and stepper.image.value == stepper.png
+    assert plt.get_fignums() == before
