@@ -19,6 +19,7 @@ feeds the whole text, so it grows with the length. The two generations must
 produce the same tokens; the script says whether they did.
 """
 import argparse
+import sys
 import time
 
 import torch
@@ -99,7 +100,8 @@ def main():
               f"{s['uncached', 'start'] * 1e3:>10.2f}ms / {s['uncached', 'end'] * 1e3:>8.2f}ms   {same}")
     print("the cached and uncached generations produced the same tokens" if all_same else
           "the cached and uncached generations DIFFER (see the last column)")
+    return 0 if all_same else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

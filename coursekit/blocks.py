@@ -2,8 +2,10 @@
 
 Notebook 06 has the learner write multi-head attention and the encoder block;
 notebooks 07-09 need them again without asking for them twice, so they import
-these (09 also gets notebook 07's decoder block). Each is a different implementation from the reference (it leans
-on ``F.multi_head_attention_forward`` and ``F.layer_norm``) with the same
+these (09 also gets notebook 07's decoder block, and the KV-cache stepper a
+ready-made cached block). Each is a different implementation from the
+reference (it leans on ``F.multi_head_attention_forward``,
+``F.scaled_dot_product_attention`` and ``F.layer_norm``) with the same
 signature and the same conventions: bool masks with True = may attend, weight
 dicts laid out like ``nn.Linear`` (see ``solutions/encoder.py``), and a query
 with no allowed key gets zero attention weights, never NaN. The tests check
@@ -106,17 +108,16 @@ def decoder_block_step(x_new, params, n_heads, cache=None):
     Used where the course needs a ready-made cached step (the KV-cache stepper's
     reference side); returns (out (B, T_new, D), (K, V) each (B, H, T_past + T_new, d_k)).
     """
-    B, T_new, D = x_new.shape
-    if n_heads < 1 or D % n_heads:
-        raise ValueError(f"d_model={D} is not divisible by n_heads={n_heads}")
+    T_new = x_new.shape[1]
     a = params["attn"]
-    q, k, v = (F.linear(x_new, a["W_" + n], a["b_" + n]).unflatten(-1, (n_heads, D // n_heads)).transpose(1, 2)
-               for n in "qkv")  # (B, H, T_new, d_k) each
+    q, k, v = (split_heads(F.linear(x_new, a["W_" + n], a["b_" + n]), n_heads) for n in "qkv")  # (B, H, T_new, d_k)
     if cache is not None:
+        if tuple(cache[0].shape[:2]) + tuple(cache[0].shape[3:]) != tuple(k.shape[:2]) + tuple(k.shape[3:]):
+            raise ValueError(f"a cache of shape {tuple(cache[0].shape)} does not fit keys of shape {tuple(k.shape)}")
         k, v = torch.cat([cache[0], k], dim=2), torch.cat([cache[1], v], dim=2)
     T_past = k.shape[2] - T_new
     allowed = torch.ones(T_new, T_past + T_new, dtype=torch.bool, device=x_new.device).tril(T_past)
     heads = F.scaled_dot_product_attention(q, k, v, attn_mask=allowed)  # every row allows itself: no NaN
-    attn = F.linear(heads.transpose(1, 2).flatten(-2), a["W_o"], a["b_o"])
+    attn = F.linear(merge_heads(heads), a["W_o"], a["b_o"])
     h = add_norm(x_new, attn, params["ln1"])
     return add_norm(h, feed_forward(h, params["ffn"]), params["ln2"]), (k, v)

@@ -40,7 +40,7 @@ class Exercise:
     #                                                   solutions.mistakes; explanation)
     n_basic: int = 8
     n_hidden: int = 24
-    tensor_inputs: bool = True                 # run on CUDA / the meta device in the hidden part
+    tensor_inputs: bool = True                 # also probe the hidden part on the meta device (wrong-device tensors)
     uses: tuple = ()                           # other exercises the learner's function calls (named in failures)
     given: tuple = ()                          # "module:function" ready-made versions learners must not call
 
@@ -650,6 +650,9 @@ def hidden_cases(ex, seed, big=True, n=None):
     """Fresh random cases for the hidden parts (larger ones unless ``big`` is False)."""
     g = _gen(seed)
     return [ex.random_case(g, big) for _ in range(ex.n_hidden if n is None else n)] if ex.random_case else []
+
+
+SAFE_GLOBALS = []  # classes (beyond tensors and plain data) that shipped expectations may hold; modules add theirs
 
 
 def register(*exercises):

@@ -811,6 +811,7 @@ register(
              n_basic=6, n_hidden=12),
     Exercise("decoder_block", NB7, "decoder:decoder_block", _block_case,
              lambda: _block_edge(79, "the first decoder position (T = 1): it attends to itself alone"),
+             given=("coursekit.blocks:decoder_block",),
              properties=[("edge", _decoder_no_future_leak), ("hidden", _decoder_no_future_leak)],
              mistakes=[(M + "decoder_block_no_causal_mask",
                         f"the causal mask is missing, so the future leaks: {CAUSAL_LESSON} (and key j is real)"),

@@ -15,7 +15,8 @@ import math
 
 import torch
 
-from .exercises import F64, Case, Exercise, _dn, _dtype, _gen, _int, _nested, _no_future_leak, _randn, register
+from .compare import _flatten
+from .exercises import F64, SAFE_GLOBALS, Case, Exercise, _dn, _dtype, _gen, _int, _nested, _no_future_leak, _randn, register
 from .exercises_06_08 import _block_params, _float32
 
 NB9 = "09_kv_cache"
@@ -47,8 +48,9 @@ class ToyLM:
             raise ValueError(f"step takes ids as a LongTensor of shape (B, T_new) with T_new >= 1, got {what} "
                              f"(one new token per row is ids of shape (B, 1), e.g. next_id[:, None])")
         B, T_new = ids.shape
+        E, P, A, W = (t.to(ids.device) for t in (self.E, self.P, self.A, self.W))  # the model follows its input
         if cache is None:
-            h, t0 = torch.zeros(B, self.E.shape[1], dtype=self.E.dtype), 0
+            h, t0 = torch.zeros(B, E.shape[1], dtype=E.dtype, device=ids.device), 0
         else:
             if not (isinstance(cache, tuple) and len(cache) == 2 and torch.is_tensor(cache[0])
                     and isinstance(cache[1], int)):
@@ -62,8 +64,8 @@ class ToyLM:
                              f"{t0 + T_new}")
         rows = []
         for i in range(T_new):
-            h = torch.tanh(self.E[ids[:, i]] + self.P[t0 + i] + h @ self.A)  # (B, D)
-            rows.append(h @ self.W)  # (B, V)
+            h = torch.tanh(E[ids[:, i]] + P[t0 + i] + h @ A)  # (B, D)
+            rows.append(h @ W)  # (B, V)
         return torch.stack(rows, dim=1), (h, t0 + T_new)
 
 
@@ -72,7 +74,7 @@ def toy_lm(g, V=7, D=6, T_max=40):
                  _randn(g, D, V, scale=2.0))
 
 
-SAFE_GLOBALS = [ToyLM]  # what the shipped expectations may hold besides tensors (see grader.load_expected)
+SAFE_GLOBALS.append(ToyLM)  # shipped expectations hold ToyLM cases (ToyLM.__eq__ lets build.stale compare them)
 
 
 # ---------------------------------------------------------------- cached_attention
@@ -121,8 +123,12 @@ def _cached_edge():
     ]
 
 
-def _pieces_agree(fn, whole_args, piece_args, T, cut_points, what, out_of):
-    """Run ``fn`` on the whole text, then in pieces (``piece_args(a, b, cache)``), and compare the rows."""
+def _pieces_agree(fn, whole_args, piece_args, T, cut_points, what, out_of, lesson):
+    """Run ``fn`` on the whole text, then in pieces (``piece_args(a, b, cache)``), and compare the rows.
+
+    ``out_of(outcome)`` is the output with positions on axis 1, or None when the call failed (the
+    case checks report that); ``lesson`` ends the message.
+    """
     from . import _safe
     whole = _safe.call(fn, whole_args)
     got = out_of(whole)
@@ -145,23 +151,17 @@ def _pieces_agree(fn, whole_args, piece_args, T, cut_points, what, out_of):
                     rows.append([])
                 rows[b_row].extend(r)
         pieces = " + ".join(str(b - a) for a, b in zip(bounds, bounds[1:]))
-        for b_row in range(len(rows_whole)):
-            for t in range(T):
-                u, w = _flat(rows_whole[b_row][t]), _flat(rows[b_row][t])
-                if len(u) != len(w) or any(abs(x - y) > 1e-9 * (1 + abs(x)) for x, y in zip(u, w)):
+        for t in range(T):  # the first position that differs, in any row of the batch
+            for b_row in range(len(rows_whole)):
+                u, w = _flatten(rows_whole[b_row][t]), _flatten(rows[b_row][t])
+                wrong = [c for c, (x, y) in enumerate(zip(u, w)) if not abs(x - y) <= 1e-9 * (1 + abs(x))]
+                if wrong:
+                    c = wrong[0]
                     return (f"the cache does not reproduce the whole computation: fed in pieces of {pieces} "
-                            f"positions, each call given the cache the previous one returned, the {what} at "
-                            f"position t={t} differs from feeding all {T} positions at once. {out_of.lesson}")
+                            f"positions, each call given the cache the previous one returned, the {what} of batch "
+                            f"row {b_row} at position t={t} differs from feeding all {T} positions at once "
+                            f"(entry {c}: {u[c]:.6g} at once, {w[c]:.6g} in pieces). {lesson}")
     return None
-
-
-def _flat(v):
-    if isinstance(v, list):
-        out = []
-        for x in v:
-            out.extend(_flat(x))
-        return out
-    return [v]
 
 
 def _cached_out(outcome):
@@ -175,8 +175,10 @@ def _cached_out(outcome):
     return out.transpose(1, 2)  # (B, T_new, H, d_v): positions second, like the block's output
 
 
-_cached_out.lesson = ("Query i of a call sits at position T_past + i and may read every cached key and the new "
-                      "keys up to itself: keys j <= T_past + i of the grown cache.")
+CACHED_LESSON = ("Query i of a call sits at position T_past + i and may read every cached key and the new keys up to "
+                 "itself: keys j <= T_past + i of the grown cache.")
+STEP_LESSON = ("Cache the keys and values after the projections and the split into heads, and let the new positions' "
+               "queries read the cached keys and their own (cached_attention).")
 
 
 def _cached_pieces_agree(fn):
@@ -185,7 +187,7 @@ def _cached_pieces_agree(fn):
     B, H, T, d = 2, 2, 6, 3
     q, k, v = _randn(g, B, H, T, d, scale=1.5), _randn(g, B, H, T, d), _randn(g, B, H, T, d)
     return _pieces_agree(fn, (q, k, v, None), lambda a, b, c: (q[:, :, a:b], k[:, :, a:b], v[:, :, a:b], c), T,
-                         [(1, 2, 3, 4, 5), (2, 5), (3,)], "attention output", _cached_out)
+                         [(1, 2, 3, 4, 5), (2, 5), (3,)], "attention output", _cached_out, CACHED_LESSON)
 
 
 # ---------------------------------------------------------------- decoder_block_step
@@ -231,16 +233,12 @@ def _step_out(outcome):
     return out if type(out) is _safe.Tensor and out.dim() == 3 else None
 
 
-_step_out.lesson = ("Cache the keys and values after the projections and the split into heads, and let the new "
-                    "positions' queries read the cached keys and their own (cached_attention).")
-
-
 def _step_pieces_agree(fn):
     """Token by token (and in chunks) with the cache equals the whole text at once: decoding = recomputation."""
     g = _gen(94)
     x, p = _randn(g, 2, 6, 6), _block_params(g, 6, 5)
     return _pieces_agree(fn, (x, p, 2, None), lambda a, b, c: (x[:, a:b], p, 2, c), 6,
-                         [(1, 2, 3, 4, 5), (4,), (2, 3)], "block's output", _step_out)
+                         [(1, 2, 3, 4, 5), (4,), (2, 3)], "block's output", _step_out, STEP_LESSON)
 
 
 def _step_no_future_leak(fn):
@@ -269,6 +267,8 @@ def _gen_edge():
         Case("a batch of 3, 10 new tokens", (lm, torch.randint(0, 7, (3, 5), generator=g), 10)),
         Case("one row (B = 1)", (lm, prompt[:1], 5)),
         Case("n_new = -1: an error", (lm, prompt, -1), raises="ValueError"),
+        Case("an empty prompt (T_p = 0), even with n_new = 0: an error (there is nothing to condition on)",
+             (lm, prompt[:, :0], 0), raises="ValueError"),
     ]
 
 
@@ -302,6 +302,9 @@ def _generate_feeds_one_token(fn):
                 f"{'cache None' if given == 'none' else 'a cache'}; it must feed the whole prompt ({B}, {T_p}) "
                 f"with cache None, once")
     for k, (shape, given) in enumerate(later, 2):
+        if given == "none" and shape == (B, 1):
+            return (f"call {k} of step fed the newest token with cache=None: the model then reads that one token "
+                    f"alone and forgets the text. Pass the cache the previous call returned")
         if given == "none":
             return (f"call {k} of step was given cache=None (it fed ids of shape {shape}): that is generation "
                     f"without a cache, recomputing every key and value of the text at every step. Pass the cache "
@@ -320,10 +323,12 @@ def _generate_feeds_one_token(fn):
 
 # ---------------------------------------------------------------- kv_cache_bytes
 def _bytes_case(g, big):
-    L = _int(g, 3, 48)  # not 1 (one layer would hide a missing n_layers) nor 2 (it would equal a missing factor 2)
-    H, d, T, B = _int(g, 1, 64), [32, 64, 80, 128][_int(g, 0, 3)], _int(g, 0, 8192), _int(g, 1, 16)
+    # L, B >= 3 and L != B: one layer or one sequence must not hide a missing factor, nor equal a missing factor 2
+    L, B = _int(g, 3, 48), [3, 4, 5, 6, 8, 12, 16][_int(g, 0, 6)]
+    L += L == B
+    H, d, T = _int(g, 1, 64), [32, 64, 80, 128][_int(g, 0, 3)], _int(g, 1, 8192)
     nb = [1, 2, 4][_int(g, 0, 2)]
-    return Case(f"n_layers={L}, n_heads={H}, d_head={d}, n_positions={T}, batch={B}, bytes_per_value={nb}",
+    return Case(f"n_layers={L}, n_heads={H}, d_k={d}, n_positions={T}, batch={B}, bytes_per_value={nb}",
                 (L, H, d, T), {"batch": B, "bytes_per_value": nb})
 
 
@@ -380,13 +385,17 @@ register(
                         "the residual around attention is missing: h = LayerNorm(x_new + attention output)")],
              n_basic=6, n_hidden=12),
     Exercise("greedy_generate", NB9, "kv_cache:greedy_generate", _gen_case, _gen_edge,
-             properties=[("edge", _generate_feeds_one_token), ("hidden", _generate_feeds_one_token)],
+             properties=[("basic", _generate_feeds_one_token), ("edge", _generate_feeds_one_token),
+                         ("hidden", _generate_feeds_one_token)],
              mistakes=[(M + "greedy_generate_refeeds_all",
                         "the whole text was fed again at every step, with the cache: the cache already holds the "
                         "earlier tokens, so they were read twice; feed only the newest token, ids of shape (B, 1)"),
                        (M + "greedy_generate_first_row",
                         "the prediction was read from the first row of the logits; row t predicts the token after "
                         "ids[:, t], so the next token is the argmax of the last row, logits[:, -1]"),
+                       (M + "greedy_generate_no_cache_passed",
+                        "each step fed the newest token with cache=None, so the model read that one token alone "
+                        "and forgot the text; pass the cache the previous call returned"),
                        (M + "greedy_generate_with_prompt",
                         "the prompt was returned too: return only the n_new new tokens, shape (B, n_new)")],
              tensor_inputs=False, n_basic=8, n_hidden=16),
@@ -395,6 +404,9 @@ register(
                         "only the keys were counted: each layer caches a key and a value per head and position, "
                         "hence the factor 2"),
                        (M + "kv_cache_bytes_one_layer",
-                        "one layer was counted: every layer keeps its own cache, so multiply by n_layers")],
+                        "one layer was counted: every layer keeps its own cache, so multiply by n_layers"),
+                       (M + "kv_cache_bytes_one_sequence",
+                        "one sequence was counted: each of the batch's sequences keeps its own keys and values, so "
+                        "multiply by batch")],
              tensor_inputs=False, n_basic=8, n_hidden=16),
 )

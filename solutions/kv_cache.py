@@ -129,6 +129,9 @@ def greedy_generate(step, prompt, n_new):
 
     Returns:
         (B, n_new) LongTensor of the new tokens (greedy: the argmax of each prediction).
+
+    Raises:
+        ValueError for a prompt that is not (B, T_p) with T_p >= 1, and for n_new < 0.
     """
     ### BEGIN SOLUTION
     if prompt.dim() != 2 or prompt.shape[1] < 1:
@@ -150,21 +153,32 @@ def greedy_generate(step, prompt, n_new):
     ### END SOLUTION
 
 
-def kv_cache_bytes(n_layers, n_heads, d_head, n_positions, batch=1, bytes_per_value=2):
+def kv_cache_bytes(n_layers, n_heads, d_k, n_positions, batch=1, bytes_per_value=2):
     """The memory a decoder's KV cache takes, in bytes.
 
-    Every layer keeps a key and a value vector of width d_head, per head, per
+    Every layer keeps a key and a value vector of width d_k, per head, per
     position, per sequence of the batch, each entry ``bytes_per_value`` bytes
     (2 for float16 / bfloat16, 4 for float32).
 
+    Args:
+        n_layers: L, the decoder blocks (each keeps its own cache).
+        n_heads: H, the key/value heads of a block.
+        d_k: the width of one head's keys and values.
+        n_positions: T, the positions cached (prompt and generated tokens).
+        batch: B, the sequences generated together.
+        bytes_per_value: bytes of one number.
+
     Returns:
-        int, 2 * n_layers * batch * n_heads * n_positions * d_head * bytes_per_value.
+        int, 2 * n_layers * batch * n_heads * n_positions * d_k * bytes_per_value.
+
+    Raises:
+        ValueError when an argument is not a whole number >= 0 (a Python int, not a bool or a float).
     """
     ### BEGIN SOLUTION
-    sizes = {"n_layers": n_layers, "n_heads": n_heads, "d_head": d_head, "n_positions": n_positions,
+    sizes = {"n_layers": n_layers, "n_heads": n_heads, "d_k": d_k, "n_positions": n_positions,
              "batch": batch, "bytes_per_value": bytes_per_value}
     for name, value in sizes.items():
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ValueError(f"{name} must be an int >= 0, got {value!r}")
-    return 2 * n_layers * batch * n_heads * n_positions * d_head * bytes_per_value  # keys and values
+    return 2 * n_layers * batch * n_heads * n_positions * d_k * bytes_per_value  # keys and values
     ### END SOLUTION

@@ -136,6 +136,18 @@ def greedy_generate_first_row(step, prompt, n_new):
     return torch.stack(new, dim=1)
 
 
+def greedy_generate_no_cache_passed(step, prompt, n_new):
+    """Feeds the newest token alone, but with cache=None: the model forgets the text."""
+    if n_new == 0:
+        return prompt.new_zeros(prompt.shape[0], 0)
+    logits, _ = step(prompt, None)
+    new = [logits[:, -1].argmax(dim=-1)]
+    for _ in range(n_new - 1):
+        logits, _ = step(new[-1][:, None], None)
+        new.append(logits[:, -1].argmax(dim=-1))
+    return torch.stack(new, dim=1)
+
+
 def greedy_generate_with_prompt(step, prompt, n_new):
     """Returns the prompt followed by the new tokens."""
     new = [prompt]
@@ -149,9 +161,13 @@ def greedy_generate_with_prompt(step, prompt, n_new):
 
 
 # --- kv_cache_bytes ----------------------------------------------------------------
-def kv_cache_bytes_keys_only(n_layers, n_heads, d_head, n_positions, batch=1, bytes_per_value=2):
-    return n_layers * batch * n_heads * n_positions * d_head * bytes_per_value
+def kv_cache_bytes_keys_only(n_layers, n_heads, d_k, n_positions, batch=1, bytes_per_value=2):
+    return n_layers * batch * n_heads * n_positions * d_k * bytes_per_value
 
 
-def kv_cache_bytes_one_layer(n_layers, n_heads, d_head, n_positions, batch=1, bytes_per_value=2):
-    return 2 * batch * n_heads * n_positions * d_head * bytes_per_value
+def kv_cache_bytes_one_sequence(n_layers, n_heads, d_k, n_positions, batch=1, bytes_per_value=2):
+    return 2 * n_layers * n_heads * n_positions * d_k * bytes_per_value
+
+
+def kv_cache_bytes_one_layer(n_layers, n_heads, d_k, n_positions, batch=1, bytes_per_value=2):
+    return 2 * batch * n_heads * n_positions * d_k * bytes_per_value

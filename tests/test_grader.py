@@ -260,6 +260,9 @@ GIVEN_DELEGATIONS = [
     ("masked_attention", "def masked_attention(Q, K, V, mask=None):\n"
                          "    from coursekit import blocks\n"
                          "    return blocks.masked_attention(Q, K, V, mask)\n"),
+    ("decoder_block", "def decoder_block(x, valid, params, n_heads):\n"
+                      "    from coursekit import blocks\n"
+                      "    return blocks.decoder_block(x, valid, params, n_heads)\n"),
 ]
 
 

@@ -396,14 +396,18 @@ def test_greedy_generate_with_the_cache_equals_decoder_lm_generate_token_for_tok
 
 
 def test_greedy_generate_reaches_max_len_exactly():
-    """A prompt of 3 and 9 new tokens: the last call feeds position 11 of a 12-row table (the 12th token needs no
-    call), so generation fills max_len without an error; DecoderLM.generate agrees."""
+    """A prompt of 3 and 10 new tokens: the last call feeds position 11, the last row of a 12-row table (the 10th new
+    token needs no call), so generation fills max_len without an error and DecoderLM.generate agrees; one more new
+    token would need position 12, which the table does not have."""
     g = gen(14)
     model = cached_lm()
+    assert model.cfg.max_len == 12
     prompt = torch.randint(0, 10, (2, 3), generator=g)
-    new = kv_cache.greedy_generate(lambda ids, c: model.step(ids, c), prompt, 9)
+    new = kv_cache.greedy_generate(lambda ids, c: model.step(ids, c), prompt, 10)
     for b in range(2):
-        assert new[b].tolist() == model.generate(prompt[b].tolist(), 9)[3:]
+        assert new[b].tolist() == model.generate(prompt[b].tolist(), 10)[3:]
+    with pytest.raises(ValueError, match="13 positions"):
+        kv_cache.greedy_generate(lambda ids, c: model.step(ids, c), prompt, 11)
 
 
 # ================================================================== 4. kv_cache_bytes against real caches
@@ -510,7 +514,7 @@ def test_greedy_generate_rejects_bad_prompts_and_counts(args):
 @pytest.mark.parametrize("bad", [dict(n_positions=-1), dict(n_positions=2.5), dict(batch=True), dict(n_layers="2")],
                          ids=["negative", "float", "bool", "str"])
 def test_kv_cache_bytes_rejects_sizes_that_are_not_whole_numbers_naming_the_argument(bad):
-    sizes = dict(n_layers=2, n_heads=4, d_head=16, n_positions=8)
+    sizes = dict(n_layers=2, n_heads=4, d_k=16, n_positions=8)
     sizes.update(bad)
     with pytest.raises(ValueError) as e:
         kv_cache.kv_cache_bytes(**sizes)

@@ -160,8 +160,8 @@ def test_a_stub_fails_every_part_saying_it_is_not_implemented(name):
 NO_CACHE = '''
 def greedy_generate(step, prompt, n_new):
     """Right text, no cache: the whole text is fed again, with cache=None, at every step."""
-    if n_new < 0:
-        raise ValueError(f"n_new must be >= 0, got {n_new}")
+    if n_new < 0 or prompt.shape[1] == 0:
+        raise ValueError(f"n_new must be >= 0 and the prompt not empty, got {n_new} and {tuple(prompt.shape)}")
     ids, new = prompt, []
     for _ in range(n_new):
         logits, _ = step(ids, None)
@@ -174,8 +174,8 @@ def greedy_generate(step, prompt, n_new):
 ONE_CALL_TOO_MANY = '''
 def greedy_generate(step, prompt, n_new):
     """Right text, but step is also called after the last new token (whose prediction nobody reads)."""
-    if n_new < 0:
-        raise ValueError(f"n_new must be >= 0, got {n_new}")
+    if n_new < 0 or prompt.shape[1] == 0:
+        raise ValueError(f"n_new must be >= 0 and the prompt not empty, got {n_new} and {tuple(prompt.shape)}")
     new = []
     logits, cache = step(prompt, None)
     for _ in range(n_new):
@@ -186,13 +186,13 @@ def greedy_generate(step, prompt, n_new):
 '''
 
 
-def test_generation_without_the_cache_gets_the_text_right_but_fails_the_edge_part_in_words():
+def test_generation_without_the_cache_gets_the_text_right_but_fails_every_graded_cell_in_words():
     """A loop that recomputes everything (step(whole_text, None) each time) produces the reference's tokens, so
-    the basic parts pass; the call-recording property fails the edge (and hidden) part, saying cache=None."""
+    every case agrees (hidden-basic, which has no property, passes); the call-recording property fails the basic,
+    edge and hidden parts, so both graded cells score 0, saying cache=None."""
     fn = learner_fn("greedy_generate", NO_CACHE)
-    passes("greedy_generate", fn, "basic")
     passes("greedy_generate", fn, "hidden-basic")
-    for part in ("edge", "hidden"):
+    for part in ("basic", "edge", "hidden"):
         msg = failure("greedy_generate", fn, part)
         assert "property" in msg and "call 2 of step was given cache=None" in msg, msg
         assert "generation without a cache" in msg and "ids of shape (2, 1)" in msg, msg
@@ -203,7 +203,7 @@ def test_one_call_too_many_is_told_the_number_of_calls():
     """Calling step after the last new token (n_new + 1 calls) keeps the text right; the edge part says how many
     calls it made and why n_new are enough."""
     fn = learner_fn("greedy_generate", ONE_CALL_TOO_MANY)
-    passes("greedy_generate", fn, "basic")
+    passes("greedy_generate", fn, "hidden-basic")
     msg = failure("greedy_generate", fn, "edge")
     assert "step was called 6 times for n_new=5 new tokens" in msg, msg
     assert "the last new token needs no call of its own" in msg, msg
@@ -330,7 +330,8 @@ def test_cached_attention_bad_inputs_need_a_value_error():
     fn = learner_fn("cached_attention", unchecked)
     passes("cached_attention", fn, "basic")
     msg = failure("cached_attention", fn, "edge")
-    assert "2 of 11 checks failed" in msg, msg
+    n_edge = len(ex9._cached_edge()) + sum(part == "edge" for part, _ in EXERCISES["cached_attention"].properties)
+    assert f"2 of {n_edge} checks failed" in msg, msg
     assert "q has T_new = 2 positions but k_new has 3" in msg and "should raise ValueError" in msg, msg
     assert "but it returned a tuple" in msg and "wrong-raise" in msg, msg
 
@@ -370,3 +371,23 @@ def test_the_given_masked_attention_may_be_called_by_the_learners_block_step():
     fn = learner_fn("decoder_block_step", src)
     for part in ("basic", "hidden-basic"):
         passes("decoder_block_step", fn, part)
+
+
+def test_the_toy_model_follows_its_input_to_another_device():
+    """The hidden part moves a case's tensors to each grading device (CUDA when present) but not the ToyLM in it:
+    the model must follow the ids' device, or every correct loop would fail there. The meta device shows it on a
+    machine without a GPU."""
+    lm = ex9.toy_lm(torch.Generator().manual_seed(0))
+    logits, (h, t) = lm(torch.zeros(2, 3, dtype=torch.long, device="meta"))
+    assert logits.device.type == "meta" and h.device.type == "meta" and t == 3 and tuple(logits.shape) == (2, 3, 7)
+
+
+def test_generation_that_passes_no_cache_is_named():
+    """Feeding the newest token alone with cache=None makes the model forget the text: a known mistake, and the
+    call-recording property says what happened rather than calling it recomputation."""
+    src = reference_with("greedy_generate", "logits, cache = step(nxt[:, None], cache)",
+                         "logits, _ = step(nxt[:, None], None)")
+    fn = learner_fn("greedy_generate", src)
+    msg = failure("greedy_generate", fn, "basic")
+    assert dict(EXERCISES["greedy_generate"].mistakes)[ex9.M + "greedy_generate_no_cache_passed"] in msg, msg
+    assert "fed the newest token with cache=None" in ex9._generate_feeds_one_token(fn)

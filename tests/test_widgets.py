@@ -493,7 +493,9 @@ def test_the_stepper_feeds_the_prompt_once_then_one_token_a_step_and_counts_the_
     L, H, d_k = 2, 2, 16
     pngs, cached_total, recomputed_total = {stepper.png}, n_prompt * (n_prompt + 1) // 2, n_prompt * (n_prompt + 1) // 2
     r = stepper.readouts
-    assert (r["step"], r["fed"], r["T"], r["dots_cached"], r["dots_recomputed"]) == (0, n_prompt, n_prompt, 66, 66)
+    prefill = n_prompt * (n_prompt + 1) // 2  # the prompt's causal pairs, with or without a cache
+    assert (r["step"], r["fed"], r["T"], r["dots_cached"], r["dots_recomputed"]) == (0, n_prompt, n_prompt, prefill,
+                                                                                     prefill)
     assert "tokens fed this step: 11" in stepper.readout.value and stepper.learner_message == ""
     for k in range(1, 4):
         stepper.step_button.click()
@@ -584,7 +586,7 @@ def test_reset_and_a_new_prompt_empty_the_cache_and_feed_the_prompt_again(steppe
     assert stepper.readouts["step"] == 0 and stepper.readouts["T"] == 11 and stepper.png == first
     stepper.text.value = "07/27/2013 ="  # <bos> 0 7 / 2 7 / 2 0 1 3 =
     r = stepper.readouts
-    assert stepper.message == "" and (r["step"], r["fed"], r["T"], r["dots_cached"]) == (0, 12, 12, 78)
+    assert stepper.message == "" and (r["step"], r["fed"], r["T"], r["dots_cached"]) == (0, 12, 12, 12 * 13 // 2)
     assert all(K.shape[-2] == 12 for K, _ in stepper.gen.cache) and stepper.png != first
     stepper.reset_button.click()  # Reset starts the prompt now shown again
     assert stepper.readouts["T"] == 12 and stepper.text.value == "07/27/2013 ="
