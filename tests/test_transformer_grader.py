@@ -84,6 +84,8 @@ def test_the_mistakes_module_is_self_contained():
 
 
 # ---------------------------------------------------------------- the reference passes
+# (tests/test_grader.py checks every exercise's shipped expectations, and the reference in one namespace holding
+# every exercise; here each notebook's reference runs in that notebook's own namespace, with its given functions)
 @pytest.mark.parametrize("name", NAMES)
 def test_the_reference_as_learner_code_passes_every_part(name, capsys):
     fn = reference_as_learner(name)
@@ -91,13 +93,6 @@ def test_the_reference_as_learner_code_passes_every_part(name, capsys):
         check(name, fn, part)
     out = capsys.readouterr()
     assert out.out.count("PASSED") == len(grader.PARTS) and out.err == ""
-
-
-@pytest.mark.parametrize("name", NAMES)
-def test_the_shipped_expected_outputs_are_up_to_date(name):
-    """grader/expected/<name>.pt equals what the reference computes now (`python -m grader.build` rebuilds it)."""
-    from grader.build import stale
-    assert stale(name) is None
 
 
 # ---------------------------------------------------------------- known mistakes are named
