@@ -77,3 +77,20 @@ def as_learner(sources):
     for name, src in sources.items():
         exec(compile(src if src is not None else solution_source(name), f"<cell {name}>", "exec"), namespace)
     return {name: namespace[name] for name in sources}
+
+
+_MISTAKE_MODULES = {}
+
+
+def mistakes_as_learner(module):
+    """``solutions/<module>.py`` (a self-contained module of known mistakes) compiled as notebook code, so the
+    grader does not take its functions for the reference. Returns its namespace {name: function}; cached."""
+    if module not in _MISTAKE_MODULES:
+        import importlib
+        import inspect
+        source = inspect.getsource(importlib.import_module(f"solutions.{module}"))
+        namespace = {"__name__": "__main__"}
+        exec(LEARNER_PRELUDE, namespace)
+        exec(compile(source, f"<learner {module}>", "exec"), namespace)
+        _MISTAKE_MODULES[module] = namespace
+    return _MISTAKE_MODULES[module]

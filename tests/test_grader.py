@@ -1,4 +1,5 @@
 """The grader: what it accepts, what it rejects, and what it says."""
+import importlib
 import inspect
 import re
 import subprocess
@@ -11,7 +12,7 @@ import torch
 
 import grader
 import solutions.mistakes
-from coursekit.samples import as_learner
+from coursekit.samples import as_learner, mistakes_as_learner
 from grader import EXERCISES, CheckFailed, check
 from grader.build import stale
 
@@ -56,7 +57,7 @@ def test_shipped_expected_outputs_are_not_stale(name):
 
 
 # ---------------------------------------------------------------- known mistakes are named
-# the foundation's mistakes (solutions/mistakes.py); later notebooks test theirs in their own test file
+# the foundation's mistakes (solutions/mistakes.py), which call the learner's own earlier functions
 MISTAKES = [(name, m, why) for name, ex in EXERCISES.items() for m, why in ex.mistakes if ":" not in m]
 
 
@@ -67,6 +68,50 @@ def test_each_known_mistake_fails_and_is_named(name, mname, why, learner, failur
     messages = failures_of(name, fn)
     assert messages, f"{mname} passed every part of {name}"
     assert any(why in m for m in messages), f"no failure of {mname} names it:\n" + "\n---\n".join(messages)
+
+
+# the later notebooks' mistakes: self-contained modules "module:function" (solutions/rnn_mistakes.py,
+# transformer_mistakes.py, kv_cache_mistakes.py), compiled as learner code
+MODULE_MISTAKES = [(name, m, why) for name, ex in EXERCISES.items() for m, why in ex.mistakes if ":" in m]
+MISTAKE_MODULES = sorted({m.split(":")[0] for _, m, _ in MODULE_MISTAKES})
+
+
+@pytest.mark.parametrize("module", MISTAKE_MODULES)
+def test_each_mistakes_module_is_self_contained_and_registers_each_mistake_once(module):
+    """Known mistakes must compile as learner code: torch only, nothing from the reference."""
+    import ast
+    tree = ast.parse(inspect.getsource(importlib.import_module(f"solutions.{module}")))
+    imported = {a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names} | \
+        {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert imported <= {"math", "torch", "torch.nn.functional"}, imported
+    registered = [m.split(":")[1] for _, m, _ in MODULE_MISTAKES if m.startswith(module + ":")]
+    assert set(registered) <= set(mistakes_as_learner(module))
+    assert len(set(registered)) == len(registered), "each mistake is registered once"
+
+
+@pytest.mark.parametrize("name,mname,why", MODULE_MISTAKES, ids=[m.split(":")[-1] for _, m, _ in MODULE_MISTAKES])
+def test_each_known_mistake_of_the_later_notebooks_fails_and_is_named(name, mname, why, failures_of):
+    module, _, fn_name = mname.partition(":")
+    messages = failures_of(name, mistakes_as_learner(module)[fn_name])
+    assert messages, f"{mname} passed every part of {name}"
+    assert any(why in m for m in messages), f"no failure of {mname} names it:\n" + "\n---\n".join(messages)
+
+
+# the transformer notebooks (06-09) choose their random basic cases so that every mistake shows there
+SHOWN_IN_BASIC = [(name, m, why) for name, m, why in MODULE_MISTAKES
+                  if m.split(":")[0] in ("transformer_mistakes", "kv_cache_mistakes")]
+
+
+@pytest.mark.parametrize("name,mname,why", SHOWN_IN_BASIC, ids=[m.split(":")[-1] for _, m, _ in SHOWN_IN_BASIC])
+def test_the_visible_basic_cases_tell_each_mistake_from_the_reference(name, mname, why):
+    """Most shipped basic cases tell the mistake from the reference, and on at least one it is the mistake named."""
+    from grader.compare import same
+    records = grader.load_expected(name)["parts"]["basic"]
+    differs = [r for r in records if not same(r["expected"], r["mistakes"][mname])]
+    assert len(differs) >= len(records) // 2, f"{mname} agrees with the reference on most basic cases"
+    named = [r for r in differs if r["mistakes"][mname] is not None and mname == next(
+        m for m, out in r["mistakes"].items() if out is not None and same(out, r["mistakes"][mname]))]
+    assert named, f"on every basic case where {mname} is wrong an earlier mistake gives the same output"
 
 
 # ---------------------------------------------------------------- other correct styles pass

@@ -1,6 +1,5 @@
 """Notebook 05, the RNN encoder-decoder: the reference against PyTorch, the decoders against search by
 hand, the date task, and the grader's verdicts on the known mistakes."""
-import inspect
 import itertools
 import math
 import textwrap
@@ -13,10 +12,10 @@ from torch import nn
 
 import grader
 import solutions.rnn as rnn
-import solutions.rnn_mistakes
 from coursekit import data
 from coursekit import rnn as rnn_models
 from coursekit.notebooks import SOURCE_DIR
+from coursekit import samples
 from coursekit.samples import ONE_BUG, as_learner, edited_source
 from grader import EXERCISES, CheckFailed, check
 
@@ -321,13 +320,7 @@ def test_vocabularies_follow_notebook_01_and_ids_round_trip():
 
 # ---------------------------------------------------------------- the grader
 def mistakes_as_learner():
-    """solutions/rnn_mistakes.py compiled as notebook code (so the grader does not see the reference)."""
-    ns = {"torch": torch, "math": math, "F": F}
-    exec(compile(inspect.getsource(solutions.rnn_mistakes), "<learner rnn_mistakes>", "exec"), ns)
-    return ns
-
-
-MISTAKES = [(name, m, why) for name in NAMES for m, why in EXERCISES[name].mistakes]
+    return samples.mistakes_as_learner("rnn_mistakes")
 
 
 def test_notebook_05_registers_its_seven_exercises():
@@ -341,14 +334,6 @@ def test_the_reference_as_learner_code_passes_every_part(name, capsys):
     for part in grader.PARTS:
         check(name, fn, part)
     assert capsys.readouterr().out.count("PASSED") == len(grader.PARTS)
-
-
-@pytest.mark.parametrize("name,mname,why", MISTAKES, ids=[m.split(":")[-1] for _, m, _ in MISTAKES])
-def test_the_grader_names_each_known_mistake(name, mname, why, failures_of):
-    fn = mistakes_as_learner()[mname.split(":")[-1]]
-    messages = failures_of(name, fn)
-    assert messages, f"{mname} passed every part of {name}"
-    assert any(why in m for m in messages), "\n---\n".join(messages)
 
 
 def test_the_one_bug_sample_of_notebook_05_is_a_known_mistake():

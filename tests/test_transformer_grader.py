@@ -7,10 +7,8 @@ the learner's own split_heads and merge_heads, and encoder_block the learner's o
 notebooks 07 and 08 the attention helpers are the given ones, and encdec_decoder_block calls the learner's own
 cross_attention.
 """
-import ast
 import functools
 import inspect
-import math
 import textwrap
 
 import pytest
@@ -20,6 +18,7 @@ import torch.nn.functional as F
 import grader
 import solutions.transformer_mistakes
 from coursekit.notebooks import GIVEN, solution_source
+from coursekit import samples
 from coursekit.samples import LEARNER_PRELUDE
 from grader import EXERCISES, CheckFailed, check
 from grader import exercises_06_08 as ex68
@@ -27,7 +26,6 @@ from grader.exercises import visible_cases
 
 NOTEBOOKS = ("06_encoder", "07_decoder", "08_encoder_decoder")
 NAMES = [name for name, ex in EXERCISES.items() if ex.notebook in NOTEBOOKS]
-MISTAKES = [(name, m, why) for name in NAMES for m, why in EXERCISES[name].mistakes]
 
 
 def learner_namespace(notebook, overrides=None):
@@ -48,12 +46,8 @@ def reference_as_learner(name):
     return learner_namespace(EXERCISES[name].notebook)[name]
 
 
-@functools.lru_cache(maxsize=None)
 def mistakes_as_learner():
-    """solutions/transformer_mistakes.py compiled as notebook code (so the grader does not see the reference)."""
-    ns = {"__name__": "__main__", "torch": torch, "math": math, "F": F}
-    exec(compile(inspect.getsource(solutions.transformer_mistakes), "<learner transformer_mistakes>", "exec"), ns)
-    return ns
+    return samples.mistakes_as_learner("transformer_mistakes")
 
 
 def failure(name, fn, part):
@@ -72,17 +66,6 @@ def test_notebooks_06_to_08_register_their_thirteen_exercises():
         ["08_encoder_decoder"] * 2
 
 
-def test_the_mistakes_module_is_self_contained():
-    """Known mistakes must compile as learner code: torch only, nothing from the reference."""
-    tree = ast.parse(inspect.getsource(solutions.transformer_mistakes))
-    imported = {a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names} | \
-        {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-    assert imported <= {"math", "torch", "torch.nn.functional"}, imported
-    names = {m.split(":")[1] for _, m, _ in MISTAKES}
-    assert names <= set(mistakes_as_learner())
-    assert len(names) == len(MISTAKES), "each mistake is registered once"
-
-
 # ---------------------------------------------------------------- the reference passes
 # (tests/test_grader.py checks every exercise's shipped expectations, and the reference in one namespace holding
 # every exercise; here each notebook's reference runs in that notebook's own namespace, with its given functions)
@@ -93,27 +76,6 @@ def test_the_reference_as_learner_code_passes_every_part(name, capsys):
         check(name, fn, part)
     out = capsys.readouterr()
     assert out.out.count("PASSED") == len(grader.PARTS) and out.err == ""
-
-
-# ---------------------------------------------------------------- known mistakes are named
-@pytest.mark.parametrize("name,mname,why", MISTAKES, ids=[m.split(":")[-1] for _, m, _ in MISTAKES])
-def test_the_grader_names_each_known_mistake(name, mname, why, failures_of):
-    fn = mistakes_as_learner()[mname.split(":")[-1]]
-    messages = failures_of(name, fn)
-    assert messages, f"{mname} passed every part of {name}"
-    assert any(why in m for m in messages), "\n---\n".join(messages)
-
-
-@pytest.mark.parametrize("name,mname,why", MISTAKES, ids=[m.split(":")[-1] for _, m, _ in MISTAKES])
-def test_the_visible_basic_cases_tell_each_mistake_from_the_reference(name, mname, why):
-    """The shipped random cases are chosen so that every mistake shows there, named on at least one case."""
-    records = grader.load_expected(name)["parts"]["basic"]
-    from grader.compare import same
-    differs = [r for r in records if not same(r["expected"], r["mistakes"][mname])]
-    assert len(differs) >= len(records) // 2, f"{mname} agrees with the reference on most basic cases"
-    named = [r for r in differs if r["mistakes"][mname] is not None and mname == next(
-        m for m, out in r["mistakes"].items() if out is not None and same(out, r["mistakes"][mname]))]
-    assert named, f"on every basic case where {mname} is wrong an earlier mistake gives the same output"
 
 
 # ---------------------------------------------------------------- invalid inputs

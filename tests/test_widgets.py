@@ -479,10 +479,8 @@ def stepper(learner, gpt, date_task):
 
 def _mistake(name):
     """A wrong variant from solutions/kv_cache_mistakes.py, compiled as a learner's notebook code."""
-    import inspect
-
-    from solutions import kv_cache_mistakes
-    return as_learner({name: inspect.getsource(kv_cache_mistakes)})[name]
+    from coursekit.samples import mistakes_as_learner
+    return mistakes_as_learner("kv_cache_mistakes")[name]
 
 
 def test_the_stepper_feeds_the_prompt_once_then_one_token_a_step_and_counts_the_work(stepper, gpt, date_task):
