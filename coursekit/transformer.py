@@ -271,9 +271,13 @@ class DecoderLM(_Stack):
         return ids
 
     @torch.no_grad()
-    def complete(self, prompts, max_new_tokens, eos_id):
+    def complete(self, prompts, max_new_tokens, eos_id, generate=None):
         """Greedy continuations of many prompts (lists of ids), batched by prompt length (no padding needed).
 
+        Without ``generate``, every step feeds the whole text again (no cache) and
+        a batch stops once all its rows have written <eos>. With it,
+        ``generate(self.step, ids, max_new_tokens)`` writes each batch (notebook
+        09's ``greedy_generate``, with the KV cache of ``step``).
         Returns the new tokens of each prompt, up to and without its <eos>.
         """
         by_length = {}
@@ -282,16 +286,23 @@ class DecoderLM(_Stack):
         out = [None] * len(prompts)
         for n, ks in by_length.items():
             ids = torch.tensor([prompts[k] for k in ks], device=self.embed.E.device)  # (b, n)
-            done = torch.zeros(len(ks), dtype=torch.bool, device=ids.device)
-            for _ in range(max_new_tokens):
-                nxt = self(ids[:, -self.cfg.max_len:])[:, -1].argmax(-1)  # (b,)
-                ids = torch.cat([ids, nxt[:, None]], dim=1)
-                done |= nxt == eos_id
-                if bool(done.all()):
-                    break
-            for row, k in zip(ids[:, n:].tolist(), ks):
+            new = self._recompute(ids, max_new_tokens, eos_id) if generate is None \
+                else generate(self.step, ids, max_new_tokens)  # (b, <= max_new_tokens)
+            for row, k in zip(new.tolist(), ks):
                 out[k] = row[:row.index(eos_id)] if eos_id in row else row
         return out
+
+    def _recompute(self, ids, max_new_tokens, eos_id):
+        """Greedy generation without a cache: the whole text (its last max_len tokens) at every step."""
+        n = ids.shape[1]
+        done = torch.zeros(ids.shape[0], dtype=torch.bool, device=ids.device)
+        for _ in range(max_new_tokens):
+            nxt = self(ids[:, -self.cfg.max_len:])[:, -1].argmax(-1)  # (b,)
+            ids = torch.cat([ids, nxt[:, None]], dim=1)
+            done |= nxt == eos_id
+            if bool(done.all()):
+                break
+        return ids[:, n:]
 
 
 class EncoderDecoder(nn.Module):
@@ -352,6 +363,16 @@ class EncoderDecoder(nn.Module):
 
 
 # ------------------------------------------------------------------ training helpers for the notebooks
+def next_token_loss(logits, ids, valid=None):
+    """Mean cross-entropy of every real next token: logits (B, T, V) row t against ids[:, t + 1].
+
+    The training loss of a decoder-only model (notebook 07 builds it from the
+    learner's ``lm_log_prob``; notebook 09, whose exercises are elsewhere, uses this).
+    """
+    targets = ids[:, 1:] if valid is None else ids[:, 1:].masked_fill(~valid[:, 1:], -100)
+    return nn.functional.cross_entropy(logits[:, :-1].transpose(1, 2), targets, ignore_index=-100)
+
+
 def fit(model, loss_of_batch, batches, steps, lr=3e-3, time_limit=100.0, report_every=100, evaluate=None):
     """Train with AdamW and a one-cycle schedule, printing a text progress bar.
 

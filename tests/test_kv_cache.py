@@ -573,3 +573,27 @@ def test_cached_attention_block_step_and_decoder_lm_step_on_cuda_equal_sdpa_and_
     token by token equals the whole-text decoder block, both equal the CPU, and DecoderLM.step / greedy_generate
     give the CPU's logits and tokens."""
     check_kv_cache_on("cuda")
+
+
+# ================================================================== the package helpers notebook 09 calls
+def test_complete_with_the_cached_loop_writes_what_recomputing_writes():
+    """DecoderLM.complete batches prompts by length; handed greedy_generate it writes each batch with the cache,
+    and (cut at <eos>) the continuations equal those of recomputing the whole text at every step."""
+    g = gen(21)
+    model = cached_lm(max_len=30)
+    prompts = [torch.randint(0, 10, (n,), generator=g).tolist() for n in (3, 5, 3, 1, 5, 4)]
+    eos = 2
+    assert model.complete(prompts, 12, eos, generate=kv_cache.greedy_generate) == model.complete(prompts, 12, eos)
+
+
+def test_next_token_loss_is_minus_lm_log_prob_per_predicted_token():
+    """coursekit.transformer.next_token_loss (notebook 09's training loss) equals notebook 07's objective built from
+    the reference lm_log_prob: minus the summed log-probabilities over the number of real next tokens."""
+    from coursekit.transformer import next_token_loss
+    g = gen(22)
+    logits = randn(g, 3, 6, 11)
+    ids = torch.randint(0, 11, (3, 6), generator=g)
+    valid = torch.arange(6)[None, :] < torch.tensor([[6], [4], [1]])
+    want = -decoder.lm_log_prob(logits, ids, valid).sum() / valid[:, 1:].sum()
+    assert_close(next_token_loss(logits, ids, valid), want)
+    assert_close(next_token_loss(logits, ids), -decoder.lm_log_prob(logits, ids).sum() / (3 * 5))
