@@ -146,6 +146,9 @@ def read_expected(path):
 
 # ------------------------------------------------------------------ judging one call
 def _where_raised(exc):
+    where = getattr(exc, "course_where", None)  # raised in the sandbox: where it was raised came with it
+    if isinstance(where, str):
+        return where
     frames = traceback.extract_tb(exc.__traceback__)
     mine = [f for f in frames if not f.filename.startswith(_HERE) and "site-packages" not in f.filename]
     if not mine:
@@ -156,7 +159,7 @@ def _where_raised(exc):
     return f" (line {f.lineno} of {place}" + (f": `{code}`)" if code else ")")
 
 
-def _problem(fn_name, outcome, expected, raises, ref_message, device):
+def _problem(fn_name, outcome, expected, raises, ref_message, device, input_scale=0.0):
     """Return (kind, text) describing what is wrong with one call, or None when it is right."""
     if outcome.called_reference:
         what = outcome.called_reference
@@ -167,6 +170,10 @@ def _problem(fn_name, outcome, expected, raises, ref_message, device):
         return "timeout", (f"it did not finish within {_safe.DEFAULT_TIME_LIMIT:g} s and was stopped: look for a loop "
                            f"that never ends. The remaining cases of this check were skipped.")
     err = outcome.error
+    if type(err).__name__ == "SandboxFault":
+        return "crash", f"{err}. The remaining cases of this check were skipped."
+    if type(err).__name__ == "NotPlain":
+        return "type", f"{err}."
     if isinstance(err, NotImplementedError) and not str(err):  # the stub; torch's own have a message
         return "stub", (f"`{fn_name}` is not implemented yet: it still raises NotImplementedError. Replace the "
                         f"`raise NotImplementedError()` line in the exercise cell with your code.")
@@ -180,7 +187,7 @@ def _problem(fn_name, outcome, expected, raises, ref_message, device):
         return None
     if err is not None:
         return "error", f"it raised {type(err).__name__}: {str(err)[:300]}{_where_raised(err)}."
-    mismatch = compare(expected, outcome.value, "output")
+    mismatch = compare(expected, outcome.value, "output", input_scale=input_scale)
     if mismatch is None:
         return None
     return mismatch.kind, mismatch.text
@@ -192,7 +199,7 @@ def _diagnose(kind, got, mistake_outputs, explanations):
     A NaN output cannot equal anything, so for NaN the mistake named is the first
     one that also produces NaN on this case (overflow, a 0/0 row).
     """
-    if kind in ("stub", "error", "timeout", "reference", "no-raise", "wrong-raise"):
+    if kind in ("stub", "error", "timeout", "crash", "reference", "no-raise", "wrong-raise"):
         return None
     for mname, mout in mistake_outputs.items():
         if mout is None or mname not in explanations:
@@ -235,7 +242,7 @@ class _Run:
             self.warned.extend(outcome.warnings)
         if problem is not None:
             self.failures.append((index, what, device, problem[0], problem[1], mistake))
-            if problem[0] == "timeout":
+            if problem[0] in ("timeout", "crash"):
                 self.stopped = True
 
     def finish(self):
@@ -274,7 +281,10 @@ def _judge_case(run, fn, fn_name, index, what, args, kwargs, raises, expected, r
     if run.stopped:
         return
     outcome = _safe.call(fn, args, kwargs)
-    problem = _problem(fn_name, outcome, expected() if callable(expected) else expected, raises, ref_message, device)
+    ex = EXERCISES.get(fn_name)
+    scale = ex.conditioning(args, kwargs) if ex is not None and ex.conditioning and not raises else 0.0
+    problem = _problem(fn_name, outcome, expected() if callable(expected) else expected, raises, ref_message, device,
+                       scale)
     mistake = None
     if problem is not None:
         mistake = _diagnose(problem[0], outcome.value, mistakes() if callable(mistakes) else mistakes, explanations)
@@ -309,6 +319,10 @@ def check(name, fn, part="basic"):
     if not callable(fn):
         raise CheckFailed(f"FAILED {name} [{part}]: expected a function, got {type(fn).__name__}. Run the exercise "
                           f"cell that defines `{name}` first.")
+    if part.startswith("hidden") and _REFERENCE is None and os.environ.get("COURSE_SANDBOX") == "1":
+        # the grading kernel runs in the sandbox, without the reference: the trusted side grades this part
+        print(f"{name} [{part}]: graded outside this kernel")
+        return
     run = _Run(name, part)
     explanations = dict(ex.mistakes)
     with _safe.forbid_given(_capture_given(name)):
@@ -338,12 +352,8 @@ def _failing_dependencies(ex, fn):
     points the learner at the cause rather than the symptom.
     """
     notes = []
-    try:
-        namespace = fn.__globals__ if type(fn).__name__ == "function" else {}
-    except Exception:
-        namespace = {}
     for dep in ex.uses:
-        dep_fn = namespace.get(dep) if isinstance(namespace, dict) else None
+        dep_fn = _learner_function(fn, dep)
         if not callable(dep_fn):
             continue
         probe = _Run(dep, "basic")
@@ -356,6 +366,18 @@ def _failing_dependencies(ex, fn):
             notes.append(f"your {ex.name} calls your {dep}, which fails its own checks ({len(probe.failures)} of "
                          f"{probe.n} basic cases): fix {dep} first, its test cell says what is wrong")
     return notes
+
+
+def _learner_function(fn, name):
+    """The learner's function ``name``, defined beside ``fn`` (in its module, or in its sandbox), or None."""
+    if _safe.REMOTE_TYPES and type(fn) in _safe.REMOTE_TYPES:
+        return fn.sibling(name)
+    try:
+        namespace = fn.__globals__ if type(fn).__name__ == "function" else {}
+    except Exception:
+        namespace = {}
+    found = namespace.get(name) if isinstance(namespace, dict) else None
+    return found if callable(found) else None
 
 
 def _reference_call(ref, args, kwargs):
@@ -414,8 +436,9 @@ def _meta_probe(run, ex, fn, ref, cases):
     devices. Functions that need real data (``.item()``, Python ``if`` on values)
     cannot run on meta at all; for them the probe says nothing.
     """
+    probed = 0
     for case in cases:
-        if case.raises:
+        if case.raises or run.stopped:
             continue
         args, kwargs = _move(case.args, "meta"), _move(case.kwargs, "meta")
         if not any(True for _ in _tensors((args, kwargs))):
@@ -426,6 +449,7 @@ def _meta_probe(run, ex, fn, ref, cases):
         if ref_err is not None:
             continue
         outcome = _safe.call(fn, args, kwargs)
+        probed += 1
         problem = None
         if outcome.error is not None:
             text = str(outcome.error)
@@ -438,5 +462,8 @@ def _meta_probe(run, ex, fn, ref, cases):
                     problem = ("device", f"with inputs on the 'meta' device the output came back on {t.device}: "
                                          f"create new tensors with device=<input>.device (and dtype=...)")
                     break
-        run.record(run.n + 1, f"device probe on: {case.what}", "meta", outcome, problem, None)
-        return
+        if problem is not None:  # one failure is enough to teach the rule
+            run.record(run.n + 1, f"device probe on: {case.what}", "meta", outcome, problem, None)
+            return
+    if probed:
+        run.record(run.n + 1, f"device probe on {probed} cases", "meta", None, None, None)

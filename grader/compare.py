@@ -58,10 +58,17 @@ def _describe_tensor(t):
     return f"tensor of shape {tuple(t.shape)}, dtype {str(t.dtype).replace('torch.', '')}, device {t.device}"
 
 
-def compare(expected, got, name="output", check_device=True):
-    """Return None when ``got`` matches ``expected``, else a ``Mismatch``."""
+def compare(expected, got, name="output", check_device=True, input_scale=0.0):
+    """Return None when ``got`` matches ``expected``, else a ``Mismatch``.
+
+    ``input_scale`` is the size of the inputs the output was computed from, for
+    computations whose rounding error grows with it (log-softmax of logits near
+    1e4 is exact only to about eps x 1e4): floating-point values may then also
+    differ by ``4 eps(dtype) x input_scale``, so that every standard formulation
+    passes.
+    """
     if _safe.is_tensor(expected):
-        return _compare_tensor(expected, got, name, check_device)
+        return _compare_tensor(expected, got, name, check_device, input_scale)
     if isinstance(expected, (tuple, list)):
         if not isinstance(got, (tuple, list)):
             return Mismatch("type", f"{name} should be a {type(expected).__name__} of {len(expected)} items, "
@@ -69,7 +76,7 @@ def compare(expected, got, name="output", check_device=True):
         if len(got) != len(expected):
             return Mismatch("length", f"{name} should have {len(expected)} items, got {len(got)}")
         for i, (e, g) in enumerate(zip(expected, got)):
-            m = compare(e, g, f"{name}[{i}]", check_device)
+            m = compare(e, g, f"{name}[{i}]", check_device, input_scale)
             if m is not None:
                 return m
         return None
@@ -86,7 +93,7 @@ def compare(expected, got, name="output", check_device=True):
                 parts.append(f"unexpected keys {extra[:5]}" + (" ..." if len(extra) > 5 else ""))
             return Mismatch("keys", f"{name}: " + "; ".join(parts))
         for k in expected:
-            m = compare(expected[k], got[k], f"{name}[{k!r}]", check_device)
+            m = compare(expected[k], got[k], f"{name}[{k!r}]", check_device, input_scale)
             if m is not None:
                 return m
         return None
@@ -117,7 +124,7 @@ def _close(e, g, rtol, atol):
     return d <= atol + rtol * ae
 
 
-def _compare_tensor(expected, got, name, check_device):
+def _compare_tensor(expected, got, name, check_device, input_scale=0.0):
     if type(got) is not _safe.Tensor:
         kind = type(got).__name__
         if _safe.is_tensor(got):
@@ -145,6 +152,8 @@ def _compare_tensor(expected, got, name, check_device):
     shape = tuple(expected.shape)
     if expected.dtype.is_floating_point:
         rtol, atol = TOLERANCES.get(str(expected.dtype), (1e-5, 1e-8))
+        if input_scale:
+            atol = atol + 4 * _safe.finfo(expected.dtype).eps * input_scale
         first, n_wrong, n_nan = None, 0, 0
         for i, (e, g) in enumerate(zip(e_vals, g_vals)):
             if not _close(e, g, rtol, atol):

@@ -43,6 +43,30 @@ class Exercise:
     tensor_inputs: bool = True                 # also probe the hidden part on the meta device (wrong-device tensors)
     uses: tuple = ()                           # other exercises the learner's function calls (named in failures)
     given: tuple = ()                          # "module:function" ready-made versions learners must not call
+    conditioning: Callable | None = None       # (args, kwargs) -> size of the inputs the rounding error scales with
+
+
+def logit_scale(args, kwargs):
+    """The largest finite |logit| / temperature: log-softmax and friends are exact only to about eps times it."""
+    from . import _safe
+    x = args[0] if args else kwargs.get("x", kwargs.get("logits"))
+    if not _safe.is_tensor(x) or not x.is_floating_point() or x.device.type == "meta" or x.numel() == 0:
+        return 0.0
+    values = [abs(v) for v in _safe.tolist(_safe.to(_safe.detach(x), "cpu", _safe.float64).flatten())
+              if _safe._isfinite(v)]
+    temperature = kwargs.get("temperature", args[2] if len(args) > 2 else 1.0)
+    try:
+        temperature = float(temperature)
+    except (TypeError, ValueError):
+        temperature = 1.0
+    return max(values, default=0.0) / (temperature if temperature > 0 else 1.0)
+
+
+def logit_sum_scale(args, kwargs):
+    """``logit_scale`` times the number of positions: for log-probabilities summed over a sequence."""
+    x = args[0] if args else kwargs.get("logits")
+    rows = max(1, x.numel() // max(1, x.shape[-1])) if hasattr(x, "numel") and x.dim() else 1
+    return logit_scale(args, kwargs) * rows
 
 
 def _gen(seed):
@@ -587,6 +611,7 @@ EXERCISES = {e.name: e for e in [
              tensor_inputs=False, n_basic=0, n_hidden=0),
     # 03 softmax
     Exercise("softmax", "03_softmax", "softmax:softmax", _logits_case, _softmax_edge,
+             conditioning=logit_scale,
              given=("coursekit.widgets:reference_softmax",),
              properties=[("edge", _rows_sum_to_one), ("hidden", _rows_sum_to_one)],
              mistakes=[("softmax_no_max_subtraction", "exp() overflowed: subtract the maximum before exponentiating"),
@@ -594,11 +619,13 @@ EXERCISES = {e.name: e for e in [
                        ("softmax_times_temperature", "the logits were multiplied by the temperature; divide by it"),
                        ("softmax_ignores_temperature", "the temperature argument was ignored")]),
     Exercise("log_softmax", "03_softmax", "softmax:log_softmax", _logits_case, _log_softmax_edge,
+             conditioning=logit_scale,
              mistakes=[("log_softmax_as_log_of_softmax", "log(softmax(x)) underflows to -inf for very unlikely entries; "
                                                          "compute z - max - log(sum(exp(z - max))) directly"),
                        ("softmax_wrong_axis", "the normalisation ran over the wrong axis: use the `dim` argument"),
                        ("log_softmax_ignores_temperature", "the temperature argument was ignored")]),
     Exercise("sequence_log_prob", "03_softmax", "softmax:sequence_log_prob", _seq_case, _seq_edge,
+             conditioning=logit_sum_scale,
              mistakes=[("sequence_log_prob_ignores_mask", "padding positions were counted: use the mask"),
                        ("sequence_log_prob_mean", "the log-probabilities were averaged; the chain rule sums them"),
                        ("sequence_log_prob_shifted", "the targets are off by one position: logits[:, t] scores "

@@ -7,7 +7,7 @@ import math
 
 import torch
 
-from .exercises import F64, Case, Exercise, _dn, _dtype, _gen, _int, _nested, _randn, register
+from .exercises import F64, Case, Exercise, _dn, _dtype, _gen, _int, _nested, _randn, logit_sum_scale, register
 
 BOS, EOS = 1, 2
 NB = "05_rnn"
@@ -401,6 +401,7 @@ register(
                        (M + "teacher_forced_zero_start",
                         "the decoder started from a zero state; its first state is the context vector, h_0 = c")]),
     Exercise("seq2seq_loss", NB, "rnn:seq2seq_loss", _loss_case, _loss_edge,
+             conditioning=logit_sum_scale,
              mistakes=[(M + "seq2seq_loss_mean_over_tokens",
                         "the loss was averaged over the real tokens (F.cross_entropy's default 'mean'); the notes' "
                         "loss sums over each sequence's tokens and divides by the number of examples N only"),

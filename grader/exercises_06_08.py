@@ -17,7 +17,7 @@ import math
 
 import torch
 
-from .exercises import F64, Case, Exercise, _dn, _dtype, _gen, _int, _nested, _no_future_leak, _randn, register
+from .exercises import F64, Case, Exercise, _dn, _dtype, _gen, _int, _nested, _no_future_leak, _randn, logit_sum_scale, register
 
 NB6, NB7, NB8 = "06_encoder", "07_decoder", "08_encoder_decoder"
 M = "transformer_mistakes:"  # the known mistakes live in solutions/transformer_mistakes.py
@@ -772,6 +772,7 @@ register(
                         "every real token, before and after it; only padding is blocked")],
              n_basic=6, n_hidden=12),
     Exercise("masked_lm_loss", NB6, "encoder:masked_lm_loss", _mlm_case, _mlm_edge,
+             conditioning=logit_sum_scale,
              mistakes=[(M + "masked_lm_loss_mean_over_all",
                         "the loss was averaged over every position; BERT scores only the masked positions, so "
                         "average the cross-entropy over the positions where is_masked is True"),
@@ -827,6 +828,7 @@ register(
                         "the residual around the feed-forward network is missing: out = LayerNorm(h + FFN(h))")],
              n_basic=6, n_hidden=12),
     Exercise("lm_log_prob", NB7, "decoder:lm_log_prob", _lm_case, _lm_edge,
+             conditioning=logit_sum_scale,
              mistakes=[(M + "lm_log_prob_not_shifted",
                         "the targets are not shifted: logits[:, t] predicts the next token ids[:, t + 1], so score "
                         "logits[:, :-1] against ids[:, 1:]"),

@@ -1,0 +1,300 @@
+"""The trusted side of the boundary: the student's functions, called in a sandboxed worker.
+
+``Worker`` starts ``grader.worker`` inside the sandbox (``grader.sandbox``),
+hands it the notebook's set-up cell and the student's cells, and
+``Worker.function(name, exercise)`` returns a ``RemoteFunction``: a stand-in the
+grader's ``check`` calls exactly as it calls a local function. Each call sends
+fresh copies of the inputs and gets back plain data (``grader.wire``), or the
+error in words; the reference runs here, never there.
+
+A worker that dies (memory limit, ``os._exit``, a signal) or does not answer in
+time is stopped and started again for the next call, and the fault is kept in
+``Worker.faults`` for the instructor's record.
+"""
+import builtins
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+from . import _safe, sandbox, wire
+
+GRACE = 5.0          # seconds past a call's own limit before the worker is stopped from outside
+START_LIMIT = 120.0  # seconds the worker may take to start and define the student's functions
+
+
+class SandboxFault(Exception):
+    """The process running the student's code died, or was stopped; the message says how."""
+
+
+class _Reader:
+    """Frames from a pipe, with a deadline."""
+
+    def __init__(self, fd):
+        self.fd, self.buf = fd, b""
+
+    def _fill(self, n, deadline):
+        while len(self.buf) < n:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError
+            ready, _, _ = select.select([self.fd], [], [], left)
+            if not ready:
+                raise TimeoutError
+            chunk = os.read(self.fd, max(65536, n - len(self.buf)))
+            if not chunk:
+                raise EOFError
+            self.buf += chunk
+
+    def frame(self, deadline):
+        import io
+        header = wire._HEADER.size
+        self._fill(header, deadline)
+        (n,) = wire._HEADER.unpack(self.buf[:header])
+        if n > wire.MAX_FRAME:
+            raise wire.NotPlain(f"a reply of {n} bytes is larger than the grader accepts")
+        self._fill(header + n, deadline)
+        data, self.buf = self.buf[header:header + n], self.buf[header + n:]
+        import torch
+        return torch.load(io.BytesIO(data), weights_only=True)
+
+
+def _signal_name(code):
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
+def _exception(desc):
+    """A local exception standing for the one the student's code raised (same name, same bases)."""
+    name, mro, message = str(desc.get("type")), [str(n) for n in desc.get("mro", [])], str(desc.get("message", ""))
+    cls = getattr(builtins, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, BaseException)):
+        base = next((getattr(builtins, n) for n in mro[1:] if isinstance(getattr(builtins, n, None), type)
+                     and issubclass(getattr(builtins, n), Exception)), Exception)
+        cls = type(name, (base,), {})
+    try:
+        exc = cls(message) if message else cls()
+    except Exception:
+        exc = type(name, (Exception,), {})(message)
+    exc.course_where = str(desc.get("where", ""))
+    return exc
+
+
+def _warning(text):
+    return str(text)
+
+
+class Worker:
+    """One sandboxed process holding one student's functions for one notebook."""
+
+    def __init__(self, prelude, cells, label="submission"):
+        self.prelude, self.cells, self.label = prelude, list(cells), label
+        self.proc = None
+        self.folder = None
+        self.reader = None
+        self.defined = None
+        self.define_errors = []
+        self.faults = []          # (kind, text): crashes, time-outs, refused outputs
+        self.calls = 0
+
+    # ---------------------------------------------------------- process
+    def start(self):
+        self.folder = tempfile.mkdtemp(prefix="course-worker-")
+        work = os.path.join(self.folder, "work")
+        os.makedirs(work)
+        sandbox.prepare_folder(work)
+        argv = [sys.executable, "-I", "-m", "grader.worker"]
+        cmd = sandbox.command(argv, work)
+        self.stderr = open(os.path.join(self.folder, "stderr.txt"), "w+b")
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
+                                     cwd=work, start_new_session=True)
+        self.reader = _Reader(self.proc.stdout.fileno())
+        reply = self._request({"op": "define", "prelude": self.prelude, "cells": self.cells}, START_LIMIT)
+        if reply is None:
+            raise SandboxFault(self._why_stopped("while defining your functions"))
+        self.defined = set(reply.get("defined", []))
+        self.define_errors = list(reply.get("errors", []))
+
+    def stop(self):
+        if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self.proc.kill()
+            self.proc.wait()
+            for f in (self.proc.stdin, self.proc.stdout):
+                try:
+                    f.close()
+                except OSError:
+                    pass
+            self.stderr.close()
+            self.proc = None
+        if self.folder:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def _stderr_tail(self):
+        try:
+            self.stderr.seek(0)
+            return self.stderr.read()[-2000:].decode("utf-8", "replace")
+        except (OSError, ValueError):
+            return ""
+
+    def _why_stopped(self, when):
+        code = self.proc.poll() if self.proc else None
+        if code is None:
+            return f"the process running your code stopped answering {when}"
+        tail = self._stderr_tail()
+        if code < 0:
+            why = f"it was killed by {_signal_name(code)}"
+            if -code == signal.SIGKILL:
+                why += " (most often the memory limit, or too many processes)"
+        else:
+            why = f"it exited with code {code} (something called exit or os._exit, or the process ran out of memory)"
+        if "MemoryError" in tail or "Cannot allocate memory" in tail:
+            why += "; it ran out of memory"
+        return f"the process running your code died {when}: {why}"
+
+    def _request(self, msg, limit):
+        deadline = time.monotonic() + limit
+        try:
+            wire.write_frame(self.proc.stdin, msg)
+            return self.reader.frame(deadline)
+        except (BrokenPipeError, EOFError, OSError, TimeoutError):
+            return None
+
+    # ---------------------------------------------------------- calls
+    def function(self, name, exercise):
+        """The student's ``name`` as a RemoteFunction, or None when no ``def`` defines it."""
+        if self.proc is None:
+            self.start()
+        return RemoteFunction(self, name, exercise) if name in self.defined else None
+
+    def call(self, function, exercise, args, kwargs, time_limit=None):
+        """Call the student's ``function`` in the worker; an ``_safe.Outcome``, never raising."""
+        out = _safe.Outcome()
+        time_limit = _safe.DEFAULT_TIME_LIMIT if time_limit is None else time_limit
+        if self.proc is None:
+            try:
+                self.start()
+            except SandboxFault as exc:
+                self.faults.append(("crash", str(exc)))
+                out.error = exc
+                return out
+        self.calls += 1
+        call_id = self.calls
+        callables = []
+        msg = {"op": "call", "id": call_id, "function": function, "exercise": exercise, "time_limit": time_limit,
+               "args": _marked(args, callables), "kwargs": _marked(kwargs or {}, callables)}
+        deadline = time.monotonic() + time_limit + GRACE
+        try:
+            wire.write_frame(self.proc.stdin, msg)
+            while True:
+                reply = self.reader.frame(deadline)
+                if type(reply) is not dict:
+                    continue
+                if reply.get("op") == "callback" and reply.get("id") == call_id:
+                    self._answer_callback(callables, reply)
+                    continue
+                if reply.get("op") == "result" and reply.get("id") == call_id:
+                    break
+        except TimeoutError:
+            out.timed_out = True
+            self.faults.append(("timeout", f"`{function}` did not finish within {time_limit:g} s; its process was "
+                                           f"stopped"))
+            self.stop()
+            return out
+        except (EOFError, BrokenPipeError, OSError) as exc:
+            why = self._why_stopped(f"while running `{function}`")
+            self.faults.append(("crash", why))
+            self.stop()
+            out.error = SandboxFault(why)
+            return out
+        except Exception as exc:  # an unreadable frame: not plain data
+            self.faults.append(("refused", f"`{function}`: {exc}"))
+            self.stop()
+            out.error = wire.NotPlain(f"what your function returned could not be read back as plain data ({exc})")
+            return out
+        out.timed_out = bool(reply.get("timed_out"))
+        out.printed = str(reply.get("printed") or "")
+        out.warnings = [_warning(w) for w in reply.get("warnings") or []]
+        out.called_reference = reply.get("called") if isinstance(reply.get("called"), str) else None
+        if "error" in reply and type(reply["error"]) is dict:
+            out.error = _exception(reply["error"])
+        elif "not_plain" in reply:
+            out.error = wire.NotPlain(str(reply["not_plain"]))
+        elif not out.timed_out:
+            try:
+                out.value = wire.plain(reply.get("value"))
+            except wire.NotPlain as exc:
+                out.error = exc
+        return out
+
+    def _answer_callback(self, callables, msg):
+        index = msg.get("index")
+        if type(index) is not int or not 0 <= index < len(callables):
+            wire.write_frame(self.proc.stdin, {"op": "return", "error": "no such callable"})
+            return
+        try:
+            args = wire.plain(msg.get("args", ()), "the arguments")
+            kwargs = wire.plain(msg.get("kwargs", {}), "the arguments")
+            value = callables[index](*args, **kwargs)
+            wire.write_frame(self.proc.stdin, {"op": "return", "value": wire.plain(value)})
+        except Exception as exc:
+            wire.write_frame(self.proc.stdin, {"op": "return", "error": f"{type(exc).__name__}: {exc}"})
+
+
+def _marked(obj, callables):
+    """``obj`` with every grader-owned callable replaced by a callback marker (kept in ``callables``)."""
+    if type(obj) in (tuple, list):
+        return type(obj)(_marked(o, callables) for o in obj)
+    if type(obj) is dict:
+        return {k: _marked(v, callables) for k, v in obj.items()}
+    try:
+        return wire.plain(obj)
+    except wire.NotPlain:
+        if callable(obj):
+            callables.append(obj)
+            return wire.callback_marker(len(callables) - 1)
+        raise
+
+
+class RemoteFunction:
+    """The student's function ``name``, called in the worker; ``check`` treats it as the function."""
+
+    def __init__(self, worker, name, exercise):
+        self.worker, self.__name__, self.exercise = worker, name, exercise
+
+    def remote_call(self, args, kwargs, time_limit=None):
+        return self.worker.call(self.__name__, self.exercise, args, kwargs, time_limit)
+
+    def __call__(self, *args, **kwargs):
+        out = self.remote_call(args, kwargs)
+        if out.error is not None:
+            raise out.error
+        if out.timed_out:
+            raise _safe.TimeLimit()
+        return out.value
+
+    def sibling(self, name):
+        """The student's function ``name`` from the same worker, or None."""
+        return RemoteFunction(self.worker, name, name) if name in (self.worker.defined or ()) else None
+
+    def __repr__(self):
+        return f"<your {self.__name__}, run in the sandbox>"
+
+
+_safe.REMOTE_TYPES = (RemoteFunction,)

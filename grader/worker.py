@@ -1,0 +1,277 @@
+"""The learner's side of the boundary: holds a student's functions, inside the sandbox.
+
+The trusted side (``grader.remote``) starts ``python -I -m grader.worker`` in the
+sandbox (``grader.sandbox``) and talks to it over its stdin and stdout in
+``grader.wire`` frames:
+
+* ``{"op": "define", "prelude": ..., "cells": [...]}``: run the notebook's
+  read-only set-up cell, then the student's cells reduced to their definitions
+  (``definitions``); the reply names the functions defined.
+* ``{"op": "call", "id": n, "function": ..., "exercise": ..., "args": ..., "kwargs": ...}``:
+  call one of them on fresh copies of the inputs, under the course's guarded
+  call (time limit, printed text and warnings kept, calls of the course's
+  ready-made version of the exercise noticed), and reply with the value as
+  plain data, or the error in words. A grader-owned callable among the inputs
+  arrives as a marker, and each call of it goes back to the trusted side as
+  ``{"op": "callback", ...}``.
+
+Nothing here decides a grade: the trusted side compares, and distrusts what
+comes back (``wire.plain``). This process has no reference to compare with.
+"""
+import ast
+import os
+import sys
+
+ALLOWED_DECORATORS = {"torch.no_grad", "torch.inference_mode", "torch.enable_grad"}
+BLOCKED_MODULES = ("grader", "solutions", "coursekit")
+
+
+# ------------------------------------------------------------------ the student's definitions
+def _dotted(node):
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return base and f"{base}.{node.attr}"
+    return None
+
+
+def _inert(node):
+    """An expression that evaluates without calling anything."""
+    if isinstance(node, (ast.Constant, ast.Name)):
+        return True
+    if isinstance(node, ast.Attribute):
+        return _inert(node.value)
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return all(_inert(e) for e in node.elts)
+    if isinstance(node, ast.Dict):
+        return all(k is None or _inert(k) for k in node.keys) and all(_inert(v) for v in node.values)
+    if isinstance(node, ast.UnaryOp):
+        return _inert(node.operand)
+    if isinstance(node, ast.BinOp):
+        return _inert(node.left) and _inert(node.right)
+    return False
+
+
+def _blocked_import(node):
+    names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+    return any(n == m or n.startswith(m + ".") for n in names for m in BLOCKED_MODULES) or (
+        isinstance(node, ast.ImportFrom) and node.level)
+
+
+def definitions(source):
+    """The statements of a cell that only define things; returns (module AST, dropped count).
+
+    Kept: ``def`` statements (decorators other than torch's grad switches
+    dropped, defaults and annotations inert), imports other than the grader's,
+    the reference's and the course's, assignments of inert values, docstrings.
+    Every other top-level statement, where tampering with the process would
+    live, is dropped.
+    """
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return ast.Module(body=[], type_ignores=[]), 1
+    kept, dropped = [], 0
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            node.decorator_list = [d for d in node.decorator_list
+                                   if _dotted(d.func if isinstance(d, ast.Call) else d) in ALLOWED_DECORATORS
+                                   and (not isinstance(d, ast.Call) or (not d.args and not d.keywords))]
+            a = node.args
+            defaults = a.defaults + [d for d in a.kw_defaults if d is not None]
+            if all(_inert(d) for d in defaults) and all(
+                    arg.annotation is None or _inert(arg.annotation) for arg in a.args + a.kwonlyargs):
+                node.returns = node.returns if node.returns is None or _inert(node.returns) else None
+                kept.append(node)
+            else:
+                dropped += 1
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            if _blocked_import(node):
+                dropped += 1
+            else:
+                kept.append(node)
+        elif isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets) and _inert(node.value):
+            kept.append(node)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and (
+                node.value is None or _inert(node.value)) and _inert(node.annotation):
+            kept.append(node)
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            kept.append(node)  # a docstring or a bare literal
+        else:
+            dropped += 1
+    return ast.Module(body=kept, type_ignores=[]), dropped
+
+
+# ------------------------------------------------------------------ the loop
+class _Channel:
+    def __init__(self, rx, tx):
+        self.rx, self.tx = rx, tx
+
+    def send(self, obj):
+        from grader import wire
+        wire.write_frame(self.tx, obj)
+
+    def receive(self):
+        from grader import wire
+        return wire.read_frame(self.rx)
+
+
+class _Callback:
+    """Stands in for a grader-owned callable: each call is made on the trusted side."""
+
+    def __init__(self, channel, call_id, index):
+        self._channel, self._call_id, self._index = channel, call_id, index
+
+    def __call__(self, *args, **kwargs):
+        from grader import wire
+        self._channel.send({"op": "callback", "id": self._call_id, "index": self._index,
+                            "args": wire.plain(args, "the arguments"), "kwargs": wire.plain(kwargs, "the arguments")})
+        reply = self._channel.receive()
+        if "error" in reply:
+            raise RuntimeError(reply["error"])
+        return reply["value"]
+
+    def __repr__(self):
+        return "<the grader's model>"
+
+
+def _unmark(obj, channel, call_id):
+    from grader import wire
+    index = wire.callback_index(obj)
+    if index is not None:
+        return _Callback(channel, call_id, index)
+    if type(obj) in (tuple, list):
+        return type(obj)(_unmark(o, channel, call_id) for o in obj)
+    if type(obj) is dict:
+        return {k: _unmark(v, channel, call_id) for k, v in obj.items()}
+    return obj
+
+
+def _outgoing(value):
+    """Tensors detached (a Parameter becomes a plain tensor), torch.Size a tuple; then plain or NotPlain."""
+    import torch
+
+    from grader import _safe, wire
+
+    def norm(v):
+        if isinstance(v, torch.Size):
+            return tuple(v)
+        if isinstance(v, torch.nn.Parameter):
+            return _safe.detach(v)
+        if type(v) is torch.Tensor and v.requires_grad:
+            return _safe.detach(v)
+        if type(v) in (tuple, list):
+            return type(v)(norm(o) for o in v)
+        if type(v) is dict:
+            return {k: norm(o) for k, o in v.items()}
+        return v
+    return wire.plain(norm(value))
+
+
+def _describe(exc):
+    import grader
+    try:
+        message = str(exc)
+    except Exception:
+        message = "(its message could not be read)"
+    try:
+        where = grader._where_raised(exc)
+    except Exception:
+        where = ""
+    return {"type": type(exc).__name__, "mro": [c.__name__ for c in type(exc).__mro__], "message": message[:2000],
+            "where": where}
+
+
+def _define(namespace, msg):
+    namespace.clear()
+    namespace["__name__"] = "__main__"
+    errors = []
+    try:
+        exec(msg.get("prelude") or "import math\nimport torch\nimport torch.nn.functional as F\n", namespace)
+    except BaseException as exc:  # the course's own set-up cell: a failure here is the grader's to see
+        errors.append(f"set-up cell: {type(exc).__name__}: {exc}")
+    prelude_names = set(namespace)
+    for i, source in enumerate(msg["cells"]):
+        module, _ = definitions(source)
+        try:
+            exec(compile(module, f"<student cell {i}>", "exec"), namespace)
+        except BaseException as exc:  # a definition that fails here failed in the kernel too
+            errors.append(f"cell {i}: {type(exc).__name__}: {exc}")
+    defined = sorted(k for k, v in namespace.items()
+                     if k not in prelude_names and callable(v) and type(v).__name__ == "function")
+    return {"op": "defined", "defined": defined, "errors": errors}
+
+
+def _call(namespace, msg, channel):
+    import grader
+    from grader import _safe
+    call_id = msg["id"]
+    reply = {"op": "result", "id": call_id}
+    fn = namespace.get(msg["function"])
+    if not callable(fn):
+        reply["error"] = {"type": "NameError", "mro": ["NameError", "Exception", "BaseException", "object"],
+                          "message": f"`{msg['function']}` is not defined by a `def` in your cells", "where": ""}
+        return reply
+    args = _unmark(msg["args"], channel, call_id)
+    kwargs = _unmark(msg["kwargs"], channel, call_id)
+    given = grader._capture_given(msg["exercise"]) if msg.get("exercise") in grader.EXERCISES else {}
+    try:
+        with _safe.forbid_given(given):
+            out = _safe.call(fn, args, kwargs, time_limit=msg.get("time_limit"))
+    except BaseException as exc:  # SystemExit, KeyboardInterrupt: the learner's, reported like any error
+        out = _safe.Outcome()
+        out.error = exc
+    reply.update(timed_out=out.timed_out, printed=(out.printed or "")[:4000], warnings=list(out.warnings)[:5],
+                 called=out.called_reference)
+    if out.error is not None:
+        reply["error"] = _describe(out.error)
+    elif not out.timed_out:
+        try:
+            reply["value"] = _outgoing(out.value)
+        except Exception as exc:
+            reply["not_plain"] = str(exc)
+    return reply
+
+
+def main():
+    # the channel keeps private copies of the pipes; fds 0 and 1 point at /dev/null before any
+    # student code exists, so a stray print or os.write cannot garble a reply
+    rx = os.fdopen(os.dup(0), "rb")
+    tx = os.fdopen(os.dup(1), "wb")
+    devnull = os.open(os.devnull, os.O_RDWR)
+    os.dup2(devnull, 0)
+    os.dup2(devnull, 1)
+    sys.stdin = open(os.devnull)
+    sys.stdout = open(os.devnull, "w")
+    sys.path[:] = [p for p in sys.path if p not in ("", ".", os.getcwd())]
+
+    import torch
+    threads = os.environ.get("COURSE_TORCH_THREADS")
+    if threads:
+        torch.set_num_threads(int(threads))
+    import grader  # noqa: F401  (captures its primitives before any student code exists)
+    from grader import wire  # noqa: F401
+
+    channel = _Channel(rx, tx)
+    namespace = {}
+    while True:
+        try:
+            msg = channel.receive()
+        except EOFError:
+            return
+        op = msg.get("op")
+        if op == "define":
+            reply = _define(namespace, msg)
+        elif op == "call":
+            reply = _call(namespace, msg, channel)
+        else:
+            reply = {"op": "error", "message": f"unknown request {op!r}"}
+        try:
+            channel.send(reply)
+        except Exception as exc:  # a value torch.save cannot write
+            channel.send({"op": "result", "id": msg.get("id"), "not_plain": f"the output could not be sent: {exc}"})
+
+
+if __name__ == "__main__":
+    main()
