@@ -40,17 +40,22 @@ c.OverwriteCells.add_missing_cells = True
 c.Execute.timeout = 120
 c.Execute.interrupt_on_timeout = True
 
-# After the kernel has run the notebook, re-run every graded check in a clean
-# process on the learner's definitions only, and keep the lower verdict.
-# nbgrader 0.9.6's list, with the re-check right after Execute.
-from grader.nbgrader_plugin import IndependentRecheck  # noqa: E402
+# Grading isolates the student's code (grader/sandbox.py, bubblewrap): the notebook runs in a
+# sandboxed kernel that cannot see source/, the gradebook or the reference, and the grade of
+# every graded cell is then decided from outside by grader.judge (reference here, the student's
+# functions in a sandboxed worker), replacing whatever the kernel printed.
+# nbgrader 0.9.6's list, with the sandboxed Execute and the trusted verdict right after it.
+from grader.nbgrader_plugin import SandboxedExecute, TrustedVerdict  # noqa: E402
 from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
 from nbgrader.preprocessors import (  # noqa: E402
-    AssignLatePenalties, CheckCellMetadata, Execute, IgnorePattern, LimitOutput, SaveAutoGrades)
+    AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput, SaveAutoGrades)
 
 c.Autograde.autograde_preprocessors = [
-    Execute, IndependentRecheck, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
+    SandboxedExecute, TrustedVerdict, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
     AssignLatePenalties, CheckCellMetadata]
+c.SandboxedExecute.timeout = 120
+c.SandboxedExecute.interrupt_on_timeout = True
+c.TrustedVerdict.course_root = HERE
 
 # Feedback never shows hidden-test code: not in the cells, not quoted in a traceback.
 from grader.nbgrader_plugin import ShortenTracebacks  # noqa: E402

@@ -1,157 +1,90 @@
-"""An independent re-check of a submission, in a clean process.
+"""The trusted verdict on one submission: the reference runs here, the student's code in the sandbox.
 
-nbgrader scores a test cell by whether it raised in the student's kernel. That
-kernel also ran every top-level statement the student wrote, which could have
-replaced ``check``, patched the grader or torch, or swapped a module. The judge
-closes that door:
+nbgrader scores a test cell by what the student's kernel printed, and that kernel
+ran everything the student wrote. The judge decides instead, from outside:
 
-1. It starts a fresh ``python -I`` in an empty folder, which imports the grader
-   (capturing its primitives and the reference) before any student code.
-2. From the student's cells it keeps only definitions: ``def`` statements
-   (without decorators other than torch's grad switches, with inert defaults),
-   imports other than the grader's and the reference's, and assignments of
-   inert values (literals, names, attributes). Every other top-level statement,
-   the place where tampering lives, is dropped.
-3. It runs the same checks as the notebook's test cells and reports, for each
-   cell, whether they passed.
+1. It runs as ``python -I -m grader.judge`` in an empty folder, on the grading
+   machine, with the reference (``solutions``) captured before any student code
+   exists.
+2. It starts one sandboxed worker (``grader.remote.Worker``, ``grader.worker``)
+   holding the student's *definitions only* (``grader.worker.definitions``):
+   every top-level statement that is not a definition is dropped.
+3. For each graded cell it runs the cell's checks with the student's functions
+   as ``RemoteFunction`` stand-ins: the cases, the reference and the comparison
+   stay here; each call of the student's function crosses into the sandbox with
+   fresh copies of its inputs and comes back as plain data.
 
-``grader.nbgrader_plugin.IndependentRecheck`` runs it during ``nbgrader
-autograde`` and fails any test cell that passed in the kernel but not here, so
-a submission scores the lower of the two.
+``grader.nbgrader_plugin.TrustedVerdict`` replaces the outputs of every graded
+cell with this verdict, so nbgrader records it and nothing the kernel printed.
 
-Run as ``python -I -m grader.judge < request.json``; the request is
-``{"prelude": setup cell, "cells": [source, ...], "checks": [[cell_id, exercise, function, part], ...]}``
-and the last line printed is ``{"results": {cell_id: [ok, message]}}``.
+The request (stdin) is ``{"prelude": set-up cell, "cells": [source, ...],
+"checks": [[cell_id, exercise, function, part], ...]}``; the last line printed
+is ``{"results": {cell_id: [ok, message]}, "faults": [[kind, text], ...], ...}``.
 """
-import ast
+import contextlib
+import io
 import json
 import sys
 
-ALLOWED_DECORATORS = {"torch.no_grad", "torch.inference_mode", "torch.enable_grad"}
-BLOCKED_MODULES = ("grader", "solutions", "coursekit")
-
-
-def _dotted(node):
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        base = _dotted(node.value)
-        return base and f"{base}.{node.attr}"
-    return None
-
-
-def _inert(node):
-    """An expression that evaluates without calling anything."""
-    if isinstance(node, (ast.Constant, ast.Name)):
-        return True
-    if isinstance(node, ast.Attribute):
-        return _inert(node.value)
-    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-        return all(_inert(e) for e in node.elts)
-    if isinstance(node, ast.Dict):
-        return all(k is None or _inert(k) for k in node.keys) and all(_inert(v) for v in node.values)
-    if isinstance(node, ast.UnaryOp):
-        return _inert(node.operand)
-    if isinstance(node, ast.BinOp):
-        return _inert(node.left) and _inert(node.right)
-    return False
-
-
-def _blocked_import(node):
-    names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
-    return any(n == m or n.startswith(m + ".") for n in names for m in BLOCKED_MODULES) or (
-        isinstance(node, ast.ImportFrom) and node.level)
-
-
-def definitions(source):
-    """The statements of a cell that only define things; returns (module AST, dropped count)."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return ast.Module(body=[], type_ignores=[]), 1
-    kept, dropped = [], 0
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            node.decorator_list = [d for d in node.decorator_list
-                                   if _dotted(d.func if isinstance(d, ast.Call) else d) in ALLOWED_DECORATORS
-                                   and (not isinstance(d, ast.Call) or (not d.args and not d.keywords))]
-            a = node.args
-            defaults = a.defaults + [d for d in a.kw_defaults if d is not None]
-            if all(_inert(d) for d in defaults) and all(
-                    arg.annotation is None or _inert(arg.annotation) for arg in a.args + a.kwonlyargs):
-                node.returns = node.returns if node.returns is None or _inert(node.returns) else None
-                kept.append(node)
-            else:
-                dropped += 1
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            if _blocked_import(node):
-                dropped += 1
-            else:
-                kept.append(node)
-        elif isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets) and _inert(node.value):
-            kept.append(node)
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and (
-                node.value is None or _inert(node.value)) and _inert(node.annotation):
-            kept.append(node)
-        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
-            kept.append(node)  # a docstring or a bare literal
-        else:
-            dropped += 1
-    return ast.Module(body=kept, type_ignores=[]), dropped
+from .worker import definitions  # noqa: F401  (the rule for what of a cell is kept, documented there)
 
 
 def run(request):
     import grader  # first: the grader captures its primitives and the reference before student code exists
-    from grader import CheckFailed
+    from grader import CheckFailed, remote, sandbox
 
-    namespace = {"__name__": "__main__"}
-    # the notebook's read-only set-up cell (restored from the source by nbgrader), run as is
-    exec(request.get("prelude") or "import math\nimport torch\nimport torch.nn.functional as F\n", namespace)
-    for i, source in enumerate(request["cells"]):
-        module, _ = definitions(source)
+    results, faults = {}, []
+    worker = remote.Worker(request.get("prelude"), request["cells"])
+    try:
         try:
-            exec(compile(module, f"<student cell {i}>", "exec"), namespace)
-        except Exception:  # a definition that fails here failed in the kernel too
-            pass
-    results = {}
-    for cell_id, exercise, function, part in request["checks"]:
-        ok, message = results.get(cell_id, (True, ""))
-        if not ok:
-            continue
-        fn = namespace.get(function)
-        if fn is None:
-            results[cell_id] = (False, f"`{function}` is not defined by a `def` in your cells")
-            continue
-        try:
-            with _quiet():
-                grader.check(exercise, fn, part)
-        except CheckFailed as exc:
-            results[cell_id] = (False, str(exc))
-        except Exception as exc:
-            results[cell_id] = (False, f"the check could not run: {type(exc).__name__}: {exc}")
-        else:
-            results[cell_id] = (True, "")
-    return results
-
-
-class _quiet:
-    """Send the checks' PASSED lines to a buffer: stdout carries the verdict only."""
-
-    def __enter__(self):
-        import io
-        self._old = sys.stdout
-        sys.stdout = io.StringIO()
-
-    def __exit__(self, *exc):
-        sys.stdout = self._old
+            worker.start()
+        except remote.SandboxFault as exc:
+            faults.append(("crash", str(exc)))
+            for cell_id, *_ in request["checks"]:
+                results[cell_id] = (False, f"your code could not be loaded for grading: {exc}")
+            return results, faults, sandbox.isolated()
+        for cell_id, exercise, function, part in request["checks"]:
+            ok, text = results.get(cell_id, (True, ""))
+            if not ok:
+                continue
+            try:
+                fn = worker.function(function, exercise)  # starts the worker again after a crash
+            except remote.SandboxFault as exc:
+                faults.append(("crash", str(exc)))
+                results[cell_id] = (False, f"your code could not be loaded for grading: {exc}")
+                continue
+            if fn is None:
+                results[cell_id] = (False, f"`{function}` is not defined by a `def` in your cells (graded on your "
+                                           f"definitions only)")
+                continue
+            printed = io.StringIO()
+            try:
+                with contextlib.redirect_stdout(printed):
+                    grader.check(exercise, fn, part)
+            except CheckFailed as exc:
+                results[cell_id] = (False, str(exc))
+            except Exception as exc:
+                results[cell_id] = (False, f"the check could not run: {type(exc).__name__}: {exc}")
+            else:
+                results[cell_id] = (True, (text + "\n" if text else "") + printed.getvalue().strip())
+        faults.extend(worker.faults)
+    finally:
+        worker.stop()
+    return results, faults, sandbox.isolated()
 
 
 def main():
     request = json.loads(sys.stdin.read())
-    results = run(request)
-    sys.stdout.write("\n" + json.dumps({"results": results}) + "\n")
+    try:
+        results, faults, isolated = run(request)
+    except Exception as exc:  # the sandbox is missing, or the grader itself failed: say so, grade nothing
+        sys.stdout.write("\n" + json.dumps({"error": f"{type(exc).__name__}: {exc}"}) + "\n")
+        sys.stdout.flush()
+        return 2
+    sys.stdout.write("\n" + json.dumps({"results": results, "faults": faults, "isolated": isolated}) + "\n")
     sys.stdout.flush()
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,23 +1,119 @@
-"""nbgrader preprocessors the course's configuration plugs in.
+"""nbgrader pieces the course's configuration plugs in.
 
-``IndependentRecheck`` runs after ``Execute`` during autograde: it re-runs every
-graded test cell's checks in a clean process (``grader.judge``) on the student's
-definitions only, and turns a cell that passed in the kernel but fails there into
-an error, so tampering in the kernel cannot raise a score.
+* ``SandboxedExecute`` runs the student's notebook in a kernel inside the
+  sandbox (``SandboxedKernelManager``: ``grader.sandbox`` around ipykernel, ZMQ
+  over ``ipc`` sockets in a folder of its own, so no shared network is needed).
+  That kernel sees a scratch copy of the submission and nothing else of the
+  course: not ``source/``, not the gradebook, not the reference. A kernel that
+  dies stops the run of that notebook with a note in the cell, not the class.
+* ``TrustedVerdict`` runs after it: ``grader.judge`` grades every graded cell
+  from outside (reference here, student's functions in a sandboxed worker) and
+  *replaces* the cell's outputs with that verdict, so nbgrader records it and
+  nothing the kernel printed or returned. Faults (a dead kernel or worker, a
+  time-out, a refused output) are written in the notebook's metadata and in
+  ``grading_log.jsonl`` beside the gradebook.
+* ``ShortenTracebacks`` keeps feedback to the messages.
 """
 import ast
+import datetime
+import fcntl
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 
 import nbformat
+from jupyter_client.manager import AsyncKernelManager
+from nbclient.exceptions import DeadKernelError
+from nbgrader.preprocessors import Execute, NbGraderPreprocessor
+from traitlets import Integer, Unicode
 
-from nbgrader.preprocessors import NbGraderPreprocessor
-from traitlets import Integer
+from . import audit, sandbox
+
+LOG_NAME = "grading_log.jsonl"
 
 
+# ------------------------------------------------------------------ the kernel, sandboxed
+class SandboxedKernelManager(AsyncKernelManager):
+    """An ipykernel inside the sandbox, reached through ipc sockets in a private folder."""
+
+    _box = None
+    boxes = []  # the folders of the kernels started; SandboxedExecute reads their notes and removes them
+
+    async def _async_pre_start_kernel(self, **kw):
+        if sandbox.isolated():
+            sandbox.bwrap_path()  # stops here, naming the package, when bwrap is missing
+            self._box = tempfile.mkdtemp(prefix="course-kernel-")
+            SandboxedKernelManager.boxes.append(self._box)
+            os.chmod(self._box, 0o711)
+            self.transport = "ipc"
+            self.ip = os.path.join(self._box, "k")
+            self.connection_file = os.path.join(self._box, "kernel.json")
+        return await super()._async_pre_start_kernel(**kw)
+
+    async def _async_launch_kernel(self, kernel_cmd, **kw):
+        if self._box is not None:
+            scratch = os.path.join(self._box, "work")
+            source = kw.get("cwd") or os.getcwd()
+            shutil.copytree(source, scratch, ignore=shutil.ignore_patterns("*.ipynb", ".ipynb_checkpoints"))
+            sandbox.prepare_folder(scratch)
+            if os.geteuid() == 0:
+                os.chown(self.connection_file, sandbox.sandbox_uid(), sandbox.sandbox_uid())
+                os.chmod(self._box, 0o777)
+            if kernel_cmd[1:3] == ["-m", "ipykernel_launcher"]:
+                kernel_cmd = [kernel_cmd[0], "-m", "grader.audit", *kernel_cmd[3:]]  # notes what the sandbox refused
+            kernel_cmd = sandbox.command(kernel_cmd, scratch, binds=[(self._box, self._box)])
+            kw["cwd"] = self._box
+            kw.pop("env", None)
+        return await super()._async_launch_kernel(kernel_cmd, **kw)
+
+    async def _async_interrupt_kernel(self):
+        if self._box is not None and self.kernel_spec is not None:
+            self.kernel_spec.interrupt_mode = "message"  # a signal would not cross into the sandbox's session
+        return await super()._async_interrupt_kernel()
+
+
+
+class SandboxedExecute(Execute):
+    """nbgrader's Execute, with the kernel in the sandbox; a dead kernel ends the run of this notebook only."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("kernel_manager_class", SandboxedKernelManager)
+        super().__init__(*args, **kwargs)
+
+    def preprocess(self, nb, resources=None, km=None):
+        self._dead = None
+        try:
+            nb, resources = super().preprocess(nb, resources, km)
+        finally:
+            refused = []
+            while SandboxedKernelManager.boxes:
+                box = SandboxedKernelManager.boxes.pop()
+                refused += audit.read(os.path.join(box, "work"))
+                shutil.rmtree(box, ignore_errors=True)
+        faults = nb.metadata.setdefault("course", {}).setdefault("faults", [])
+        if self._dead:
+            faults.append(["kernel", self._dead])
+        for kind, what in dict.fromkeys(refused):
+            faults.append(["blocked", f"{kind}: {what}"])
+        return nb, resources
+
+    def preprocess_cell(self, cell, resources, index):
+        if self._dead:
+            return cell, resources
+        try:
+            return super().preprocess_cell(cell, resources, index)
+        except DeadKernelError:
+            self._dead = (f"the kernel died while running cell {index} (something called exit or os._exit, crashed "
+                          f"the interpreter, or ran past the memory limit); the cells after it were not run")
+            cell.outputs.append(nbformat.v4.new_output(
+                "error", ename="DeadKernelError", evalue=self._dead, traceback=[f"DeadKernelError: {self._dead}"]))
+            return cell, resources
+
+
+# ------------------------------------------------------------------ the verdict, trusted
 def _is_learner_code(cell):
     md = cell.metadata.get("nbgrader", {})
     return cell.cell_type == "code" and (md.get("solution") or not (md.get("locked") or md.get("grade")))
@@ -39,20 +135,28 @@ def _check_calls(source):
     return calls
 
 
-def _failed_in_kernel(cell):
-    return any(o.get("output_type") == "error" or (o.get("output_type") == "stream" and o.get("name") == "stderr")
-               for o in cell.get("outputs", []))
-
-
 def _error_output(message):
-    return nbformat.v4.new_output(
-        "error", ename="CheckFailed", evalue="independent re-check failed: " + message,
-        traceback=["CheckFailed: the independent re-check (your definitions only, in a clean process) failed:",
-                   message])
+    return nbformat.v4.new_output("error", ename="CheckFailed", evalue=message, traceback=[f"CheckFailed: {message}"])
 
 
-class IndependentRecheck(NbGraderPreprocessor):
-    timeout = Integer(600, help="seconds the whole re-check of one notebook may take").tag(config=True)
+def _passed_output(text):
+    return nbformat.v4.new_output("stream", name="stdout", text=(text or "PASSED") + "\n")
+
+
+def append_log(course_root, record):
+    """One line of ``grading_log.jsonl`` beside the gradebook (appended under a lock)."""
+    path = os.path.join(course_root, LOG_NAME)
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        f.write(json.dumps(record) + "\n")
+        fcntl.flock(f, fcntl.LOCK_UN)
+
+
+class TrustedVerdict(NbGraderPreprocessor):
+    """Every graded cell's outputs become the judge's verdict: PASSED lines, or one error."""
+
+    timeout = Integer(1800, help="seconds the judge of one notebook may take").tag(config=True)
+    course_root = Unicode("", help="folder of the gradebook; grading_log.jsonl goes there").tag(config=True)
 
     def preprocess(self, nb, resources):
         cells = [c.source for c in nb.cells if _is_learner_code(c)]
@@ -61,35 +165,43 @@ class IndependentRecheck(NbGraderPreprocessor):
             md = cell.metadata.get("nbgrader", {})
             if cell.cell_type == "code" and md.get("grade") and not md.get("solution"):
                 calls = _check_calls(cell.source)
-                if calls:
-                    graded[md["grade_id"]] = i
-                    checks += [[md["grade_id"], *c] for c in calls]
-        if not checks:
-            return nb, resources
+                graded[md["grade_id"]] = i
+                checks += [[md["grade_id"], *c] for c in calls]
         prelude = next((c.source for c in nb.cells if c.cell_type == "code"
                         and c.metadata.get("nbgrader", {}).get("grade_id") == "setup"), None)
-        results = self._judge({"prelude": prelude, "cells": cells, "checks": checks})
+        verdict = self._judge({"prelude": prelude, "cells": cells, "checks": checks}) if checks else {"results": {}}
+        if "error" in verdict:
+            raise RuntimeError(f"grading stopped: {verdict['error']}")
+        results = verdict["results"]
         for grade_id, index in graded.items():
-            cell = nb.cells[index]
-            ok, message = results.get(grade_id, (False, "the re-check gave no verdict for this cell"))
-            if not ok and not _failed_in_kernel(cell):
-                self.log.warning("%s: passed in the kernel but failed the independent re-check", grade_id)
-                cell.outputs.append(_error_output(message))
+            ok, message = results.get(grade_id, (False, "this cell has no check the grader can run"))
+            nb.cells[index].outputs = [_passed_output(message) if ok else _error_output(message)]
+        course = nb.metadata.setdefault("course", {})
+        faults = course.setdefault("faults", []) + [list(f) for f in verdict.get("faults", [])]
+        course["faults"] = faults
+        course["isolated"] = verdict.get("isolated", True)
+        if faults or not course["isolated"]:
+            info = resources.get("nbgrader", {})
+            append_log(self.course_root or os.getcwd(), {
+                "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                "student": info.get("student"), "assignment": info.get("assignment"),
+                "notebook": info.get("notebook"), "isolated": course["isolated"],
+                "faults": faults})
         return nb, resources
 
     def _judge(self, request):
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "JPY_", "COURSE_CALL"))}
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "JPY_"))}
         with tempfile.TemporaryDirectory(prefix="course-judge-") as cwd:
             try:
                 proc = subprocess.run([sys.executable, "-I", "-m", "grader.judge"], input=json.dumps(request),
                                       capture_output=True, text=True, cwd=cwd, env=env, timeout=self.timeout)
             except subprocess.TimeoutExpired:
-                return {}
+                return {"results": {}, "faults": [["timeout", f"grading this notebook took over {self.timeout} s"]]}
         for line in reversed(proc.stdout.splitlines()):
-            if line.startswith('{"results"'):
-                return {k: tuple(v) for k, v in json.loads(line)["results"].items()}
-        self.log.error("the independent re-check printed no verdict; stderr:\n%s", proc.stderr[-3000:])
-        return {}
+            if line.startswith('{"results"') or line.startswith('{"error"'):
+                return json.loads(line)
+        self.log.error("the judge printed no verdict; stderr:\n%s", proc.stderr[-3000:])
+        return {"results": {}, "faults": [["judge", "the grader printed no verdict: " + proc.stderr[-300:]]]}
 
 
 class ShortenTracebacks(NbGraderPreprocessor):

@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 
-from . import _safe, sandbox, wire
+from . import _safe, audit, sandbox, wire
 
 GRACE = 5.0          # seconds past a call's own limit before the worker is stopped from outside
 START_LIMIT = 120.0  # seconds the worker may take to start and define the student's functions
@@ -137,6 +137,9 @@ class Worker:
             self.stderr.close()
             self.proc = None
         if self.folder:
+            for kind, what in audit.read(os.path.join(self.folder, "work")):
+                if ("blocked", f"{kind}: {what}") not in self.faults:
+                    self.faults.append(("blocked", f"{kind}: {what}"))
             shutil.rmtree(self.folder, ignore_errors=True)
             self.folder = None
 

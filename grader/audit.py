@@ -1,0 +1,68 @@
+"""Notes of what the sandbox refused, for the instructor's record.
+
+Installed first thing in the sandboxed kernel and worker (``python -m
+grader.audit KERNEL-ARGS`` or ``install()``), a Python audit hook writes one
+line to ``AUDIT_FILE`` in the submission's scratch folder for each attempt to
+open a file outside what the sandbox shows (the submission, the installed
+packages, the system) and each attempt to reach the network. The sandbox blocks
+both anyway; this only makes them visible. Student code can delete the file, so
+the record is a hint for a human, never a verdict.
+"""
+import os
+import sys
+
+AUDIT_FILE = ".course-audit.jsonl"
+_ALLOWED = ("/usr/", "/etc/", "/proc/", "/sys/", "/dev/", "/tmp/", "/home/student/", "/bin/", "/lib")
+_state = {"n": 0}
+
+
+def install(path=None):
+    import json
+    allowed = tuple({os.path.join(os.path.realpath(p), "") for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+                    | {os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "")}) + _ALLOWED
+    log_path = os.path.abspath(path or AUDIT_FILE)
+    write, dumps, getcwd, join, normpath = os.write, json.dumps, os.getcwd, os.path.join, os.path.normpath
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+
+    def note(kind, what):
+        if _state["n"] < 50:
+            _state["n"] += 1
+            write(fd, (dumps([kind, what]) + "\n").encode())
+
+    def hook(event, args):
+        try:
+            if event == "open" and isinstance(args[0], str):
+                target = args[0] if args[0].startswith("/") else join(getcwd(), args[0])
+                target = normpath(target)
+                if not (target + "/").startswith(allowed) and target != log_path:
+                    note("read-outside", target)
+            elif event in ("socket.connect", "socket.sendto"):
+                note("network", repr(args[1])[:200])
+            elif event == "socket.getaddrinfo":
+                note("network", f"name lookup of {args[0]!r}"[:200])
+        except Exception:
+            pass
+    sys.addaudithook(hook)
+
+
+def read(folder):
+    """The notes written in ``folder``: a list of (kind, what)."""
+    import json
+    notes = []
+    try:
+        with open(os.path.join(folder, AUDIT_FILE)) as f:
+            for line in f:
+                try:
+                    kind, what = json.loads(line)
+                    notes.append((str(kind), str(what)))
+                except (ValueError, TypeError):
+                    continue
+    except OSError:
+        pass
+    return notes
+
+
+if __name__ == "__main__":  # the kernel's launcher: python -m grader.audit -f CONNECTION_FILE ...
+    install()
+    from ipykernel import kernelapp
+    kernelapp.launch_new_instance()
