@@ -26,6 +26,7 @@ zeros = torch.zeros
 randn = torch.randn
 Generator = torch.Generator
 finfo = torch.finfo
+equal = torch.equal
 float32, float64, bool_, long = torch.float32, torch.float64, torch.bool, torch.long
 _setprofile = sys.setprofile
 _getprofile = sys.getprofile

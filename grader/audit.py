@@ -50,7 +50,7 @@ def read(folder):
     import json
     notes = []
     try:
-        with open(os.path.join(folder, AUDIT_FILE)) as f:
+        with open(os.path.join(folder, AUDIT_FILE), encoding="utf-8", errors="replace") as f:
             for line in f:
                 try:
                     kind, what = json.loads(line)

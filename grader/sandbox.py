@@ -31,7 +31,7 @@ import importlib.util
 import os
 import shutil
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 HOME = "/home/student"          # the sandbox's home folder (an empty tmpfs)
 WORK = HOME + "/work"           # where the submission's scratch copy is mounted
@@ -66,11 +66,11 @@ def _env_int(name, default):
 
 @dataclass(frozen=True)
 class Limits:
-    """What one sandboxed process may use (``prlimit``); None: no limit of that kind."""
-    memory_bytes: int = _env_int("COURSE_SANDBOX_MEMORY_MB", 8192) * 2 ** 20   # address space, per process
-    processes: int = _env_int("COURSE_SANDBOX_NPROC", 1024)                     # threads count too
-    cpu_seconds: int = _env_int("COURSE_SANDBOX_CPU_S", 3600)
-    file_bytes: int = _env_int("COURSE_SANDBOX_FILE_MB", 512) * 2 ** 20
+    """What one sandboxed process may use (``prlimit``), read from the environment when made."""
+    memory_bytes: int = field(default_factory=lambda: _env_int("COURSE_SANDBOX_MEMORY_MB", 8192) * 2 ** 20)
+    processes: int = field(default_factory=lambda: _env_int("COURSE_SANDBOX_NPROC", 1024))  # threads count too
+    cpu_seconds: int = field(default_factory=lambda: _env_int("COURSE_SANDBOX_CPU_S", 3600))
+    file_bytes: int = field(default_factory=lambda: _env_int("COURSE_SANDBOX_FILE_MB", 512) * 2 ** 20)
     open_files: int = 1024
 
     def prlimit(self):

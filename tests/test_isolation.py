@@ -1,0 +1,339 @@
+"""Grading isolation: the sandbox, the worker that holds a student's functions, the trusted verdict.
+
+Everything here runs the real sandbox (bubblewrap; `.ci/run` installs it). The
+real-nbgrader side of it (tamper classes, dead kernels, feedback) is in
+tests/test_pipeline.py.
+"""
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import grader
+from coursekit.notebooks import setup_source, solution_source
+from grader import EXERCISES, PARTS, CheckFailed, check, remote, sandbox, wire
+
+NOTEBOOKS = sorted({ex.notebook for ex in EXERCISES.values()})
+
+
+def run_in_sandbox(code, tmp_path, **limits):
+    work = tmp_path / "work"
+    work.mkdir(exist_ok=True)
+    sandbox.prepare_folder(str(work))
+    cmd = sandbox.command([sys.executable, "-I", "-c", textwrap.dedent(code)], str(work),
+                          limits=sandbox.Limits(**limits) if limits else None)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+
+
+def worker_for(notebook, overrides=None):
+    """A sandboxed worker holding every answer of ``notebook`` (the reference's source unless overridden)."""
+    cells = [textwrap.dedent((overrides or {}).get(name) or solution_source(name))
+             for name, ex in EXERCISES.items() if ex.notebook == notebook]
+    w = remote.Worker(setup_source(notebook), cells)
+    w.start()
+    return w
+
+
+def failure(name, fn, part):
+    with pytest.raises(CheckFailed) as info:
+        check(name, fn, part)
+    return str(info.value)
+
+
+# ---------------------------------------------------------------- what the sandbox shows
+def test_the_sandbox_hides_the_reference_the_course_and_the_network(tmp_path):
+    """Inside: no `solutions`, no course folder or gradebook, no network, a plain user, the grader importable."""
+    course_dir = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(grader.__file__))), "course")
+    proc = run_in_sandbox(f'''
+        import os, socket, importlib.util
+        print("uid", os.getuid())
+        print("solutions", importlib.util.find_spec("solutions") is not None)
+        print("course", os.path.exists({course_dir!r}))
+        print("root", os.access("/root", os.R_OK))
+        import grader
+        print("reference", grader.reference_available())
+        try:
+            socket.create_connection(("1.1.1.1", 53), timeout=3)
+            print("network yes")
+        except OSError:
+            print("network no")
+        open("mine.txt", "w").write("x")
+        print("writes", os.listdir("."))
+    ''', tmp_path)
+    out = proc.stdout
+    assert proc.returncode == 0, proc.stderr
+    assert "uid 0" not in out and "solutions False" in out and "course False" in out, out
+    assert "reference False" in out and "network no" in out and "writes ['mine.txt']" in out, out
+    assert (tmp_path / "work" / "mine.txt").exists()
+
+
+def test_the_sandbox_limits_memory_and_processes(tmp_path):
+    """A huge allocation is refused in words; threads past the process limit are refused."""
+    proc = run_in_sandbox('''
+        import threading, time
+        try:
+            bytearray(3 * 2**30)
+            print("allocated")
+        except MemoryError:
+            print("memory refused")
+        made = 0
+        try:
+            for _ in range(200):
+                threading.Thread(target=time.sleep, args=(5,), daemon=True).start()
+                made += 1
+        except RuntimeError:
+            pass
+        print("threads", made)
+    ''', tmp_path, memory_bytes=2 * 2 ** 30, processes=64)
+    assert "memory refused" in proc.stdout, proc.stdout + proc.stderr
+    made = int(proc.stdout.split("threads")[1])
+    assert made < 64, proc.stdout
+
+
+def test_without_bwrap_grading_stops_naming_the_package(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("COURSE_ISOLATION", raising=False)
+    with pytest.raises(sandbox.SandboxUnavailable, match="bubblewrap"):
+        sandbox.command(["true"], str(tmp_path))
+    monkeypatch.setenv("COURSE_ISOLATION", "none")
+    assert sandbox.command(["true"], str(tmp_path)) == ["true"]  # the instructor's explicit choice
+
+
+# ---------------------------------------------------------------- plain data only
+class _LyingFloat(float):
+    def __eq__(self, other):
+        return True
+
+
+class _LyingTensor(__import__("torch").Tensor):
+    pass
+
+
+@pytest.mark.parametrize("value", [_LyingFloat(1.0), [1, _LyingFloat(2.0)], {"a": (_LyingFloat(0.5),)},
+                                   __import__("torch").zeros(2).as_subclass(_LyingTensor), object()])
+def test_only_plain_data_crosses_the_boundary(value):
+    with pytest.raises(wire.NotPlain):
+        wire.plain(value)
+
+
+# ---------------------------------------------------------------- the reference, run as a student's code
+@pytest.mark.parametrize("notebook", NOTEBOOKS)
+def test_every_reference_answer_passes_every_part_through_the_sandbox(notebook):
+    """The reference's own source, held by a sandboxed worker, passes all four parts (the reference's
+    outputs computed on the trusted side); grader-owned models (notebook 09) are driven by callbacks."""
+    with worker_for(notebook) as w:
+        for name, ex in EXERCISES.items():
+            if ex.notebook != notebook:
+                continue
+            fn = w.function(name, name)
+            assert fn is not None, f"{name} was not defined in the worker: {w.define_errors}"
+            for part in PARTS:
+                check(name, fn, part)
+        assert not w.faults, w.faults
+
+
+def test_a_known_mistake_gets_the_same_message_in_the_sandbox_as_in_the_kernel():
+    from coursekit.samples import as_learner
+    wrong = solution_source("softmax").replace("z = x / temperature", "z = x * temperature")
+    assert wrong != solution_source("softmax")
+    local = as_learner({"softmax": wrong})["softmax"]
+    with worker_for("03_softmax", {"softmax": wrong}) as w:
+        for part in ("basic", "edge"):
+            assert failure("softmax", w.function("softmax", "softmax"), part) == failure("softmax", local, part)
+
+
+# ---------------------------------------------------------------- what a function body can try
+ATTACKS = {
+    "imports the reference": '''
+        def softmax(x, dim=-1, temperature=1.0):
+            from solutions.softmax import softmax as ref
+            return ref(x, dim, temperature)
+    ''',
+    "calls the reference from a thread with the guard switched off": '''
+        def softmax(x, dim=-1, temperature=1.0):
+            import threading, grader._safe as s
+            s._reference_dirs.clear()
+            box = {}
+            def go():
+                import solutions.softmax as r
+                box["v"] = r.softmax(x, dim, temperature)
+            t = threading.Thread(target=go); t.start(); t.join()
+            return box["v"]
+    ''',
+    "executes the reference's source under another name": '''
+        def softmax(x, dim=-1, temperature=1.0):
+            import glob
+            path = (glob.glob("/**/solutions/softmax.py", recursive=True) + ["/nowhere"])[0]
+            ns = {}
+            exec(compile(open(path).read(), "<mine>", "exec"), ns)
+            return ns["softmax"](x, dim, temperature)
+    ''',
+    "reads the source notebook": '''
+        def softmax(x, dim=-1, temperature=1.0):
+            import json
+            nb = json.load(open("../../../source/03_softmax/03_softmax.ipynb"))
+            src = next(c["source"] for c in nb["cells"] if "def softmax" in "".join(c["source"]))
+            ns = {"torch": torch}
+            exec("".join(src), ns)
+            return ns["softmax"](x, dim, temperature)
+    ''',
+    "patches the grader and torch when first called": '''
+        def softmax(x, dim=-1, temperature=1.0):
+            import grader, grader.compare
+            grader.compare.compare = lambda *a, **k: None
+            grader._problem = lambda *a, **k: None
+            torch.allclose = lambda *a, **k: True
+            return x * 0.5
+    ''',
+    "mutates its input": '''
+        def softmax(x, dim=-1, temperature=1.0):
+            x.fill_(0.0)
+            return torch.full_like(x, 1.0 / x.shape[dim]) if x.dim() else x
+    ''',
+    "returns numbers whose comparisons lie": '''
+        def softmax(x, dim=-1, temperature=1.0):
+            class Liar(float):
+                def __eq__(self, o): return True
+                def __sub__(self, o): return 0.0
+                __rsub__ = __sub__
+                def __abs__(self): return 0.0
+            return [[Liar(0.0)]]
+    ''',
+    "returns a tensor subclass": '''
+        def softmax(x, dim=-1, temperature=1.0):
+            class T(torch.Tensor):
+                pass
+            return torch.zeros_like(x).as_subclass(T)
+    ''',
+    "kills its process": '''
+        def softmax(x, dim=-1, temperature=1.0):
+            import os
+            os._exit(0)
+    ''',
+    "allocates without limit": '''
+        def softmax(x, dim=-1, temperature=1.0):
+            blocks = []
+            while True:
+                blocks.append(bytearray(2**30))
+    ''',
+    "loops with the alarm switched off": '''
+        def softmax(x, dim=-1, temperature=1.0):
+            import signal
+            signal.signal(signal.SIGALRM, signal.SIG_IGN)
+            while True:
+                pass
+    ''',
+    "forks": '''
+        def softmax(x, dim=-1, temperature=1.0):
+            import os, time
+            if os.fork() == 0:
+                time.sleep(60)
+                os._exit(0)
+            return x
+    ''',
+    "reaches the network": '''
+        def softmax(x, dim=-1, temperature=1.0):
+            import socket, pickle
+            s = socket.create_connection(("127.0.0.1", 8888), timeout=1)
+            return pickle.loads(s.recv(1 << 20))
+    ''',
+    "writes a forged reply on the channel": '''
+        def softmax(x, dim=-1, temperature=1.0):
+            import os, io, struct
+            buf = io.BytesIO()
+            torch.save({"op": "result", "id": 10**6, "value": x}, buf)
+            for fd in range(3, 12):
+                try:
+                    os.write(fd, struct.pack("<Q", len(buf.getvalue())) + buf.getvalue())
+                except OSError:
+                    pass
+            return x
+    ''',
+}
+
+
+@pytest.mark.parametrize("attack", list(ATTACKS))
+def test_a_function_body_cannot_earn_a_pass_from_inside_the_sandbox(attack):
+    """Each attack, written in the function's own body, fails every part of the check in words."""
+    mem = os.environ.get("COURSE_SANDBOX_MEMORY_MB")
+    os.environ["COURSE_SANDBOX_MEMORY_MB"] = "3072"
+    try:
+        with worker_for("03_softmax", {"softmax": ATTACKS[attack]}) as w:
+            fn = w.function("softmax", "softmax")
+            for part in ("basic", "hidden"):
+                msg = failure("softmax", fn, part)
+                assert msg.startswith("FAILED softmax"), msg
+    finally:
+        if mem is None:
+            os.environ.pop("COURSE_SANDBOX_MEMORY_MB", None)
+        else:
+            os.environ["COURSE_SANDBOX_MEMORY_MB"] = mem
+
+
+def test_a_dead_or_stopped_worker_is_recorded_and_started_again():
+    src = textwrap.dedent(ATTACKS["kills its process"]) + "\n" + solution_source("log_softmax")
+    with worker_for("03_softmax", {"softmax": src}) as w:
+        msg = failure("softmax", w.function("softmax", "softmax"), "basic")
+        assert "died" in msg and "exited with code 0" in msg, msg
+        check("log_softmax", w.function("log_softmax", "log_softmax"), "basic")  # a fresh worker grades the rest
+        assert any(kind == "crash" for kind, _ in w.faults)
+
+
+# ---------------------------------------------------------------- fair tolerances, devices
+LOGSUMEXP = '''
+    def log_softmax(x, dim=-1, temperature=1.0):
+        if not temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {temperature}")
+        z = x / temperature
+        lse = torch.logsumexp(z, dim, keepdim=True)
+        return torch.where(torch.isinf(lse) & (lse < 0), torch.full_like(z, float("-inf")), z - lse)
+'''
+LOG_OF_SUM = '''
+    def log_softmax(x, dim=-1, temperature=1.0):
+        if temperature <= 0:
+            raise ValueError("temperature must be positive")
+        z = x / temperature
+        if z.shape[dim] == 0:
+            return z.clone()
+        m = z.amax(dim=dim, keepdim=True)
+        m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+        out = z - m - (z - m).exp().sum(dim=dim, keepdim=True).log()
+        return torch.where(torch.isneginf(z), z, out)  # log 0 = -inf, also in a row with nothing allowed
+'''
+
+
+@pytest.mark.parametrize("src", [LOGSUMEXP, LOG_OF_SUM], ids=["logsumexp", "max-shift"])
+def test_standard_log_softmax_formulations_pass_with_logits_near_1e4(src):
+    """The tolerance grows with the logits' size (log-softmax is exact only to about eps x |x|)."""
+    with worker_for("03_softmax", {"log_softmax": src}) as w:
+        for part in PARTS:
+            check("log_softmax", w.function("log_softmax", "log_softmax"), part)
+
+
+def test_a_fill_tensor_made_without_device_is_caught_on_a_machine_without_a_gpu():
+    """`torch.full(shape, -inf)` without device= takes part only when there is a mask: the probe of every
+    case (not just the first) catches it."""
+    src = '''
+        def masked_attention(Q, K, V, mask=None):
+            d_k = Q.shape[-1]
+            if K.shape[-1] != d_k or K.shape[-2] != V.shape[-2]:
+                raise ValueError(f"shapes {tuple(Q.shape)} {tuple(K.shape)} {tuple(V.shape)} do not fit")
+            scores = Q @ K.transpose(-2, -1) / math.sqrt(d_k)
+            if mask is not None:
+                try:
+                    torch.broadcast_shapes(mask.shape, scores.shape)
+                except RuntimeError:
+                    raise ValueError("the mask does not broadcast")
+                if torch.broadcast_shapes(mask.shape, scores.shape) != scores.shape:
+                    raise ValueError("the mask does not broadcast")
+                scores = torch.where(mask, scores, torch.full(scores.shape, float("-inf"), dtype=scores.dtype))
+            weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+            return weights @ V, weights
+    '''
+    with worker_for("04_masks_attention", {"masked_attention": src}) as w:
+        fn = w.function("masked_attention", "masked_attention")
+        check("masked_attention", fn, "basic")  # right on the CPU...
+        msg = failure("masked_attention", fn, "hidden")  # ...but not on the device of its inputs
+        assert "device" in msg, msg
