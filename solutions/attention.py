@@ -39,6 +39,9 @@ def padding_mask(key_valid):
     Returns:
         BoolTensor (B, 1, T_k): query i of sequence b may attend to key j iff
         key j is real; broadcasts against (B, T_q, T_k).
+
+    Device: make every tensor you create on the inputs' device (``device=<input>.device``);
+    the grader also runs this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     if key_valid.dim() != 2 or key_valid.dtype != torch.bool:
@@ -53,6 +56,9 @@ def combine_masks(*masks):
 
     ``None`` entries are skipped; with no mask at all the result is None.
     Example: ``combine_masks(causal_mask(T), padding_mask(valid))`` is (B, T, T).
+
+    Device: make every tensor you create on the inputs' device (``device=<input>.device``);
+    the grader also runs this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     result = None
@@ -100,6 +106,9 @@ def masked_attention(Q, K, V, mask=None):
         weights: (..., T_q, T_k), the alpha_ij; each row sums to 1 over the
             allowed keys. A query with no allowed key (a fully masked row, or
             T_k = 0) gets zero weights and a zero output, never NaN.
+
+    Device: make every tensor you create on the inputs' device (``device=<input>.device``);
+    the grader also runs this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     if Q.shape[-1] != K.shape[-1]:

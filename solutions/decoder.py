@@ -70,6 +70,9 @@ def rope_attention(x, params, n_heads, mask=None):
 
     Returns:
         out (B, T, D) and weights (B, H, T, T).
+
+    Device: make every tensor you create on the inputs' device (``device=<input>.device``);
+    the grader also runs this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     D = x.shape[-1]
@@ -102,6 +105,9 @@ def decoder_block(x, valid, params, n_heads):
 
     Returns:
         (B, T, D); row i depends on x[:, :i + 1] only.
+
+    Device: make every tensor you create on the inputs' device (``device=<input>.device``);
+    the grader also runs this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     B, T, D = x.shape
@@ -134,6 +140,9 @@ def lm_log_prob(logits, ids, valid=None):
 
     Returns:
         (B,) log-probabilities (<= 0); 0 for a sequence with nothing to predict.
+
+    Device: make every tensor you create on the inputs' device (``device=<input>.device``);
+    the grader also runs this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     if logits.shape[:2] != ids.shape or (valid is not None and valid.shape != ids.shape):

@@ -36,6 +36,9 @@ def split_heads(x, n_heads):
 
     Returns:
         (B, H, T, d_k): head h holds the columns h*d_k .. (h+1)*d_k - 1 of x.
+
+    Device: make every tensor you create on the inputs' device (``device=<input>.device``);
+    the grader also runs this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     if x.dim() != 3:
@@ -55,6 +58,9 @@ def merge_heads(x):
 
     Returns:
         (B, T, H * d_k): columns h*d_k .. (h+1)*d_k - 1 come from head h.
+
+    Device: make every tensor you create on the inputs' device (``device=<input>.device``);
+    the grader also runs this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     if x.dim() != 4:
@@ -84,6 +90,9 @@ def multi_head_attention(x_q, x_kv, params, n_heads, mask=None):
         out: (B, T_q, D).
         weights: (B, H, T_q, T_k), each head's attention weights. A query with
             no allowed key gets zero weights (its output is then b_o).
+
+    Device: make every tensor you create on the inputs' device (``device=<input>.device``);
+    the grader also runs this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     if x_q.dim() != 3 or x_kv.dim() != 3 or x_q.shape[0] != x_kv.shape[0] or x_q.shape[2] != x_kv.shape[2]:
@@ -134,6 +143,9 @@ def embed_with_positions(ids, E, P):
 
     Returns:
         (B, T, D).
+
+    Device: make every tensor you create on the inputs' device (``device=<input>.device``);
+    the grader also runs this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     if ids.dim() != 2:
@@ -164,6 +176,9 @@ def encoder_block(x, valid, params, n_heads):
 
     Returns:
         (B, T, D).
+
+    Device: make every tensor you create on the inputs' device (``device=<input>.device``);
+    the grader also runs this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     mask = None if valid is None else valid[:, None, :]  # (B, 1, T): keys may be attended iff real
@@ -186,6 +201,9 @@ def masked_lm_loss(logits, targets, is_masked):
     Returns:
         scalar tensor: mean over the masked positions of -log softmax(logits)[target];
         0 when no position is masked (nothing to predict, never NaN).
+
+    Device: make every tensor you create on the inputs' device (``device=<input>.device``);
+    the grader also runs this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     if logits.shape[:2] != targets.shape or is_masked.shape != targets.shape:

@@ -42,6 +42,9 @@ def cross_attention(y, memory, src_valid, params, n_heads):
         out: (B, T_y, D).
         weights: (B, H, T_y, T_x); every row sums to 1 over the real source
             tokens and is 0 on source padding (all 0 for an empty source).
+
+    Device: make every tensor you create on the inputs' device (``device=<input>.device``);
+    the grader also runs this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     if memory.shape[0] != y.shape[0] or (src_valid is not None and src_valid.shape != memory.shape[:2]):
@@ -69,6 +72,9 @@ def encdec_decoder_block(y, memory, tgt_valid, src_valid, params, n_heads):
     Returns:
         out: (B, T_y, D).
         cross_weights: (B, H, T_y, T_x), the cross-attention weights.
+
+    Device: make every tensor you create on the inputs' device (``device=<input>.device``);
+    the grader also runs this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     B, T, D = y.shape

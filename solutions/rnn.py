@@ -36,6 +36,9 @@ def rnn_cell(x_t, h_prev, W_x, W_h, b):
 
     Returns:
         (B, H) the new hidden states h_t, every entry in (-1, 1).
+
+    Device: make every tensor you create on the inputs' device (``device=<input>.device``);
+    the grader also runs this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     if x_t.shape[-1] != W_x.shape[1]:
@@ -67,6 +70,9 @@ def rnn_encode(src_ids, src_mask, E, W_x, W_h, b):
         context: (B, H), c = h_{T_x}, the state after the last real token of
             each sentence. A sentence with no real token (T_x = 0, or all
             padding) gets the initial state h_0 = 0.
+
+    Device: make every tensor you create on the inputs' device (``device=<input>.device``);
+    the grader also runs this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     if src_mask is None:
@@ -104,6 +110,9 @@ def decoder_step(prev_ids, h, params):
     Returns:
         logits: (B, V), z_t; softmax(z_t) is P(y_t | y_<t, x).
         h: (B, H), the new state h_t.
+
+    Device: make every tensor you create on the inputs' device (``device=<input>.device``);
+    the grader also runs this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     e = params["E_tgt"][prev_ids]  # (B, D)
@@ -128,6 +137,9 @@ def teacher_forced_logits(context, tgt_in, params):
 
     Returns:
         (B, T_y, V) logits; row t scores the token that should follow tgt_in[:, :t + 1].
+
+    Device: make every tensor you create on the inputs' device (``device=<input>.device``);
+    the grader also runs this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     B, T_y = tgt_in.shape
@@ -160,6 +172,9 @@ def seq2seq_loss(logits, targets, mask=None):
         0-d tensor in logits' dtype; equals
         ``F.cross_entropy(logits.reshape(-1, V), targets_with_pad.reshape(-1),
         ignore_index=pad, reduction="sum") / B``.
+
+    Device: make every tensor you create on the inputs' device (``device=<input>.device``);
+    the grader also runs this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     if logits.dim() != 3 or targets.shape != logits.shape[:2]:
@@ -198,6 +213,9 @@ def greedy_decode(context, params, bos_id, eos_id, max_len):
             emitted tokens (its <eos> included, nothing after it).
     Raises:
         ValueError if max_len < 1.
+
+    Device: make every tensor you create on the inputs' device (``device=<input>.device``);
+    the grader also runs this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     if max_len < 1:
@@ -252,6 +270,9 @@ def beam_search(context, params, bos_id, eos_id, beam_width, max_len, length_nor
             (not length-normalised).
     Raises:
         ValueError if beam_width < 1, max_len < 1, or context is not 1-D.
+
+    Device: make every tensor you create on the inputs' device (``device=<input>.device``);
+    the grader also runs this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     if beam_width < 1:

@@ -41,6 +41,9 @@ def log_softmax(x, dim=-1, temperature=1.0):
     input is -inf.
 
     Args and returns as ``softmax``.
+
+    Device: make every tensor you create on the inputs' device (``device=<input>.device``);
+    the grader also runs this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     if not temperature > 0:
@@ -66,6 +69,9 @@ def sequence_log_prob(logits, targets, mask=None):
 
     Returns:
         (B,) tensor of log-probabilities (<= 0), in logits' dtype.
+
+    Device: make every tensor you create on the inputs' device (``device=<input>.device``);
+    the grader also runs this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     if logits.dim() != 3 or targets.shape != logits.shape[:2]:

@@ -4,6 +4,7 @@ Every test here starts real nbgrader commands and real Jupyter kernels and reads
 the real SQLite gradebook. Autograde times are printed (run pytest with -s).
 """
 import html
+import json
 import os
 import re
 import textwrap
@@ -215,24 +216,16 @@ def _cell(nb, grade_id):
     return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id)
 
 
-@pytest.fixture(scope="module")
-def honest_wrong(course):
-    """The honest submission beneath every tamper attempt: all right except a wrong softmax."""
-    nb = answered(release_nb(course, TAMPER_A), {"softmax": WRONG_SOFTMAX})
-    scores = grade(course, "honest", TAMPER_A, nb)
-    assert scores["softmax_basic"][0] == 0 and scores["softmax_edge"][0] == 0
-    return nb, total(scores)
-
-
-def _tampered(honest, edit):
-    nb = nbformat.reads(nbformat.writes(honest), as_version=4)
-    edit(nb)
-    return nb
-
-
 def _append_to_answer(text):
     def edit(nb):
         _cell(nb, "softmax").source += "\n\n" + textwrap.dedent(text).strip()
+    return edit
+
+
+def _answer_with(text):
+    """The softmax answer replaced by ``text`` (an attack written in the function's own body)."""
+    def edit(nb):
+        _cell(nb, "softmax").source = textwrap.dedent(text).strip()
     return edit
 
 
@@ -251,6 +244,9 @@ def _stderr_and_fake_pass(nb):
                                    'print("All good", file=sys.stderr)'
 
 
+# Each kind of attack, by class: in the kernel (top-level statements of an answer cell), on the notebook
+# (test cells edited or deleted, files beside it), and in the function's own body (see also
+# tests/test_isolation.py, which runs every body attack against the sandboxed worker directly).
 TAMPERS = {
     "patch-torch-comparisons": _append_to_answer('''
         import torch.testing
@@ -265,6 +261,10 @@ TAMPERS = {
             print("PASSED")
         grader.check = check
     '''),
+    "rebind-check-to-return-a-value": _append_to_answer('''
+        def check(*args, **kwargs):
+            return 3.0
+    '''),
     "swap-grader-module": _append_to_answer('''
         import sys, types
         fake = types.ModuleType("grader")
@@ -275,32 +275,199 @@ TAMPERS = {
     "edit-test-cells": _replace_tests,
     "delete-test-cells": _delete_tests,
     "stderr-and-fake-pass": _stderr_and_fake_pass,
+    "kill-the-kernel": _append_to_answer('''
+        import os
+        os._exit(1)
+    '''),
+    "huge-allocation-in-the-kernel": _append_to_answer('''
+        blocks = [bytearray(2**30) for _ in range(64)]
+    '''),
+    "hand-a-file-from-the-kernel": _append_to_answer('''
+        for place in ("handed.txt", "/tmp/handed.txt", "../handed.txt"):
+            try:
+                open(place, "w").write("correct")
+            except OSError:
+                pass
+        _wrong_softmax = softmax
+        def softmax(x, dim=-1, temperature=1.0):
+            import os
+            if any(os.path.exists(p) for p in ("handed.txt", "/tmp/handed.txt", "../handed.txt")):
+                return torch.softmax(x / temperature, dim=dim).nan_to_num(0.0)
+            return x
+    '''),
+    "call-the-reference-from-a-thread-guard-off": _answer_with('''
+        def softmax(x, dim=-1, temperature=1.0):
+            import threading, grader._safe as s
+            s._reference_dirs.clear()
+            box = {}
+            def go():
+                import solutions.softmax as r
+                box["v"] = r.softmax(x, dim, temperature)
+            t = threading.Thread(target=go); t.start(); t.join()
+            return box["v"]
+    '''),
+    "exec-the-reference-source": _answer_with('''
+        def softmax(x, dim=-1, temperature=1.0):
+            import glob
+            path = (glob.glob("/**/solutions/softmax.py", recursive=True) + ["/nowhere"])[0]
+            ns = {}
+            exec(compile(open(path).read(), "<mine>", "exec"), ns)
+            return ns["softmax"](x, dim, temperature)
+    '''),
+    "read-the-source-notebook": _answer_with('''
+        def softmax(x, dim=-1, temperature=1.0):
+            import json
+            nb = json.load(open("../../../source/03_softmax/03_softmax.ipynb"))
+            src = next(c["source"] for c in nb["cells"] if "def softmax" in "".join(c["source"]))
+            ns = {"torch": torch}
+            exec("".join(src), ns)
+            return ns["softmax"](x, dim, temperature)
+    '''),
+    "patch-the-grader-at-call-time": _answer_with('''
+        def softmax(x, dim=-1, temperature=1.0):
+            import grader, grader.compare
+            grader.compare.compare = lambda *a, **k: None
+            grader._problem = lambda *a, **k: None
+            torch.allclose = lambda *a, **k: True
+            return x * 0.5
+    '''),
+    "mutate-the-inputs": _answer_with('''
+        def softmax(x, dim=-1, temperature=1.0):
+            x.fill_(0.0)
+            return torch.full_like(x, 1.0 / max(1, x.shape[dim])) if x.dim() else x
+    '''),
+    "return-numbers-that-lie": _answer_with('''
+        def softmax(x, dim=-1, temperature=1.0):
+            Liar = type("Liar", (float,), {"__eq__": lambda a, b: True, "__sub__": lambda a, b: 0.0,
+                                          "__rsub__": lambda a, b: 0.0, "__abs__": lambda a: 0.0})
+            return [[Liar(0.0)]]
+    '''),
+    "kill-the-worker": _answer_with('''
+        def softmax(x, dim=-1, temperature=1.0):
+            import os
+            os._exit(0)
+    '''),
+    "allocate-without-limit": _answer_with('''
+        def softmax(x, dim=-1, temperature=1.0):
+            blocks = []
+            while True:
+                blocks.append(bytearray(2**30))
+    '''),
+    "loop-with-the-alarm-off": _answer_with('''
+        def softmax(x, dim=-1, temperature=1.0):
+            import signal
+            signal.signal(signal.SIGALRM, signal.SIG_IGN)
+            while True:
+                pass
+    '''),
+    "fork": _answer_with('''
+        def softmax(x, dim=-1, temperature=1.0):
+            import os, time
+            if os.fork() == 0:
+                time.sleep(60)
+                os._exit(0)
+            return x
+    '''),
+    "reach-the-network": _answer_with('''
+        def softmax(x, dim=-1, temperature=1.0):
+            import socket, pickle
+            s = socket.create_connection(("127.0.0.1", 8888), timeout=1)
+            return pickle.loads(s.recv(1 << 20))
+    '''),
+    "leak-the-source-and-gradebook": _append_to_answer('''
+        import glob, os
+        for pattern in ("../../../source/**/*.ipynb", "../../../gradebook.db", "../../../*/*/*/*.ipynb",
+                        "/**/source/03_softmax/*.ipynb", "/**/gradebook.db"):
+            for path in glob.glob(pattern, recursive=True):
+                print(open(path, errors="replace").read())
+    '''),
 }
+SHADOW_FILES = {"grader.py": "def check(*args, **kwargs):\n    print('PASSED')\n",
+                "grader/__init__.py": "def check(*args, **kwargs):\n    print('PASSED')\n",
+                "torch/__init__.py": "x = 1\n"}
 
 
-@pytest.mark.parametrize("kind", list(TAMPERS))
-def test_tampering_scores_no_more_than_the_honest_wrong_answer(course, honest_wrong, kind):
-    honest, honest_total = honest_wrong
-    scores = grade(course, f"tamper-{kind}", TAMPER_A, _tampered(honest, TAMPERS[kind]))
-    assert scores["softmax_basic"][0] == 0 and scores["softmax_edge"][0] == 0, scores
-    assert total(scores) <= honest_total
+@pytest.fixture(scope="module")
+def tampered(course):
+    """The honest submission beneath every attack (all right but a wrong softmax), then every attack on it,
+    graded together by one real `nbgrader autograde` call; {student: scores}, and the grading log."""
+    release = release_nb(course, TAMPER_A)
+    honest = answered(release, {"softmax": WRONG_SOFTMAX})
+    submissions = {"tamper-honest": (honest, None), "tamper-shadow-files": (honest, SHADOW_FILES),
+                   "tamper-import-reference": (answered(release, {
+                       "softmax": "from solutions.softmax import softmax\nimport solutions\n"}), None)}
+    for kind, edit in TAMPERS.items():
+        nb = nbformat.reads(nbformat.writes(honest), as_version=4)
+        edit(nb)
+        submissions[f"tamper-{kind}"] = (nb, None)
+    for student, (nb, extra) in submissions.items():
+        course.submit(student, TAMPER_A, nb, extra)
+    log = os.path.join(course.root, "grading_log.jsonl")
+    if os.path.exists(log):
+        os.remove(log)
+    course.env["COURSE_SANDBOX_MEMORY_MB"] = "4096"
+    course.nbgrader("autograde", TAMPER_A, "--student", "tamper-*", "--force")
+    course.nbgrader("generate_feedback", TAMPER_A, "--student", "tamper-*", "--force")
+    scores = {student: course.scores(student, TAMPER_A) for student in submissions}
+    records = [json.loads(line) for line in open(log)] if os.path.exists(log) else []
+    return scores, {r["student"]: r["faults"] for r in records}
 
 
-def test_a_grader_file_beside_the_notebook_does_not_shadow_the_grader(course, honest_wrong):
-    honest, honest_total = honest_wrong
-    fake = "def check(*args, **kwargs):\n    print('PASSED')\n"
-    scores = grade(course, "tamper-shadow", TAMPER_A, honest,
-                   extra_files={"grader.py": fake, "grader/__init__.py": fake, "torch/__init__.py": "x = 1\n"})
-    assert scores["softmax_basic"][0] == 0 and total(scores) <= honest_total
+def test_the_honest_wrong_answer_loses_exactly_softmax(tampered):
+    scores, _ = tampered
+    honest = scores["tamper-honest"]
+    assert honest["softmax_basic"][0] == 0 and honest["softmax_edge"][0] == 0
+    assert all(s == m for g, (s, m) in honest.items() if not g.startswith("softmax_")), honest
 
 
-def test_importing_the_reference_scores_like_the_stub(course):
-    """`from solutions... import softmax` in place of an answer earns what the untouched stub earns: 0."""
-    nb = answered(release_nb(course, TAMPER_A),
-                  {"softmax": "from solutions.softmax import softmax\nimport solutions\n"})
-    scores = grade(course, "tamper-import-reference", TAMPER_A, nb)
-    assert scores["softmax_basic"][0] == 0 and scores["softmax_edge"][0] == 0, scores
-    assert scores["log_softmax_basic"][0] == 1  # the rest is still graded normally
+@pytest.mark.parametrize("kind", list(TAMPERS) + ["shadow-files", "import-reference"])
+def test_tampering_scores_no_more_than_the_honest_wrong_answer(tampered, kind):
+    scores, _ = tampered
+    got, honest = scores[f"tamper-{kind}"], scores["tamper-honest"]
+    assert got["softmax_basic"][0] == 0 and got["softmax_edge"][0] == 0, got
+    assert total(got) <= total(honest), (got, honest)
+
+
+@pytest.mark.parametrize("kind", ["kill-the-kernel", "huge-allocation-in-the-kernel", "hand-a-file-from-the-kernel",
+                                  "patch-torch-comparisons", "mutate-the-inputs"])
+def test_an_attack_around_honest_functions_still_grades_them(tampered, kind):
+    """What the kernel does around the learner's definitions costs nothing that the definitions earn."""
+    scores, _ = tampered
+    got = scores[f"tamper-{kind}"]
+    assert all(s == m for g, (s, m) in got.items() if not g.startswith("softmax_")), got
+
+
+@pytest.mark.parametrize("kind,fault,words", [
+    ("kill-the-kernel", "kernel", "the kernel died"),
+    ("kill-the-worker", "crash", "exited with code 0"),
+    ("loop-with-the-alarm-off", "timeout", "did not finish within"),
+    ("read-the-source-notebook", "blocked", "read-outside: /source/03_softmax/03_softmax.ipynb"),
+    ("reach-the-network", "blocked", "network: ('127.0.0.1', 8888)"),
+    ("leak-the-source-and-gradebook", "blocked", "read-outside"),
+])
+def test_faults_and_blocked_attempts_are_recorded_with_a_reason(tampered, kind, fault, words):
+    """A dead kernel or worker, a time-out, a read outside the submission, a network call: each is a line of
+    grading_log.jsonl beside the gradebook, for the instructor."""
+    _, faults = tampered
+    mine = faults.get(f"tamper-{kind}", [])
+    assert any(k == fault and words in text for k, text in mine), mine
+    assert "tamper-honest" not in faults
+
+
+def test_feedback_holds_neither_the_source_nor_the_gradebook(course, tampered):
+    """An answer cell that prints every notebook and gradebook it can find prints nothing of the course's."""
+    feedback = html.unescape(open(course.feedback_path("tamper-leak-the-source-and-gradebook", TAMPER_A)).read())
+    assert "BEGIN SOLUTION" not in feedback and "HIDDEN TESTS" not in feedback
+    assert "SQLite format" not in feedback and "tamper-honest" not in feedback
+    assert "0.5 * e / total" not in feedback  # another student's answer
+
+
+def test_a_value_returned_by_a_rebound_check_is_not_read_as_credit(course, tampered):
+    """nbgrader reads an execute_result as partial credit: graded cells keep only the trusted verdict."""
+    nb = nbformat.read(course.autograded_path("tamper-rebind-check-to-return-a-value", TAMPER_A), as_version=4)
+    for cell in nb.cells:
+        if cell.metadata.get("nbgrader", {}).get("grade"):
+            assert all(o["output_type"] != "execute_result" for o in cell.outputs), cell.outputs
 
 
 def test_an_infinite_loop_costs_only_its_exercise(course):
