@@ -41,6 +41,7 @@ bench: setup
 	$(BIN)/python bench/attention.py
 	$(BIN)/python bench/transformer.py
 	$(BIN)/python bench/kv_cache.py
+	$(BIN)/python bench/isolation.py --assignments 03_softmax 05_rnn 09_kv_cache
 
 clean:
 	rm -rf demo-output course/release course/autograded course/feedback course/gradebook.db course/.jupyter

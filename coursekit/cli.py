@@ -100,8 +100,21 @@ def cmd_demo(args):
 
 def cmd_grade(args):
     """Instructor workflow on course/ itself: release all, autograde everything submitted, feedback, export."""
+    from grader import sandbox
+
     from .pipeline import assignments, nbgrader_env
     env = nbgrader_env(COURSE_DIR)
+    if args.no_isolation:
+        env["COURSE_ISOLATION"] = "none"
+        print("WARNING: grading WITHOUT isolation (--no-isolation): student code runs beside the reference and "
+              "the gradebook. Every graded notebook is marked so in course/grading_log.jsonl.", flush=True)
+    else:
+        env.pop("COURSE_ISOLATION", None)
+        try:
+            sandbox.bwrap_path()
+        except sandbox.SandboxUnavailable as exc:
+            print(f"course grade: {exc}", file=sys.stderr)
+            return 2
     run = lambda *a: subprocess.check_call([sys.executable, "-m", "nbgrader", *a], cwd=COURSE_DIR, env=env)  # noqa
     for a in assignments():
         run("generate_assignment", a, "--force")
@@ -112,7 +125,26 @@ def cmd_grade(args):
             run("generate_feedback", a, "--student", student, "--force")
     run("export", "--to", "grades.csv")
     print("grades written to", os.path.join(COURSE_DIR, "grades.csv"))
+    _print_grading_log(os.path.join(COURSE_DIR, "grading_log.jsonl"), isolated=not args.no_isolation)
     return 0
+
+
+def _print_grading_log(path, isolated=True):
+    """The summary of what grading recorded: faults, blocked attempts, and whether it was isolated."""
+    import json
+    records = []
+    if os.path.exists(path):
+        with open(path) as f:
+            records = [json.loads(line) for line in f if line.strip()]
+    print(f"isolation: {'bubblewrap sandbox' if isolated else 'NONE (--no-isolation)'}")
+    flagged = [r for r in records if r.get("faults")]
+    if not flagged:
+        print("no submission was flagged (no dead kernel, time-out, or blocked attempt)")
+    for r in flagged:
+        for kind, text in r["faults"]:
+            print(f"  flagged {r.get('student')} / {r.get('assignment')}: {kind}: {text}")
+    if flagged:
+        print(f"{len(flagged)} graded notebook(s) flagged for a human; details in {path}")
 
 
 def cmd_sync(args):
@@ -152,6 +184,8 @@ def main(argv=None):
     p.add_argument("assignment", nargs="*")
     p.set_defaults(func=cmd_demo)
     p = sub.add_parser("grade", help="instructors: grade everything in course/submitted")
+    p.add_argument("--no-isolation", action="store_true",
+                   help="grade without the bubblewrap sandbox (not recommended; the summary says so)")
     p.set_defaults(func=cmd_grade)
     p = sub.add_parser("sync", help="notebook cells from solutions/")
     p.add_argument("--check", action="store_true")

@@ -64,5 +64,5 @@ def read(folder):
 
 if __name__ == "__main__":  # the kernel's launcher: python -m grader.audit -f CONNECTION_FILE ...
     install()
-    from ipykernel import kernelapp
-    kernelapp.launch_new_instance()
+    import runpy
+    runpy.run_module("ipykernel_launcher", run_name="__main__", alter_sys=True)

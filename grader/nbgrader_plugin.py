@@ -51,6 +51,9 @@ class SandboxedKernelManager(AsyncKernelManager):
             self.transport = "ipc"
             self.ip = os.path.join(self._box, "k")
             self.connection_file = os.path.join(self._box, "kernel.json")
+            if self.kernel_spec is not None:
+                # interrupt over the control channel: a SIGINT to the process group would reach bwrap, not the kernel
+                self.kernel_spec.interrupt_mode = "message"
         return await super()._async_pre_start_kernel(**kw)
 
     async def _async_launch_kernel(self, kernel_cmd, **kw):
@@ -68,11 +71,6 @@ class SandboxedKernelManager(AsyncKernelManager):
             kw["cwd"] = self._box
             kw.pop("env", None)
         return await super()._async_launch_kernel(kernel_cmd, **kw)
-
-    async def _async_interrupt_kernel(self):
-        if self._box is not None and self.kernel_spec is not None:
-            self.kernel_spec.interrupt_mode = "message"  # a signal would not cross into the sandbox's session
-        return await super()._async_interrupt_kernel()
 
 
 

@@ -4,6 +4,7 @@ Everything here runs the real sandbox (bubblewrap; `.ci/run` installs it). The
 real-nbgrader side of it (tamper classes, dead kernels, feedback) is in
 tests/test_pipeline.py.
 """
+import importlib.util
 import os
 import subprocess
 import sys
@@ -27,9 +28,13 @@ def run_in_sandbox(code, tmp_path, **limits):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=120)
 
 
+SOLUTIONS_DIR = os.path.dirname(importlib.util.find_spec("solutions").origin)
+
+
 def worker_for(notebook, overrides=None):
     """A sandboxed worker holding every answer of ``notebook`` (the reference's source unless overridden)."""
-    cells = [textwrap.dedent((overrides or {}).get(name) or solution_source(name))
+    cells = [textwrap.dedent((overrides or {}).get(name) or solution_source(name)).replace("SOLUTIONS_DIR",
+                                                                                          SOLUTIONS_DIR)
              for name, ex in EXERCISES.items() if ex.notebook == notebook]
     w = remote.Worker(setup_source(notebook), cells)
     w.start()
@@ -164,8 +169,7 @@ ATTACKS = {
     ''',
     "executes the reference's source under another name": '''
         def softmax(x, dim=-1, temperature=1.0):
-            import glob
-            path = (glob.glob("/**/solutions/softmax.py", recursive=True) + ["/nowhere"])[0]
+            path = "SOLUTIONS_DIR/softmax.py"  # where the reference lives on the grading machine
             ns = {}
             exec(compile(open(path).read(), "<mine>", "exec"), ns)
             return ns["softmax"](x, dim, temperature)
@@ -337,3 +341,36 @@ def test_a_fill_tensor_made_without_device_is_caught_on_a_machine_without_a_gpu(
         check("masked_attention", fn, "basic")  # right on the CPU...
         msg = failure("masked_attention", fn, "hidden")  # ...but not on the device of its inputs
         assert "device" in msg, msg
+
+
+def test_a_0_dim_cpu_tensor_mixes_with_any_device_and_is_allowed():
+    """PyTorch mixes a 0-dim CPU tensor with a tensor of any device, so the probe does not count it."""
+    from coursekit.samples import as_learner
+    src = '''
+        def masked_attention(Q, K, V, mask=None):
+            d_k = Q.shape[-1]
+            if K.shape[-1] != d_k or K.shape[-2] != V.shape[-2]:
+                raise ValueError(f"shapes {tuple(Q.shape)} {tuple(K.shape)} {tuple(V.shape)} do not fit")
+            scores = Q @ K.transpose(-2, -1) / math.sqrt(d_k)
+            if mask is not None:
+                try:
+                    fits = torch.broadcast_shapes(mask.shape, scores.shape) == scores.shape
+                except RuntimeError:
+                    fits = False
+                if not fits:
+                    raise ValueError("the mask does not broadcast")
+                scores = torch.where(mask, scores, torch.tensor(float("-inf"), dtype=scores.dtype))
+            weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+            return weights @ V, weights
+    '''
+    fn = as_learner({"masked_attention": textwrap.dedent(src)})["masked_attention"]
+    for part in PARTS:
+        check("masked_attention", fn, part)
+
+
+def test_course_grade_without_bwrap_stops_naming_the_package(monkeypatch, tmp_path, capsys):
+    from coursekit import cli
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("COURSE_ISOLATION", raising=False)
+    assert cli.main(["grade"]) == 2
+    assert "bubblewrap" in capsys.readouterr().err

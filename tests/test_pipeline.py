@@ -4,6 +4,7 @@ Every test here starts real nbgrader commands and real Jupyter kernels and reads
 the real SQLite gradebook. Autograde times are printed (run pytest with -s).
 """
 import html
+import importlib.util
 import json
 import os
 import re
@@ -308,8 +309,7 @@ TAMPERS = {
     '''),
     "exec-the-reference-source": _answer_with('''
         def softmax(x, dim=-1, temperature=1.0):
-            import glob
-            path = (glob.glob("/**/solutions/softmax.py", recursive=True) + ["/nowhere"])[0]
+            path = "SOLUTIONS_DIR/softmax.py"  # where the reference lives on the grading machine
             ns = {}
             exec(compile(open(path).read(), "<mine>", "exec"), ns)
             return ns["softmax"](x, dim, temperature)
@@ -375,10 +375,10 @@ TAMPERS = {
             return pickle.loads(s.recv(1 << 20))
     '''),
     "leak-the-source-and-gradebook": _append_to_answer('''
-        import glob, os
-        for pattern in ("../../../source/**/*.ipynb", "../../../gradebook.db", "../../../*/*/*/*.ipynb",
-                        "/**/source/03_softmax/*.ipynb", "/**/gradebook.db"):
-            for path in glob.glob(pattern, recursive=True):
+        import glob
+        for pattern in ("../../../source/*/*.ipynb", "../../../gradebook.db", "../../../*/*/*/*.ipynb",
+                        "COURSE_ROOT/source/*/*.ipynb", "COURSE_ROOT/gradebook.db", "COURSE_ROOT/*/*/*/*.ipynb"):
+            for path in glob.glob(pattern):
                 print(open(path, errors="replace").read())
     '''),
 }
@@ -396,9 +396,12 @@ def tampered(course):
     submissions = {"tamper-honest": (honest, None), "tamper-shadow-files": (honest, SHADOW_FILES),
                    "tamper-import-reference": (answered(release, {
                        "softmax": "from solutions.softmax import softmax\nimport solutions\n"}), None)}
+    solutions_dir = os.path.dirname(importlib.util.find_spec("solutions").origin)
     for kind, edit in TAMPERS.items():
         nb = nbformat.reads(nbformat.writes(honest), as_version=4)
         edit(nb)
+        for cell in nb.cells:  # the attacks know where the course and the reference are
+            cell.source = cell.source.replace("COURSE_ROOT", course.root).replace("SOLUTIONS_DIR", solutions_dir)
         submissions[f"tamper-{kind}"] = (nb, None)
     for student, (nb, extra) in submissions.items():
         course.submit(student, TAMPER_A, nb, extra)
@@ -442,6 +445,7 @@ def test_an_attack_around_honest_functions_still_grades_them(tampered, kind):
     ("kill-the-worker", "crash", "exited with code 0"),
     ("loop-with-the-alarm-off", "timeout", "did not finish within"),
     ("read-the-source-notebook", "blocked", "read-outside: /source/03_softmax/03_softmax.ipynb"),
+    ("exec-the-reference-source", "blocked", "solutions/softmax.py"),
     ("reach-the-network", "blocked", "network: ('127.0.0.1', 8888)"),
     ("leak-the-source-and-gradebook", "blocked", "read-outside"),
 ])
