@@ -373,18 +373,18 @@ def next_token_loss(logits, ids, valid=None):
     return nn.functional.cross_entropy(logits[:, :-1].transpose(1, 2), targets, ignore_index=-100)
 
 
-def fit(model, loss_of_batch, batches, steps, lr=3e-3, time_limit=100.0, report_every=100, evaluate=None):
-    """Train with AdamW and a one-cycle schedule, printing a text progress bar.
+def fit(model, loss_of_batch, batches, steps, lr=3e-3, report_every=100, evaluate=None, threads=2):
+    """Train for exactly ``steps`` steps with AdamW and a one-cycle schedule, printing a text progress bar.
 
     ``loss_of_batch(batch)`` returns the scalar loss of one batch (it calls the
     model); ``evaluate()`` (optional) returns a number printed with the bar.
     Returns the list of (step, loss).
 
-    Slow machines: the first ``PROBE_STEPS`` steps run at the schedule's starting
-    rate and are timed; if all ``steps`` would not fit in ``time_limit`` seconds,
-    the run is shortened *before* the one-cycle schedule is laid out, so a slow
-    machine still gets a complete (shorter) schedule rather than one cut off at
-    its peak. A run that still overruns stops at ``time_limit``.
+    The run is fixed by its arguments, never by the clock: the same steps, the
+    same batches (``batches`` is seeded by the caller) and ``threads`` torch
+    threads during training, so a figure the notebook states comes out the same
+    on a slow or busy machine, only later. The first ``WARM_STEPS`` steps run at
+    the schedule's starting rate, then a one-cycle schedule spans the rest.
 
     The environment variable ``COURSE_MAX_TRAIN_STEPS`` caps ``steps``: an
     instructor autograding a class does not need every submission's model
@@ -397,51 +397,42 @@ def fit(model, loss_of_batch, batches, steps, lr=3e-3, time_limit=100.0, report_
         if int(cap) < steps:
             print(f"COURSE_MAX_TRAIN_STEPS={cap}: training {cap} of {steps} steps only")
         steps = max(1, min(steps, int(cap)))
+    old_threads = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr / 25, weight_decay=0.01)  # OneCycle's starting rate
     schedule = None
     history, start = [], time.perf_counter()
     model.train()
-    step = 0
-    while step < steps:
-        step += 1
-        loss = loss_of_batch(next(batches))
-        optimizer.zero_grad()
-        loss.backward()
-        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-        if schedule is not None:
-            schedule.step()
-        history.append((step, loss.item()))
-        elapsed = time.perf_counter() - start
-        if step == PROBE_STEPS and steps > PROBE_STEPS:
-            affordable = int(0.8 * time_limit / (elapsed / step))
-            if affordable < steps:
-                print(f"this machine needs {elapsed / step:.2f} s a step: training {max(affordable, 2 * step)} "
-                      f"steps instead of {steps}, to finish within about {time_limit:.0f} s (expect lower figures "
-                      f"than the text states)")
-                steps = max(affordable, 2 * step)
-            if steps - step >= 20:  # a one-cycle schedule needs room for its warm-up phase
+    try:
+        for step in range(1, steps + 1):
+            loss = loss_of_batch(next(batches))
+            optimizer.zero_grad()
+            loss.backward()
+            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            optimizer.step()
+            if schedule is not None:
+                schedule.step()
+            history.append((step, loss.item()))
+            if step == WARM_STEPS and steps - step >= 20:  # a one-cycle schedule needs room for its warm-up
                 schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=lr, total_steps=steps - step,
                                                                pct_start=0.1)
-        late = elapsed > time_limit
-        if step % report_every == 0 or step == steps or late:
-            done = round(24 * step / steps)
-            extra = ""
-            if evaluate is not None:
-                model.eval()
-                extra = f"  {evaluate()}"
-                model.train()
-            print(f"[{'#' * done}{'.' * (24 - done)}] step {step:4d}/{steps}  loss {loss.item():7.4f}{extra}  "
-                  f"{elapsed:5.1f} s", flush=True)
-        if late:
-            print(f"stopped after {time_limit:.0f} s at step {step}: this machine is slower than the one the "
-                  f"notebook was timed on, and the model is under-trained")
-            break
-    model.eval()
+            if step % report_every == 0 or step == steps:
+                done = round(24 * step / steps)
+                extra = ""
+                if evaluate is not None:
+                    model.eval()
+                    extra = f"  {evaluate()}"
+                    model.train()
+                print(f"[{'#' * done}{'.' * (24 - done)}] step {step:4d}/{steps}  loss {loss.item():7.4f}{extra}  "
+                      f"{time.perf_counter() - start:5.1f} s", flush=True)
+    finally:
+        torch.set_num_threads(old_threads)
+        model.eval()
     return history
 
 
-PROBE_STEPS = 10
+WARM_STEPS = 10
 
 
 def mask_tokens(ids, valid, mask_id, p=0.15, generator=None):
