@@ -74,6 +74,10 @@ class SandboxedKernelManager(AsyncKernelManager):
 
 
 
+# errors in the kernel's cells that are the limits' doing, not the student's logic: recorded for the instructor
+KERNEL_FAULTS = {"MemoryError": "memory", "CellTimeoutError": "timeout"}
+
+
 class SandboxedExecute(Execute):
     """nbgrader's Execute, with the kernel in the sandbox; a dead kernel ends the run of this notebook only."""
 
@@ -94,6 +98,12 @@ class SandboxedExecute(Execute):
         faults = nb.metadata.setdefault("course", {}).setdefault("faults", [])
         if self._dead:
             faults.append(["kernel", self._dead])
+        for index, cell in enumerate(nb.cells):
+            for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
+                name = out.get("ename") if out.get("output_type") == "error" else None
+                if name in KERNEL_FAULTS:
+                    faults.append([KERNEL_FAULTS[name], f"cell {index} in the kernel: {name}: "
+                                                        f"{str(out.get('evalue', ''))[:200]}"])
         for kind, what in dict.fromkeys(refused):
             faults.append(["blocked", f"{kind}: {what}"])
         return nb, resources

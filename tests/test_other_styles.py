@@ -1543,3 +1543,30 @@ def test_every_exercise_has_at_least_two_other_styles():
     for name, styles in STYLES.items():
         labels = [label for label, _ in styles]
         assert len(set(labels)) == len(labels), f"{name} has two styles with the same label"
+
+
+# ---------------------------------------------------------------- the same answers, graded as at grading time
+NOTEBOOK_STYLES = [(notebook, i) for notebook in sorted({ex.notebook for ex in EXERCISES.values()}) for i in (0, 1)]
+
+
+@pytest.mark.parametrize("notebook,index", NOTEBOOK_STYLES, ids=[f"{n}-style{i}" for n, i in NOTEBOOK_STYLES])
+def test_a_notebook_answered_in_other_styles_passes_every_part_through_the_sandbox(notebook, index):
+    """Every exercise of a notebook answered in its ``index``-th other style, held by a sandboxed worker as at
+    grading time (the trusted side computes the reference's outputs and compares), passes all four parts."""
+    from coursekit.notebooks import setup_source
+    from grader import remote
+    names = [name for name, ex in EXERCISES.items() if ex.notebook == notebook]
+    cells = [textwrap.dedent(STYLES[name][index][1]) for name in names]
+    with remote.Worker(setup_source(notebook), cells) as w:
+        w.start()
+        failures = []
+        for name in names:
+            fn = w.function(name, name)
+            assert fn is not None, f"{name} was not defined in the sandbox: {w.define_errors}"
+            for part in grader.PARTS:
+                try:
+                    check(name, fn, part)
+                except CheckFailed as exc:
+                    failures.append(str(exc))
+        assert not failures, "\n---\n".join(failures)
+        assert not w.faults, w.faults
