@@ -97,7 +97,7 @@ class SandboxedExecute(Execute):
                 shutil.rmtree(box, ignore_errors=True)
         faults = nb.metadata.setdefault("course", {}).setdefault("faults", [])
         if self._dead:
-            faults.append(["kernel", self._dead])
+            faults.append(["timeout" if "time limit" in self._dead else "kernel", self._dead])
         for index, cell in enumerate(nb.cells):
             for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
                 name = out.get("ename") if out.get("output_type") == "error" else None
@@ -112,7 +112,12 @@ class SandboxedExecute(Execute):
         if self._dead:
             return cell, resources
         try:
-            return super().preprocess_cell(cell, resources, index)
+            cell, resources = super().preprocess_cell(cell, resources, index)
+            if any(out.get("ename") == "CellTimeoutError" for out in cell.get("outputs", [])):
+                # the grade is decided outside the kernel; one hung cell is all a submission may cost
+                self._dead = (f"cell {index} ran past its time limit ({self.timeout} s) in the kernel; the cells "
+                              f"after it were not run")
+            return cell, resources
         except DeadKernelError:
             self._dead = (f"the kernel died while running cell {index} (something called exit or os._exit, crashed "
                           f"the interpreter, or ran past the memory limit); the cells after it were not run")

@@ -238,6 +238,8 @@ class Worker:
         out.called_reference = reply.get("called") if isinstance(reply.get("called"), str) else None
         if "error" in reply and type(reply["error"]) is dict:
             out.error = _exception(reply["error"])
+            if isinstance(out.error, MemoryError):
+                self.faults.append(("memory", f"`{function}` ran out of memory (the sandbox's limit)"))
         elif "not_plain" in reply:
             out.error = wire.NotPlain(str(reply["not_plain"]))
         elif not out.timed_out:
