@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: setup lab demo test sync expected grade bench clean
+.PHONY: setup lab demo test test-fast sync expected grade bench clean
 
 setup: $(STAMP)
 
@@ -24,9 +24,13 @@ lab: setup
 demo: setup
 	$(BIN)/course demo
 
-## maintainers: the whole test suite
+## maintainers: the whole test suite, two groups side by side (the 15 slowest tests are listed at the end)
 test: setup
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=15
+
+## maintainers: everything but the real nbgrader pipeline and the browser (the fast loop while you work)
+test-fast: setup
+	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=15 -m "not pipeline and not browser"
 
 ## maintainers: notebooks' answer/test cells from solutions/, and the grader's shipped expectations
 sync: setup

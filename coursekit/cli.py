@@ -63,10 +63,14 @@ def cmd_demo(args):
 
     from .pipeline import CourseCopy, assignments
     from .samples import ONE_BUG, answered, points_of, total_points, with_bug
+    if not _isolation_ready(args.no_isolation):
+        return 2
     out = os.path.abspath(args.out)
     if os.path.exists(out):
         shutil.rmtree(out)
     cc = CourseCopy(os.path.join(out, "course"))
+    if args.no_isolation:
+        cc.env["COURSE_ISOLATION"] = "none"
     rows, ok = [], True
     for a in (args.assignment or assignments()):
         t0 = time.perf_counter()
@@ -98,23 +102,31 @@ def cmd_demo(args):
     return 0 if ok else 1
 
 
+def _isolation_ready(no_isolation):
+    """True when grading may start: bwrap is there, or the instructor asked for no isolation (said loudly)."""
+    from grader import sandbox
+    if no_isolation:
+        print("WARNING: grading WITHOUT isolation (--no-isolation): student code runs beside the reference and "
+              "the gradebook. Every graded notebook is marked so in grading_log.jsonl.", flush=True)
+        return True
+    try:
+        sandbox.bwrap_path()
+    except sandbox.SandboxUnavailable as exc:
+        print(f"course: {exc}", file=sys.stderr)
+        return False
+    return True
+
+
 def cmd_grade(args):
     """Instructor workflow on course/ itself: release all, autograde everything submitted, feedback, export."""
-    from grader import sandbox
-
     from .pipeline import assignments, nbgrader_env
     env = nbgrader_env(COURSE_DIR)
+    if not _isolation_ready(args.no_isolation):
+        return 2
     if args.no_isolation:
         env["COURSE_ISOLATION"] = "none"
-        print("WARNING: grading WITHOUT isolation (--no-isolation): student code runs beside the reference and "
-              "the gradebook. Every graded notebook is marked so in course/grading_log.jsonl.", flush=True)
     else:
         env.pop("COURSE_ISOLATION", None)
-        try:
-            sandbox.bwrap_path()
-        except sandbox.SandboxUnavailable as exc:
-            print(f"course grade: {exc}", file=sys.stderr)
-            return 2
     run = lambda *a: subprocess.check_call([sys.executable, "-m", "nbgrader", *a], cwd=COURSE_DIR, env=env)  # noqa
     for a in assignments():
         run("generate_assignment", a, "--force")
@@ -180,6 +192,7 @@ def main(argv=None):
     p.add_argument("--dir", default=os.path.join(ROOT, "workspace"))
     p.set_defaults(func=cmd_workspace)
     p = sub.add_parser("demo", help="headless: release, grade sample submissions, check the scores")
+    p.add_argument("--no-isolation", action="store_true", help="grade without the bubblewrap sandbox")
     p.add_argument("--out", default=os.path.join(ROOT, "demo-output"))
     p.add_argument("assignment", nargs="*")
     p.set_defaults(func=cmd_demo)

@@ -18,8 +18,10 @@ _state = {"n": 0}
 
 def install(path=None):
     import json
+    here = os.path.dirname(os.path.abspath(__file__))
+    packages = {here, os.path.join(os.path.dirname(here), "coursekit")}  # the course's own packages, nothing more
     allowed = tuple({os.path.join(os.path.realpath(p), "") for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
-                    | {os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "")}) + _ALLOWED
+                    | {os.path.join(p, "") for p in packages}) + _ALLOWED
     log_path = os.path.abspath(path or AUDIT_FILE)
     write, dumps, getcwd, join, normpath = os.write, json.dumps, os.getcwd, os.path.join, os.path.normpath
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -35,6 +37,10 @@ def install(path=None):
                 target = args[0] if args[0].startswith("/") else join(getcwd(), args[0])
                 target = normpath(target)
                 if not (target + "/").startswith(allowed) and target != log_path:
+                    note("read-outside", target)
+            elif event in ("glob.glob", "os.listdir", "os.scandir") and isinstance(args[0], str):
+                target = normpath(args[0] if args[0].startswith("/") else join(getcwd(), args[0]))
+                if not (target + "/").startswith(allowed) and target not in ("/", "."):
                     note("read-outside", target)
             elif event in ("socket.connect", "socket.sendto"):
                 note("network", repr(args[1])[:200])

@@ -67,9 +67,9 @@ def run(request):
                 results[cell_id] = (False, f"the check could not run: {type(exc).__name__}: {exc}")
             else:
                 results[cell_id] = (True, (text + "\n" if text else "") + printed.getvalue().strip())
-        faults.extend(worker.faults)
     finally:
-        worker.stop()
+        worker.stop()  # reads the sandbox's notes of refused attempts into worker.faults
+        faults.extend(worker.faults)
     return results, faults, sandbox.isolated()
 
 

@@ -191,6 +191,7 @@ class TrustedVerdict(NbGraderPreprocessor):
             nb.cells[index].outputs = [_passed_output(message) if ok else _error_output(message)]
         course = nb.metadata.setdefault("course", {})
         faults = course.setdefault("faults", []) + [list(f) for f in verdict.get("faults", [])]
+        faults = [list(f) for f in dict.fromkeys(tuple(f) for f in faults)]  # the kernel and the worker may both note one
         course["faults"] = faults
         course["isolated"] = verdict.get("isolated", True)
         if faults or not course["isolated"]:
