@@ -170,13 +170,13 @@ def _outgoing(value):
 
 
 def _describe(exc):
-    import grader
+    from grader import runner
     try:
         message = str(exc)
     except Exception:
         message = "(its message could not be read)"
     try:
-        where = grader._where_raised(exc)
+        where = runner.where_raised(exc)
     except Exception:
         where = ""
     return {"type": type(exc).__name__, "mro": [c.__name__ for c in type(exc).__mro__], "message": message[:2000],
@@ -205,7 +205,7 @@ def _define(namespace, msg):
 
 def _call(namespace, msg, channel):
     import grader
-    from grader import _safe
+    from grader import _safe, reference
     call_id = msg["id"]
     reply = {"op": "result", "id": call_id}
     fn = namespace.get(msg["function"])
@@ -215,7 +215,7 @@ def _call(namespace, msg, channel):
         return reply
     args = _unmark(msg["args"], channel, call_id)
     kwargs = _unmark(msg["kwargs"], channel, call_id)
-    given = grader._capture_given(msg["exercise"]) if msg.get("exercise") in grader.EXERCISES else {}
+    given = reference.capture_given(msg["exercise"]) if msg.get("exercise") in grader.EXERCISES else {}
     try:
         with _safe.forbid_given(given):
             out = _safe.call(fn, args, kwargs, time_limit=msg.get("time_limit"))

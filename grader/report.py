@@ -1,0 +1,75 @@
+"""The verdict of one part: what failed, in words, and the one message a learner reads."""
+from dataclasses import dataclass
+
+STOPPING = ("timeout", "crash")  # after one of these, the remaining cases of the part are skipped
+
+
+class CheckFailed(AssertionError):
+    """A learner's function did not pass a check; the message says why."""
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One failed case: its number and description, the device, the kind of problem (type, shape, dtype,
+    device, nan, value, error, stub, timeout, crash, reference, no-raise, wrong-raise, property), the text
+    that explains it, and the known mistake it matches (or None)."""
+    index: int
+    what: str
+    device: str
+    kind: str
+    text: str
+    mistake: str | None = None
+
+
+class Report:
+    """Collects the cases of one part of one exercise, then passes (one printed line) or raises CheckFailed."""
+
+    def __init__(self, name, part):
+        self.name, self.part = name, part
+        self.n = 0
+        self.failures = []
+        self.notes = []
+        self.printed = False
+        self.warned = []
+        self.stopped = False
+
+    def record(self, index, what, device, outcome, problem, mistake):
+        """One case judged: ``problem`` is None (right) or (kind, text); ``outcome`` the call's, if any."""
+        self.n += 1
+        if outcome is not None:
+            self.printed = self.printed or bool(outcome.printed)
+            self.warned.extend(outcome.warnings)
+        if problem is not None:
+            self.failures.append(Failure(index, what, device, problem[0], problem[1], mistake))
+            if problem[0] in STOPPING:
+                self.stopped = True
+
+    def finish(self):
+        label = f"{self.name} [{self.part}]"
+        extras = []
+        if self.printed:
+            extras.append("your function printed text; it was kept off the notebook during grading")
+        if self.warned:
+            extras.append(f"it raised a warning ({self.warned[0]}); warnings do not cost points")
+        extra = (" Note: " + "; ".join(extras) + ".") if extras else ""
+        if not self.failures:
+            print(f"PASSED {label}: {self.n} check{'s' if self.n != 1 else ''} passed.{extra}")
+            return
+        first = self.failures[0]
+        lines = [f"FAILED {label}: {len(self.failures)} of {self.n} checks failed.",
+                 f"First failure, case {first.index}: {first.what} (device {first.device}):",
+                 f"  {first.text}"]
+        if first.mistake:
+            lines.append(f"  This looks like a known mistake: {first.mistake}.")
+        else:
+            later = next((f for f in self.failures if f.mistake), None)
+            if later:
+                lines.append(f"  Case {later.index} ({later.what}) matches a known mistake: {later.mistake}.")
+        kinds = sorted({f.kind for f in self.failures[1:]} - {first.kind})
+        if kinds:
+            lines.append(f"  Other failing cases show: {', '.join(kinds)}.")
+        for note in self.notes:
+            lines.append(f"  Note: {note}.")
+        if extra:
+            lines.append(extra.strip())
+        raise CheckFailed("\n".join(lines))

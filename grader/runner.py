@@ -1,0 +1,284 @@
+"""Running one part of one exercise: the cases, the learner's calls, the reference, the diagnosis.
+
+``run_part(report, ex, fn, part)`` judges ``fn`` on the part's cases: the visible
+ones (``basic``, ``edge``) against the shipped expected outputs, the hidden ones
+(``hidden-basic``, ``hidden``) against the live reference on every grading
+device, then the properties. Every call of the learner's function goes through
+``_safe.call`` (time limit, printed text and warnings kept, calls of the
+reference noticed); at grading time ``fn`` is a ``grader.remote.RemoteFunction``
+and each call runs in the sandbox. ``call_learner`` is the same call for the
+case modules' properties: the value, or a failure in words.
+"""
+import os
+import traceback
+
+from . import _safe, reference
+from .compare import compare, same
+from .devices import grading_devices, move, tensors
+from .exercises import EXERCISES, hidden_cases, visible_cases
+from .report import Report
+from .shipped import load_expected
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def call_learner(fn, args, kwargs=None, want_tensor=True):
+    """Call the learner's ``fn``: (value, None), or (None, what went wrong in words).
+
+    With ``want_tensor`` a value that is not a tensor is a failure too (the
+    properties compare tensors). An error, a time-out or a stub is reported the
+    way the case checks report it.
+    """
+    outcome = _safe.call(fn, args, kwargs)
+    if outcome.timed_out:
+        return None, f"it did not finish within {_safe.DEFAULT_TIME_LIMIT:g} s"
+    if outcome.error is not None:
+        return None, f"it raised {type(outcome.error).__name__}: {str(outcome.error)[:300]}"
+    if want_tensor and not _safe.is_tensor(outcome.value):
+        return None, f"it returned a {type(outcome.value).__name__}, not a tensor"
+    return outcome.value, None
+
+
+def where_raised(exc):
+    where = getattr(exc, "course_where", None)  # raised in the sandbox: where it was raised came with it
+    if isinstance(where, str):
+        return where
+    frames = traceback.extract_tb(exc.__traceback__)
+    mine = [f for f in frames if not f.filename.startswith(_HERE) and "site-packages" not in f.filename]
+    if not mine:
+        return ""
+    f = mine[-1]
+    place = "your cell" if f.filename.startswith("<") or "ipykernel" in f.filename else os.path.basename(f.filename)
+    code = (f.line or "").strip()
+    return f" (line {f.lineno} of {place}" + (f": `{code}`)" if code else ")")
+
+
+def problem(fn_name, outcome, expected, raises, ref_message, device, input_scale=0.0):
+    """Return (kind, text) describing what is wrong with one call, or None when it is right."""
+    if outcome.called_reference:
+        what = outcome.called_reference
+        what = f"{what}" if "ready-made" in what else f"the reference solution ({what})"
+        return "reference", (f"it called {what}. The grader needs your own implementation, so this counts as a "
+                             f"failure.")
+    if outcome.timed_out:
+        return "timeout", (f"it did not finish within {_safe.DEFAULT_TIME_LIMIT:g} s and was stopped: look for a loop "
+                           f"that never ends. The remaining cases of this check were skipped.")
+    err = outcome.error
+    if type(err).__name__ == "SandboxFault":
+        return "crash", f"{err}. The remaining cases of this check were skipped."
+    if type(err).__name__ == "NotPlain":
+        return "type", f"{err}."
+    if isinstance(err, NotImplementedError) and not str(err):  # the stub; torch's own have a message
+        return "stub", (f"`{fn_name}` is not implemented yet: it still raises NotImplementedError. Replace the "
+                        f"`raise NotImplementedError()` line in the exercise cell with your code.")
+    if raises:
+        if err is None:
+            return "no-raise", (f"this input is invalid, so it should raise {raises} (the reference says: "
+                                f"\"{ref_message}\"), but it returned a {type(outcome.value).__name__}.")
+        if type(err).__name__ != raises and raises not in [c.__name__ for c in type(err).__mro__]:
+            return "wrong-raise", (f"this input is invalid and should raise {raises}, but it raised "
+                                   f"{type(err).__name__}: {err}{where_raised(err)}.")
+        return None
+    if err is not None:
+        return "error", f"it raised {type(err).__name__}: {str(err)[:300]}{where_raised(err)}."
+    mismatch = compare(expected, outcome.value, "output", input_scale=input_scale)
+    if mismatch is None:
+        return None
+    return mismatch.kind, mismatch.text
+
+
+def diagnose(kind, got, mistake_outputs, explanations):
+    """Name the known mistake whose output the learner's output equals.
+
+    A NaN output cannot equal anything, so for NaN the mistake named is the first
+    one that also produces NaN on this case (overflow, a 0/0 row).
+    """
+    if kind in ("stub", "error", "timeout", "crash", "reference", "no-raise", "wrong-raise"):
+        return None
+    for mname, mout in mistake_outputs.items():
+        if mout is None or mname not in explanations:
+            continue
+        if kind == "nan":
+            if any(t.is_floating_point() and t.device.type != "meta" and any(v != v for v in _flat(t))
+                   for t in tensors(mout)):
+                return explanations[mname]
+        elif same(mout, got):
+            return explanations[mname]
+    return None
+
+
+def _flat(t):
+    values = _safe.tolist(_safe.to(_safe.detach(t), "cpu"))
+    stack, out = [values], []
+    while stack:
+        v = stack.pop()
+        if isinstance(v, list):
+            stack.extend(v)
+        else:
+            out.append(v)
+    return out
+
+
+
+def judge_case(run, fn, fn_name, index, what, args, kwargs, raises, expected, ref_message, mistakes, explanations,
+                device):
+    if run.stopped:
+        return
+    outcome = _safe.call(fn, args, kwargs)
+    ex = EXERCISES.get(fn_name)
+    scale = ex.conditioning(args, kwargs) if ex is not None and ex.conditioning and not raises else 0.0
+    wrong = problem(fn_name, outcome, expected() if callable(expected) else expected, raises, ref_message, device,
+                    scale)
+    mistake = None
+    if wrong is not None:
+        mistake = diagnose(wrong[0], outcome.value, mistakes() if callable(mistakes) else mistakes, explanations)
+    run.record(index, what, device, outcome, wrong, mistake)
+
+
+def run_properties(run, ex, fn, part):
+    for ppart, prop in ex.properties:
+        if ppart != part or run.stopped:
+            continue
+        try:
+            message = prop(fn)
+        except Exception as exc:  # a property that cannot even run the learner code
+            message = f"the property check could not run your function: {type(exc).__name__}: {exc}"
+        doc = (prop.__doc__ or prop.__name__.strip("_").replace("_", " ")).strip().splitlines()[0]
+        run.record(run.n + 1, f"property: {doc}", "cpu", None, ("property", message) if message else None, None)
+
+
+
+def run_part(run, ex, fn, name, part, explanations):
+    if part in ("basic", "edge"):
+        data = load_expected(name)
+        for i, rec in enumerate(data["parts"][part], 1):
+            judge_case(run, fn, name, i, rec["what"], rec["args"], rec["kwargs"], rec["raises"], rec["expected"],
+                        rec["message"], rec["mistakes"], explanations, "cpu")
+    else:
+        run_hidden(run, ex, fn, explanations, part)
+    run_properties(run, ex, fn, part)
+
+
+
+def failing_dependencies(ex, fn):
+    """Notes for the exercises ``fn`` calls (``ex.uses``) that fail their own basic checks.
+
+    A block built on a wrong helper fails too; saying which helper is wrong
+    points the learner at the cause rather than the symptom.
+    """
+    notes = []
+    for dep in ex.uses:
+        dep_fn = learner_function(fn, dep)
+        if not callable(dep_fn):
+            continue
+        probe = Report(dep, "basic")
+        explanations = dict(EXERCISES[dep].mistakes)
+        with _safe.forbid_given(reference.capture_given(dep)):
+            for i, rec in enumerate(load_expected(dep)["parts"]["basic"], 1):
+                judge_case(probe, dep_fn, dep, i, rec["what"], rec["args"], rec["kwargs"], rec["raises"],
+                            rec["expected"], rec["message"], rec["mistakes"], explanations, "cpu")
+        if probe.failures:
+            notes.append(f"your {ex.name} calls your {dep}, which fails its own checks ({len(probe.failures)} of "
+                         f"{probe.n} basic cases): fix {dep} first, its test cell says what is wrong")
+    return notes
+
+
+def learner_function(fn, name):
+    """The learner's function ``name``, defined beside ``fn`` (in its module, or in its sandbox), or None."""
+    if _safe.REMOTE_TYPES and type(fn) in _safe.REMOTE_TYPES:
+        return fn.sibling(name)
+    try:
+        namespace = fn.__globals__ if type(fn).__name__ == "function" else {}
+    except Exception:
+        namespace = {}
+    found = namespace.get(name) if isinstance(namespace, dict) else None
+    return found if callable(found) else None
+
+
+def reference_call(ref, args, kwargs):
+    """Run the reference: (value, None) or (None, exception)."""
+    try:
+        return ref(*args, **kwargs), None
+    except Exception as exc:
+        return None, exc
+
+
+def run_hidden(run, ex, fn, explanations, part):
+    if reference.REFERENCE is None:
+        raise RuntimeError("hidden checks need the reference solutions, which are only installed on the grading "
+                           "machine (pip install the course with its `solutions` package)")
+    refs, mistake_fns = reference.REFERENCE
+    ref = refs[ex.name]
+    seed = 7919 + sum(map(ord, ex.name)) * 31
+    if part == "hidden-basic":
+        cases = hidden_cases(ex, seed + 1, big=False, n=ex.n_basic)
+    else:
+        cases = visible_cases(ex, "edge") + hidden_cases(ex, seed)
+    index = 0
+    for device in grading_devices():
+        for case in cases:
+            index += 1
+            args, kwargs = move(case.args, device), move(case.kwargs, device)
+
+            # the learner's function runs first; the reference only afterwards, so no expected
+            # value exists anywhere while learner code runs
+            def expected(args=args, kwargs=kwargs):
+                value, _ = reference_call(ref, args, kwargs)
+                return value
+
+            def mistakes(args=args, kwargs=kwargs):
+                out = {}
+                for mname, _ in ex.mistakes:
+                    value, err = reference_call(mistake_fns[mname], args, kwargs)
+                    out[mname] = None if err is not None else value
+                return out
+
+            message = ""
+            if case.raises:
+                _, err = reference_call(ref, args, kwargs)
+                message = str(err)
+            judge_case(run, fn, ex.name, index, case.what, args, kwargs, case.raises, expected, message, mistakes,
+                        explanations, device)
+    if part == "hidden" and ex.tensor_inputs and not run.stopped:
+        meta_probe(run, ex, fn, ref, cases)
+
+
+def meta_probe(run, ex, fn, ref, cases):
+    """Catch tensors created on the wrong device, even without a GPU.
+
+    Inputs go to PyTorch's "meta" device (shapes without data). A function that
+    builds a helper tensor without ``device=`` gets a CPU tensor and mixes
+    devices. Functions that need real data (``.item()``, Python ``if`` on values)
+    cannot run on meta at all; for them the probe says nothing.
+    """
+    probed = 0
+    for case in cases:
+        if case.raises or run.stopped:
+            continue
+        args, kwargs = move(case.args, "meta"), move(case.kwargs, "meta")
+        if not any(True for _ in tensors((args, kwargs))):
+            if "device" not in ref.__code__.co_varnames[:ref.__code__.co_argcount]:
+                return
+            kwargs = dict(kwargs, device="meta")
+        ref_value, ref_err = reference_call(ref, args, kwargs)
+        if ref_err is not None:
+            continue
+        outcome = _safe.call(fn, args, kwargs)
+        probed += 1
+        wrong = None
+        if outcome.error is not None:
+            text = str(outcome.error)
+            if "device" in text and ("meta" in text or "same device" in text):
+                wrong = ("device", f"it mixes devices: with inputs on device X, a tensor made inside the function "
+                                   f"without device=X lands on the CPU. PyTorch said: {text[:200]}")
+        elif not outcome.timed_out:
+            for t in tensors(outcome.value):
+                if t.device.type != "meta":
+                    wrong = ("device", f"with inputs on the 'meta' device the output came back on {t.device}: "
+                                       f"create new tensors with device=<input>.device (and dtype=...)")
+                    break
+        if wrong is not None:  # one failure is enough to teach the rule
+            run.record(run.n + 1, f"device probe on: {case.what}", "meta", outcome, wrong, None)
+            return
+    if probed:
+        run.record(run.n + 1, f"device probe on {probed} cases", "meta", None, None, None)
