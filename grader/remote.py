@@ -158,7 +158,12 @@ class Worker:
             return ""
 
     def _why_stopped(self, when):
-        code = self.proc.poll() if self.proc else None
+        code = None
+        if self.proc is not None:
+            try:
+                code = self.proc.wait(timeout=5)  # the pipe closed: the process is exiting, let it be reaped
+            except subprocess.TimeoutExpired:
+                code = None
         if code is None:
             return f"the process running your code stopped answering {when}"
         tail = self._stderr_tail()
