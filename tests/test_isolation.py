@@ -11,6 +11,7 @@ import sys
 import textwrap
 
 import pytest
+from attacks import BODY_ATTACKS
 
 import grader
 from coursekit.notebooks import setup_source, solution_source
@@ -150,112 +151,7 @@ def test_a_known_mistake_gets_the_same_message_in_the_sandbox_as_in_the_kernel()
 
 
 # ---------------------------------------------------------------- what a function body can try
-ATTACKS = {
-    "imports the reference": '''
-        def softmax(x, dim=-1, temperature=1.0):
-            from solutions.softmax import softmax as ref
-            return ref(x, dim, temperature)
-    ''',
-    "calls the reference from a thread with the guard switched off": '''
-        def softmax(x, dim=-1, temperature=1.0):
-            import threading, grader._safe as s
-            s._reference_dirs.clear()
-            box = {}
-            def go():
-                import solutions.softmax as r
-                box["v"] = r.softmax(x, dim, temperature)
-            t = threading.Thread(target=go); t.start(); t.join()
-            return box["v"]
-    ''',
-    "executes the reference's source under another name": '''
-        def softmax(x, dim=-1, temperature=1.0):
-            path = "SOLUTIONS_DIR/softmax.py"  # where the reference lives on the grading machine
-            ns = {}
-            exec(compile(open(path).read(), "<mine>", "exec"), ns)
-            return ns["softmax"](x, dim, temperature)
-    ''',
-    "reads the source notebook": '''
-        def softmax(x, dim=-1, temperature=1.0):
-            import json
-            nb = json.load(open("../../../source/03_softmax/03_softmax.ipynb"))
-            src = next(c["source"] for c in nb["cells"] if "def softmax" in "".join(c["source"]))
-            ns = {"torch": torch}
-            exec("".join(src), ns)
-            return ns["softmax"](x, dim, temperature)
-    ''',
-    "patches the grader and torch when first called": '''
-        def softmax(x, dim=-1, temperature=1.0):
-            import grader, grader.compare
-            grader.compare.compare = lambda *a, **k: None
-            grader._problem = lambda *a, **k: None
-            torch.allclose = lambda *a, **k: True
-            return x * 0.5
-    ''',
-    "mutates its input": '''
-        def softmax(x, dim=-1, temperature=1.0):
-            x.fill_(0.0)
-            return torch.full_like(x, 1.0 / x.shape[dim]) if x.dim() else x
-    ''',
-    "returns numbers whose comparisons lie": '''
-        def softmax(x, dim=-1, temperature=1.0):
-            class Liar(float):
-                def __eq__(self, o): return True
-                def __sub__(self, o): return 0.0
-                __rsub__ = __sub__
-                def __abs__(self): return 0.0
-            return [[Liar(0.0)]]
-    ''',
-    "returns a tensor subclass": '''
-        def softmax(x, dim=-1, temperature=1.0):
-            class T(torch.Tensor):
-                pass
-            return torch.zeros_like(x).as_subclass(T)
-    ''',
-    "kills its process": '''
-        def softmax(x, dim=-1, temperature=1.0):
-            import os
-            os._exit(0)
-    ''',
-    "allocates without limit": '''
-        def softmax(x, dim=-1, temperature=1.0):
-            blocks = []
-            while True:
-                blocks.append(bytearray(2**30))
-    ''',
-    "loops with the alarm switched off": '''
-        def softmax(x, dim=-1, temperature=1.0):
-            import signal
-            signal.signal(signal.SIGALRM, signal.SIG_IGN)
-            while True:
-                pass
-    ''',
-    "forks": '''
-        def softmax(x, dim=-1, temperature=1.0):
-            import os, time
-            if os.fork() == 0:
-                time.sleep(60)
-                os._exit(0)
-            return x
-    ''',
-    "reaches the network": '''
-        def softmax(x, dim=-1, temperature=1.0):
-            import socket, pickle
-            s = socket.create_connection(("127.0.0.1", 8888), timeout=1)
-            return pickle.loads(s.recv(1 << 20))
-    ''',
-    "writes a forged reply on the channel": '''
-        def softmax(x, dim=-1, temperature=1.0):
-            import os, io, struct
-            buf = io.BytesIO()
-            torch.save({"op": "result", "id": 10**6, "value": x}, buf)
-            for fd in range(3, 12):
-                try:
-                    os.write(fd, struct.pack("<Q", len(buf.getvalue())) + buf.getvalue())
-                except OSError:
-                    pass
-            return x
-    ''',
-}
+ATTACKS = BODY_ATTACKS
 
 
 @pytest.mark.parametrize("attack", list(ATTACKS))
@@ -277,7 +173,7 @@ def test_a_function_body_cannot_earn_a_pass_from_inside_the_sandbox(attack):
 
 
 def test_a_dead_or_stopped_worker_is_recorded_and_started_again():
-    src = textwrap.dedent(ATTACKS["kills its process"]) + "\n" + solution_source("log_softmax")
+    src = textwrap.dedent(ATTACKS["kill-the-worker"]) + "\n" + solution_source("log_softmax")
     with worker_for("03_softmax", {"softmax": src}) as w:
         msg = failure("softmax", w.function("softmax", "softmax"), "basic")
         assert "died" in msg and "exited with code 0" in msg, msg

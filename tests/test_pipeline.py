@@ -12,6 +12,7 @@ import textwrap
 
 import nbformat
 import pytest
+from attacks import BODY_ATTACKS
 from nbgrader.validator import Validator
 
 from coursekit.notebooks import solution_source
@@ -296,84 +297,6 @@ TAMPERS = {
                 return torch.softmax(x / temperature, dim=dim).nan_to_num(0.0)
             return x
     '''),
-    "call-the-reference-from-a-thread-guard-off": _answer_with('''
-        def softmax(x, dim=-1, temperature=1.0):
-            import threading, grader._safe as s
-            s._reference_dirs.clear()
-            box = {}
-            def go():
-                import solutions.softmax as r
-                box["v"] = r.softmax(x, dim, temperature)
-            t = threading.Thread(target=go); t.start(); t.join()
-            return box["v"]
-    '''),
-    "exec-the-reference-source": _answer_with('''
-        def softmax(x, dim=-1, temperature=1.0):
-            path = "SOLUTIONS_DIR/softmax.py"  # where the reference lives on the grading machine
-            ns = {}
-            exec(compile(open(path).read(), "<mine>", "exec"), ns)
-            return ns["softmax"](x, dim, temperature)
-    '''),
-    "read-the-source-notebook": _answer_with('''
-        def softmax(x, dim=-1, temperature=1.0):
-            import json
-            nb = json.load(open("../../../source/03_softmax/03_softmax.ipynb"))
-            src = next(c["source"] for c in nb["cells"] if "def softmax" in "".join(c["source"]))
-            ns = {"torch": torch}
-            exec("".join(src), ns)
-            return ns["softmax"](x, dim, temperature)
-    '''),
-    "patch-the-grader-at-call-time": _answer_with('''
-        def softmax(x, dim=-1, temperature=1.0):
-            import grader, grader.compare
-            grader.compare.compare = lambda *a, **k: None
-            grader._problem = lambda *a, **k: None
-            torch.allclose = lambda *a, **k: True
-            return x * 0.5
-    '''),
-    "mutate-the-inputs": _answer_with('''
-        def softmax(x, dim=-1, temperature=1.0):
-            x.fill_(0.0)
-            return torch.full_like(x, 1.0 / max(1, x.shape[dim])) if x.dim() else x
-    '''),
-    "return-numbers-that-lie": _answer_with('''
-        def softmax(x, dim=-1, temperature=1.0):
-            Liar = type("Liar", (float,), {"__eq__": lambda a, b: True, "__sub__": lambda a, b: 0.0,
-                                          "__rsub__": lambda a, b: 0.0, "__abs__": lambda a: 0.0})
-            return [[Liar(0.0)]]
-    '''),
-    "kill-the-worker": _answer_with('''
-        def softmax(x, dim=-1, temperature=1.0):
-            import os
-            os._exit(0)
-    '''),
-    "allocate-without-limit": _answer_with('''
-        def softmax(x, dim=-1, temperature=1.0):
-            blocks = []
-            while True:
-                blocks.append(bytearray(2**30))
-    '''),
-    "loop-with-the-alarm-off": _answer_with('''
-        def softmax(x, dim=-1, temperature=1.0):
-            import signal
-            signal.signal(signal.SIGALRM, signal.SIG_IGN)
-            while True:
-                pass
-    '''),
-    "fork": _answer_with('''
-        def softmax(x, dim=-1, temperature=1.0):
-            import os, time
-            if os.fork() == 0:
-                time.sleep(60)
-                os._exit(0)
-            return x
-    '''),
-    "reach-the-network": _answer_with('''
-        def softmax(x, dim=-1, temperature=1.0):
-            import socket, pickle
-            s = socket.create_connection(("127.0.0.1", 8888), timeout=1)
-            return pickle.loads(s.recv(1 << 20))
-    '''),
     "leak-the-source-and-gradebook": _append_to_answer('''
         import glob
         for pattern in ("../../../source/*/*.ipynb", "../../../gradebook.db", "../../../*/*/*/*.ipynb",
@@ -382,6 +305,7 @@ TAMPERS = {
                 print(open(path, errors="replace").read())
     '''),
 }
+TAMPERS.update({kind: _answer_with(source) for kind, source in BODY_ATTACKS.items()})
 SHADOW_FILES = {"grader.py": "def check(*args, **kwargs):\n    print('PASSED')\n",
                 "grader/__init__.py": "def check(*args, **kwargs):\n    print('PASSED')\n",
                 "torch/__init__.py": "x = 1\n"}
