@@ -196,6 +196,9 @@ def command(argv, workdir, *, binds=(), env=None, limits=None, chdir=WORK):
         drop = []
     args += ["--die-with-parent", "--new-session"]
     args += _system_binds()
+    # private /tmp and home first: the course itself may live under /tmp (a CI clone), bound over them below
+    args += ["--perms", "01777", "--tmpfs", "/tmp", "--perms", "0755", "--tmpfs", "/home",
+             "--perms", "01777", "--dir", HOME]
     ro, hidden = visible_paths()
     made = set()
     for path in ro + [p for _, p in binds]:
@@ -204,8 +207,6 @@ def command(argv, workdir, *, binds=(), env=None, limits=None, chdir=WORK):
         args += ["--ro-bind", path, path]
     for path in hidden:
         args += ["--tmpfs", path]
-    args += ["--perms", "01777", "--tmpfs", "/tmp", "--perms", "0755", "--tmpfs", "/home",
-             "--perms", "01777", "--dir", HOME]
     args += ["--bind", os.path.realpath(workdir), WORK]
     for host, inside in binds:
         args += ["--bind", host, inside]

@@ -64,10 +64,15 @@ def assert_close(actual, expected, msg=None):
     torch.testing.assert_close(actual, expected, msg=msg, **tol(expected.dtype, expected.device))
 
 
-def assert_all_close(actual, expected, names=None):
+def assert_all_close(actual, expected, names=None, through_model=False):
+    """``through_model``: gradients back-propagated through a whole float32 model, where two correct orders of
+    summation differ by a few 1e-5 (a shared embedding sums over every position); 1e-4 there."""
     assert len(actual) == len(expected)
     for i, (a, e) in enumerate(zip(actual, expected)):
-        assert_close(a, e, msg=lambda m, i=i: f"{names[i] if names else i}: {m}")
+        if through_model and e.dtype == torch.float32:
+            torch.testing.assert_close(a, e, rtol=1e-4, atol=1e-4, msg=lambda m, i=i: f"{names[i] if names else i}: {m}")
+        else:
+            assert_close(a, e, msg=lambda m, i=i: f"{names[i] if names else i}: {m}")
 
 
 def valid_from_lengths(lengths, T, device="cpu"):
@@ -334,14 +339,14 @@ def test_encoder_decoder_model_equals_nn_transformer_with_copied_weights(positio
     theirs = list(shared.values()) + list(net.parameters())
     g_theirs = dict(zip(map(id, theirs), grads(ref_logits, theirs, cot)))
     assert_all_close([g_ours[id(p)] for p in shared.values()], [g_theirs[id(p)] for p in shared.values()],
-                     list(shared))
+                     list(shared), through_model=True)
     blocks_pairs = [(as_dict(o), weights_of(t, get=lambda p: g_theirs[id(p)]))
                     for o, t in zip(model.enc_layers, net.encoder.layers)]
     blocks_pairs += [(as_dict(o), weights_of(t, get=lambda p: g_theirs[id(p)]))
                      for o, t in zip(model.dec_layers, net.decoder.layers)]
     for o, t in blocks_pairs:
         names = [k for k, _ in flatten(o)]
-        assert_all_close([g_ours[id(p)] for _, p in flatten(o)], [v for _, v in flatten(t)], names)
+        assert_all_close([g_ours[id(p)] for _, p in flatten(o)], [v for _, v in flatten(t)], names, through_model=True)
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
