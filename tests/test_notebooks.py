@@ -60,6 +60,7 @@ def test_setup_cell_is_the_first_code_cell_and_read_only(path):
     assert first.source == setup_source(assignment_of(path)) and first.metadata["nbgrader"]["locked"]
 
 
+@pytest.mark.timeout(1800)
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_source_notebook_executes_top_to_bottom_with_the_reference(path, tmp_path):
     """Run every cell in a real kernel: no error, nothing on stderr, every check PASSED."""
