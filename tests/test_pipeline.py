@@ -20,7 +20,7 @@ from coursekit.pipeline import CourseCopy, assignments
 from coursekit.samples import ONE_BUG, answered, edited_source, points_of, total_points, with_bug
 from grader import EXERCISES
 
-pytestmark = pytest.mark.pipeline
+pytestmark = [pytest.mark.pipeline, pytest.mark.timeout(3600)]  # the tamper class is graded in one fixture
 ASSIGNMENTS = assignments()
 
 
