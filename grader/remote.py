@@ -86,10 +86,6 @@ def _exception(desc):
     return exc
 
 
-def _warning(text):
-    return str(text)
-
-
 class Worker:
     """One sandboxed process holding one student's functions for one notebook."""
 
@@ -239,7 +235,7 @@ class Worker:
             return out
         out.timed_out = bool(reply.get("timed_out"))
         out.printed = str(reply.get("printed") or "")
-        out.warnings = [_warning(w) for w in reply.get("warnings") or []]
+        out.warnings = [str(w) for w in reply.get("warnings") or []]
         out.called_reference = reply.get("called") if isinstance(reply.get("called"), str) else None
         if "error" in reply and type(reply["error"]) is dict:
             out.error = _exception(reply["error"])

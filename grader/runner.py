@@ -6,8 +6,7 @@ ones (``basic``, ``edge``) against the shipped expected outputs, the hidden ones
 device, then the properties. Every call of the learner's function goes through
 ``_safe.call`` (time limit, printed text and warnings kept, calls of the
 reference noticed); at grading time ``fn`` is a ``grader.remote.RemoteFunction``
-and each call runs in the sandbox. ``call_learner`` is the same call for the
-case modules' properties: the value, or a failure in words.
+and each call runs in the sandbox.
 """
 import os
 import traceback
@@ -20,23 +19,6 @@ from .report import Report
 from .shipped import load_expected
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def call_learner(fn, args, kwargs=None, want_tensor=True):
-    """Call the learner's ``fn``: (value, None), or (None, what went wrong in words).
-
-    With ``want_tensor`` a value that is not a tensor is a failure too (the
-    properties compare tensors). An error, a time-out or a stub is reported the
-    way the case checks report it.
-    """
-    outcome = _safe.call(fn, args, kwargs)
-    if outcome.timed_out:
-        return None, f"it did not finish within {_safe.DEFAULT_TIME_LIMIT:g} s"
-    if outcome.error is not None:
-        return None, f"it raised {type(outcome.error).__name__}: {str(outcome.error)[:300]}"
-    if want_tensor and not _safe.is_tensor(outcome.value):
-        return None, f"it returned a {type(outcome.value).__name__}, not a tensor"
-    return outcome.value, None
 
 
 def where_raised(exc):

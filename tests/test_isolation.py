@@ -212,26 +212,29 @@ def test_standard_log_softmax_formulations_pass_with_logits_near_1e4(src):
             check("log_softmax", w.function("log_softmax", "log_softmax"), part)
 
 
+MASKED_ATTENTION_WITH_FILL = '''
+    def masked_attention(Q, K, V, mask=None):
+        d_k = Q.shape[-1]
+        if K.shape[-1] != d_k or K.shape[-2] != V.shape[-2]:
+            raise ValueError(f"shapes {tuple(Q.shape)} {tuple(K.shape)} {tuple(V.shape)} do not fit")
+        scores = Q @ K.transpose(-2, -1) / math.sqrt(d_k)
+        if mask is not None:
+            try:
+                fits = torch.broadcast_shapes(mask.shape, scores.shape) == scores.shape
+            except RuntimeError:
+                fits = False
+            if not fits:
+                raise ValueError("the mask does not broadcast")
+            scores = torch.where(mask, scores, FILL)
+        weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+        return weights @ V, weights
+'''
+
+
 def test_a_fill_tensor_made_without_device_is_caught_on_a_machine_without_a_gpu():
     """`torch.full(shape, -inf)` without device= takes part only when there is a mask: the probe of every
     case (not just the first) catches it."""
-    src = '''
-        def masked_attention(Q, K, V, mask=None):
-            d_k = Q.shape[-1]
-            if K.shape[-1] != d_k or K.shape[-2] != V.shape[-2]:
-                raise ValueError(f"shapes {tuple(Q.shape)} {tuple(K.shape)} {tuple(V.shape)} do not fit")
-            scores = Q @ K.transpose(-2, -1) / math.sqrt(d_k)
-            if mask is not None:
-                try:
-                    torch.broadcast_shapes(mask.shape, scores.shape)
-                except RuntimeError:
-                    raise ValueError("the mask does not broadcast")
-                if torch.broadcast_shapes(mask.shape, scores.shape) != scores.shape:
-                    raise ValueError("the mask does not broadcast")
-                scores = torch.where(mask, scores, torch.full(scores.shape, float("-inf"), dtype=scores.dtype))
-            weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
-            return weights @ V, weights
-    '''
+    src = MASKED_ATTENTION_WITH_FILL.replace("FILL", 'torch.full(scores.shape, float("-inf"), dtype=scores.dtype)')
     with worker_for("04_masks_attention", {"masked_attention": src}) as w:
         fn = w.function("masked_attention", "masked_attention")
         check("masked_attention", fn, "basic")  # right on the CPU...
@@ -242,23 +245,7 @@ def test_a_fill_tensor_made_without_device_is_caught_on_a_machine_without_a_gpu(
 def test_a_0_dim_cpu_tensor_mixes_with_any_device_and_is_allowed():
     """PyTorch mixes a 0-dim CPU tensor with a tensor of any device, so the probe does not count it."""
     from coursekit.samples import as_learner
-    src = '''
-        def masked_attention(Q, K, V, mask=None):
-            d_k = Q.shape[-1]
-            if K.shape[-1] != d_k or K.shape[-2] != V.shape[-2]:
-                raise ValueError(f"shapes {tuple(Q.shape)} {tuple(K.shape)} {tuple(V.shape)} do not fit")
-            scores = Q @ K.transpose(-2, -1) / math.sqrt(d_k)
-            if mask is not None:
-                try:
-                    fits = torch.broadcast_shapes(mask.shape, scores.shape) == scores.shape
-                except RuntimeError:
-                    fits = False
-                if not fits:
-                    raise ValueError("the mask does not broadcast")
-                scores = torch.where(mask, scores, torch.tensor(float("-inf"), dtype=scores.dtype))
-            weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
-            return weights @ V, weights
-    '''
+    src = MASKED_ATTENTION_WITH_FILL.replace("FILL", 'torch.tensor(float("-inf"), dtype=scores.dtype)')
     fn = as_learner({"masked_attention": textwrap.dedent(src)})["masked_attention"]
     for part in PARTS:
         check("masked_attention", fn, part)
