@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: setup lab demo test test-fast sync expected grade bench clean
+.PHONY: setup lab demo test test-fast test-figures sync expected grade bench clean
 
 setup: $(STAMP)
 
@@ -24,13 +24,18 @@ lab: setup
 demo: setup
 	$(BIN)/course demo
 
-## maintainers: the whole test suite, two groups side by side (the 15 slowest tests are listed at the end)
+## maintainers: the whole test suite, two groups side by side (the 15 slowest tests are listed at the end);
+## the notebooks run with training capped (a reduced run): `make test-figures` trains them in full
 test: setup
-	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=15
+	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=15 -m "not figures"
 
 ## maintainers: everything but the real nbgrader pipeline and the browser (the fast loop while you work)
 test-fast: setup
-	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=15 -m "not pipeline and not browser"
+	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=15 -m "not pipeline and not browser and not figures"
+
+## maintainers: the long experiment, one notebook at a time: every step of training, and the accuracy each states
+test-figures: setup
+	$(BIN)/python -m pytest -p no:xdist --durations=5 -m figures
 
 ## maintainers: notebooks' answer/test cells from solutions/, and the grader's shipped expectations
 sync: setup

@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from . import blocks
+from .training import step_cap, training_threads
 
 
 # ------------------------------------------------------------------ configs
@@ -373,7 +374,7 @@ def next_token_loss(logits, ids, valid=None):
     return nn.functional.cross_entropy(logits[:, :-1].transpose(1, 2), targets, ignore_index=-100)
 
 
-def fit(model, loss_of_batch, batches, steps, lr=3e-3, report_every=100, evaluate=None, threads=2):
+def fit(model, loss_of_batch, batches, steps, lr=3e-3, report_every=100, evaluate=None, threads=None):
     """Train for exactly ``steps`` steps with AdamW and a one-cycle schedule, printing a text progress bar.
 
     ``loss_of_batch(batch)`` returns the scalar loss of one batch (it calls the
@@ -381,8 +382,9 @@ def fit(model, loss_of_batch, batches, steps, lr=3e-3, report_every=100, evaluat
     Returns the list of (step, loss).
 
     The run is fixed by its arguments, never by the clock: the same steps, the
-    same batches (``batches`` is seeded by the caller) and ``threads`` torch
-    threads during training, so a figure the notebook states comes out the same
+    same batches (``batches`` is seeded by the caller) and a fixed number of
+    torch threads during training (``threads``, default 2: see
+    ``coursekit.training``), so a figure the notebook states comes out the same
     on a slow or busy machine, only later. The first ``WARM_STEPS`` steps run at
     the schedule's starting rate, then a one-cycle schedule spans the rest.
 
@@ -390,44 +392,36 @@ def fit(model, loss_of_batch, batches, steps, lr=3e-3, report_every=100, evaluat
     instructor autograding a class does not need every submission's model
     trained to full accuracy (the graded cells do not depend on it).
     """
-    import os
     import time
-    cap = os.environ.get("COURSE_MAX_TRAIN_STEPS", "").strip()
-    if cap:
-        if int(cap) < steps:
-            print(f"COURSE_MAX_TRAIN_STEPS={cap}: training {cap} of {steps} steps only")
-        steps = max(1, min(steps, int(cap)))
-    old_threads = torch.get_num_threads()
-    if threads:
-        torch.set_num_threads(threads)
+    steps = step_cap(steps)
     optimizer = torch.optim.AdamW(model.parameters(), lr=lr / 25, weight_decay=0.01)  # OneCycle's starting rate
     schedule = None
     history, start = [], time.perf_counter()
     model.train()
     try:
-        for step in range(1, steps + 1):
-            loss = loss_of_batch(next(batches))
-            optimizer.zero_grad()
-            loss.backward()
-            nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            if schedule is not None:
-                schedule.step()
-            history.append((step, loss.item()))
-            if step == WARM_STEPS and steps - step >= 20:  # a one-cycle schedule needs room for its warm-up
-                schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=lr, total_steps=steps - step,
-                                                               pct_start=0.1)
-            if step % report_every == 0 or step == steps:
-                done = round(24 * step / steps)
-                extra = ""
-                if evaluate is not None:
-                    model.eval()
-                    extra = f"  {evaluate()}"
-                    model.train()
-                print(f"[{'#' * done}{'.' * (24 - done)}] step {step:4d}/{steps}  loss {loss.item():7.4f}{extra}  "
-                      f"{time.perf_counter() - start:5.1f} s", flush=True)
+        with training_threads(threads):
+            for step in range(1, steps + 1):
+                loss = loss_of_batch(next(batches))
+                optimizer.zero_grad()
+                loss.backward()
+                nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                optimizer.step()
+                if schedule is not None:
+                    schedule.step()
+                history.append((step, loss.item()))
+                if step == WARM_STEPS and steps - step >= 20:  # a one-cycle schedule needs room for its warm-up
+                    schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=lr, total_steps=steps - step,
+                                                                   pct_start=0.1)
+                if step % report_every == 0 or step == steps:
+                    done = round(24 * step / steps)
+                    extra = ""
+                    if evaluate is not None:
+                        model.eval()
+                        extra = f"  {evaluate()}"
+                        model.train()
+                    print(f"[{'#' * done}{'.' * (24 - done)}] step {step:4d}/{steps}  loss {loss.item():7.4f}{extra}  "
+                          f"{time.perf_counter() - start:5.1f} s", flush=True)
     finally:
-        torch.set_num_threads(old_threads)
         model.eval()
     return history
 

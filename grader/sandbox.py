@@ -152,7 +152,8 @@ def environment(extra=None):
         "MALLOC_ARENA_MAX": "2", "COURSE_SANDBOX": "1",
     }
     for var in ("COURSE_MAX_TRAIN_STEPS", "COURSE_DEVICE", "COURSE_CALL_TIME_LIMIT", "OMP_NUM_THREADS",
-                "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "COURSE_TORCH_THREADS"):
+                "MKL_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "COURSE_TORCH_THREADS",
+                "COURSE_TRAIN_THREADS"):
         if var in os.environ:
             env[var] = os.environ[var]
     env.update(extra or {})

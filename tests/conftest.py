@@ -9,12 +9,15 @@ from grader import EXERCISES, PARTS, CheckFailed, check
 
 def pytest_collection_modifyitems(items):
     """Side by side (``pytest -n 2 --dist loadgroup``): the tests that share a module-scoped course copy or browser
-    stay on one worker, one group per assignment of the pipeline (the tamper classes grade 03_softmax)."""
+    stay on one worker: one group per assignment of the pipeline, and one for the tamper class."""
     for item in items:
         module = item.module.__name__.rsplit(".", 1)[-1]
         if module == "test_pipeline":
             params = getattr(item, "callspec", None)
-            group = params.params.get("a", "03_softmax") if params else "03_softmax"
+            if params and "a" in params.params:
+                group = params.params["a"]
+            else:
+                group = "tamper" if "tampered" in item.fixturenames else "03_softmax"
             item.add_marker(pytest.mark.xdist_group(f"pipeline-{group}"))
         elif module in ("test_browser", "test_widgets"):
             item.add_marker(pytest.mark.xdist_group(module))

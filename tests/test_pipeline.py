@@ -26,36 +26,55 @@ ASSIGNMENTS = assignments()
 
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
+    """A copy of the course; an assignment is released the first time a test needs it."""
     cc = CourseCopy(tmp_path_factory.mktemp("course"))
-    for a in ASSIGNMENTS:
-        cc.release(a)
+    # Training is capped as an instructor grading a class caps it (no graded cell depends on a trained model),
+    # and two groups of these tests run side by side on 2 cores: one torch thread each.
+    cc.env.update(COURSE_MAX_TRAIN_STEPS="20", COURSE_TRAIN_THREADS="1", COURSE_TORCH_THREADS="1",
+                  OMP_NUM_THREADS="1")
     return cc
 
 
 def release_nb(course, a):
+    if not os.path.exists(course.release_path(a)):
+        course.release(a)
     return nbformat.read(course.release_path(a), as_version=4)
-
-
-def grade(course, student, a, nb, extra_files=None):
-    # Only the reference submission trains its models in full (notebooks 06-08); the others are graded as an
-    # instructor grading a class would, with the training capped (no graded cell depends on it).
-    course.env["COURSE_MAX_TRAIN_STEPS"] = "" if student == "reference" else "20"
-    course.submit(student, a, nb, extra_files)
-    seconds = course.autograde(student, a)
-    print(f"autograde {a} / {student}: {seconds:.1f} s")
-    return course.scores(student, a)
 
 
 def total(scores):
     return sum(s for s, _ in scores.values())
 
 
+@pytest.fixture(scope="module")
+def samples(course):
+    """``samples(a)``: {student: scores} of an assignment's four sample submissions (every answer right, the
+    untouched release, a known bug, a learner-written bug), graded as a class is: one `nbgrader autograde` and
+    one `generate_feedback` call for the four, the first time a test asks."""
+    done = {}
+
+    def graded(a):
+        if a not in done:
+            release = release_nb(course, a)
+            name, src, _ = SECOND_BUG[a]
+            for student, nb in {"sample-reference": answered(release), "sample-untouched": release,
+                                "sample-bug1": with_bug(release, a),
+                                "sample-bug2": answered(release, {name: textwrap.dedent(src).strip()})}.items():
+                course.submit(student, a, nb)
+            seconds = course.autograde("sample-*", a)
+            course.feedback("sample-*", a)
+            print(f"autograde {a}, four samples: {seconds:.1f} s")
+            done[a] = {s: course.scores(s, a) for s in ("sample-reference", "sample-untouched", "sample-bug1",
+                                                         "sample-bug2")}
+        return done[a]
+    return graded
+
+
 # ---------------------------------------------------------------- what a release contains
 @pytest.mark.parametrize("a", ASSIGNMENTS)
 def test_release_has_no_solution_code_and_no_hidden_tests(course, a):
+    release = release_nb(course, a)
     text = open(course.release_path(a)).read()
     assert "BEGIN SOLUTION" not in text and "HIDDEN TESTS" not in text and 'part=\\"hidden\\"' not in text
-    release = release_nb(course, a)
     for name in (n for n, ex in EXERCISES.items() if ex.notebook == a):
         body = solution_source(name).split("### BEGIN SOLUTION")[1].split("### END SOLUTION")[0]
         leaked = [line.strip() for line in body.splitlines()
@@ -68,6 +87,7 @@ def test_release_has_no_solution_code_and_no_hidden_tests(course, a):
 @pytest.mark.parametrize("a", ASSIGNMENTS)
 def test_every_test_cell_of_the_release_fails_on_the_untouched_stubs(course, a):
     """`nbgrader validate --invert`: no test cell passes before the learner writes anything."""
+    release_nb(course, a)
     v = Validator()
     v.invert = True
     assert v.validate(course.release_path(a)) == {}
@@ -75,16 +95,15 @@ def test_every_test_cell_of_the_release_fails_on_the_untouched_stubs(course, a):
 
 # ---------------------------------------------------------------- scores
 @pytest.mark.parametrize("a", ASSIGNMENTS)
-def test_reference_answers_score_full_marks(course, a):
-    release = release_nb(course, a)
-    scores = grade(course, "reference", a, answered(release))
+def test_reference_answers_score_full_marks(course, samples, a):
+    scores = samples(a)["sample-reference"]
     assert scores and all(s == m for s, m in scores.values()), scores
-    assert total(scores) == total_points(release)
+    assert total(scores) == total_points(release_nb(course, a))
 
 
 @pytest.mark.parametrize("a", ASSIGNMENTS)
-def test_untouched_release_scores_zero(course, a):
-    scores = grade(course, "untouched", a, release_nb(course, a))
+def test_untouched_release_scores_zero(samples, a):
+    scores = samples(a)["sample-untouched"]
     assert total(scores) == 0, scores
 
 
@@ -175,20 +194,20 @@ SECOND_BUG = {
 }
 
 
-def _check_single_bug(course, a, student, name, nb, phrase):
+def _check_single_bug(course, samples, a, student, name, phrase):
     release = release_nb(course, a)
-    scores = grade(course, student, a, nb)
+    scores = samples(a)[student]
     broken = {gid for gid in scores if gid.rsplit("_", 1)[0] == name}
     assert all(scores[g][0] == 0 for g in broken), scores
     assert all(s == m for g, (s, m) in scores.items() if g not in broken), scores
     assert total(scores) == total_points(release) - points_of(release, name)
-    feedback = html.unescape(open(course.feedback(student, a)).read())
+    feedback = html.unescape(open(course.feedback_path(student, a)).read())
     assert phrase in feedback, f"the feedback does not name the mistake ({phrase!r})"
     return feedback
 
 
 @pytest.mark.parametrize("a", ASSIGNMENTS)
-def test_a_known_bug_loses_exactly_its_exercise_and_feedback_names_it(course, a):
+def test_a_known_bug_loses_exactly_its_exercise_and_feedback_names_it(course, samples, a):
     name, _, (old, new) = ONE_BUG[a]
     mistake = {"pad_batch": "pad_batch_mask_inverted", "scaled_scores": "scaled_scores_no_sqrt",
                "softmax": "softmax_times_temperature", "masked_attention": "attention_no_sqrt",
@@ -198,14 +217,13 @@ def test_a_known_bug_loses_exactly_its_exercise_and_feedback_names_it(course, a)
                "encdec_decoder_block": "transformer_mistakes:encdec_no_causal_self",
                "decoder_block_step": "kv_cache_mistakes:decoder_block_step_ignores_cache"}[name]
     phrase = dict(EXERCISES[name].mistakes)[mistake]
-    _check_single_bug(course, a, "bug1", name, with_bug(release_nb(course, a), a), phrase)
+    _check_single_bug(course, samples, a, "sample-bug1", name, phrase)
 
 
 @pytest.mark.parametrize("a", ASSIGNMENTS)
-def test_a_learner_written_bug_loses_exactly_its_exercise_and_feedback_names_it(course, a):
-    name, src, phrase = SECOND_BUG[a]
-    nb = answered(release_nb(course, a), {name: textwrap.dedent(src).strip()})
-    feedback = _check_single_bug(course, a, "bug2", name, nb, phrase)
+def test_a_learner_written_bug_loses_exactly_its_exercise_and_feedback_names_it(course, samples, a):
+    name, _, phrase = SECOND_BUG[a]
+    feedback = _check_single_bug(course, samples, a, "sample-bug2", name, phrase)
     assert "BEGIN HIDDEN TESTS" not in feedback and 'part="hidden"' not in feedback
 
 
@@ -313,11 +331,15 @@ SHADOW_FILES = {"grader.py": "def check(*args, **kwargs):\n    print('PASSED')\n
 
 @pytest.fixture(scope="module")
 def tampered(course):
-    """The honest submission beneath every attack (all right but a wrong softmax), then every attack on it,
-    graded together by one real `nbgrader autograde` call; {student: scores}, and the grading log."""
+    """The honest submission beneath every attack (all right but a wrong softmax), then every attack on it, and
+    an answer that never returns, graded together by one real `nbgrader autograde` call (and given feedback by
+    one `generate_feedback` call); {student: scores}, and the grading log."""
     release = release_nb(course, TAMPER_A)
     honest = answered(release, {"softmax": WRONG_SOFTMAX})
+    loop = edited_source("sequence_log_prob", "    log_p = torch.log_softmax",
+                         "    while True:\n        pass\n    log_p = torch.log_softmax")
     submissions = {"tamper-honest": (honest, None), "tamper-shadow-files": (honest, SHADOW_FILES),
+                   "tamper-loop": (answered(release, {"sequence_log_prob": loop}), None),
                    "tamper-import-reference": (answered(release, {
                        "softmax": "from solutions.softmax import softmax\nimport solutions\n"}), None)}
     solutions_dir = os.path.dirname(importlib.util.find_spec("solutions").origin)
@@ -403,30 +425,29 @@ def test_a_value_returned_by_a_rebound_check_is_not_read_as_credit(course, tampe
             assert all(o["output_type"] != "execute_result" for o in cell.outputs), cell.outputs
 
 
-def test_an_infinite_loop_costs_only_its_exercise(course):
+def test_an_infinite_loop_costs_only_its_exercise(course, tampered):
     """A learner function that never returns is stopped; every other exercise is still graded."""
-    loop = edited_source("sequence_log_prob", "    log_p = torch.log_softmax", "    while True:\n        pass\n    log_p = torch.log_softmax")
-    release = release_nb(course, TAMPER_A)
-    scores = grade(course, "tamper-loop", TAMPER_A, answered(release, {"sequence_log_prob": loop}))
-    assert scores["sequence_log_prob_basic"][0] == 0 and scores["sequence_log_prob_edge"][0] == 0
-    assert total(scores) == total_points(release) - points_of(release, "sequence_log_prob")
-    feedback = html.unescape(open(course.feedback("tamper-loop", TAMPER_A)).read())
+    scores, _ = tampered
+    got, release = scores["tamper-loop"], release_nb(course, TAMPER_A)
+    assert got["sequence_log_prob_basic"][0] == 0 and got["sequence_log_prob_edge"][0] == 0
+    assert total(got) == total_points(release) - points_of(release, "sequence_log_prob")
+    feedback = html.unescape(open(course.feedback_path("tamper-loop", TAMPER_A)).read())
     assert "did not finish within" in feedback
 
 
-def test_feedback_never_contains_hidden_test_code(course):
+def test_feedback_never_contains_hidden_test_code(course, tampered):
     """Feedback shows the learner the visible checks and their messages, never the hidden checks' code."""
-    release = release_nb(course, TAMPER_A)
-    grade(course, "feedback", TAMPER_A, answered(release, {"softmax": WRONG_SOFTMAX}))
-    course.feedback("feedback", TAMPER_A)
     feedback_dir = os.path.join(course.root, "feedback")
     files = [os.path.join(d, f) for d, _, fs in os.walk(feedback_dir) for f in fs if f.endswith(".html")]
-    assert files, "no feedback was generated"
+    assert len(files) >= len(tampered[0]), "not every tampered submission got feedback"
     for path in files:
         text = html.unescape(open(path).read())
         assert "HIDDEN TESTS" not in text and not re.search(r'part\s*=\s*"hidden"', text), path
 
 
-def test_grades_export_to_csv(course):
+def test_grades_export_to_csv(course, samples):
+    samples(TAMPER_A)
     rows = course.export("grades.csv")
-    assert {r["student_id"] for r in rows} >= {"reference", "untouched"}
+    assert {r["student_id"] for r in rows} >= {"sample-reference", "sample-untouched"}
+    reference = next(r for r in rows if r["student_id"] == "sample-reference" and r["assignment"] == TAMPER_A)
+    assert float(reference["score"]) == total_points(release_nb(course, TAMPER_A))

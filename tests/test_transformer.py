@@ -1101,3 +1101,24 @@ def test_fit_obeys_the_graders_cap(monkeypatch, capsys):
     for cap in (7, 10, 11, 20, 29, 30):  # below, at and just above the warm steps, and too short for a one-cycle
         history, _, _ = _tiny_fit(monkeypatch, steps=800, cap=cap)
         assert len(history) == cap and f"COURSE_MAX_TRAIN_STEPS={cap}" in capsys.readouterr().out
+
+
+def test_training_threads_come_from_the_environment_and_are_given_back(monkeypatch):
+    from coursekit.training import THREADS, training_threads
+    before = torch.get_num_threads()
+    monkeypatch.delenv("COURSE_TRAIN_THREADS", raising=False)
+    with training_threads() as n:
+        assert n == THREADS == torch.get_num_threads()
+    monkeypatch.setenv("COURSE_TRAIN_THREADS", "1")
+    with training_threads() as n:
+        assert n == 1 == torch.get_num_threads()
+    assert torch.get_num_threads() == before
+
+
+def test_step_cap_caps_only_downwards_and_says_so(monkeypatch, capsys):
+    from coursekit.training import step_cap
+    monkeypatch.delenv("COURSE_MAX_TRAIN_STEPS", raising=False)
+    assert step_cap(2500) == 2500 and capsys.readouterr().out == ""
+    monkeypatch.setenv("COURSE_MAX_TRAIN_STEPS", "30")
+    assert step_cap(2500) == 30 and "training 30 of 2500 steps only" in capsys.readouterr().out
+    assert step_cap(12) == 12 and capsys.readouterr().out == ""
