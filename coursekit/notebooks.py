@@ -40,7 +40,7 @@ def _nbgrader(grade_id, *, grade=False, solution=False, locked=False, points=Non
 
 def reference_function(name):
     from grader import EXERCISES, resolve
-    return resolve(EXERCISES[name].ref, "")
+    return resolve(EXERCISES[name].ref)
 
 
 def solution_source(name):
@@ -75,21 +75,13 @@ def code(source, grade_id=None):
     return cell
 
 
-# Functions a notebook gets ready-made, imported in its read-only set-up cell (the set-up cell is
-# also the prelude of the independent re-check, which drops imports of coursekit from learner cells).
-GIVEN = {
-    "06_encoder": "from coursekit.blocks import masked_attention",
-    "07_decoder": "from coursekit.blocks import (embed_with_positions, masked_attention, merge_heads,\n"
-                  "                             multi_head_attention, split_heads)",
-    "08_encoder_decoder": "from coursekit.blocks import embed_with_positions, encoder_block, multi_head_attention",
-    "09_kv_cache": "from coursekit.blocks import (decoder_block, embed_with_positions, masked_attention, merge_heads,\n"
-                   "                             split_heads)",
-}
-
-
 def setup_source(assignment=None):
-    """The set-up cell of ``assignment``: the common set-up, then its given imports."""
-    given = GIVEN.get(assignment)
+    """The set-up cell of ``assignment``: the common set-up, then the imports of its ready-made parts (the course
+    table's ``setup``, grader/course.py). The set-up cell is also the prelude of the independent re-check, which
+    drops imports of coursekit from learner cells."""
+    from grader.course import NOTEBOOKS
+    nb = NOTEBOOKS.get(assignment)
+    given = nb.setup if nb is not None else ""
     return SETUP_SOURCE + (f"\n\n# Ready-made parts from earlier notebooks\n{given}" if given else "")
 
 

@@ -6,33 +6,20 @@ reference source, so the submission is a learner's notebook with one mistake.
 import copy
 
 from grader import EXERCISES
+from grader.course import NOTEBOOKS
 
 from .notebooks import solution_source
 
-# assignment -> (exercise, what the bug is, (old text, new text) in the reference source)
-ONE_BUG = {
-    "01_tokens": ("pad_batch", "the padding mask is inverted", ("return ids, mask", "return ids, ~mask")),
-    "02_dot_products": ("scaled_scores", "no division by sqrt(d_k)", (" / math.sqrt(d_k)", "")),
-    "03_softmax": ("softmax", "logits multiplied by the temperature", ("z = x / temperature", "z = x * temperature")),
-    "04_masks_attention": ("masked_attention", "no division by sqrt(d_k)", (" / math.sqrt(Q.shape[-1])", "")),
-    "05_rnn": ("rnn_encode", "the context is taken after the padding",
-               ("h = torch.where(real, h_new, h)", "h = h_new")),
-    # later notebooks' blocks call earlier exercises, so a bug in a helper would cost the block's points
-    # too: each sample bug sits in an exercise that nothing else in its notebook calls
-    "06_encoder": ("encoder_block", "the residual around attention is missing",
-                   ("F.layer_norm(x + a, ", "F.layer_norm(a, ")),
-    "07_decoder": ("decoder_block", "no causal mask", (".tril()  # (T, T): j <= i", "  # (T, T): j <= i")),
-    "08_encoder_decoder": ("encdec_decoder_block", "no causal mask on the self-attention",
-                           (".tril()  # (T_y, T_y)", "  # (T_y, T_y)")),
-    "09_kv_cache": ("decoder_block_step", "the cache is not passed to the attention",
-                    ("cached_attention(q, k, v, cache)", "cached_attention(q, k, v, None)")),
-}
+# assignment -> (exercise, what the bug is, (old text, new text) in the reference source): the course table's
+# sample bugs (grader/course.py, instructor-only)
+ONE_BUG = {folder: nb.sample_bug for folder, nb in NOTEBOOKS.items() if nb.sample_bug is not None}
 
 
 def edited_source(name, old, new):
     src = solution_source(name)
     if old not in src:
-        raise ValueError(f"the reference of {name} no longer contains {old!r}; update coursekit.samples")
+        raise ValueError(f"the reference of {name} no longer contains {old!r}; update its sample bug in "
+                         f"grader/course.py")
     return src.replace(old, new, 1)
 
 
@@ -82,15 +69,15 @@ def as_learner(sources):
 _MISTAKE_MODULES = {}
 
 
-def mistakes_as_learner(module):
-    """``solutions/<module>.py`` (a self-contained module of known mistakes) compiled as notebook code, so the
-    grader does not take its functions for the reference. Returns its namespace {name: function}; cached."""
-    if module not in _MISTAKE_MODULES:
+def mistakes_as_learner(topic):
+    """``solutions/mistakes/<topic>.py`` (a self-contained module of known mistakes) compiled as notebook code, so
+    the grader does not take its functions for the reference. Returns its namespace {name: function}; cached."""
+    if topic not in _MISTAKE_MODULES:
         import importlib
         import inspect
-        source = inspect.getsource(importlib.import_module(f"solutions.{module}"))
+        source = inspect.getsource(importlib.import_module(f"solutions.mistakes.{topic}"))
         namespace = {"__name__": "__main__"}
         exec(LEARNER_PRELUDE, namespace)
-        exec(compile(source, f"<learner {module}>", "exec"), namespace)
-        _MISTAKE_MODULES[module] = namespace
-    return _MISTAKE_MODULES[module]
+        exec(compile(source, f"<learner mistakes.{topic}>", "exec"), namespace)
+        _MISTAKE_MODULES[topic] = namespace
+    return _MISTAKE_MODULES[topic]

@@ -23,8 +23,9 @@ reported as failures in words.
 import os
 
 from . import _safe, reference, runner
+from .cases import EXERCISES
+from .course import NOTEBOOKS
 from .devices import grading_devices
-from .exercises import EXERCISES
 from .report import CheckFailed, Failure, Report
 from .shipped import expected_path, load_expected, read_expected
 
@@ -33,7 +34,9 @@ __all__ = ["check", "CheckFailed", "EXERCISES", "PARTS", "reference_available"]
 PARTS = ("basic", "edge", "hidden-basic", "hidden")
 
 # The grader's modules, one job each:
-#   exercises (+ exercises_*)  the cases, properties and known mistakes of every exercise
+#   course                     the table of notebooks: exercises, points, ready-made parts, set-up, sample bug
+#   cases (cases/<topic>.py)   the cases, properties and known mistakes of each notebook's exercises (shared
+#                              helpers and the registry in cases/common.py)
 #   reference                  the reference and the ready-made versions, captured at import
 #   runner                     one part of one exercise: cases, calls, comparison, diagnosis
 #   report                     Failure records and the message a learner reads (CheckFailed)
@@ -81,7 +84,8 @@ def check(name, fn, part="basic"):
     with _safe.forbid_given(reference.capture_given(name)):
         runner.run_part(run, ex, fn, name, part, explanations)
     if run.n == 0:  # a part that judges nothing would pass anything
-        raise RuntimeError(f"the grader has no checks for {name} [{part}]: fix grader/exercises.py")
+        raise RuntimeError(f"the grader has no checks for {name} [{part}]: fix grader/cases/"
+                           f"{NOTEBOOKS[ex.notebook].topic}.py")
     if run.failures:
         run.notes.extend(runner.failing_dependencies(ex, fn))
     run.finish()

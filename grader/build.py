@@ -15,7 +15,7 @@ import torch
 
 from . import EXERCISES, expected_path, read_expected
 from .compare import compare
-from .exercises import visible_cases
+from .cases import visible_cases
 
 FORMAT = 1
 
@@ -24,7 +24,7 @@ def build_one(name):
     from . import resolve
 
     ex = EXERCISES[name]
-    ref = resolve(ex.ref, "")
+    ref = resolve(ex.ref)
     parts = {}
     for part in ("basic", "edge"):
         records = []
@@ -41,7 +41,8 @@ def build_one(name):
             outs = {}
             for mname, _ in ex.mistakes:
                 try:
-                    outs[mname] = None if case.raises else resolve(mname, "mistakes")(*case.args, **case.kwargs)
+                    mistake = resolve(mname, "solutions.mistakes")
+                    outs[mname] = None if case.raises else mistake(*case.args, **case.kwargs)
                 except Exception:
                     outs[mname] = None
             records.append({"what": case.what, "args": case.args, "kwargs": case.kwargs, "raises": case.raises,

@@ -10,14 +10,14 @@ import importlib
 import os
 
 from . import _safe
-from .exercises import EXERCISES
+from .cases import EXERCISES
 
 
-def resolve(path, default_module):
-    """The function a registry path names inside ``solutions``: "module:function", or
-    "function" in ``default_module``."""
-    module, _, attr = path.rpartition(":")
-    return getattr(importlib.import_module("solutions." + (module or default_module)), attr)
+def resolve(path, package="solutions"):
+    """The function a registry path "module:function" names inside ``package``: an exercise's reference
+    (``Exercise.ref``) in ``solutions``, a known mistake in ``solutions.mistakes``."""
+    module, _, attr = path.partition(":")
+    return getattr(importlib.import_module(f"{package}.{module}"), attr)
 
 
 def _load():
@@ -27,8 +27,8 @@ def _load():
     except ImportError:
         return None
     _safe.forbid_calls_into(os.path.dirname(os.path.abspath(solutions.__file__)))
-    funcs = {name: resolve(ex.ref, "") for name, ex in EXERCISES.items()}
-    mistakes = {m: resolve(m, "mistakes") for ex in EXERCISES.values() for m, _ in ex.mistakes}
+    funcs = {name: resolve(ex.ref) for name, ex in EXERCISES.items()}
+    mistakes = {m: resolve(m, "solutions.mistakes") for ex in EXERCISES.values() for m, _ in ex.mistakes}
     return funcs, mistakes
 
 
@@ -37,14 +37,14 @@ _GIVEN = {}  # exercise -> {code object: "module.function"}, captured before lea
 
 
 def capture_given(name):
-    """The code objects of the ready-made versions of exercise ``name`` (``Exercise.given``)."""
+    """The code objects of the ready-made versions of exercise ``name`` (``Exercise.given``, from grader/course.py)."""
     if name not in _GIVEN:
         codes = {}
         for path in EXERCISES[name].given:
             module, _, attr = path.partition(":")
             try:
                 codes[getattr(importlib.import_module(module), attr).__code__] = f"{module}.{attr}"
-            except (ImportError, AttributeError):  # mid-import (coursekit.widgets imports the grader): later
+            except (ImportError, AttributeError):  # not importable now: nothing captured, try again next time
                 return codes
         _GIVEN[name] = codes
     return _GIVEN[name]

@@ -14,7 +14,8 @@ import traceback
 from . import _safe, reference
 from .compare import compare, same
 from .devices import grading_devices, move, tensors
-from .exercises import EXERCISES, hidden_cases, visible_cases
+from .cases import EXERCISES, hidden_cases, visible_cases
+from .cases.common import stub_message
 from .report import Report
 from .shipped import load_expected
 
@@ -51,8 +52,7 @@ def problem(fn_name, outcome, expected, raises, ref_message, device, input_scale
     if type(err).__name__ == "NotPlain":
         return "type", f"{err}."
     if isinstance(err, NotImplementedError) and not str(err):  # the stub; torch's own have a message
-        return "stub", (f"`{fn_name}` is not implemented yet: it still raises NotImplementedError. Replace the "
-                        f"`raise NotImplementedError()` line in the exercise cell with your code.")
+        return "stub", stub_message(fn_name)
     if raises:
         if err is None:
             return "no-raise", (f"this input is invalid, so it should raise {raises} (the reference says: "

@@ -25,6 +25,6 @@ def read_expected(path):
     """A shipped file: tensors and plain data only, plus the grader's own toy models (``SAFE_GLOBALS``)."""
     import torch
 
-    from .exercises import SAFE_GLOBALS
+    from .cases import SAFE_GLOBALS
     with torch.serialization.safe_globals(SAFE_GLOBALS):
         return torch.load(path, weights_only=True)

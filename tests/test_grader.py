@@ -11,10 +11,10 @@ import pytest
 import torch
 
 import grader
-import solutions.mistakes
 from coursekit.samples import as_learner, mistakes_as_learner
 from grader import EXERCISES, CheckFailed, check
 from grader.build import stale
+from grader.course import NOTEBOOKS
 
 PARTS = grader.PARTS
 
@@ -26,8 +26,9 @@ def failure(name, fn, part):
 
 
 def mistake_as_learner(mname, learner):
-    """A known mistake compiled as learner code, calling the learner copies of the reference."""
-    src = inspect.getsource(getattr(solutions.mistakes, mname))
+    """A known mistake "<topic>:<function>" compiled as learner code, calling the learner copies of the reference."""
+    topic, _, fn_name = mname.partition(":")
+    src = inspect.getsource(getattr(importlib.import_module(f"solutions.mistakes.{topic}"), fn_name))
     ns = {"math": __import__("math"), "torch": torch}
     mods = {"attention": ["bidirectional_mask", "causal_mask", "padding_mask", "combine_masks", "additive_mask",
                           "masked_attention"],
@@ -37,7 +38,48 @@ def mistake_as_learner(mname, learner):
         ns[mod] = types.SimpleNamespace(**{n: learner[n] for n in names},
                                         SPECIALS=("<pad>", "<bos>", "<eos>", "<unk>"))
     exec(compile(src, f"<learner {mname}>", "exec"), ns)
-    return ns[mname]
+    return ns[fn_name]
+
+
+# ---------------------------------------------------------------- the course table (grader/course.py)
+def test_the_course_table_is_the_registry_notebook_by_notebook():
+    """Each notebook's entry lists exactly the exercises its case module registers, and gives them their
+    notebook and ready-made versions; every notebook has its two modules."""
+    import dataclasses
+    import os
+    from grader.course import INSTRUCTOR_ONLY, SHIPS, Notebook
+    assert list(EXERCISES) == [name for nb in NOTEBOOKS.values() for name in nb.exercises]
+    assert set(SHIPS) | set(INSTRUCTOR_ONLY) == {f.name for f in dataclasses.fields(Notebook)}
+    assert not set(SHIPS) & set(INSTRUCTOR_ONLY)
+    root = os.path.dirname(os.path.dirname(os.path.abspath(grader.__file__)))
+    for folder, nb in NOTEBOOKS.items():
+        assert os.path.exists(os.path.join(root, "grader", "cases", f"{nb.topic}.py"))
+        assert os.path.exists(os.path.join(root, "solutions", "mistakes", f"{nb.topic}.py"))
+        assert os.path.exists(os.path.join(root, "course", "source", folder, f"{folder}.ipynb"))
+        assert set(nb.given) <= set(nb.exercises)
+        for name in nb.exercises:
+            assert EXERCISES[name].notebook == folder and EXERCISES[name].given == nb.given.get(name, ())
+        assert nb.sample_bug is None or nb.sample_bug.exercise in nb.exercises
+
+
+def test_the_course_tables_points_are_the_source_notebooks_points():
+    import nbformat
+    from coursekit.notebooks import source_notebooks
+    for path in source_notebooks():
+        nb = nbformat.read(path, as_version=4)
+        points = {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"] for c in nb.cells
+                  if c.metadata.get("nbgrader", {}).get("grade")}
+        entry = NOTEBOOKS[path.split("/")[-2]]
+        assert points == {f"{name}_{part}": p for name, pts in entry.exercises.items()
+                          for part, p in zip(("basic", "edge"), pts)}, path
+
+
+def test_every_ready_made_version_in_the_course_table_is_a_function():
+    for nb in NOTEBOOKS.values():
+        for paths in nb.given.values():
+            for path in paths:
+                module, _, attr = path.partition(":")
+                assert callable(getattr(importlib.import_module(module), attr)), path
 
 
 # ---------------------------------------------------------------- the reference passes
@@ -57,11 +99,14 @@ def test_shipped_expected_outputs_are_not_stale(name):
 
 
 # ---------------------------------------------------------------- known mistakes are named
-# the foundation's mistakes (solutions/mistakes.py), which call the learner's own earlier functions
-MISTAKES = [(name, m, why) for name, ex in EXERCISES.items() for m, why in ex.mistakes if ":" not in m]
+# the foundation's mistakes (solutions/mistakes/<topic>.py of notebooks 01-04), which call the learner's own
+# earlier functions
+FOUNDATION = ("tokens", "dot_products", "softmax", "masks_attention")
+MISTAKES = [(name, m, why) for name, ex in EXERCISES.items() for m, why in ex.mistakes
+            if m.split(":")[0] in FOUNDATION]
 
 
-@pytest.mark.parametrize("name,mname,why", MISTAKES, ids=[f"{n}-{m}" for n, m, _ in MISTAKES])
+@pytest.mark.parametrize("name,mname,why", MISTAKES, ids=[f"{n}-{m.split(':')[-1]}" for n, m, _ in MISTAKES])
 def test_each_known_mistake_fails_and_is_named(name, mname, why, learner, failures_of):
     """A function with a known mistake fails at least one part, and some failing part names that mistake."""
     fn = mistake_as_learner(mname, learner)
@@ -70,17 +115,27 @@ def test_each_known_mistake_fails_and_is_named(name, mname, why, learner, failur
     assert any(why in m for m in messages), f"no failure of {mname} names it:\n" + "\n---\n".join(messages)
 
 
-# the later notebooks' mistakes: self-contained modules "module:function" (solutions/rnn_mistakes.py,
-# transformer_mistakes.py, kv_cache_mistakes.py), compiled as learner code
-MODULE_MISTAKES = [(name, m, why) for name, ex in EXERCISES.items() for m, why in ex.mistakes if ":" in m]
-MISTAKE_MODULES = sorted({m.split(":")[0] for _, m, _ in MODULE_MISTAKES})
+def test_every_known_mistake_is_named_by_its_notebooks_topic():
+    """An exercise's mistakes are "<topic>:<function>" of its own notebook, found in solutions/mistakes/<topic>.py."""
+    for name, ex in EXERCISES.items():
+        topic = NOTEBOOKS[ex.notebook].topic
+        for m, _ in ex.mistakes:
+            module, _, fn_name = m.partition(":")
+            assert module == topic, (name, m)
+            assert callable(getattr(importlib.import_module(f"solutions.mistakes.{topic}"), fn_name)), m
+
+
+# the later notebooks' mistakes: self-contained modules solutions/mistakes/<topic>.py, compiled as learner code
+MODULE_MISTAKES = [(name, m, why) for name, ex in EXERCISES.items() for m, why in ex.mistakes
+                   if m.split(":")[0] not in FOUNDATION]
+MISTAKE_MODULES = [nb.topic for nb in NOTEBOOKS.values() if nb.topic not in FOUNDATION]
 
 
 @pytest.mark.parametrize("module", MISTAKE_MODULES)
 def test_each_mistakes_module_is_self_contained_and_registers_each_mistake_once(module):
     """Known mistakes must compile as learner code: torch only, nothing from the reference."""
     import ast
-    tree = ast.parse(inspect.getsource(importlib.import_module(f"solutions.{module}")))
+    tree = ast.parse(inspect.getsource(importlib.import_module(f"solutions.mistakes.{module}")))
     imported = {a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names} | \
         {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert imported <= {"math", "torch", "torch.nn.functional"}, imported
@@ -99,7 +154,7 @@ def test_each_known_mistake_of_the_later_notebooks_fails_and_is_named(name, mnam
 
 # the transformer notebooks (06-09) choose their random basic cases so that every mistake shows there
 SHOWN_IN_BASIC = [(name, m, why) for name, m, why in MODULE_MISTAKES
-                  if m.split(":")[0] in ("transformer_mistakes", "kv_cache_mistakes")]
+                  if m.split(":")[0] in ("encoder", "decoder", "encoder_decoder", "kv_cache")]
 
 
 @pytest.mark.parametrize("name,mname,why", SHOWN_IN_BASIC, ids=[m.split(":")[-1] for _, m, _ in SHOWN_IN_BASIC])
@@ -324,10 +379,9 @@ def test_calling_the_courses_ready_made_version_is_a_failure(name, source, part)
 def test_ready_made_versions_stay_allowed_where_they_are_given():
     """Notebook 07's decoder_block may call the given multi_head_attention: only an exercise's own version is
     forbidden."""
-    from coursekit.notebooks import GIVEN
     from coursekit.notebooks import solution_source
     ns = {"torch": torch, "F": torch.nn.functional}
-    exec(GIVEN["07_decoder"], ns)
+    exec(NOTEBOOKS["07_decoder"].setup, ns)
     exec(compile(solution_source("decoder_block"), "<cell>", "exec"), ns)
     check("decoder_block", ns["decoder_block"], "basic")
 
@@ -398,7 +452,7 @@ def test_causal_leak_names_the_leaking_pair():
     ''', "masked_attention")
     msg = failure("masked_attention", fn, "edge")
     assert "the future leaks" in msg or "Other failing cases show" in msg
-    from grader.exercises import _attn_no_future_leak
+    from grader.cases.masks_attention import _attn_no_future_leak
     leak = _attn_no_future_leak(fn)
     assert leak and re.search(r"position i=(\d+) changed when the token at j=(\d+)", leak), leak
     i, j = map(int, re.search(r"i=(\d+) .* j=(\d+)", leak).groups())

@@ -16,10 +16,12 @@ import torch
 import torch.nn.functional as F
 
 import grader
-from coursekit.notebooks import GIVEN, solution_source
+from coursekit.notebooks import solution_source
 from coursekit.samples import LEARNER_PRELUDE
 from grader import EXERCISES, CheckFailed, check
-from grader import exercises_09_kv as ex9
+from grader.cases import kv_cache as ex9
+from grader.cases import visible_cases
+from grader.course import NOTEBOOKS
 
 NOTEBOOK = "09_kv_cache"
 NAMES = [name for name, ex in EXERCISES.items() if ex.notebook == NOTEBOOK]
@@ -30,7 +32,7 @@ def learner_namespace(overrides=None):
     source unless ``overrides`` has another for that exercise)."""
     ns = {"__name__": "__main__"}
     exec(LEARNER_PRELUDE, ns)
-    exec(GIVEN[NOTEBOOK], ns)
+    exec(NOTEBOOKS[NOTEBOOK].setup, ns)
     overrides = overrides or {}
     for name in NAMES:
         src = overrides.get(name) or solution_source(name)
@@ -90,7 +92,7 @@ def test_the_shipped_greedy_generate_cases_hold_toy_models_that_load_safely():
     from grader.compare import same
     records = grader.load_expected("greedy_generate")["parts"]["basic"]
     assert records and all(isinstance(r["args"][0], ex9.ToyLM) for r in records)
-    ref = grader.resolve(EXERCISES["greedy_generate"].ref, "")
+    ref = grader.resolve(EXERCISES["greedy_generate"].ref)
     for r in records:
         assert same(r["expected"], ref(*r["args"], **r["kwargs"])), r["what"]
 
@@ -99,7 +101,7 @@ def test_the_shipped_greedy_generate_cases_hold_toy_models_that_load_safely():
 @pytest.mark.parametrize("name", NAMES)
 def test_a_stub_fails_every_part_saying_it_is_not_implemented(name):
     """The released stub keeps the signature and raises NotImplementedError(); no part crashes or passes."""
-    ref = grader.resolve(EXERCISES[name].ref, "")
+    ref = grader.resolve(EXERCISES[name].ref)
     stub = f"def {name}{inspect.signature(ref)}:\n    raise NotImplementedError()\n"
     fn = learner_fn(name, stub)
     for part in grader.PARTS:
@@ -250,14 +252,14 @@ def test_a_block_step_with_no_causal_mask_among_new_positions_leaks_the_future()
 
 
 # ---------------------------------------------------------------- invalid inputs
-BAD = [(name, case) for name in NAMES for case in grader.exercises.visible_cases(EXERCISES[name], "edge")
+BAD = [(name, case) for name in NAMES for case in visible_cases(EXERCISES[name], "edge")
        if case.raises]
 
 
 @pytest.mark.parametrize("name,case", BAD, ids=[f"{n}-{c.what[:40]}" for n, c in BAD])
 def test_invalid_inputs_raise_value_error(name, case):
     assert case.raises == "ValueError"
-    for fn in (grader.resolve(EXERCISES[name].ref, ""), reference_as_learner(name)):
+    for fn in (grader.resolve(EXERCISES[name].ref), reference_as_learner(name)):
         with pytest.raises(ValueError):
             fn(*case.args, **case.kwargs)
 
@@ -340,5 +342,5 @@ def test_generation_that_passes_no_cache_is_named():
                          "logits, _ = step(nxt[:, None], None)")
     fn = learner_fn("greedy_generate", src)
     msg = failure("greedy_generate", fn, "basic")
-    assert dict(EXERCISES["greedy_generate"].mistakes)[ex9.M + "greedy_generate_no_cache_passed"] in msg, msg
+    assert dict(EXERCISES["greedy_generate"].mistakes)["kv_cache:greedy_generate_no_cache_passed"] in msg, msg
     assert "fed the newest token with cache=None" in ex9._generate_feeds_one_token(fn)

@@ -9,7 +9,7 @@ nothing to attend to, the exception class for bad inputs) and uses nothing from 
 or ``coursekit.widgets``.
 
 Each answer is compiled as a notebook cell would be: the read-only set-up (``LEARNER_PRELUDE``), the notebook's
-ready-made parts (``coursekit.notebooks.GIVEN``), the notebook's other answer cells (the reference's source, as a
+ready-made parts (the course table's ``setup``, ``grader/course.py``), the notebook's other answer cells (the reference's source, as a
 learner who got them right), then the answer itself. It must pass all four parts: basic, edge, hidden-basic, hidden.
 """
 import re
@@ -18,9 +18,10 @@ import textwrap
 import pytest
 
 import grader
-from coursekit.notebooks import GIVEN, solution_source
+from coursekit.notebooks import solution_source
 from coursekit.samples import LEARNER_PRELUDE
 from grader import EXERCISES, CheckFailed, check
+from grader.course import NOTEBOOKS
 
 
 def learner_function(name, src):
@@ -28,7 +29,7 @@ def learner_function(name, src):
     notebook = EXERCISES[name].notebook
     ns = {"__name__": "__main__"}
     exec(LEARNER_PRELUDE, ns)
-    exec(GIVEN.get(notebook, ""), ns)
+    exec(NOTEBOOKS[notebook].setup, ns)
     for other, ex in EXERCISES.items():
         if ex.notebook == notebook and other != name:
             exec(compile(solution_source(other), f"<cell {other}>", "exec"), ns)
@@ -1546,7 +1547,7 @@ def test_every_exercise_has_at_least_two_other_styles():
 
 
 # ---------------------------------------------------------------- the same answers, graded as at grading time
-NOTEBOOK_STYLES = [(notebook, i) for notebook in sorted({ex.notebook for ex in EXERCISES.values()}) for i in (0, 1)]
+NOTEBOOK_STYLES = [(notebook, i) for notebook in NOTEBOOKS for i in (0, 1)]
 
 
 @pytest.mark.parametrize("notebook,index", NOTEBOOK_STYLES, ids=[f"{n}-style{i}" for n, i in NOTEBOOK_STYLES])

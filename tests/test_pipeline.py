@@ -209,13 +209,13 @@ def _check_single_bug(course, samples, a, student, name, phrase):
 @pytest.mark.parametrize("a", ASSIGNMENTS)
 def test_a_known_bug_loses_exactly_its_exercise_and_feedback_names_it(course, samples, a):
     name, _, (old, new) = ONE_BUG[a]
-    mistake = {"pad_batch": "pad_batch_mask_inverted", "scaled_scores": "scaled_scores_no_sqrt",
-               "softmax": "softmax_times_temperature", "masked_attention": "attention_no_sqrt",
-               "rnn_encode": "rnn_mistakes:rnn_encode_context_after_padding",
-               "encoder_block": "transformer_mistakes:encoder_block_no_attn_residual",
-               "decoder_block": "transformer_mistakes:decoder_block_no_causal_mask",
-               "encdec_decoder_block": "transformer_mistakes:encdec_no_causal_self",
-               "decoder_block_step": "kv_cache_mistakes:decoder_block_step_ignores_cache"}[name]
+    mistake = {"pad_batch": "tokens:pad_batch_mask_inverted", "scaled_scores": "dot_products:scaled_scores_no_sqrt",
+               "softmax": "softmax:softmax_times_temperature", "masked_attention": "masks_attention:attention_no_sqrt",
+               "rnn_encode": "rnn:rnn_encode_context_after_padding",
+               "encoder_block": "encoder:encoder_block_no_attn_residual",
+               "decoder_block": "decoder:decoder_block_no_causal_mask",
+               "encdec_decoder_block": "encoder_decoder:encdec_no_causal_self",
+               "decoder_block_step": "kv_cache:decoder_block_step_ignores_cache"}[name]
     phrase = dict(EXERCISES[name].mistakes)[mistake]
     _check_single_bug(course, samples, a, "sample-bug1", name, phrase)
 

@@ -160,7 +160,7 @@ def test_greedy_stops_at_max_len_when_eos_never_comes_and_pads_after_eos():
     p["b_out"][EOS] = 80.0
     tokens, lp = rnn.greedy_decode(contexts(3, 5), p, BOS, EOS, max_len=9)
     assert tokens.tolist() == [[EOS]] * 3 and torch.allclose(lp, torch.zeros(3, dtype=torch.float64))
-    from grader.exercises_05_rnn import _greedy_edge
+    from grader.cases.rnn import _greedy_edge
     case = next(c for c in _greedy_edge() if "different steps" in c.what)
     tokens, lp = rnn.greedy_decode(*case.args, **case.kwargs)
     ends = [row.index(EOS) if EOS in row else None for row in tokens.tolist()]
@@ -200,7 +200,7 @@ def test_a_vocabulary_wide_beam_finds_the_exhaustive_optimum(seed, length_norm):
 
 def test_a_wider_beam_can_beat_greedy():
     """The edge case shipped with the grader: width 5 finds a more probable sentence than greedy."""
-    from grader.exercises_05_rnn import _beam_edge
+    from grader.cases.rnn import _beam_edge
     case = next(c for c in _beam_edge() if "better sequence than greedy" in c.what)
     c, p = case.args[0], case.args[1]
     greedy, _ = rnn.beam_search(c, p, BOS, EOS, beam_width=1, max_len=6)
@@ -320,7 +320,7 @@ def test_vocabularies_follow_notebook_01_and_ids_round_trip():
 
 # ---------------------------------------------------------------- the grader
 def mistakes_as_learner():
-    return samples.mistakes_as_learner("rnn_mistakes")
+    return samples.mistakes_as_learner("rnn")
 
 
 def test_notebook_05_registers_its_seven_exercises():
@@ -344,7 +344,7 @@ def test_the_one_bug_sample_of_notebook_05_is_a_known_mistake():
 
 
 def test_properties_report_a_padding_leak_and_a_beam_that_is_not_greedy():
-    from grader.exercises_05_rnn import _beam_width_one_is_greedy, _padded_context_equals_unpadded, \
+    from grader.cases.rnn import _beam_width_one_is_greedy, _padded_context_equals_unpadded, \
         _wide_beam_is_exhaustive
     ns = mistakes_as_learner()
     assert "the padding changed it" in _padded_context_equals_unpadded(ns["rnn_encode_context_after_padding"])

@@ -16,13 +16,13 @@ import torch
 import torch.nn.functional as F
 
 import grader
-import solutions.transformer_mistakes
-from coursekit.notebooks import GIVEN, solution_source
+import solutions.mistakes.encoder
+from coursekit.notebooks import solution_source
 from coursekit import samples
 from coursekit.samples import LEARNER_PRELUDE
 from grader import EXERCISES, CheckFailed, check
-from grader import exercises_06_08 as ex68
-from grader.exercises import visible_cases
+from grader import course
+from grader.cases import decoder, encoder, encoder_decoder, visible_cases
 
 NOTEBOOKS = ("06_encoder", "07_decoder", "08_encoder_decoder")
 NAMES = [name for name, ex in EXERCISES.items() if ex.notebook in NOTEBOOKS]
@@ -33,7 +33,7 @@ def learner_namespace(notebook, overrides=None):
     source unless ``overrides`` has another for that exercise)."""
     ns = {"__name__": "__main__"}
     exec(LEARNER_PRELUDE, ns)
-    exec(GIVEN[notebook], ns)
+    exec(course.NOTEBOOKS[notebook].setup, ns)
     overrides = overrides or {}
     for name in (n for n in NAMES if EXERCISES[n].notebook == notebook):
         src = overrides.get(name) or solution_source(name)
@@ -47,7 +47,11 @@ def reference_as_learner(name):
 
 
 def mistakes_as_learner():
-    return samples.mistakes_as_learner("transformer_mistakes")
+    """The known mistakes of notebooks 06-08 (solutions/mistakes/<topic>.py), compiled as learner code."""
+    ns = {}
+    for topic in ("encoder", "decoder", "encoder_decoder"):
+        ns.update(samples.mistakes_as_learner(topic))
+    return ns
 
 
 def failure(name, fn, part):
@@ -104,7 +108,7 @@ def test_every_exercise_with_invalid_inputs_has_its_sizes_listed():
 @pytest.mark.parametrize("name,i,case", BAD, ids=[f"{n}-{c.what[:40]}" for n, _, c in BAD])
 def test_invalid_inputs_raise_value_error_naming_the_sizes(name, i, case):
     assert case.raises == "ValueError"
-    for fn in (grader.resolve(EXERCISES[name].ref, ""), reference_as_learner(name)):
+    for fn in (grader.resolve(EXERCISES[name].ref), reference_as_learner(name)):
         with pytest.raises(ValueError) as info:
             fn(*case.args, **case.kwargs)
         for size in SIZES[name][i]:
@@ -115,7 +119,7 @@ def test_invalid_inputs_raise_value_error_naming_the_sizes(name, i, case):
 @pytest.mark.parametrize("name", NAMES)
 def test_a_stub_fails_every_part_saying_it_is_not_implemented(name):
     """The released stub keeps the signature and raises NotImplementedError(); no part crashes or passes."""
-    ref = grader.resolve(EXERCISES[name].ref, "")
+    ref = grader.resolve(EXERCISES[name].ref)
     stub = f"def {name}{inspect.signature(ref)}:\n    raise NotImplementedError()\n"
     fn = learner_namespace(EXERCISES[name].notebook, {name: stub})[name]
     for part in grader.PARTS:
@@ -177,7 +181,7 @@ def test_correct_implementations_in_other_styles_pass(name):
 
 def test_encoder_block_of_notebook_06_runs_on_the_learners_own_split_heads():
     """A wrong split_heads in notebook 06 makes the learner's encoder_block fail too (it is their own)."""
-    wrong = inspect.getsource(solutions.transformer_mistakes.split_heads_no_transpose).replace(
+    wrong = inspect.getsource(solutions.mistakes.encoder.split_heads_no_transpose).replace(
         "split_heads_no_transpose", "split_heads")
     ns = learner_namespace("06_encoder", {"split_heads": wrong})
     msg = failure("encoder_block", ns["encoder_block"], "basic")
@@ -190,33 +194,33 @@ def test_encoder_block_of_notebook_06_runs_on_the_learners_own_split_heads():
 # ---------------------------------------------------------------- properties
 def test_future_leaks_are_reported_with_the_leaking_pair():
     ns = mistakes_as_learner()
-    for prop, mistake in ((ex68._decoder_no_future_leak, "decoder_block_no_causal_mask"),
-                          (ex68._decoder_no_future_leak, "decoder_block_causal_transposed"),
-                          (ex68._encdec_no_future_leak, "encdec_no_causal_self")):
+    for prop, mistake in ((decoder._decoder_no_future_leak, "decoder_block_no_causal_mask"),
+                          (decoder._decoder_no_future_leak, "decoder_block_causal_transposed"),
+                          (encoder_decoder._encdec_no_future_leak, "encdec_no_causal_self")):
         msg = prop(ns[mistake])
         assert msg and "the future leaks" in msg and "position i=" in msg and "j=" in msg, (mistake, msg)
     ignores_mask = learner_namespace("07_decoder", {"rope_attention": solution_source("rope_attention").replace(
         "out, weights = masked_attention(q, k, v, mask)", "out, weights = masked_attention(q, k, v)")})
-    msg = ex68._rope_attention_no_future_leak(ignores_mask["rope_attention"])
+    msg = decoder._rope_attention_no_future_leak(ignores_mask["rope_attention"])
     assert msg and "position i=" in msg
-    assert ex68._decoder_no_future_leak(reference_as_learner("decoder_block")) is None
-    assert ex68._encdec_no_future_leak(reference_as_learner("encdec_decoder_block")) is None
-    assert ex68._rope_attention_no_future_leak(reference_as_learner("rope_attention")) is None
+    assert decoder._decoder_no_future_leak(reference_as_learner("decoder_block")) is None
+    assert encoder_decoder._encdec_no_future_leak(reference_as_learner("encdec_decoder_block")) is None
+    assert decoder._rope_attention_no_future_leak(reference_as_learner("rope_attention")) is None
 
 
 def test_padding_and_weight_properties_explain_what_went_wrong():
     ns = mistakes_as_learner()
-    assert "padding leaks" in ex68._encoder_padding_is_invisible(ns["encoder_block_padding_ignored"])
-    assert "which is padding" in ex68._cross_weights_sum_to_one(ns["cross_attention_padding_ignored"])
-    assert "the mask blocks" in ex68._mha_weights_sum_to_one(ns["mha_mask_ignored"])
-    assert "head h=" in ex68._split_heads_keeps_columns(ns["split_heads_no_transpose"])
-    assert "is not x" in ex68._split_then_merge_is_identity(ns["merge_heads_no_transpose"])
-    for prop, name in ((ex68._encoder_padding_is_invisible, "encoder_block"),
-                       (ex68._cross_weights_sum_to_one, "cross_attention"),
-                       (ex68._mha_weights_sum_to_one, "multi_head_attention"),
-                       (ex68._split_heads_keeps_columns, "split_heads"),
-                       (ex68._split_then_merge_is_identity, "merge_heads"),
-                       (ex68._rope_relative_offset, "rope")):
+    assert "padding leaks" in encoder._encoder_padding_is_invisible(ns["encoder_block_padding_ignored"])
+    assert "which is padding" in encoder_decoder._cross_weights_sum_to_one(ns["cross_attention_padding_ignored"])
+    assert "the mask blocks" in encoder._mha_weights_sum_to_one(ns["mha_mask_ignored"])
+    assert "head h=" in encoder._split_heads_keeps_columns(ns["split_heads_no_transpose"])
+    assert "is not x" in encoder._split_then_merge_is_identity(ns["merge_heads_no_transpose"])
+    for prop, name in ((encoder._encoder_padding_is_invisible, "encoder_block"),
+                       (encoder_decoder._cross_weights_sum_to_one, "cross_attention"),
+                       (encoder._mha_weights_sum_to_one, "multi_head_attention"),
+                       (encoder._split_heads_keeps_columns, "split_heads"),
+                       (encoder._split_then_merge_is_identity, "merge_heads"),
+                       (decoder._rope_relative_offset, "rope")):
         assert prop(reference_as_learner(name)) is None, name
 
 
@@ -230,5 +234,5 @@ def test_rope_that_does_not_depend_on_the_offset_only_is_caught():
                 positions = torch.arange(x.shape[-2], device=x.device)
             return x + 0.1 * positions.to(x.dtype)[:, None]
     '''})["rope"]
-    msg = ex68._rope_relative_offset(fn)
+    msg = decoder._rope_relative_offset(fn)
     assert msg and "offset m - n only" in msg

@@ -5,6 +5,7 @@ fires the same observers a browser does) and reads what the widget shows: its
 PNG bytes, its readouts and its messages.
 """
 import math
+import re
 import subprocess
 import sys
 
@@ -148,7 +149,7 @@ def test_a_wrong_softmax_is_drawn_and_the_known_mistake_named():
 
 
 def test_a_slow_softmax_is_stopped(monkeypatch):
-    monkeypatch.setattr(widgets, "LEARNER_TIME_LIMIT", 0.3)
+    monkeypatch.setattr(widgets.base, "LEARNER_TIME_LIMIT", 0.3)
 
     def forever(x, dim=-1, temperature=1.0):
         while True:
@@ -478,9 +479,9 @@ def stepper(learner, gpt, date_task):
 
 
 def _mistake(name):
-    """A wrong variant from solutions/kv_cache_mistakes.py, compiled as a learner's notebook code."""
+    """A wrong variant from solutions/mistakes/kv_cache.py, compiled as a learner's notebook code."""
     from coursekit.samples import mistakes_as_learner
-    return mistakes_as_learner("kv_cache_mistakes")[name]
+    return mistakes_as_learner("kv_cache")[name]
 
 
 def test_the_stepper_feeds_the_prompt_once_then_one_token_a_step_and_counts_the_work(stepper, gpt, date_task):
@@ -645,3 +646,225 @@ def test_the_stepper_is_one_container_with_exactly_one_plot_image_and_no_pyplot_
     assert "ck-kv-stepper" in stepper.ui._dom_classes and "ck-plot" in stepper.image._dom_classes
     assert "ck-readout" in stepper.readout._dom_classes and stepper.image.value == stepper.png
     assert plt.get_fignums() == before
+
+
+# ====================================================================== the reference sides are PyTorch's built-ins
+# The hand-written references the widgets had before they used torch's softmax and scaled_dot_product_attention,
+# kept verbatim as the oracle that the new reference sides must agree with.
+def _old_reference_softmax(x, temperature):
+    z = x.to(torch.float64) / temperature
+    if z.numel() == 0 or bool((z == -math.inf).all()):
+        return torch.zeros_like(z)
+    return torch.softmax(z, dim=-1)
+
+
+def _old_reference_attention(Q, K, V, mask, scale=True, dim=-1):
+    scores = Q.to(torch.float64) @ K.to(torch.float64).T
+    if scale:
+        scores = scores / math.sqrt(Q.shape[-1])
+    scores = scores.masked_fill(~mask, -math.inf)
+    dead = (~mask).all(dim=dim, keepdim=True)
+    weights = torch.softmax(scores.masked_fill(dead, 0.0), dim=dim).masked_fill(dead, 0.0)
+    return weights @ V.to(torch.float64), weights
+
+
+EXTRA_LOGITS = [[-math.inf, -math.inf], [-math.inf], [0.0], [-math.inf, 5.0, -math.inf], [-1e4, 1e4, 0.0],
+                [float(v) for v in range(-6, 6)]]
+
+
+@pytest.mark.parametrize("tau", [1e-6, widgets.temperature.TAU_MIN, 0.1, 0.5, 1.0, 3.0, widgets.temperature.TAU_MAX,
+                                 1e6])
+def test_the_reference_softmax_agrees_with_the_hand_written_one(tau):
+    """torch.softmax(x / τ) with the all -inf rule gives what the old hand-written softmax gave: on every preset,
+    blocked entries, rows with nothing allowed, huge logits, and the extreme temperatures."""
+    from coursekit.widgets.reference import reference_probabilities
+    for values in [v for _, v in widgets.PRESETS.values()] + EXTRA_LOGITS:
+        x = torch.tensor(values, dtype=torch.float32)
+        new, old = reference_probabilities(x, tau), _old_reference_softmax(x, tau)
+        assert new.dtype == torch.float64 and not bool(new.isnan().any())
+        assert torch.allclose(new, old, rtol=0, atol=1e-12), (values, new, old)
+    blocked_rows = torch.tensor([[1.0, 2.0], [-math.inf, -math.inf]])  # a batch: only the dead row becomes zeros
+    assert reference_probabilities(blocked_rows, tau)[1].tolist() == [0.0, 0.0]
+    assert torch.allclose(reference_probabilities(blocked_rows, tau)[0], _old_reference_softmax(blocked_rows[0], tau))
+
+
+def _widget_inputs():
+    """(Q, K, V, mask) exactly as the mask explorer passes them to the learner, for every kind and padding."""
+    seen = []
+
+    def spy(Q, K, V, mask=None):
+        seen.append((Q, K, V, mask))
+        raise NotImplementedError()
+
+    w = widgets.mask_explorer(spy, sentence="the cat sat on the mat", source="le chat est", kind="causal")
+    for kind in widgets.KINDS:
+        for padding in (0, 2):
+            w.padding.value = padding
+            w.kind.value = kind
+    return seen
+
+
+def test_the_reference_attention_agrees_with_the_hand_written_one():
+    """scaled_dot_product_attention (out) and torch.softmax of the masked scaled scores (weights) give what the old
+    hand-written attention gave on the widget's inputs, with fully masked rows giving zeros, never NaN; the known
+    mistakes the widget names (no √d_k, softmax over the queries, zeroing after the softmax) agree too."""
+    from coursekit.widgets.reference import attention_weights, reference_masked_attention
+    inputs = _widget_inputs()
+    assert len({tuple(m.shape) for *_, m in inputs}) > 3  # every kind, with and without padding
+    for Q, K, V, mask in inputs:
+        dead = mask.clone()
+        dead[0] = False   # a query that may attend to nothing
+        dead[-1] = False
+        for m in (mask, dead, torch.zeros_like(mask)):
+            out, weights = reference_masked_attention(Q, K, V, m)
+            old_out, old_weights = _old_reference_attention(Q, K, V, m)
+            assert not bool(out.isnan().any()) and not bool(weights.isnan().any())
+            assert torch.allclose(weights, old_weights, rtol=0, atol=1e-12)
+            assert torch.allclose(out, old_out, rtol=0, atol=1e-12)
+            assert out[~m.any(-1)].abs().sum() == 0 and weights[~m.any(-1)].abs().sum() == 0
+            assert torch.allclose(attention_weights(Q, K, m, scale=False), _old_reference_attention(
+                Q, K, V, m, scale=False)[1], rtol=0, atol=1e-12)
+            assert torch.allclose(attention_weights(Q, K, m, dim=-2), _old_reference_attention(Q, K, V, m, dim=-2)[1],
+                                  rtol=0, atol=1e-12)
+
+
+def test_the_old_hand_written_references_are_gone():
+    from coursekit.widgets import masks, reference, temperature
+    for module in (widgets, masks, reference, temperature):
+        assert not hasattr(module, "reference_softmax") and not hasattr(module, "reference_attention")
+
+
+def test_the_widgets_need_no_part_of_the_grader():
+    """The widgets call the learner through their own guarded call: they work with the grader unimportable."""
+    code = (
+        "import sys; sys.modules['grader'] = None\n"
+        "import torch\n"
+        "from coursekit import widgets\n"
+        "def forever(x, dim=-1, temperature=1.0):\n"
+        "    while True: pass\n"
+        "widgets.base.LEARNER_TIME_LIMIT = 0.3\n"
+        "t = widgets.temperature_explorer(forever)\n"
+        "assert 'did not finish within 0.3 s' in t.learner_message, t.learner_message\n"
+        "assert not [k for k in sys.modules if k.startswith('grader.')]\n"
+        "print('ok')\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
+
+
+# ====================================================================== compute + readout, without a figure
+@pytest.fixture
+def no_figures(monkeypatch):
+    """Any matplotlib Figure made during the test fails it: compute and readout must not draw."""
+    from matplotlib.figure import Figure
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a figure was made")
+    monkeypatch.setattr(Figure, "__init__", refuse)
+
+
+def test_temperature_compute_and_readout(learner, no_figures):
+    from coursekit.widgets import temperature as T
+    words, values = T.PRESETS["next word (notebook 03, §5)"]
+    rec = T.compute(learner["softmax"], values, words, 0.5)
+    page = T.readout(rec)
+    assert rec.learner_message == "" and rec.readouts["max_abs_diff"] < 1e-6
+    assert "<b>τ = 0.5</b>" in page and "Your softmax matches the reference" in page
+    assert f"log 5 = {math.log(5):.3f} (uniform)" in page and "1/5 = 0.200 (uniform) … 1 (argmax)" in page
+    assert f"<b>{rec.readouts['entropy']:.3f}</b>" in page  # the learner's entropy, equal to the reference's
+
+    rec = T.compute(stub, [-math.inf, -math.inf], ["a", "b"], 1.0)
+    page = T.readout(rec)
+    assert rec.learner is None and "not implemented yet" in rec.learner_message
+    assert "<b>—</b>" in page and "matches" not in page and "no allowed entry: all zeros" in page
+
+    _, _, (old, new) = ONE_BUG["03_softmax"]
+    wrong = as_learner({"softmax": edited_source("softmax", old, new)})["softmax"]
+    rec = T.compute(wrong, values, words, 2.0)
+    assert "multiply by τ" in rec.learner_message and "matches" not in T.readout(rec)
+    assert "Your function:</b> Your bars differ" in widgets.base.notice_html("", rec.learner_message)
+
+
+@pytest.mark.parametrize("parse, typed, says", [
+    ("parse_temperature", "0", "τ = 0 is not allowed"), ("parse_temperature", "-1", "must be positive"),
+    ("parse_temperature", "100", "outside what this explorer draws"), ("parse_logits", "", "Type between 1 and 12"),
+    ("parse_logits", "1, inf", "cannot be a logit"), ("parse_logits", "1, x", "'x' is not a number")])
+def test_temperature_bad_input_says_what_is_allowed(parse, typed, says):
+    from coursekit.widgets import temperature as T
+    with pytest.raises(widgets.BadInput, match=re.escape(says)) as bad:
+        getattr(T, parse)(typed)
+    notice = widgets.base.notice_html(str(bad.value), "")
+    assert "Input not used:</b>" in notice and says.replace("'", "&#x27;") in notice
+
+
+def test_mask_compute_and_readout(learner, no_figures):
+    from coursekit.widgets import masks as M
+    W_ = M.make_projections(8, 0)
+    rec = M.compute(learner["masked_attention"], W_, "causal", "a b c d", "x y z", 1, 3)
+    page = M.readout(rec)
+    assert rec.learner_message == "" and rec.readouts["blocked_pairs"] == 10
+    assert "<b>blocked pairs: 10 of 25</b>" in page and "query i = 3 (d) may attend to 4 of 5 keys." in page
+    assert "the causal rule already keeps every real query off the 1 pad keys" in page
+    assert "Your masked_attention matches the reference" in page
+    assert f"weights, reference: a {rec.reference[3, 0]:.2f}, b" in page
+
+    rec = M.compute(stub, W_, "cross", "a b", "x y z", 2, 0)
+    page = M.readout(rec)
+    assert rec.learner is None and "not implemented yet" in rec.learner_message
+    assert "weights, yours: <b>—</b>" in page and "Padding goes on the source here" in page
+    assert "<b>blocked pairs: 4 of 10</b>" in page and "matches" not in page
+    assert rec.reference_out.shape == (2, 8) and rec.reference[:, 3:].abs().sum() == 0
+
+
+@pytest.mark.parametrize("kind, sentence, source, padding, says", [
+    ("causal", "  ", "x", 0, "The sentence is empty"),
+    ("cross", "a b", "", 0, "The source is empty"),
+    ("prefix", "a b c d e f g h i j", "x y z", 0, "at most 12 positions per axis, and this gives 13"),
+    ("padding", "a b c d e f g h i j", "", 3, "10 words + 3 pads")])
+def test_mask_bad_input_says_what_is_allowed(kind, sentence, source, padding, says):
+    from coursekit.widgets import masks as M
+    with pytest.raises(widgets.BadInput, match=re.escape(says)):
+        M.compute(stub, M.make_projections(8, 0), kind, sentence, source, padding, 0)
+
+
+def test_cross_attention_compute_and_readout(date_task, no_figures):
+    from coursekit.widgets import cross_attention as C
+    model = _translator(date_task)
+    rec = C.compute(model, date_task, "the 1st of february 2014", 1, -1)
+    page = C.readout(rec)
+    assert rec.problem == "" and rec.weights.shape == (rec.readouts["T_y"], 9)
+    assert f"<b>translation:</b> {rec.translation} &nbsp; (T_x = 9, T_y = {rec.readouts['T_y']})" in page
+    assert f"{rec.written[0]}→{rec.readouts['strongest'][0]}" in page
+    with pytest.raises(widgets.BadInput, match="never seen 'zebra'"):
+        C.compute(model, date_task, "the zebra of may", 1, -1)
+    with pytest.raises(widgets.BadInput, match="type a date"):
+        C.compute(model, date_task, "", 1, -1)
+    rec = C.compute(_translator(date_task, decoder_block=stub), date_task, "07/27/2013", 1, -1)
+    assert "not implemented yet" in rec.problem and rec.weights is None
+
+
+def test_kv_cache_compute_and_readout(learner, gpt, date_task, no_figures):
+    from coursekit.widgets import kv_cache as K
+    from coursekit.widgets.kv_cache_view import learner_words, readout
+    setup = K.Setup.of(learner["decoder_block_step"], gpt, date_task)
+    gen = K.start(setup, PROMPT)
+    readouts, page = readout(setup, gen, 0)
+    assert (readouts["step"], readouts["T"], readouts["agrees"]) == (0, 11, True) and learner_words(setup, gen) == ""
+    assert "<b>step 0</b> (the prompt, fed at once)" in page and "tokens fed this step: 11" in page
+    assert "Your cached step agrees with recomputation" in page
+    later = K.advance(setup, gen, 2)
+    readouts, page = readout(setup, later, 1)
+    assert gen.T == 11 and later.T == 13  # stepping makes a new record; the old one is unchanged
+    assert "<b>step 2</b> (the newest token)" in page and "cache: T = 13 positions" in page
+    assert "layer 1's K is (1, 2, 13, 16)" in page and readouts["dots_cached_total"] == 66 + 12 + 13
+
+    with pytest.raises(widgets.BadInput, match="the prompt is empty"):
+        K.start(setup, "")
+    with pytest.raises(widgets.BadInput, match="never seen 'zebra'"):
+        K.start(setup, "the zebra of may =")
+
+    setup = K.Setup.of(stub, gpt, date_task)
+    gen = K.start(setup, "07/27/2013")
+    readouts, page = readout(setup, gen, 0)
+    assert "not implemented yet" in learner_words(setup, gen) and "ready-made decoder_block_step" in gen.problem
+    assert "Your decoder_block_step is not used" in page and not readouts["yours"]
+    assert "The prompt does not end with '='" in page

@@ -7,23 +7,24 @@ import math
 
 import torch
 
-from .exercises import F64, Case, Exercise, _dn, _dtype, _gen, _int, _nested, _randn, logit_sum_scale, register
+from .. import _safe
+from ..compare import same
+from .common import (Case, Exercise, F64, dn, gen, learner_call, logit_sum_scale, nested, pick_dtype, pick_int, randn,
+                     register, tensor_in)
 
 BOS, EOS = 1, 2
-NB = "05_rnn"
-M = "rnn_mistakes:"  # the known mistakes live in solutions/rnn_mistakes.py
 
 
 def _params(g, V_src, V, D, H, dtype=F64, eos_bias=0.0, out_scale=2.0):
     """Encoder-decoder weights of the reference's layout; larger ``out_scale`` gives peakier softmaxes."""
     def w(rows, cols, scale=1.0):
-        return _randn(g, rows, cols, dtype=dtype, scale=scale / math.sqrt(cols))
+        return randn(g, rows, cols, dtype=dtype, scale=scale / math.sqrt(cols))
 
-    p = {"E_src": _randn(g, V_src, D, dtype=dtype), "W_x_enc": w(H, D), "W_h_enc": w(H, H, 1.5),
-         "b_enc": _randn(g, H, dtype=dtype, scale=0.3),
-         "E_tgt": _randn(g, V, D, dtype=dtype), "W_x_dec": w(H, D), "W_h_dec": w(H, H, 1.5),
-         "b_dec": _randn(g, H, dtype=dtype, scale=0.3),
-         "W_out": w(V, H, out_scale), "b_out": _randn(g, V, dtype=dtype, scale=0.5)}
+    p = {"E_src": randn(g, V_src, D, dtype=dtype), "W_x_enc": w(H, D), "W_h_enc": w(H, H, 1.5),
+         "b_enc": randn(g, H, dtype=dtype, scale=0.3),
+         "E_tgt": randn(g, V, D, dtype=dtype), "W_x_dec": w(H, D), "W_h_dec": w(H, H, 1.5),
+         "b_dec": randn(g, H, dtype=dtype, scale=0.3),
+         "W_out": w(V, H, out_scale), "b_out": randn(g, V, dtype=dtype, scale=0.5)}
     p["b_out"][EOS] += eos_bias
     return p
 
@@ -34,7 +35,7 @@ def _dec(p):
 
 
 def _context(g, *shape, dtype=F64):
-    return torch.tanh(_randn(g, *shape, dtype=dtype, scale=1.5))
+    return torch.tanh(randn(g, *shape, dtype=dtype, scale=1.5))
 
 
 def _padded_ids(g, B, T, V, lengths, pad_value=0):
@@ -45,19 +46,19 @@ def _padded_ids(g, B, T, V, lengths, pad_value=0):
 
 # ---------------------------------------------------------------- rnn_cell
 def _cell_args(g, B, D, H, dtype=F64, scale=1.0):
-    return (_randn(g, B, D, dtype=dtype, scale=scale), _context(g, B, H, dtype=dtype),
-            _randn(g, H, D, dtype=dtype, scale=1 / math.sqrt(D)), _randn(g, H, H, dtype=dtype, scale=1 / math.sqrt(H)),
-            _randn(g, H, dtype=dtype, scale=0.3))
+    return (randn(g, B, D, dtype=dtype, scale=scale), _context(g, B, H, dtype=dtype),
+            randn(g, H, D, dtype=dtype, scale=1 / math.sqrt(D)), randn(g, H, H, dtype=dtype, scale=1 / math.sqrt(H)),
+            randn(g, H, dtype=dtype, scale=0.3))
 
 
 def _cell_case(g, big):
-    dtype = _dtype(g)
-    B, D, H = _int(g, 1, 5 if big else 4), _int(g, 1, 8 if big else 6), _int(g, 1, 8 if big else 6)
-    return Case(f"B={B}, D={D}, H={H}, {_dn(dtype)}", _cell_args(g, B, D, H, dtype))
+    dtype = pick_dtype(g)
+    B, D, H = pick_int(g, 1, 5 if big else 4), pick_int(g, 1, 8 if big else 6), pick_int(g, 1, 8 if big else 6)
+    return Case(f"B={B}, D={D}, H={H}, {dn(dtype)}", _cell_args(g, B, D, H, dtype))
 
 
 def _cell_edge():
-    g = _gen(51)
+    g = gen(51)
     x, h, W_x, W_h, b = _cell_args(g, 2, 3, 4)
     return [
         Case("the first step: h_prev = h_0 = 0", (x, torch.zeros_like(h), W_x, W_h, b)),
@@ -77,16 +78,16 @@ def _encode_args(g, B, T, lengths, V_src=7, D=3, H=4, dtype=F64, pad_value=0):
 
 
 def _encode_case(g, big):
-    dtype = _dtype(g)
-    B, T = _int(g, 1, 5 if big else 4), _int(g, 1, 10 if big else 7)
-    lengths = [_int(g, 0 if big else 1, T) for _ in range(B)]
-    V_src, D, H = _int(g, 4, 12), _int(g, 1, 6), _int(g, 1, 8)
-    return Case(f"B={B}, T_x={T}, source lengths {lengths}, V_src={V_src}, D={D}, H={H}, {_dn(dtype)}",
+    dtype = pick_dtype(g)
+    B, T = pick_int(g, 1, 5 if big else 4), pick_int(g, 1, 10 if big else 7)
+    lengths = [pick_int(g, 0 if big else 1, T) for _ in range(B)]
+    V_src, D, H = pick_int(g, 4, 12), pick_int(g, 1, 6), pick_int(g, 1, 8)
+    return Case(f"B={B}, T_x={T}, source lengths {lengths}, V_src={V_src}, D={D}, H={H}, {dn(dtype)}",
                 _encode_args(g, B, T, lengths, V_src, D, H, dtype))
 
 
 def _encode_edge():
-    g = _gen(52)
+    g = gen(52)
     full = _encode_args(g, 2, 5, [5, 5])
     return [
         Case("empty source (T_x = 0): the context is the initial state h_0 = 0", _encode_args(g, 2, 0, [0, 0])),
@@ -103,19 +104,15 @@ def _encode_edge():
 
 def _padded_context_equals_unpadded(fn):
     """The context of a padded batch equals each sentence run alone, unpadded."""
-    from . import _safe
-    from .compare import same
-    g = _gen(53)
+    g = gen(53)
     lengths = [6, 3, 1, 0]
     args = _encode_args(g, 4, 6, lengths, V_src=8, D=3, H=5)
     ids, mask, rest = args[0], args[1], args[2:]
-    out = _safe.call(fn, args)
-    if out.error is not None or out.timed_out or not (isinstance(out.value, tuple) and len(out.value) == 2):
+    out = learner_call(fn, args)
+    states = None if out is None else tensor_in(out.value, 0, shape=(4, 6, 5))
+    context = None if out is None else tensor_in(out.value, 1, shape=(4, 5))
+    if states is None or context is None:
         return None  # reported by the case checks
-    states, context = out.value
-    if type(context) is not _safe.Tensor or tuple(context.shape) != (4, 5) or type(states) is not _safe.Tensor \
-            or tuple(states.shape) != (4, 6, 5):
-        return None
     for b, n in enumerate(lengths):
         alone = _safe.call(fn, (ids[b:b + 1, :n], mask[b:b + 1, :n]) + rest)
         if alone.error is not None or alone.timed_out or not (isinstance(alone.value, tuple) and len(alone.value) == 2):
@@ -132,15 +129,15 @@ def _padded_context_equals_unpadded(fn):
 
 # ---------------------------------------------------------------- decoder_step
 def _step_case(g, big):
-    dtype = _dtype(g)
-    B, V, D, H = _int(g, 1, 5 if big else 4), _int(g, 3, 10), _int(g, 1, 6), _int(g, 1, 8)
+    dtype = pick_dtype(g)
+    B, V, D, H = pick_int(g, 1, 5 if big else 4), pick_int(g, 3, 10), pick_int(g, 1, 6), pick_int(g, 1, 8)
     p = _dec(_params(g, 4, V, D, H, dtype))
     prev = torch.randint(0, V, (B,), generator=g)
-    return Case(f"B={B}, V={V}, D={D}, H={H}, {_dn(dtype)}", (prev, _context(g, B, H, dtype=dtype), p))
+    return Case(f"B={B}, V={V}, D={D}, H={H}, {dn(dtype)}", (prev, _context(g, B, H, dtype=dtype), p))
 
 
 def _step_edge():
-    g = _gen(54)
+    g = gen(54)
     p = _dec(_params(g, 4, 6, 3, 4))
     return [
         Case("the first step: <bos> and h = c", (torch.full((3,), BOS), _context(g, 3, 4), p)),
@@ -159,17 +156,17 @@ def _tgt_in(g, B, T, V, lengths):
 
 
 def _tf_case(g, big):
-    dtype = _dtype(g)
-    B, T, V, D, H = _int(g, 1, 5 if big else 4), _int(g, 1, 8 if big else 6), _int(g, 4, 10), _int(g, 1, 5), \
-        _int(g, 1, 7)
-    lengths = [_int(g, 1, T) for _ in range(B)]
+    dtype = pick_dtype(g)
+    B, T, V, D, H = pick_int(g, 1, 5 if big else 4), pick_int(g, 1, 8 if big else 6), pick_int(g, 4, 10), \
+        pick_int(g, 1, 5), pick_int(g, 1, 7)
+    lengths = [pick_int(g, 1, T) for _ in range(B)]
     p = _dec(_params(g, 4, V, D, H, dtype))
-    return Case(f"B={B}, T_y={T}, target lengths {lengths}, V={V}, D={D}, H={H}, {_dn(dtype)}",
+    return Case(f"B={B}, T_y={T}, target lengths {lengths}, V={V}, D={D}, H={H}, {dn(dtype)}",
                 (_context(g, B, H, dtype=dtype), _tgt_in(g, B, T, V, lengths), p))
 
 
 def _tf_edge():
-    g = _gen(55)
+    g = gen(55)
     p = _dec(_params(g, 4, 7, 3, 5, out_scale=4.0))
     return [
         Case("T_y = 1: only <bos> is read", (_context(g, 2, 5), torch.full((2, 1), BOS), p)),
@@ -184,25 +181,25 @@ def _tf_edge():
 
 # ---------------------------------------------------------------- seq2seq_loss
 def _loss_case(g, big):
-    dtype = _dtype(g)
-    B, T, V = _int(g, 1, 5 if big else 4), _int(g, 1, 8 if big else 6), _int(g, 3, 12)
-    logits = _randn(g, B, T, V, dtype=dtype, scale=2.0)
+    dtype = pick_dtype(g)
+    B, T, V = pick_int(g, 1, 5 if big else 4), pick_int(g, 1, 8 if big else 6), pick_int(g, 3, 12)
+    logits = randn(g, B, T, V, dtype=dtype, scale=2.0)
     targets = torch.randint(0, V, (B, T), generator=g)
-    if _int(g, 0, 3) == 0:
-        return Case(f"B={B}, T_y={T}, V={V}, no mask, {_dn(dtype)}", (logits, targets))
-    lengths = [_int(g, 1, T) for _ in range(B)]
+    if pick_int(g, 0, 3) == 0:
+        return Case(f"B={B}, T_y={T}, V={V}, no mask, {dn(dtype)}", (logits, targets))
+    lengths = [pick_int(g, 1, T) for _ in range(B)]
     mask = torch.arange(T)[None, :] < torch.tensor(lengths)[:, None]
-    return Case(f"B={B}, T_y={T}, V={V}, target lengths {lengths}, {_dn(dtype)}",
+    return Case(f"B={B}, T_y={T}, V={V}, target lengths {lengths}, {dn(dtype)}",
                 (logits, targets.masked_fill(~mask, 0), mask))
 
 
 def _loss_edge():
-    g = _gen(56)
-    logits = _randn(g, 3, 5, 6, scale=2.0)
+    g = gen(56)
+    logits = randn(g, 3, 5, 6, scale=2.0)
     targets = torch.randint(0, 6, (3, 5), generator=g)
     mask = torch.arange(5)[None, :] < torch.tensor([5, 2, 0])[:, None]
     return [
-        Case("T_y = 1", (_randn(g, 2, 1, 4), torch.tensor([[1], [3]]), torch.ones(2, 1, dtype=torch.bool))),
+        Case("T_y = 1", (randn(g, 2, 1, 4), torch.tensor([[1], [3]]), torch.ones(2, 1, dtype=torch.bool))),
         Case("uniform logits: each real token costs log V",
              (torch.zeros(2, 3, 5, dtype=F64), torch.tensor([[1, 2, 0], [4, 0, 0]]),
               torch.tensor([[True, True, False], [True, False, False]]))),
@@ -221,19 +218,19 @@ EOS_BIAS = (-0.5, 0.0, 0.5, 1.0)
 
 
 def _greedy_case(g, big):
-    dtype = _dtype(g)
-    B, V, D, H = _int(g, 1, 5 if big else 4), _int(g, 3, 8), _int(g, 1, 5), _int(g, 1, 6)
-    max_len = _int(g, 1, 9 if big else 6)
-    p = _dec(_params(g, 4, V, D, H, dtype, eos_bias=EOS_BIAS[_int(g, 0, 3)]))
-    return Case(f"B={B}, V={V}, D={D}, H={H}, max_len={max_len}, {_dn(dtype)}",
+    dtype = pick_dtype(g)
+    B, V, D, H = pick_int(g, 1, 5 if big else 4), pick_int(g, 3, 8), pick_int(g, 1, 5), pick_int(g, 1, 6)
+    max_len = pick_int(g, 1, 9 if big else 6)
+    p = _dec(_params(g, 4, V, D, H, dtype, eos_bias=EOS_BIAS[pick_int(g, 0, 3)]))
+    return Case(f"B={B}, V={V}, D={D}, H={H}, max_len={max_len}, {dn(dtype)}",
                 (_context(g, B, H, dtype=dtype), p, BOS, EOS), {"max_len": max_len})
 
 
 def _greedy_edge():
-    g = _gen(114)  # a seed whose sentences end after 3, never, 1 and 4 tokens
+    g = gen(114)  # a seed whose sentences end after 3, never, 1 and 4 tokens
     p = _dec(_params(g, 4, 6, 3, 5))
     c = _context(g, 4, 5)
-    g = _gen(57)
+    g = gen(57)
     never = _dec(_params(g, 4, 6, 3, 5, eos_bias=-60.0))
     at_once = _dec(_params(g, 4, 6, 3, 5, eos_bias=60.0))
     return [
@@ -248,21 +245,21 @@ def _greedy_edge():
 
 # ---------------------------------------------------------------- beam_search
 def _beam_case(g, big):
-    dtype = _dtype(g)
-    V, D, H = _int(g, 3, 7), _int(g, 1, 5), _int(g, 1, 6)
-    beam_width, max_len = _int(g, 1, V + 1), _int(g, 1, 6 if big else 5)
-    length_norm = _int(g, 0, 2) == 0
-    p = _dec(_params(g, 4, V, D, H, dtype, eos_bias=EOS_BIAS[_int(g, 0, 3)]))
+    dtype = pick_dtype(g)
+    V, D, H = pick_int(g, 3, 7), pick_int(g, 1, 5), pick_int(g, 1, 6)
+    beam_width, max_len = pick_int(g, 1, V + 1), pick_int(g, 1, 6 if big else 5)
+    length_norm = pick_int(g, 0, 2) == 0
+    p = _dec(_params(g, 4, V, D, H, dtype, eos_bias=EOS_BIAS[pick_int(g, 0, 3)]))
     return Case(f"V={V}, D={D}, H={H}, beam_width={beam_width}, max_len={max_len}, length_norm={length_norm}, "
-                f"{_dn(dtype)}", (_context(g, H, dtype=dtype), p, BOS, EOS),
+                f"{dn(dtype)}", (_context(g, H, dtype=dtype), p, BOS, EOS),
                 {"beam_width": beam_width, "max_len": max_len, "length_norm": length_norm})
 
 
 def _beam_edge():
-    g = _gen(167)  # a seed where a beam of 5 finds a better sequence than greedy
+    g = gen(167)  # a seed where a beam of 5 finds a better sequence than greedy
     p = _dec(_params(g, 4, 5, 3, 4))
     c = _context(g, 4)
-    g = _gen(58)
+    g = gen(58)
     never = _dec(_params(g, 4, 5, 3, 4, eos_bias=-60.0))
     at_once = _dec(_params(g, 4, 5, 3, 4, eos_bias=60.0))
     ln = _length_norm_case()
@@ -289,7 +286,7 @@ def _beam_edge():
 
 def _length_norm_case():
     """A seeded decoder for which length normalisation changes the best hypothesis (found by search once)."""
-    return _context(_gen(1907), 4), _dec(_params(_gen(1907), 4, 5, 3, 4, eos_bias=0.5))
+    return _context(gen(1907), 4), _dec(_params(gen(1907), 4, 5, 3, 4, eos_bias=0.5))
 
 
 # ------------------------------------------------- decoding oracles (plain loops, independent of the reference)
@@ -320,21 +317,21 @@ def _greedy_oracle(p, c, max_len):
 
 
 def _beam_out(fn, c, p, bw, ml, norm=False):
-    from . import _safe
-    out = _safe.call(fn, (c, p, BOS, EOS), {"beam_width": bw, "max_len": ml, "length_norm": norm})
-    if out.error is not None or out.timed_out or not (isinstance(out.value, tuple) and len(out.value) == 2):
+    out = learner_call(fn, (c, p, BOS, EOS), {"beam_width": bw, "max_len": ml, "length_norm": norm})
+    scores = None if out is None else tensor_in(out.value, 1)
+    if scores is None:
         return None
-    seqs, scores = out.value
+    seqs = out.value[0]
     if not (isinstance(seqs, (list, tuple)) and seqs and isinstance(seqs[0], (list, tuple))
-            and all(type(t) is int for t in seqs[0]) and type(scores) is _safe.Tensor and scores.numel() >= 1):
+            and all(type(t) is int for t in seqs[0]) and scores.numel() >= 1):
         return None  # reported by the case checks
-    return list(seqs[0]), _nested(scores)[0]
+    return list(seqs[0]), nested(scores)[0]
 
 
 def _beam_width_one_is_greedy(fn):
     """Beam width 1 equals greedy decoding."""
     for seed in (61, 62, 63):
-        g = _gen(seed)
+        g = gen(seed)
         p, c = _dec(_params(g, 4, 6, 3, 5, eos_bias=0.5)), _context(g, 5)
         got = _beam_out(fn, c, p, 1, 6)
         if got is None:
@@ -350,7 +347,7 @@ def _wide_beam_is_exhaustive(fn):
     """With max_len=2, a beam as wide as the vocabulary finds the best of all sequences."""
     V = 4
     for seed in (71, 72, 73, 74):
-        g = _gen(seed)
+        g = gen(seed)
         p, c = _dec(_params(g, 4, V, 3, 4, eos_bias=0.3, out_scale=3.0)), _context(g, 4)
         candidates = [[EOS]] + [[a, b] for a in range(V) if a != EOS for b in range(V)]
         for norm in (False, True):
@@ -367,69 +364,70 @@ def _wide_beam_is_exhaustive(fn):
 
 
 register(
-    Exercise("rnn_cell", NB, "rnn:rnn_cell", _cell_case, _cell_edge,
-             mistakes=[(M + "rnn_cell_no_tanh", "the tanh is missing: h_t = tanh(W_h h_{t-1} + W_x x_t + b), which "
+    __name__,
+    Exercise("rnn_cell", "rnn:rnn_cell", _cell_case, _cell_edge,
+             mistakes=[("rnn:rnn_cell_no_tanh", "the tanh is missing: h_t = tanh(W_h h_{t-1} + W_x x_t + b), which "
                                                 "keeps every entry of the state in (-1, 1)"),
-                       (M + "rnn_cell_ignores_h_prev", "the previous state h_{t-1} was ignored: without W_h h_{t-1} "
+                       ("rnn:rnn_cell_ignores_h_prev", "the previous state h_{t-1} was ignored: without W_h h_{t-1} "
                                                        "there is no memory, each step sees only its own token"),
-                       (M + "rnn_cell_weights_transposed", "the weights were applied transposed: W_x is (H, D), so a "
+                       ("rnn:rnn_cell_weights_transposed", "the weights were applied transposed: W_x is (H, D), so a "
                                                            "batch of rows x_t (B, D) becomes x_t @ W_x.T (B, H)")]),
-    Exercise("rnn_encode", NB, "rnn:rnn_encode", _encode_case, _encode_edge,
+    Exercise("rnn_encode", "rnn:rnn_encode", _encode_case, _encode_edge,
              properties=[("edge", _padded_context_equals_unpadded), ("hidden", _padded_context_equals_unpadded)],
-             mistakes=[(M + "rnn_encode_context_after_padding",
+             mistakes=[("rnn:rnn_encode_context_after_padding",
                         "the context was taken after the padding: the cell kept running over the <pad> tokens. A "
                         "padding position must leave the state unchanged, so that c = h_{T_x}, the state after the "
                         "last real token"),
-                       (M + "rnn_encode_context_last_column",
+                       ("rnn:rnn_encode_context_last_column",
                         "the context was taken from the last column of the states, which is a padding position for "
                         "every shorter sentence; c = h_{T_x} is the state after each sentence's last real token"),
-                       (M + "rnn_encode_padding_states_kept",
+                       ("rnn:rnn_encode_padding_states_kept",
                         "the states at padding positions repeat the last real state; they must be 0 (only the "
                         "context carries the last real state)")]),
-    Exercise("decoder_step", NB, "rnn:decoder_step", _step_case, _step_edge,
-             mistakes=[(M + "decoder_step_logits_from_old_state",
+    Exercise("decoder_step", "rnn:decoder_step", _step_case, _step_edge,
+             mistakes=[("rnn:decoder_step_logits_from_old_state",
                         "the logits were computed from the previous state h_{t-1}; update the state first, then "
                         "score the next token from the new h_t"),
-                       (M + "decoder_step_probabilities",
+                       ("rnn:decoder_step_probabilities",
                         "you returned probabilities (a softmax); decoder_step returns the raw logits z_t"),
-                       (M + "decoder_step_log_probabilities",
+                       ("rnn:decoder_step_log_probabilities",
                         "you returned log-probabilities (a log_softmax); decoder_step returns the raw logits z_t")]),
-    Exercise("teacher_forced_logits", NB, "rnn:teacher_forced_logits", _tf_case, _tf_edge,
-             mistakes=[(M + "teacher_forced_own_predictions",
+    Exercise("teacher_forced_logits", "rnn:teacher_forced_logits", _tf_case, _tf_edge,
+             mistakes=[("rnn:teacher_forced_own_predictions",
                         "teacher forcing was fed the model's own predictions: at step t the decoder must read the "
                         "true previous token tgt_in[:, t], not the argmax of its last output"),
-                       (M + "teacher_forced_zero_start",
+                       ("rnn:teacher_forced_zero_start",
                         "the decoder started from a zero state; its first state is the context vector, h_0 = c")]),
-    Exercise("seq2seq_loss", NB, "rnn:seq2seq_loss", _loss_case, _loss_edge,
+    Exercise("seq2seq_loss", "rnn:seq2seq_loss", _loss_case, _loss_edge,
              conditioning=logit_sum_scale,
-             mistakes=[(M + "seq2seq_loss_mean_over_tokens",
+             mistakes=[("rnn:seq2seq_loss_mean_over_tokens",
                         "the loss was averaged over the real tokens (F.cross_entropy's default 'mean'); the notes' "
                         "loss sums over each sequence's tokens and divides by the number of examples N only"),
-                       (M + "seq2seq_loss_mean_over_all",
+                       ("rnn:seq2seq_loss_mean_over_all",
                         "the loss was averaged over every position, padding included: the padding must not count, "
                         "and the notes' loss sums each example's token losses and divides by the number of "
                         "examples N"),
-                       (M + "seq2seq_loss_padding_counted",
+                       ("rnn:seq2seq_loss_padding_counted",
                         "the padding positions were scored too: use the mask so that padding adds nothing"),
-                       (M + "seq2seq_loss_not_divided",
+                       ("rnn:seq2seq_loss_not_divided",
                         "the summed loss was not divided by the number of examples N (the batch size B)")]),
-    Exercise("greedy_decode", NB, "rnn:greedy_decode", _greedy_case, _greedy_edge,
-             mistakes=[(M + "greedy_decode_finished_keep_going",
+    Exercise("greedy_decode", "rnn:greedy_decode", _greedy_case, _greedy_edge,
+             mistakes=[("rnn:greedy_decode_finished_keep_going",
                         "sentences that already emitted <eos> kept generating: after its <eos> a sentence gets only "
                         "padding (0) and its log-probability stops growing"),
-                       (M + "greedy_decode_no_feedback",
+                       ("rnn:greedy_decode_no_feedback",
                         "the emitted token was not fed back: at step t the decoder reads y_{t-1}, the token it has "
                         "just emitted (<bos> only at the first step)")]),
-    Exercise("beam_search", NB, "rnn:beam_search", _beam_case, _beam_edge,
+    Exercise("beam_search", "rnn:beam_search", _beam_case, _beam_edge,
              properties=[("edge", _beam_width_one_is_greedy), ("edge", _wide_beam_is_exhaustive),
                          ("hidden", _beam_width_one_is_greedy), ("hidden", _wide_beam_is_exhaustive)],
-             mistakes=[(M + "beam_search_no_cumulative",
+             mistakes=[("rnn:beam_search_no_cumulative",
                         "beam search forgot to add the log-probabilities: a hypothesis' score is the sum of "
                         "log P over all its tokens, not the log-probability of its last token"),
-                       (M + "beam_search_finished_keep_growing",
+                       ("rnn:beam_search_finished_keep_growing",
                         "finished hypotheses kept growing: one that emits <eos> is complete; set it aside and never "
                         "extend it"),
-                       (M + "beam_search_ignores_length_norm",
+                       ("rnn:beam_search_ignores_length_norm",
                         "length_norm=True was ignored: rank the final hypotheses by log-probability divided by "
                         "their number of tokens")]),
 )

@@ -15,13 +15,9 @@ import math
 
 import torch
 
-from .compare import _flatten
-from .exercises import F64, SAFE_GLOBALS, Case, Exercise, _dn, _dtype, _gen, _int, _nested, _no_future_leak, _randn, register
-from .exercises_06_08 import _block_params, _float32
-
-NB9 = "09_kv_cache"
-M = "kv_cache_mistakes:"
-F32 = torch.float32
+from ..compare import _flatten
+from .common import (Case, Exercise, F64, SAFE_GLOBALS, as_float32, block_params, dn, gen, learner_call, nested,
+                     no_future_leak, pick_dtype, pick_int, randn, register, tensor_in)
 
 
 # ---------------------------------------------------------------- the grader's toy model
@@ -70,8 +66,8 @@ class ToyLM:
 
 
 def toy_lm(g, V=7, D=6, T_max=40):
-    return ToyLM(_randn(g, V, D, scale=1.5), _randn(g, T_max, D), _randn(g, D, D, scale=1.2 / math.sqrt(D)),
-                 _randn(g, D, V, scale=2.0))
+    return ToyLM(randn(g, V, D, scale=1.5), randn(g, T_max, D), randn(g, D, D, scale=1.2 / math.sqrt(D)),
+                 randn(g, D, V, scale=2.0))
 
 
 SAFE_GLOBALS.append(ToyLM)  # shipped expectations hold ToyLM cases (ToyLM.__eq__ lets build.stale compare them)
@@ -79,27 +75,27 @@ SAFE_GLOBALS.append(ToyLM)  # shipped expectations hold ToyLM cases (ToyLM.__eq_
 
 # ---------------------------------------------------------------- cached_attention
 def _kv_cache(g, B, H, T_past, d_k, d_v, dtype=F64):
-    return _randn(g, B, H, T_past, d_k, dtype=dtype), _randn(g, B, H, T_past, d_v, dtype=dtype)
+    return randn(g, B, H, T_past, d_k, dtype=dtype), randn(g, B, H, T_past, d_v, dtype=dtype)
 
 
 def _cached_case(g, big):
-    dtype = _dtype(g)
-    B, H = _int(g, 1, 3), _int(g, 1, 3)
-    d_k, d_v = _int(g, 1, 4), _int(g, 1, 4)
-    T_past = _int(g, 0, 7) if big else _int(g, 1, 5)  # basic: a cache to read, so that ignoring it shows
-    T_new = _int(g, 1, 4) if big else _int(g, 2, 3)  # basic: a chunk, so that an unmasked chunk shows
-    cache = None if T_past == 0 and _int(g, 0, 1) else _kv_cache(g, B, H, T_past, d_k, d_v, dtype)
-    q = _randn(g, B, H, T_new, d_k, dtype=dtype, scale=1.5)
+    dtype = pick_dtype(g)
+    B, H = pick_int(g, 1, 3), pick_int(g, 1, 3)
+    d_k, d_v = pick_int(g, 1, 4), pick_int(g, 1, 4)
+    T_past = pick_int(g, 0, 7) if big else pick_int(g, 1, 5)  # basic: a cache to read, so that ignoring it shows
+    T_new = pick_int(g, 1, 4) if big else pick_int(g, 2, 3)  # basic: a chunk, so that an unmasked chunk shows
+    cache = None if T_past == 0 and pick_int(g, 0, 1) else _kv_cache(g, B, H, T_past, d_k, d_v, dtype)
+    q = randn(g, B, H, T_new, d_k, dtype=dtype, scale=1.5)
     what = (f"B={B}, H={H}, T_past={T_past}{' (cache None)' if cache is None else ''}, T_new={T_new}, d_k={d_k}, "
-            f"d_v={d_v}, {_dn(dtype)}")
-    return Case(what, (q, _randn(g, B, H, T_new, d_k, dtype=dtype), _randn(g, B, H, T_new, d_v, dtype=dtype),
+            f"d_v={d_v}, {dn(dtype)}")
+    return Case(what, (q, randn(g, B, H, T_new, d_k, dtype=dtype), randn(g, B, H, T_new, d_v, dtype=dtype),
                        cache))
 
 
 def _cached_edge():
-    g = _gen(91)
+    g = gen(91)
     B, H, d = 2, 2, 3
-    q, k, v = _randn(g, B, H, 5, d, scale=1.5), _randn(g, B, H, 5, d), _randn(g, B, H, 5, d)
+    q, k, v = randn(g, B, H, 5, d, scale=1.5), randn(g, B, H, 5, d), randn(g, B, H, 5, d)
     cache = _kv_cache(g, B, H, 4, d, d)
     empty = _kv_cache(g, B, H, 0, d, d)
     return [
@@ -111,7 +107,7 @@ def _cached_edge():
         Case("a chunk of T_new = 3 after T_past = 4", (q[:, :, :3], k[:, :, :3], v[:, :, :3], cache)),
         Case("an empty cache given as tensors (T_past = 0)", (q[:, :, :2], k[:, :, :2], v[:, :, :2], empty)),
         Case("values of another width (d_v = 5 != d_k = 3)",
-             (q[:, :, :2], k[:, :, :2], _randn(g, B, H, 2, 5), _kv_cache(g, B, H, 3, d, 5))),
+             (q[:, :, :2], k[:, :, :2], randn(g, B, H, 2, 5), _kv_cache(g, B, H, 3, d, 5))),
         Case("all scores equal (q = 0): uniform weights over the cache and the position itself",
              (torch.zeros(B, H, 1, d, dtype=F64), k[:, :, :1], v[:, :, :1], cache)),
         Case("float32", (q[:, :, :2].float(), k[:, :, :2].float(), v[:, :, :2].float(),
@@ -126,27 +122,26 @@ def _cached_edge():
 def _pieces_agree(fn, whole_args, piece_args, T, cut_points, what, out_of, lesson):
     """Run ``fn`` on the whole text, then in pieces (``piece_args(a, b, cache)``), and compare the rows.
 
-    ``out_of(outcome)`` is the output with positions on axis 1, or None when the call failed (the
-    case checks report that); ``lesson`` ends the message.
+    ``out_of(value)`` is the output with positions on axis 1 in what a call returned, or None when that
+    has the wrong form (the case checks report that, and failed calls); ``lesson`` ends the message.
     """
-    from . import _safe
-    whole = _safe.call(fn, whole_args)
-    got = out_of(whole)
+    whole = learner_call(fn, whole_args)
+    got = None if whole is None else out_of(whole.value)
     if got is None:
         return None  # reported by the case checks
-    rows_whole = _nested(got)
+    rows_whole = nested(got)
     for cuts in cut_points:
         bounds = [0, *cuts, T]
         cache, rows = None, []
         for a, b in zip(bounds, bounds[1:]):
-            out = _safe.call(fn, piece_args(a, b, cache))
-            piece = out_of(out)
+            out = learner_call(fn, piece_args(a, b, cache))
+            piece = None if out is None else out_of(out.value)
             if piece is None or not (isinstance(out.value, tuple) and len(out.value) == 2):
                 return None
             if piece.shape[1] != b - a or piece.shape[0] != len(rows_whole):
                 return None
             cache = out.value[1]
-            for b_row, r in enumerate(_nested(piece)):  # r: the rows of positions a .. b - 1
+            for b_row, r in enumerate(nested(piece)):  # r: the rows of positions a .. b - 1
                 if len(rows) <= b_row:
                     rows.append([])
                 rows[b_row].extend(r)
@@ -164,13 +159,9 @@ def _pieces_agree(fn, whole_args, piece_args, T, cut_points, what, out_of, lesso
     return None
 
 
-def _cached_out(outcome):
-    from . import _safe
-    if outcome.error is not None or outcome.timed_out or not (isinstance(outcome.value, tuple)
-                                                             and len(outcome.value) == 2):
-        return None
-    out = outcome.value[0]
-    if type(out) is not _safe.Tensor or out.dim() != 4:
+def _cached_out(value):
+    out = tensor_in(value, 0, dim=4)
+    if out is None:
         return None
     return out.transpose(1, 2)  # (B, T_new, H, d_v): positions second, like the block's output
 
@@ -183,31 +174,31 @@ STEP_LESSON = ("Cache the keys and values after the projections and the split in
 
 def _cached_pieces_agree(fn):
     """Feeding 6 positions in pieces (with the cache) equals feeding them at once."""
-    g = _gen(92)
+    g = gen(92)
     B, H, T, d = 2, 2, 6, 3
-    q, k, v = _randn(g, B, H, T, d, scale=1.5), _randn(g, B, H, T, d), _randn(g, B, H, T, d)
+    q, k, v = randn(g, B, H, T, d, scale=1.5), randn(g, B, H, T, d), randn(g, B, H, T, d)
     return _pieces_agree(fn, (q, k, v, None), lambda a, b, c: (q[:, :, a:b], k[:, :, a:b], v[:, :, a:b], c), T,
                          [(1, 2, 3, 4, 5), (2, 5), (3,)], "attention output", _cached_out, CACHED_LESSON)
 
 
 # ---------------------------------------------------------------- decoder_block_step
 def _step_case(g, big):
-    dtype = _dtype(g)
-    B = _int(g, 1, 3)
-    H, d_k = _int(g, 1 if big else 2, 3), _int(g, 2, 3)
-    D, F = H * d_k, _int(g, 2, 8)
-    T_past = _int(g, 0, 6) if big else _int(g, 1, 5)
-    T_new = _int(g, 1, 4) if big else _int(g, 1, 3)
-    cache = None if T_past == 0 and _int(g, 0, 1) else _kv_cache(g, B, H, T_past, d_k, d_k, dtype)
+    dtype = pick_dtype(g)
+    B = pick_int(g, 1, 3)
+    H, d_k = pick_int(g, 1 if big else 2, 3), pick_int(g, 2, 3)
+    D, F = H * d_k, pick_int(g, 2, 8)
+    T_past = pick_int(g, 0, 6) if big else pick_int(g, 1, 5)
+    T_new = pick_int(g, 1, 4) if big else pick_int(g, 1, 3)
+    cache = None if T_past == 0 and pick_int(g, 0, 1) else _kv_cache(g, B, H, T_past, d_k, d_k, dtype)
     what = (f"B={B}, T_past={T_past}{' (cache None)' if cache is None else ''}, T_new={T_new}, D={D}, n_heads={H}, "
-            f"F={F}, {_dn(dtype)}")
-    return Case(what, (_randn(g, B, T_new, D, dtype=dtype), _block_params(g, D, F, dtype), H, cache))
+            f"F={F}, {dn(dtype)}")
+    return Case(what, (randn(g, B, T_new, D, dtype=dtype), block_params(g, D, F, dtype), H, cache))
 
 
 def _step_edge():
-    g = _gen(93)
-    p6 = _block_params(g, 6, 5)
-    x = _randn(g, 2, 5, 6)
+    g = gen(93)
+    p6 = block_params(g, 6, 5)
+    x = randn(g, 2, 5, 6)
     cache = _kv_cache(g, 2, 2, 4, 3, 3)
     return [
         Case("the first decoder position (no cache, T_new = 1): it attends to itself alone",
@@ -217,47 +208,42 @@ def _step_edge():
         Case("a chunk of T_new = 3 after T_past = 4", (x[:, :3], p6, 2, cache)),
         Case("an empty cache given as tensors (T_past = 0)", (x[:, :2], p6, 2, _kv_cache(g, 2, 2, 0, 3, 3))),
         Case("one head (H = 1, d_k = 6)", (x[:, :2], p6, 1, _kv_cache(g, 2, 1, 3, 6, 6))),
-        Case("float32", (x[:, :2].float(), _float32(p6), 2, (cache[0].float(), cache[1].float()))),
+        Case("float32", (x[:, :2].float(), as_float32(p6), 2, (cache[0].float(), cache[1].float()))),
         Case("d_model=6 is not divisible by n_heads=4: an error", (x[:, :1], p6, 4, None), raises="ValueError"),
         Case("a cache of 3 heads for a block of 2: an error", (x[:, :1], p6, 2, _kv_cache(g, 2, 3, 4, 2, 2)),
              raises="ValueError"),
     ]
 
 
-def _step_out(outcome):
-    from . import _safe
-    if outcome.error is not None or outcome.timed_out or not (isinstance(outcome.value, tuple)
-                                                             and len(outcome.value) == 2):
-        return None
-    out = outcome.value[0]
-    return out if type(out) is _safe.Tensor and out.dim() == 3 else None
+def _step_out(value):
+    return tensor_in(value, 0, dim=3)
 
 
 def _step_pieces_agree(fn):
     """Token by token (and in chunks) with the cache equals the whole text at once: decoding = recomputation."""
-    g = _gen(94)
-    x, p = _randn(g, 2, 6, 6), _block_params(g, 6, 5)
+    g = gen(94)
+    x, p = randn(g, 2, 6, 6), block_params(g, 6, 5)
     return _pieces_agree(fn, (x, p, 2, None), lambda a, b, c: (x[:, a:b], p, 2, c), 6,
                          [(1, 2, 3, 4, 5), (4,), (2, 3)], "block's output", _step_out, STEP_LESSON)
 
 
 def _step_no_future_leak(fn):
     """Fed at once (no cache), a later token must not move an earlier output."""
-    g = _gen(95)
-    return _no_future_leak(fn, (_randn(g, 1, 6, 6), _block_params(g, 6, 5), 2, None), 0, 6, True)
+    g = gen(95)
+    return no_future_leak(fn, (randn(g, 1, 6, 6), block_params(g, 6, 5), 2, None), 0, 6, True)
 
 
 # ---------------------------------------------------------------- greedy_generate
 def _gen_case(g, big):
-    B, T_p = _int(g, 1, 3), _int(g, 1, 6 if big else 4)
-    n_new = _int(g, 0, 12) if big else _int(g, 3, 7)
-    V = _int(g, 4, 9)
+    B, T_p = pick_int(g, 1, 3), pick_int(g, 1, 6 if big else 4)
+    n_new = pick_int(g, 0, 12) if big else pick_int(g, 3, 7)
+    V = pick_int(g, 4, 9)
     return Case(f"B={B}, prompt of T_p={T_p} tokens, n_new={n_new}, vocabulary of {V}",
                 (toy_lm(g, V=V), torch.randint(0, V, (B, T_p), generator=g), n_new))
 
 
 def _gen_edge():
-    g = _gen(96)
+    g = gen(96)
     lm = toy_lm(g)
     prompt = torch.randint(0, 7, (2, 4), generator=g)
     return [
@@ -289,12 +275,10 @@ class _Recorder:
 
 def _generate_feeds_one_token(fn):
     """The prompt once with cache None, then exactly one token per call with the last cache; n_new calls in all."""
-    from . import _safe
-    g = _gen(97)
+    g = gen(97)
     B, T_p, n_new = 2, 4, 5
     rec = _Recorder(toy_lm(g))
-    out = _safe.call(fn, (rec, torch.randint(0, 7, (B, T_p), generator=g), n_new))
-    if out.error is not None or out.timed_out or not rec.calls:
+    if learner_call(fn, (rec, torch.randint(0, 7, (B, T_p), generator=g), n_new)) is None or not rec.calls:
         return None  # reported by the case checks
     (shape, given), later = rec.calls[0], rec.calls[1:]
     if shape != (B, T_p) or given != "none":
@@ -324,10 +308,10 @@ def _generate_feeds_one_token(fn):
 # ---------------------------------------------------------------- kv_cache_bytes
 def _bytes_case(g, big):
     # L, B >= 3 and L != B: one layer or one sequence must not hide a missing factor, nor equal a missing factor 2
-    L, B = _int(g, 3, 48), [3, 4, 5, 6, 8, 12, 16][_int(g, 0, 6)]
+    L, B = pick_int(g, 3, 48), [3, 4, 5, 6, 8, 12, 16][pick_int(g, 0, 6)]
     L += L == B
-    H, d, T = _int(g, 1, 64), [32, 64, 80, 128][_int(g, 0, 3)], _int(g, 1, 8192)
-    nb = [1, 2, 4][_int(g, 0, 2)]
+    H, d, T = pick_int(g, 1, 64), [32, 64, 80, 128][pick_int(g, 0, 3)], pick_int(g, 1, 8192)
+    nb = [1, 2, 4][pick_int(g, 0, 2)]
     return Case(f"n_layers={L}, n_heads={H}, d_k={d}, n_positions={T}, batch={B}, bytes_per_value={nb}",
                 (L, H, d, T), {"batch": B, "bytes_per_value": nb})
 
@@ -348,64 +332,64 @@ def _bytes_edge():
 
 # ---------------------------------------------------------------- the registry
 register(
-    Exercise("cached_attention", NB9, "kv_cache:cached_attention", _cached_case, _cached_edge,
+    __name__,
+    Exercise("cached_attention", "kv_cache:cached_attention", _cached_case, _cached_edge,
              properties=[("edge", _cached_pieces_agree), ("hidden", _cached_pieces_agree)],
-             mistakes=[(M + "cached_attention_ignores_cache",
+             mistakes=[("kv_cache:cached_attention_ignores_cache",
                         "the new queries read only the new keys: concatenate the cached keys and values in front of "
                         "the new ones (torch.cat along the T axis, -2) and attend over all of them"),
-                       (M + "cached_attention_mask_top_left",
+                       ("kv_cache:cached_attention_mask_top_left",
                         "the causal mask is aligned at the top left: with T_past cached positions, new query i is "
                         "position T_past + i and may read keys j <= T_past + i, so shift the triangle right "
                         "(tril(diagonal=T_past) on a (T_new, T_past + T_new) mask)"),
-                       (M + "cached_attention_no_mask",
+                       ("kv_cache:cached_attention_no_mask",
                         "there is no causal mask among the new positions: when several arrive at once (the "
                         "prompt), new query i must not read the new keys after it; allow keys j <= T_past + i"),
-                       (M + "cached_attention_new_first",
+                       ("kv_cache:cached_attention_new_first",
                         "the new keys and values were put before the cached ones; the cache holds the earlier "
                         "positions, so the new ones go after it: torch.cat([K_past, k_new], dim=-2)"),
-                       (M + "cached_attention_cache_not_grown",
+                       ("kv_cache:cached_attention_cache_not_grown",
                         "the cache returned is the old one: return the grown (K, V), with the new positions' keys "
                         "and values appended, so that the next call can read them")],
              n_basic=8, n_hidden=16),
-    Exercise("decoder_block_step", NB9, "kv_cache:decoder_block_step", _step_case, _step_edge,
-             given=("coursekit.blocks:decoder_block_step",),
+    Exercise("decoder_block_step", "kv_cache:decoder_block_step", _step_case, _step_edge,
              properties=[("edge", _step_pieces_agree), ("edge", _step_no_future_leak),
                          ("hidden", _step_pieces_agree), ("hidden", _step_no_future_leak)],
              uses=("cached_attention",),
-             mistakes=[(M + "decoder_block_step_ignores_cache",
+             mistakes=[("kv_cache:decoder_block_step_ignores_cache",
                         "the cache was not used: pass the cache to cached_attention, so the new positions read the "
                         "cached keys and values too, and return the grown cache it gives back"),
-                       (M + "decoder_block_step_mask_top_left",
+                       ("kv_cache:decoder_block_step_mask_top_left",
                         "the causal mask is aligned at the top left: new position i is position T_past + i and may "
                         "read every cached key and the new keys up to itself"),
-                       (M + "decoder_block_step_caches_merged",
+                       ("kv_cache:decoder_block_step_caches_merged",
                         "the cache holds keys and values before the split into heads, (B, T, D); keep them split, "
                         "(B, H, T, d_k), as cached_attention returns them"),
-                       (M + "decoder_block_step_no_attn_residual",
+                       ("kv_cache:decoder_block_step_no_attn_residual",
                         "the residual around attention is missing: h = LayerNorm(x_new + attention output)")],
              n_basic=6, n_hidden=12),
-    Exercise("greedy_generate", NB9, "kv_cache:greedy_generate", _gen_case, _gen_edge,
+    Exercise("greedy_generate", "kv_cache:greedy_generate", _gen_case, _gen_edge,
              properties=[("basic", _generate_feeds_one_token), ("edge", _generate_feeds_one_token),
                          ("hidden", _generate_feeds_one_token)],
-             mistakes=[(M + "greedy_generate_refeeds_all",
+             mistakes=[("kv_cache:greedy_generate_refeeds_all",
                         "the whole text was fed again at every step, with the cache: the cache already holds the "
                         "earlier tokens, so they were read twice; feed only the newest token, ids of shape (B, 1)"),
-                       (M + "greedy_generate_first_row",
+                       ("kv_cache:greedy_generate_first_row",
                         "the prediction was read from the first row of the logits; row t predicts the token after "
                         "ids[:, t], so the next token is the argmax of the last row, logits[:, -1]"),
-                       (M + "greedy_generate_no_cache_passed",
+                       ("kv_cache:greedy_generate_no_cache_passed",
                         "each step fed the newest token with cache=None, so the model read that one token alone "
                         "and forgot the text; pass the cache the previous call returned"),
-                       (M + "greedy_generate_with_prompt",
+                       ("kv_cache:greedy_generate_with_prompt",
                         "the prompt was returned too: return only the n_new new tokens, shape (B, n_new)")],
              tensor_inputs=False, n_basic=8, n_hidden=16),
-    Exercise("kv_cache_bytes", NB9, "kv_cache:kv_cache_bytes", _bytes_case, _bytes_edge,
-             mistakes=[(M + "kv_cache_bytes_keys_only",
+    Exercise("kv_cache_bytes", "kv_cache:kv_cache_bytes", _bytes_case, _bytes_edge,
+             mistakes=[("kv_cache:kv_cache_bytes_keys_only",
                         "only the keys were counted: each layer caches a key and a value per head and position, "
                         "hence the factor 2"),
-                       (M + "kv_cache_bytes_one_layer",
+                       ("kv_cache:kv_cache_bytes_one_layer",
                         "one layer was counted: every layer keeps its own cache, so multiply by n_layers"),
-                       (M + "kv_cache_bytes_one_sequence",
+                       ("kv_cache:kv_cache_bytes_one_sequence",
                         "one sequence was counted: each of the batch's sequences keeps its own keys and values, so "
                         "multiply by batch")],
              tensor_inputs=False, n_basic=8, n_hidden=16),

@@ -1,4 +1,4 @@
-"""Deliberately wrong variants of the notebook 05 reference functions (solutions/rnn.py).
+"""Known mistakes of notebook 05 (the RNN encoder-decoder): wrong variants of ``solutions/rnn.py``.
 
 The grader runs them on the same inputs as the learner's function and names the
 mistake whose output the learner's equals. Each is self-contained (torch only),

@@ -1,4 +1,4 @@
-"""Deliberately wrong variants of the notebook 09 reference functions (the KV cache).
+"""Known mistakes of notebook 09 (the KV cache): wrong variants of ``solutions/kv_cache.py``.
 
 The grader runs them on the same inputs as the learner's function and names the
 mistake whose output the learner's equals. Each is self-contained (torch only),

@@ -1,0 +1,378 @@
+"""The mask explorer (notebook 04): the mask of each rule, and the learner's masked_attention weights beside
+the reference.
+
+compute → draw → readout:
+
+* ``compute(masked_attention, projections, kind, sentence, source, padding, row)`` -> ``MaskRecord``
+  (raises ``BadInput`` for a sentence it cannot draw)
+* ``draw(record)`` -> a matplotlib Figure
+* ``readout(record)`` -> the HTML under the plot
+"""
+import html
+import warnings
+import zlib
+from dataclasses import dataclass
+
+import ipywidgets as W
+import torch
+from matplotlib.patches import Rectangle
+
+from .. import plots
+from .base import BLUE, GREY, BadInput, Explorer, call_learner, label, new_figure, sentence
+from .reference import attention_weights, reference_mask, reference_masked_attention
+
+MAX_POSITIONS = 12
+MAX_PADDING = 4
+PAD = "<pad>"
+
+KINDS = {
+    "bidirectional": "bidirectional (encoder)",
+    "causal": "causal (decoder)",
+    "padding": "padding (encoder, padded batch)",
+    "cross": "cross-attention (encoder-decoder)",
+    "prefix": "prefix-LM",
+}
+RULES = {
+    "bidirectional": "every query may attend to every key.",
+    "causal": "query i may attend to key j when j ≤ i (itself and the past).",
+    "padding": "every query may attend to every real key; pad keys are blocked.",
+    "cross": "the queries come from the decoder's sentence, the keys and values from the source (the encoder's "
+             "output); every query may attend to every real source token, source pads are blocked.",
+    "prefix": "the source is a prefix that every position sees (bidirectional there); after it, query i may "
+              "attend to key j when j ≤ i; pad keys are blocked.",
+}
+
+
+# ====================================================================== input
+def make_projections(d_k, seed):
+    """Seeded W_Q, W_K, W_V, each (d_k, d_k)."""
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randn(d_k, d_k, generator=g) / d_k ** 0.5 for _ in range(3)]
+
+
+def embed(tokens, d, seed):
+    """Seeded vectors (T, d): one per word (the same word always gets the same one) plus a position code."""
+    rows = []
+    for pos, tok in enumerate(tokens):
+        g = torch.Generator().manual_seed(zlib.crc32(tok.encode()) + 7919 * seed)
+        x = torch.randn(d, generator=g)
+        k = torch.arange(d // 2, dtype=torch.float32)
+        angle = pos / 10000 ** (2 * k / d)
+        pe = torch.stack([torch.sin(angle), torch.cos(angle)], dim=-1).reshape(-1)[:d]
+        rows.append(x + 0.5 * pe)
+    return torch.stack(rows) if rows else torch.zeros(0, d)
+
+
+def tokens_of(kind, sentence, source, padding):
+    """(query tokens, key tokens, prefix length, real keys), or BadInput saying what is allowed."""
+    words = sentence.split()
+    src = source.split()
+    if not words:
+        raise BadInput("The sentence is empty: type at least one word (words are separated by spaces).")
+    if kind in ("cross", "prefix") and not src:
+        raise BadInput("The source is empty: type at least one word. (An empty source, n = 0, gives every "
+                       "decoder query a zero output: notebook 04, section 5.)")
+    pads = [PAD] * padding
+    if kind == "cross":
+        q_tokens, k_tokens, prefix = words, src + pads, 0
+        what = f"{len(src)} source words + {padding} pads"
+    elif kind == "prefix":
+        q_tokens = k_tokens = src + words + pads
+        prefix = len(src)
+        what = f"{len(src)} source (prefix) words + {len(words)} words + {padding} pads"
+    else:
+        q_tokens = k_tokens = words + pads
+        prefix = 0
+        what = f"{len(words)} words + {padding} pads"
+    longest = max(len(q_tokens), len(k_tokens))
+    if longest > MAX_POSITIONS:
+        raise BadInput(f"This widget draws at most {MAX_POSITIONS} positions per axis, and this gives "
+                       f"{longest} ({what}). Shorten the sentence or lower the padding.")
+    return q_tokens, k_tokens, prefix, len(k_tokens) - padding
+
+
+# ====================================================================== compute
+@dataclass
+class MaskRecord:
+    """One state of the explorer. ``mask``, ``reference`` and ``learner`` are (T_q, T_k); ``learner`` is
+    float64 or None when the learner's function cannot be drawn (``learner_message`` says why)."""
+    kind: str
+    sentence: str
+    source: str
+    padding: int
+    q_tokens: list
+    k_tokens: list
+    prefix: int
+    mask: torch.Tensor
+    reference: torch.Tensor
+    reference_out: torch.Tensor
+    learner: torch.Tensor
+    learner_message: str
+    row: int
+    readouts: dict
+
+
+def learner_side(masked_attention, Q, K, V, mask, ref_w):
+    """(the learner's weights as float64 (T_q, T_k) or None, problem sentence or "")."""
+    value, problem = call_learner(masked_attention, "masked_attention", (Q, K, V), {"mask": mask})
+    if problem:
+        return None, problem
+    if not isinstance(value, (tuple, list)) or len(value) != 2:
+        return None, (f"your `masked_attention` returned a {type(value).__name__}; it must return the pair "
+                      f"(out, weights). The reference is shown alone.")
+    out, w = value
+    shape = tuple(mask.shape)
+    if not torch.is_tensor(w) or tuple(w.shape) != shape:
+        got = tuple(w.shape) if torch.is_tensor(w) else type(w).__name__
+        return None, (f"your weights should be a tensor of shape (T_q, T_k) = {shape}, got {got}. The "
+                      f"reference is shown alone.")
+    if not w.is_floating_point():
+        return None, f"your weights are {w.dtype}, not floats. The reference is shown alone."
+    w = w.detach().to("cpu", torch.float64)
+    if not bool(torch.isfinite(w).all()):
+        i, j = (int(t) for t in (~torch.isfinite(w)).nonzero()[0])
+        return None, f"your weights hold {w[i, j].item()} at query {i}, key {j}. The reference is shown alone."
+    notes = []
+    if not torch.is_tensor(out) or tuple(out.shape) != (shape[0], V.shape[-1]):
+        got = tuple(out.shape) if torch.is_tensor(out) else type(out).__name__
+        notes.append(f"your out should have shape (T_q, d_v) = {(shape[0], V.shape[-1])}, got {got}")
+    return w, sentence(notes + _weight_problems(w, Q, K, mask, ref_w))
+
+
+def _weight_problems(w, Q, K, mask, ref_w):
+    """What is wrong with the learner's weights ``w`` (T_q, T_k), in words; a known mistake is named."""
+    notes = []
+    leak = w.masked_fill(mask, 0.0).abs()
+    if float(leak.max()) > 1e-6:
+        i, j = (int(t) for t in (leak == leak.max()).nonzero()[0])
+        notes.append(f"your weights put {w[i, j].item():.3g} on the blocked pair (query {i}, key {j}): the "
+                     f"mask must make blocked weights exactly 0")
+    diff = float((w - ref_w).abs().max())
+    if diff > 1e-4:
+        i, j = (int(t) for t in ((w - ref_w).abs() == diff).nonzero()[0])
+        known = {"the scores were not divided by √d_k": attention_weights(Q, K, mask, scale=False),
+                 "the softmax ran over the queries (dim=-2) instead of the keys":
+                     attention_weights(Q, K, mask, dim=-2),
+                 "the blocked weights were zeroed after the softmax instead of -inf before it":
+                     attention_weights(Q, K, torch.ones_like(mask)) * mask}
+        named = [k for k, q in known.items() if float((q - w).abs().max()) < 1e-4]
+        notes.append(f"your weights differ from the reference by up to {diff:.3g} (query {i}, key {j})"
+                     + (f": it looks like {named[0]}" if named else ""))
+    return notes
+
+
+def compute(masked_attention, projections, kind, sentence, source, padding, row, d_k=8, seed=0):
+    """The mask of ``kind`` on the typed sentence (and source), the reference weights and the learner's.
+
+    ``projections``: (W_Q, W_K, W_V), each (d_k, d_k). ``row``: the query row to show, clipped to the rows.
+    """
+    q_tokens, k_tokens, prefix, n_real = tokens_of(kind, sentence, source, padding)
+    T_q, T_k = len(q_tokens), len(k_tokens)
+    mask = reference_mask(kind, T_q, T_k, torch.arange(T_k) < n_real, prefix)  # (T_q, T_k)
+    if kind == "cross":
+        Xq, Xk = embed(q_tokens, d_k, seed), embed(k_tokens, d_k, seed + 1)
+    else:
+        Xq = Xk = embed(q_tokens, d_k, seed)
+    W_Q, W_K, W_V = projections
+    Q, K, V = Xq @ W_Q, Xk @ W_K, Xk @ W_V  # (T_q, d_k), (T_k, d_k), (T_k, d_v)
+    ref_out, ref_w = reference_masked_attention(Q, K, V, mask)
+    learner, learner_message = learner_side(masked_attention, Q, K, V, mask, ref_w)
+    row = max(0, min(int(row), T_q - 1))
+    readouts = {"kind": kind, "blocked_pairs": int((~mask).sum()), "pairs": T_q * T_k, "T_q": T_q, "T_k": T_k,
+                "row": row, "row_allowed": int(mask[row].sum()),
+                "row_weights": None if learner is None else learner[row].tolist(),
+                "reference_row": ref_w[row].tolist(),
+                "max_abs_diff": None if learner is None else float((learner - ref_w).abs().max())}
+    return MaskRecord(kind, sentence, source, padding, q_tokens, k_tokens, prefix, mask, ref_w, ref_out, learner,
+                      learner_message, row, readouts)
+
+
+# ====================================================================== readout
+def readout(rec):
+    """The rule in words, the blocked pairs, and the chosen query row's weights on both sides."""
+    kind, row, mask, k_tokens = rec.kind, rec.row, rec.mask, rec.k_tokens
+    T_q, T_k = mask.shape
+    blocked = rec.readouts["blocked_pairs"]
+    lines = [f"<b>{html.escape(KINDS[kind])}</b>: {html.escape(RULES[kind])}",
+             f"<b>blocked pairs: {blocked} of {T_q * T_k}</b> (marked x)."]
+    pads_seen = rec.padding and kind in ("bidirectional", "causal")
+    if pads_seen and kind == "bidirectional":
+        lines.append(f"This rule alone does not block the {rec.padding} pad keys: every real word attends to "
+                     f"them. Choose <i>padding</i> to block them.")
+    elif pads_seen:
+        lines.append(f"With padding on the right, the causal rule already keeps every real query off the "
+                     f"{rec.padding} pad keys; only the pad queries see them, and their outputs are thrown away.")
+    if kind == "cross":
+        lines.append("Padding goes on the source here: the keys.")
+
+    def row_text(ws):
+        return ", ".join(f"{html.escape(k_tokens[j])} {ws[j]:.2f}" for j in range(T_k) if bool(mask[row, j]))
+
+    lines.append(f"query i = {row} ({html.escape(rec.q_tokens[row])}) may attend to "
+                 f"{rec.readouts['row_allowed']} of {T_k} keys.")
+    lines.append(f"weights, yours: <b>{row_text(rec.learner[row].tolist()) if rec.learner is not None else '—'}</b>")
+    lines.append(f"weights, reference: {row_text(rec.reference[row].tolist())}")
+    if rec.learner is not None and not rec.learner_message:
+        lines.append(f'<span style="color:#1a6b1a">Your masked_attention matches the reference '
+                     f'(max |difference| = {rec.readouts["max_abs_diff"]:.1e}).</span>')
+    return '<div class="ck-readout-body">' + "<br>".join(lines) + "</div>"
+
+
+# ====================================================================== draw
+def draw(rec):
+    """Three heatmaps (the mask, the learner's weights, the reference's) and the chosen row's weights as bars."""
+    kind, mask, learner, ref_w, row, prefix = rec.kind, rec.mask, rec.learner, rec.reference, rec.row, rec.prefix
+    T_q, T_k = mask.shape
+    rows = [label(t) for t in rec.q_tokens]
+    cols = [label(t) for t in rec.k_tokens]
+    fig = new_figure(12.5, 7.0, dpi=80)
+    gs = fig.add_gridspec(2, 3, height_ratios=[3, 2])
+    ax_mask, ax_yours, ax_ref = (fig.add_subplot(gs[0, c]) for c in range(3))
+    ax_row = fig.add_subplot(gs[1, :])
+    axes = dict(rows=rows, cols=cols, blocked=~mask, xlabel="source key j" if kind == "cross" else "key j",
+                ylabel="decoder query i" if kind == "cross" else "query i")
+    annotate = T_q * T_k <= 49
+    # show_matrix lays the figure out after each panel; lay it out once, at the end (3x faster)
+    fig.tight_layout = lambda *args, **kwargs: None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        plots.show_matrix(mask, ax=ax_mask, cmap="Greens", vmin=0, vmax=1, annotate=False,
+                          title="mask: green = may attend, x = blocked", **axes)
+        if learner is not None:
+            plots.show_matrix(learner, ax=ax_yours, vmin=0, vmax=1, annotate=annotate,
+                              title="your masked_attention: weights α", **axes)
+        else:
+            ax_yours.axis("off")
+            ax_yours.text(0.5, 0.5, "your masked_attention:\nnot shown\n(see the message above)",
+                          ha="center", va="center", color="#7a1f1f", transform=ax_yours.transAxes)
+        plots.show_matrix(ref_w, ax=ax_ref, vmin=0, vmax=1, annotate=annotate, title="reference: weights α",
+                          **axes)
+        for ax in (ax_mask, ax_yours, ax_ref):
+            if ax.axison and prefix:
+                ax.axvline(prefix - 0.5, color="tab:orange", lw=1.5, ls="--")
+            if ax.axison:
+                ax.add_patch(Rectangle((-0.5, row - 0.5), T_k, 1, fill=False, edgecolor="red", lw=2.2))
+        _draw_row(ax_row, rec, cols)
+        del fig.tight_layout
+        fig.tight_layout()
+    return fig
+
+
+def _draw_row(ax, rec, cols):
+    """The chosen query row's weights over the keys, both sides as bars, blocked keys marked x."""
+    row, T_k = rec.row, rec.mask.shape[1]
+    xs = list(range(T_k))
+    if rec.learner is not None:
+        wd = 0.38
+        ax.bar([j - wd / 2 for j in xs], rec.learner[row].tolist(), wd, color=BLUE, label="your masked_attention")
+        ax.bar([j + wd / 2 for j in xs], rec.reference[row].tolist(), wd, color=GREY, label="reference")
+    else:
+        ax.bar(xs, rec.reference[row].tolist(), 0.55, color=GREY, label="reference")
+    for j in xs:
+        if not bool(rec.mask[row, j]):
+            ax.text(j, 0.04, "x", ha="center", color="0.45", fontsize=12)
+    ax.set_xticks(xs)
+    ax.set_xticklabels(cols)
+    ax.set_xlim(-0.6, T_k - 0.4)
+    ax.set_ylim(0, 1.05)
+    ax.set_ylabel("weight")
+    ax.set_title(f"row i = {row} ({label(rec.q_tokens[row], 16)}): its weights over the keys (x = blocked)",
+                 fontsize=10)
+    ax.legend(loc="upper right", fontsize=8, frameon=False)
+
+
+# ====================================================================== the widget
+class MaskExplorer(Explorer):
+    """The mask of each rule, blocked pairs marked, and the learner's masked_attention weights beside the reference."""
+
+    name = "mask"
+
+    def __init__(self, masked_attention, sentence="the cat sat on the mat", source="le chat est assis",
+                 kind="causal", padding=0, d_k=8, seed=0):
+        super().__init__()
+        if kind not in KINDS:
+            raise ValueError(f"unknown mask kind {kind!r}; known: {', '.join(KINDS)}")
+        self.fn = masked_attention
+        self.d_k, self._seed = d_k, seed
+        self._W = make_projections(d_k, seed)  # W_Q, W_K, W_V
+
+        self.kind = W.Dropdown(options=[(text, key) for key, text in KINDS.items()], value=kind,
+                               description="mask", layout=W.Layout(width="330px"))
+        self.kind.add_class("ck-mask-kind")
+        self.sentence = W.Text(value=sentence, description="sentence", continuous_update=False,
+                               placeholder="words separated by spaces", layout=W.Layout(width="380px"))
+        self.sentence.add_class("ck-mask-sentence")
+        self.source = W.Text(value=source, description="source", continuous_update=False,
+                             placeholder="the encoder's sentence", layout=W.Layout(width="330px"))
+        self.source.add_class("ck-mask-source")
+        self.padding = W.IntSlider(value=padding, min=0, max=MAX_PADDING, description="extra padding",
+                                   style={"description_width": "initial"}, continuous_update=False,
+                                   layout=W.Layout(width="330px"))
+        self.padding.add_class("ck-mask-padding")
+        self.query = W.IntSlider(value=0, min=0, max=1, description="query row i", continuous_update=False,
+                                 style={"description_width": "initial"}, layout=W.Layout(width="380px"))
+        self.query.add_class("ck-mask-query")
+        self._assemble(W.HBox([self.kind, self.sentence]), W.HBox([self.source, self.padding]),
+                       W.HBox([self.query]))
+
+        self.mask = self.reference = self.learner = None
+        self.q_tokens = self.k_tokens = None
+        self.blocked_pairs = 0
+        self.row = 0
+        # bad arguments raise BadInput, a ValueError
+        self._update(kind, sentence, source, padding, len(sentence.split()) - 1)
+
+        self._watch(self.kind, lambda v: self._change(kind=v, revert=self.kind))
+        self._watch(self.sentence, lambda v: self._change(sentence=v))
+        self._watch(self.source, lambda v: self._change(source=v))
+        self._watch(self.padding, lambda v: self._change(padding=v, revert=self.padding))
+        self._watch(self.query, lambda v: self._change(row=v))
+
+    def _change(self, revert=None, **new):
+        state = dict(kind=self._kind, sentence=self._sentence, source=self._source, padding=self._padding,
+                     row=self.row)
+        state.update(new)
+        try:
+            self._update(**state)
+        except BadInput:
+            if revert is not None:  # a dropdown or slider goes back to what is drawn; typed text stays
+                self._set(revert, {self.kind: self._kind, self.padding: self._padding}[revert])
+            raise
+
+    def _update(self, kind, sentence, source, padding, row):
+        """compute → draw → readout, then commit (anything before may fail and keep the last good state)."""
+        rec = compute(self.fn, self._W, kind, sentence, source, padding, row, self.d_k, self._seed)
+        fig, readout_html = draw(rec), readout(rec)
+        self.learner_message = rec.learner_message
+        self._show(fig, readout_html)
+        self.record = rec
+        self._kind, self._sentence, self._source, self._padding = kind, sentence, source, padding
+        self.q_tokens, self.k_tokens, self.mask = rec.q_tokens, rec.k_tokens, rec.mask
+        self.blocked_pairs = rec.readouts["blocked_pairs"]
+        self.reference, self.learner = rec.reference, rec.learner
+        self.row = rec.row
+        self.row_weights = None if rec.learner is None else rec.learner[rec.row]
+        self.readouts = rec.readouts
+        self.source.disabled = kind not in ("cross", "prefix")
+        T_q = len(rec.q_tokens)
+        if (self.query.max, self.query.value) != (T_q - 1, rec.row):
+            busy, self._busy = self._busy, True
+            try:
+                self.query.max = max(T_q - 1, 0)
+                self.query.value = rec.row
+            finally:
+                self._busy = busy
+
+
+def mask_explorer(masked_attention, sentence="the cat sat on the mat", source="le chat est assis", kind="causal",
+                  padding=0):
+    """Explore masks with the learner's ``masked_attention`` beside the reference.
+
+    Args:
+        masked_attention: the learner's ``masked_attention(Q, K, V, mask=None) -> (out, weights)``.
+        sentence: the words of the sequence (the decoder's, in cross-attention).
+        source: the encoder's sentence (cross-attention) or the prefix (prefix-LM).
+        kind: one of bidirectional, causal, padding, cross, prefix.
+        padding: number of <pad> tokens appended (to the source in cross-attention).
+    """
+    return MaskExplorer(masked_attention, sentence=sentence, source=source, kind=kind, padding=padding)

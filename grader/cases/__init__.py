@@ -1,0 +1,15 @@
+"""The cases of every exercise: one module per notebook, ``grader/cases/<topic>.py``, loaded here in course order.
+
+The notebooks and their topics come from the course table (``grader/course.py``);
+each case module ends with ``register(__name__, Exercise(...), ...)``, which adds
+its exercises to ``EXERCISES``. What the modules share lives in ``common.py``.
+"""
+import importlib
+
+from ..course import NOTEBOOKS
+from .common import EXERCISES, SAFE_GLOBALS, hidden_cases, visible_cases
+
+__all__ = ["EXERCISES", "SAFE_GLOBALS", "hidden_cases", "visible_cases"]
+
+for _nb in NOTEBOOKS.values():
+    importlib.import_module(f"{__name__}.{_nb.topic}")

@@ -1,0 +1,336 @@
+"""What every notebook's case module is built from: Case, Exercise, the registry, and the shared helpers.
+
+A case module (``grader/cases/<topic>.py``, one per notebook of ``grader/course.py``)
+makes its cases from seeded generators with the helpers here, without the
+reference, and ends with ``register(__name__, Exercise(...), ...)``. The visible
+parts ("basic", "edge") are computed once from the reference and shipped in
+``grader/expected/`` so a learner's machine needs no ``solutions`` package; the
+hidden parts draw fresh cases and run the live reference on the grading machine.
+
+A property check calls the learner's function through ``learner_call`` /
+``learner_tensor``: when the call fails or returns something of the wrong kind
+the property gives up (returns None), because the case checks already report it.
+"""
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from .. import _safe
+from ..course import TOPICS
+
+F64, F32 = torch.float64, torch.float32
+INF = float("inf")
+
+
+@dataclass
+class Case:
+    """One call of the exercise function: ``fn(*args, **kwargs)``.
+
+    ``what`` describes it for a person; ``raises`` names the exception class a
+    correct function must raise (the reference raises it too).
+    """
+    what: str
+    args: tuple
+    kwargs: dict = field(default_factory=dict)
+    raises: str | None = None
+
+
+@dataclass
+class Exercise:
+    name: str
+    ref: str                                   # "module:function" inside the solutions package
+    random_case: Callable | None = None        # (generator, big: bool) -> Case
+    edge: Callable[[], list] = lambda: []      # fixed cases from the notes
+    properties: list = field(default_factory=list)   # (part, callable(fn) -> message | None)
+    mistakes: list = field(default_factory=list)     # ("<topic>:<function>" in solutions.mistakes, explanation)
+    n_basic: int = 8
+    n_hidden: int = 24
+    tensor_inputs: bool = True                 # also probe the hidden part on the meta device (wrong-device tensors)
+    uses: tuple = ()                           # other exercises the learner's function calls (named in failures)
+    conditioning: Callable | None = None       # (args, kwargs) -> size of the inputs the rounding error scales with
+    # from the course table (grader/course.py), filled in by register:
+    notebook: str = field(default="", init=False)   # the notebook's folder, "03_softmax"
+    given: tuple = field(default=(), init=False)    # "module:function" ready-made versions learners must not call
+
+
+# ---------------------------------------------------------------- the registry
+EXERCISES = {}     # name -> Exercise, in course order
+SAFE_GLOBALS = []  # classes (beyond tensors and plain data) that shipped expectations may hold; modules add theirs
+
+
+def register(module, *exercises):
+    """Add the exercises of one notebook; its case module ``module`` (pass ``__name__``) ends with this call.
+
+    The exercises must be the table's (``grader/course.py``), in its order, and
+    their known mistakes must live in ``solutions/mistakes/<topic>.py``.
+    """
+    topic = module.rsplit(".", 1)[-1]
+    nb = TOPICS[topic]
+    names = [ex.name for ex in exercises]
+    if names != list(nb.exercises):
+        raise ValueError(f"grader/cases/{topic}.py registers {names}; grader/course.py lists {list(nb.exercises)}")
+    for ex in exercises:
+        if ex.name in EXERCISES:
+            raise ValueError(f"exercise {ex.name!r} is registered twice")
+        wrong = [m for m, _ in ex.mistakes if not m.startswith(topic + ":")]
+        if wrong:
+            raise ValueError(f"the known mistakes of {ex.name} are named '{topic}:<function>' "
+                             f"(solutions/mistakes/{topic}.py), not {wrong}")
+        ex.notebook = nb.folder
+        ex.given = tuple(nb.given.get(ex.name, ()))
+        EXERCISES[ex.name] = ex
+
+
+def visible_cases(ex, part):
+    """The cases of a visible part, made from fixed seeds."""
+    if part == "basic":
+        g = gen(1000 + sum(map(ord, ex.name)))
+        return [ex.random_case(g, False) for _ in range(ex.n_basic)] if ex.random_case else []
+    if part == "edge":
+        return ex.edge()
+    raise ValueError(f"unknown visible part {part!r}")
+
+
+def hidden_cases(ex, seed, big=True, n=None):
+    """Fresh random cases for the hidden parts (larger ones unless ``big`` is False)."""
+    g = gen(seed)
+    return [ex.random_case(g, big) for _ in range(ex.n_hidden if n is None else n)] if ex.random_case else []
+
+
+# ---------------------------------------------------------------- rounding: how large the inputs are
+def logit_scale(args, kwargs):
+    """The largest finite |logit| / temperature: log-softmax and friends are exact only to about eps times it."""
+    x = args[0] if args else kwargs.get("x", kwargs.get("logits"))
+    if not _safe.is_tensor(x) or not x.is_floating_point() or x.device.type == "meta" or x.numel() == 0:
+        return 0.0
+    values = [abs(v) for v in _safe.tolist(_safe.to(_safe.detach(x), "cpu", _safe.float64).flatten())
+              if _safe._isfinite(v)]
+    temperature = kwargs.get("temperature", args[2] if len(args) > 2 else 1.0)
+    try:
+        temperature = float(temperature)
+    except (TypeError, ValueError):
+        temperature = 1.0
+    return max(values, default=0.0) / (temperature if temperature > 0 else 1.0)
+
+
+def logit_sum_scale(args, kwargs):
+    """``logit_scale`` times the number of positions: for log-probabilities summed over a sequence."""
+    x = args[0] if args else kwargs.get("logits")
+    rows = max(1, x.numel() // max(1, x.shape[-1])) if hasattr(x, "numel") and x.dim() else 1
+    return logit_scale(args, kwargs) * rows
+
+
+# ---------------------------------------------------------------- seeded random inputs
+def gen(seed):
+    return torch.Generator().manual_seed(seed)
+
+
+def pick_int(g, lo, hi):
+    """Uniform int in [lo, hi]."""
+    return int(torch.randint(lo, hi + 1, (1,), generator=g))
+
+
+def randn(g, *shape, dtype=F64, scale=1.0):
+    return (torch.randn(*shape, generator=g, dtype=F64) * scale).to(dtype)
+
+
+def pick_dtype(g):
+    return F64 if pick_int(g, 0, 1) else F32
+
+
+def dn(dtype):
+    """A dtype's name for a case's description: "float64"."""
+    return str(dtype).replace("torch.", "")
+
+
+# ---------------------------------------------------------------- calling the learner in a property
+def stub_message(fn_name):
+    """What a learner reads when ``fn_name`` is still the released stub."""
+    return (f"`{fn_name}` is not implemented yet: it still raises NotImplementedError. Replace the "
+            f"`raise NotImplementedError()` line in the exercise cell with your code.")
+
+
+def learner_call(fn, args, kwargs=None):
+    """The outcome of ``fn(*args, **kwargs)`` (a ``_safe.Outcome``), or None when it raised or ran out of time.
+
+    None means: give up, the case checks report what went wrong.
+    """
+    out = _safe.call(fn, args, kwargs or {})
+    return None if out.error is not None or out.timed_out else out
+
+
+def tensor_in(value, item=None, shape=None, dim=None):
+    """``value`` (or ``value[item]`` of a returned pair) when it is a plain tensor of that shape / number of axes;
+    else None."""
+    if item is not None:
+        if not (isinstance(value, tuple) and len(value) == 2):
+            return None
+        value = value[item]
+    if type(value) is not _safe.Tensor:
+        return None
+    if shape is not None and tuple(value.shape) != tuple(shape):
+        return None
+    if dim is not None and value.dim() != dim:
+        return None
+    return value
+
+
+def learner_tensor(fn, args, kwargs=None, item=None, shape=None, dim=None):
+    """Call the learner's ``fn``; the tensor it returned (see ``tensor_in``), or None to give up."""
+    out = learner_call(fn, args, kwargs)
+    return None if out is None else tensor_in(out.value, item, shape, dim)
+
+
+def nested(t):
+    """A learner's tensor as nested Python lists, through the grader's captured primitives."""
+    return _safe.tolist(_safe.to(_safe.detach(t), "cpu"))
+
+
+# ---------------------------------------------------------------- causal: no future leak
+CAUSAL_LESSON = "query i may attend to key j only if j <= i"
+
+
+def leak_message(i, j, what):
+    return (f"the future leaks: the output at position i={i} changed when {what} at j={j} (a later position) "
+            f"changed. With the causal mask, position i may only depend on positions j <= i.")
+
+
+def no_future_leak(fn, args, x_index, T, first_of_tuple, what="the input", kwargs=None):
+    """Perturb position j of args[x_index] for j = T-1 .. 1; rows i < j of the output must not move.
+
+    ``x_index`` is one index into ``args`` or a tuple of them (all perturbed together);
+    ``first_of_tuple``: the output is the first of a returned pair (out, weights).
+    Returns the message naming the leaking pair (i, j), or None.
+    """
+    kwargs = kwargs or {}
+    indices = x_index if isinstance(x_index, tuple) else (x_index,)
+    item = 0 if first_of_tuple else None
+
+    def output(call_args):
+        out = learner_tensor(fn, call_args, kwargs, item=item, dim=3)
+        return None if out is None or out.shape[1] != T else nested(out)
+
+    out0 = output(args)
+    if out0 is None:
+        return None  # reported by the case checks
+    for j in range(T - 1, 0, -1):
+        moved_args = list(args)
+        for k in indices:
+            x = _safe.clone(args[k])
+            x[:, j] += 3.0
+            moved_args[k] = x
+        out1 = output(tuple(moved_args))
+        if out1 is None:
+            return None
+        for b in range(len(out0)):
+            for i in range(j):
+                if any(abs(u - w) > 1e-9 * (1 + abs(u)) for u, w in zip(out0[b][i], out1[b][i])):
+                    return leak_message(i, j, what)
+    return None
+
+
+# ---------------------------------------------------------------- transformer weights and masks (notebooks 06-09)
+# The weights are random and seeded, in the dict layout of ``solutions/encoder.py``:
+# attention {"W_q", "b_q", "W_k", "b_k", "W_v", "b_v", "W_o", "b_o"}, feed-forward
+# {"W_1", "b_1", "W_2", "b_2"}, layer norm {"weight", "bias"}; a block's dict holds
+# those under "attn"/"ln1"/"ffn"/"ln2" (encoder, decoder) or
+# "self_attn"/"ln1"/"cross_attn"/"ln2"/"ffn"/"ln3" (encoder-decoder). Masks are
+# bool, True = may attend; padding is on the right.
+def attn_params(g, D, dtype=F64, scale=1.5):
+    """An attention dict; ``scale`` > 1 gives peaky weights, so scaling mistakes show."""
+    p = {}
+    for n in "qkvo":
+        p[f"W_{n}"] = randn(g, D, D, dtype=dtype, scale=scale / math.sqrt(D))
+        p[f"b_{n}"] = randn(g, D, dtype=dtype, scale=0.3)
+    return p
+
+
+def ln_params(g, D, dtype=F64):
+    return {"weight": 1.0 + randn(g, D, dtype=dtype, scale=0.2), "bias": randn(g, D, dtype=dtype, scale=0.2)}
+
+
+def ffn_params(g, D, F, dtype=F64):
+    return {"W_1": randn(g, F, D, dtype=dtype, scale=1.5 / math.sqrt(D)), "b_1": randn(g, F, dtype=dtype, scale=0.3),
+            "W_2": randn(g, D, F, dtype=dtype, scale=1.5 / math.sqrt(F)), "b_2": randn(g, D, dtype=dtype, scale=0.3)}
+
+
+def block_params(g, D, F, dtype=F64):
+    return {"attn": attn_params(g, D, dtype), "ln1": ln_params(g, D, dtype), "ffn": ffn_params(g, D, F, dtype),
+            "ln2": ln_params(g, D, dtype)}
+
+
+def encdec_params(g, D, F, dtype=F64):
+    return {"self_attn": attn_params(g, D, dtype), "ln1": ln_params(g, D, dtype),
+            "cross_attn": attn_params(g, D, dtype), "ln2": ln_params(g, D, dtype),
+            "ffn": ffn_params(g, D, F, dtype), "ln3": ln_params(g, D, dtype)}
+
+
+def as_float32(params):
+    """A weight dict (nested or flat) in float32."""
+    return {k: as_float32(v) if isinstance(v, dict) else v.float() for k, v in params.items()}
+
+
+def random_lengths(g, B, T, lo=1, force_pad=True):
+    """Random lengths in [lo, T]; with ``force_pad`` one row is shorter than T whenever T allows."""
+    lengths = [pick_int(g, min(lo, T), T) for _ in range(B)]
+    if force_pad and T >= 2 and all(n == T for n in lengths):
+        lengths[pick_int(g, 0, B - 1)] = pick_int(g, max(1, min(lo, T - 1)), T - 1)
+    return lengths
+
+
+def valid_mask(lengths, T):
+    """(B, T) bool: True at the real tokens of rows of the given lengths."""
+    return torch.arange(T)[None, :] < torch.tensor(lengths, dtype=torch.long).reshape(-1, 1)
+
+
+def causal_mask(T):
+    return torch.ones(T, T, dtype=torch.bool).tril()
+
+
+def pick_heads(g, big, lo_basic=2, d_lo=1, d_hi=4, min_D=1):
+    """(H, d_k) with H >= lo_basic in the basic part, and D = H * d_k >= min_D."""
+    while True:
+        H = pick_int(g, 1 if big else lo_basic, 4 if big else 3)
+        d_k = pick_int(g, d_lo, d_hi)
+        if H * d_k >= min_D:
+            return H, d_k
+
+
+def random_padding_mask(g, B, T_k):
+    """A (B, 1, T_k) padding mask with random lengths, and its description."""
+    lengths = random_lengths(g, B, T_k)
+    return valid_mask(lengths, T_k)[:, None, :], f"padding mask (source lengths {lengths})"
+
+
+def block_case(g, big, T_lo=2):
+    """A random case of a transformer block (x, valid, params, n_heads): encoder_block and decoder_block."""
+    dtype = pick_dtype(g)
+    B = pick_int(g, 1, 3)
+    T = pick_int(g, 1, 7) if big else pick_int(g, T_lo, 6)
+    H, d_k = pick_heads(g, big, d_lo=2, d_hi=3, min_D=4)
+    D, F = H * d_k, pick_int(g, 2, 8)
+    if big and pick_int(g, 0, 3) == 0:
+        valid, vname = None, "no padding"
+    else:
+        lengths = random_lengths(g, B, T, lo=0 if big else 1)
+        valid, vname = valid_mask(lengths, T), f"lengths {lengths}"
+    return Case(f"B={B}, T={T}, D={D}, n_heads={H}, F={F}, {vname}, {dn(dtype)}",
+                (randn(g, B, T, D, dtype=dtype), valid, block_params(g, D, F, dtype), H))
+
+
+def block_edge(seed, first="n = 1: one token, which attends to itself"):
+    """The edge cases of a transformer block: encoder_block and decoder_block."""
+    g = gen(seed)
+    p6, p8 = block_params(g, 6, 5), block_params(g, 8, 7)
+    x, x8 = randn(g, 3, 5, 6), randn(g, 2, 4, 8)
+    return [
+        Case(first, (x[:1, :1], None, p6, 2)),
+        Case("no padding (valid=None)", (x, None, p6, 3)),
+        Case("a padded batch, lengths [5, 3, 1]", (x, valid_mask([5, 3, 1], 5), p6, 2)),
+        Case("one sequence is all padding, lengths [4, 0]", (x8, valid_mask([4, 0], 4), p8, 2)),
+        Case("one head (H = 1)", (x, valid_mask([5, 4, 2], 5), p6, 1)),
+        Case("four heads of width d_k = 2", (x8, valid_mask([2, 4], 4), p8, 4)),
+        Case("float32", (x8.float(), valid_mask([3, 4], 4), as_float32(p8), 2)),
+    ]

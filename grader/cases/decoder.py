@@ -1,0 +1,229 @@
+"""Notebook 07, the decoder: cases, properties and known mistakes.
+
+The weights are random and seeded, in the dict layout of ``solutions/encoder.py``
+(``common.attn_params``, ``common.block_params`` and friends). Masks are bool,
+True = may attend; padding is on the right.
+
+Random cases of the visible "basic" part are chosen so that every known mistake
+shows: at least two heads (one head hides a wrong split or a per-head scale), at
+least two positions (one position hides a causal mask and a rotation), padding
+that leaves some row shorter than T, and widths of four and more (a layer norm
+over two numbers keeps only their sign).
+"""
+import torch
+
+from .common import (CAUSAL_LESSON, Case, Exercise, F64, as_float32, attn_params, block_case, block_edge, block_params,
+                     causal_mask, dn, gen, learner_tensor, logit_sum_scale, nested, no_future_leak, pick_dtype,
+                     pick_heads, pick_int, randn, random_lengths, random_padding_mask, register, valid_mask)
+
+
+# ---------------------------------------------------------------- rope
+def _rope_case(g, big):
+    dtype = pick_dtype(g)
+    T = pick_int(g, 0, 7) if big else pick_int(g, 2, 6)
+    d = 2 * (pick_int(g, 1, 4) if big else pick_int(g, 2, 4))
+    lead = [(), (pick_int(g, 1, 3),), (pick_int(g, 1, 3), pick_int(g, 1, 3))][pick_int(g, 0, 2)]
+    kind = pick_int(g, 0, 2)
+    if kind == 0:
+        positions, pname = None, "positions 0 .. T-1"
+    elif kind == 1:
+        start = pick_int(g, 1, 20)
+        positions, pname = torch.arange(start, start + T), f"positions {start} .. {start + T - 1}"
+    else:
+        positions = torch.randperm(T, generator=g) * pick_int(g, 1, 5)
+        pname = f"positions {positions.tolist()}"
+    base = (10000.0, 100.0)[pick_int(g, 0, 1)]
+    return Case(f"x {lead + (T, d)}, {pname}, base={base:g}, {dn(dtype)}",
+                (randn(g, *lead, T, d, dtype=dtype),), {"positions": positions, "base": base})
+
+
+def _rope_edge():
+    g = gen(69)
+    x = randn(g, 2, 3, 4, 8)
+    return [
+        Case("n = 1: position 0 is not rotated", (randn(g, 1, 4),)),
+        Case("d = 2: one pair, rotated by the angle p", (randn(g, 5, 2),)),
+        Case("the queries of every head at once, (B, H, T, d)", (x,)),
+        Case("continuing at positions 5 .. 8 (a KV cache)", (x,), {"positions": torch.arange(5, 9)}),
+        Case("an empty sequence (T = 0)", (randn(g, 2, 0, 4),)),
+        Case("large positions (1000 .. 1003)", (x,), {"positions": torch.arange(1000, 1004)}),
+        Case("base = 100", (x,), {"base": 100.0}),
+        Case("float32", (x.float(),)),
+        Case("an odd width d = 5 is an error", (randn(g, 3, 5),), raises="ValueError"),
+        Case("3 positions for 4 rows: an error", (x,), {"positions": torch.arange(3)}, raises="ValueError"),
+    ]
+
+
+def _rope_relative_offset(fn):
+    """The score of a rotated query at m and a rotated key at n depends on m - n only."""
+    g = gen(70)
+    q, k = randn(g, 1, 8), randn(g, 1, 8)
+
+    def rotated(x, p):
+        out = learner_tensor(fn, (x,), {"positions": torch.tensor([p])}, shape=(1, 8))
+        return None if out is None else nested(out)[0]
+
+    for m, n, s in ((3, 1, 5), (0, 4, 7), (2, 2, 11), (6, 0, 40)):
+        rows = [rotated(q, m), rotated(k, n), rotated(q, m + s), rotated(k, n + s)]
+        if any(r is None for r in rows):
+            return None
+        s1 = sum(a * b for a, b in zip(rows[0], rows[1]))
+        s2 = sum(a * b for a, b in zip(rows[2], rows[3]))
+        if not abs(s1 - s2) <= 1e-9 * (1 + abs(s1)):
+            return (f"the score of a rotated query and key must depend on their offset m - n only: at m={m}, n={n} "
+                    f"it is {s1:.6g}, shifted by {s} to m={m + s}, n={n + s} it is {s2:.6g}. Rotate each pair of "
+                    f"columns by the angle p * theta_i of the row's own position p")
+    return None
+
+
+# ---------------------------------------------------------------- rope_attention
+def _rope_attn_case(g, big):
+    dtype = pick_dtype(g)
+    B = pick_int(g, 1, 3)
+    T = pick_int(g, 1, 7) if big else pick_int(g, 2, 6)
+    H, d_k = pick_heads(g, big, d_lo=1, d_hi=2)
+    d_k *= 2
+    D = H * d_k
+    kind = pick_int(g, 0, 3) if big else pick_int(g, 1, 3)
+    if kind == 0:
+        mask, mname = None, "no mask"
+    elif kind == 1:
+        mask, mname = causal_mask(T), "causal mask"
+    elif kind == 2:
+        mask, mname = random_padding_mask(g, B, T)
+    else:
+        lengths = random_lengths(g, B, T)
+        mask = causal_mask(T) & valid_mask(lengths, T)[:, None, :]
+        mname = f"causal and padding mask (lengths {lengths})"
+    return Case(f"B={B}, T={T}, D={D}, n_heads={H}, {mname}, {dn(dtype)}",
+                (randn(g, B, T, D, dtype=dtype), attn_params(g, D, dtype), H), {"mask": mask})
+
+
+def _rope_attn_edge():
+    g = gen(71)
+    p8 = attn_params(g, 8)
+    x = randn(g, 2, 5, 8)
+    dead = torch.ones(2, 5, 5, dtype=torch.bool)
+    dead[0, 3] = False
+    return [
+        Case("n = 1: one token at position 0, nothing is rotated", (x[:1, :1], p8, 2)),
+        Case("a causal mask", (x, p8, 2), {"mask": causal_mask(5)}),
+        Case("no mask: RoPE alone tells the positions apart", (x, p8, 2)),
+        Case("one head (H = 1, d_k = 8)", (x, p8, 1), {"mask": causal_mask(5)}),
+        Case("four heads of width d_k = 2", (x, p8, 4), {"mask": causal_mask(5)}),
+        Case("a padding mask (B, 1, T), lengths [5, 2]", (x, p8, 2), {"mask": valid_mask([5, 2], 5)[:, None, :]}),
+        Case("a fully masked row: zero weights, output b_o", (x, p8, 2), {"mask": dead}),
+        Case("float32", (x.float(), as_float32(p8), 2), {"mask": causal_mask(5)}),
+        Case("d_model=8 is not divisible by n_heads=3: an error", (x, p8, 3), raises="ValueError"),
+        Case("an odd head width d_k = 3 (D = 6, n_heads = 2) cannot be rotated: an error",
+             (x[..., :6], attn_params(g, 6), 2), raises="ValueError"),
+    ]
+
+
+def _rope_attention_no_future_leak(fn):
+    """With a causal mask, changing the token at j must not move the output at any i < j."""
+    g = gen(72)
+    T = 6
+    return no_future_leak(fn, (randn(g, 1, T, 8), attn_params(g, 8), 2), 0, T, True,
+                          kwargs={"mask": causal_mask(T)})
+
+
+# ---------------------------------------------------------------- decoder_block (cases: common.block_case)
+def _decoder_no_future_leak(fn):
+    """Changing the token at j must not move the decoder block's output at any i < j."""
+    g = gen(66)
+    return no_future_leak(fn, (randn(g, 1, 6, 6), None, block_params(g, 6, 5), 2), 0, 6, False)
+
+
+# ---------------------------------------------------------------- lm_log_prob
+def _lm_case(g, big):
+    dtype = pick_dtype(g)
+    B, V = pick_int(g, 1, 4), pick_int(g, 2, 10)
+    T = pick_int(g, 0, 7) if big else pick_int(g, 3, 7)
+    logits = randn(g, B, T, V, dtype=dtype, scale=2.0)
+    ids = torch.randint(0, V, (B, T), generator=g)
+    if big and pick_int(g, 0, 3) == 0:
+        return Case(f"B={B}, T={T}, V={V}, no padding (valid=None), {dn(dtype)}", (logits, ids))
+    lengths = random_lengths(g, B, T, lo=0 if big else 3)
+    valid = valid_mask(lengths, T)
+    return Case(f"B={B}, T={T}, V={V}, lengths {lengths}, {dn(dtype)}", (logits, ids.masked_fill(~valid, 0), valid))
+
+
+def _lm_edge():
+    g = gen(73)
+    logits = randn(g, 3, 5, 6, scale=2.0)
+    ids = torch.randint(0, 6, (3, 5), generator=g)
+    valid = valid_mask([5, 3, 1], 5)
+    return [
+        Case("T = 1: nothing to predict, log P = 0", (logits[:, :1], ids[:, :1])),
+        Case("T = 2: one next token", (logits[:, :2], ids[:, :2])),
+        Case("uniform logits: log P = -(T - 1) log V", (torch.zeros(2, 4, 6, dtype=F64), ids[:2, :4])),
+        Case("a padded batch, lengths [5, 3, 1] (the last has only its first token)",
+             (logits, ids.masked_fill(~valid, 0), valid)),
+        Case("a sequence that is all padding", (logits[:2], ids[:2], valid_mask([4, 0], 5))),
+        Case("valid=None: every token is real", (logits, ids)),
+        Case("an unlikely next token under confident logits (1e3): log P = -1000, finite (log of softmax "
+             "would give -inf)", (torch.tensor([[[1e3, 0.0], [0.0, 1e3]]], dtype=F64), torch.tensor([[0, 1]]))),
+        Case("float32", (logits.float(), ids, valid)),
+        Case("logits for T = 4 positions, ids for T = 5: an error", (logits[:, :4], ids), raises="ValueError"),
+        Case("valid of shape (3, 4) for ids (3, 5): an error", (logits, ids, valid[:, :4]), raises="ValueError"),
+    ]
+
+
+# ---------------------------------------------------------------- the registry
+register(
+    __name__,
+    Exercise("rope", "decoder:rope", _rope_case, _rope_edge,
+             properties=[("edge", _rope_relative_offset), ("hidden", _rope_relative_offset)],
+             mistakes=[("decoder:rope_wrong_frequencies",
+                        "the frequencies are wrong: pair i turns by theta_i = base^(-2i / d), with 2i (the even "
+                        "column's index) in the exponent, not i"),
+                       ("decoder:rope_rotates_backwards",
+                        "the rotation goes the wrong way (the sine's sign is flipped): out[2i] = x[2i] cos - "
+                        "x[2i+1] sin and out[2i+1] = x[2i] sin + x[2i+1] cos"),
+                       ("decoder:rope_pairs_halves",
+                        "the columns were paired across the two halves (i with i + d/2); the notes' RoPE rotates "
+                        "adjacent columns, the pair (2i, 2i + 1)")]),
+    Exercise("rope_attention", "decoder:rope_attention", _rope_attn_case, _rope_attn_edge,
+             properties=[("edge", _rope_attention_no_future_leak), ("hidden", _rope_attention_no_future_leak)],
+             uses=("rope",),
+             mistakes=[("decoder:rope_attention_values_rotated",
+                        "the values were rotated too; RoPE rotates only the queries and the keys, whose dot "
+                        "product then depends on the offset, and leaves the values as they are"),
+                       ("decoder:rope_attention_queries_only",
+                        "only the queries were rotated; rotate the keys too, so that the score q_m . k_n depends "
+                        "on the offset m - n"),
+                       ("decoder:rope_attention_before_split",
+                        "RoPE was applied over the whole width D before splitting into heads; split first, then "
+                        "rotate each head's queries and keys over its own d_k columns"),
+                       ("decoder:rope_attention_without_rope",
+                        "nothing was rotated: this is plain multi-head attention; rotate every head's queries and "
+                        "keys with rope after splitting the heads")],
+             n_basic=6, n_hidden=12),
+    Exercise("decoder_block", "decoder:decoder_block", block_case,
+             lambda: block_edge(79, "the first decoder position (T = 1): it attends to itself alone"),
+             properties=[("edge", _decoder_no_future_leak), ("hidden", _decoder_no_future_leak)],
+             mistakes=[("decoder:decoder_block_no_causal_mask",
+                        f"the causal mask is missing, so the future leaks: {CAUSAL_LESSON} (and key j is real)"),
+                       ("decoder:decoder_block_causal_transposed",
+                        f"the causal mask is transposed (upper-triangular): {CAUSAL_LESSON}, so True belongs on "
+                        f"and below the diagonal (tril)"),
+                       ("decoder:decoder_block_padding_ignored",
+                        f"the padding was not blocked: combine the causal mask with the padding mask, {CAUSAL_LESSON} "
+                        f"and key j is a real token (valid[:, None, :])"),
+                       ("decoder:decoder_block_no_attn_residual",
+                        "the residual around attention is missing: h = LayerNorm(x + CausalSelfAttention(x))"),
+                       ("decoder:decoder_block_no_ffn_residual",
+                        "the residual around the feed-forward network is missing: out = LayerNorm(h + FFN(h))")],
+             n_basic=6, n_hidden=12),
+    Exercise("lm_log_prob", "decoder:lm_log_prob", _lm_case, _lm_edge,
+             conditioning=logit_sum_scale,
+             mistakes=[("decoder:lm_log_prob_not_shifted",
+                        "the targets are not shifted: logits[:, t] predicts the next token ids[:, t + 1], so score "
+                        "logits[:, :-1] against ids[:, 1:]"),
+                       ("decoder:lm_log_prob_counts_padding",
+                        "padding tokens were scored too: only real next tokens (valid[:, 1:] True) count"),
+                       ("decoder:lm_log_prob_mean",
+                        "the log-probabilities were averaged; by the chain rule log P(x) is their sum over the "
+                        "real next tokens")]),
+)

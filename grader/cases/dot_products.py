@@ -1,0 +1,91 @@
+"""Notebook 02, dot products: cases, properties and known mistakes (``solutions/mistakes/dot_products.py``)."""
+import torch
+
+from .. import _safe
+from .common import Case, Exercise, F64, dn, gen, pick_dtype, pick_int, randn, register, stub_message
+
+
+def _qk_case(g, big):
+    dtype = pick_dtype(g)
+    B, T_q, T_k = pick_int(g, 1, 3), pick_int(g, 1, 9 if big else 5), pick_int(g, 1, 9 if big else 5)
+    d = pick_int(g, 1, 16 if big else 8)
+    lead = (B,) if pick_int(g, 0, 1) else (B, pick_int(g, 1, 3))
+    return Case(f"Q {lead + (T_q, d)}, K {lead + (T_k, d)}, {dn(dtype)}",
+                (randn(g, *lead, T_q, d, dtype=dtype), randn(g, *lead, T_k, d, dtype=dtype)))
+
+
+def _qk_edge():
+    g = gen(21)
+    return [
+        Case("n = 1: one query, one key", (randn(g, 1, 4), randn(g, 1, 4))),
+        Case("no batch dimension, T_q != T_k", (randn(g, 2, 3), randn(g, 5, 3))),
+        Case("d_k = 1", (randn(g, 3, 1), randn(g, 3, 1))),
+        Case("large width d_k = 256", (randn(g, 2, 256), randn(g, 4, 256))),
+        Case("Q and K of different widths is an error", (randn(g, 2, 3), randn(g, 2, 4)), raises="ValueError"),
+    ]
+
+
+def _proj_case(g, big):
+    dtype = pick_dtype(g)
+    B, T, D, d_k, d_v = pick_int(g, 1, 3), pick_int(g, 1, 6), pick_int(g, 2, 8), pick_int(g, 1, 8), pick_int(g, 1, 8)
+    return Case(f"X ({B}, {T}, {D}), d_k={d_k}, d_v={d_v}, {dn(dtype)}",
+                (randn(g, B, T, D, dtype=dtype), randn(g, d_k, D, dtype=dtype), randn(g, d_k, D, dtype=dtype),
+                 randn(g, d_v, D, dtype=dtype)))
+
+
+def _proj_edge():
+    g = gen(22)
+    X = randn(g, 3, 4)
+    return [
+        Case("square matrices (d_k = D)", (X, randn(g, 4, 4), randn(g, 4, 4), randn(g, 4, 4))),
+        Case("one token", (X[:1], randn(g, 2, 4), randn(g, 2, 4), randn(g, 5, 4))),
+        Case("identity W_Q gives Q = X", (X, torch.eye(4, dtype=F64), randn(g, 4, 4), randn(g, 4, 4))),
+        Case("W_K with the wrong input width is an error", (X, randn(g, 2, 4), randn(g, 2, 3), randn(g, 2, 4)),
+             raises="ValueError"),
+    ]
+
+
+def _variance_case(g, big):
+    d = [1, 2, 8, 32, 128, 512][pick_int(g, 0, 5)]
+    return Case(f"d_k = {d}", (d,), {"n_pairs": 4000, "seed": pick_int(g, 0, 10_000)})
+
+
+def _variance_property(fn):
+    """The variance of q . k is about d_k, and about 1 after dividing by sqrt(d_k)."""
+    for d_k in (1, 16, 256):
+        out = _safe.call(fn, (d_k,), {"n_pairs": 20000, "seed": 3})
+        if out.timed_out:
+            return f"score_variance({d_k}, n_pairs=20000) did not finish within {_safe.DEFAULT_TIME_LIMIT:g} s"
+        if isinstance(out.error, NotImplementedError):
+            return stub_message("score_variance")
+        if out.error is not None:
+            return f"score_variance({d_k}, n_pairs=20000) raised {type(out.error).__name__}: {out.error}"
+        v = out.value
+        if not (isinstance(v, tuple) and len(v) == 2 and all(isinstance(x, float) for x in v)):
+            return f"score_variance({d_k}) should return a tuple of two Python floats, got {type(v).__name__}"
+        raw, scaled = v
+        if not abs(raw - d_k) <= 0.1 * d_k:
+            return (f"for d_k={d_k} the variance of raw scores q . k should be close to d_k = {d_k} "
+                    f"(within 10%), got {raw:.4g}")
+        if not abs(scaled - 1) <= 0.1:
+            return (f"for d_k={d_k} the variance of q . k / sqrt(d_k) should be close to 1 (within 0.1), "
+                    f"got {scaled:.4g}")
+    return None
+
+
+register(
+    __name__,
+    Exercise("pairwise_scores", "dot_products:pairwise_scores", _qk_case, _qk_edge,
+             mistakes=[("dot_products:scores_keys_first",
+                        "you computed K Q^T (keys x queries); the scores are Q K^T, rows are queries")]),
+    Exercise("project_qkv", "dot_products:project_qkv", _proj_case, _proj_edge,
+             mistakes=[("dot_products:project_k_v_swapped", "K and V are swapped: K comes from W_K and V from W_V")]),
+    Exercise("scaled_scores", "dot_products:scaled_scores", _qk_case, _qk_edge,
+             mistakes=[("dot_products:scaled_scores_no_sqrt", "the scores were not divided by sqrt(d_k)"),
+                       ("dot_products:scaled_scores_by_d_k", "the scores were divided by d_k; divide by sqrt(d_k)")]),
+    Exercise("score_variance", "dot_products:score_variance", None, lambda: [
+             Case("d_k = 0 is an error", (0,), raises="ValueError")],
+             properties=[("basic", _variance_property), ("hidden-basic", _variance_property),
+                         ("hidden", _variance_property)],
+             tensor_inputs=False, n_basic=0, n_hidden=0),
+)

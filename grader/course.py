@@ -1,0 +1,124 @@
+"""The course, one entry per notebook: the one table every other part reads.
+
+Each entry says, for one notebook (in course order):
+
+* ``folder``     the assignment id and its folder, ``course/source/<folder>/<folder>.ipynb``;
+* ``topic``      the name of its two modules: the cases ``grader/cases/<topic>.py`` and the known mistakes
+                 ``solutions/mistakes/<topic>.py`` (whose functions the cases name ``"<topic>:<function>"``);
+* ``exercises``  {exercise: (points of its basic cell, points of its edge cell)}, in the order the grader
+                 registers them;
+* ``given``      {exercise: ("module:function", ...)}: ready-made versions in ``coursekit`` that the learner's
+                 answer must not call (it may call the ready-made versions of *other* exercises);
+* ``setup``      the imports of ready-made parts that the notebook's read-only set-up cell adds ("" for none);
+* ``sample_bug`` the one known bug of the sample submission (``course demo``, the pipeline tests): the
+                 exercise, what the bug is, and the (old, new) edit of the reference source.
+
+What may reach a student: the fields named in ``SHIPS`` describe what a student sees anyway (the
+notebook, its set-up cell, its points). The fields in ``INSTRUCTOR_ONLY`` do not ship: a sample bug is an
+edit of the reference source. (The known mistakes are instructor-only too: they live in ``solutions/``,
+which never ships.) Adding a notebook is one entry here plus its two modules.
+
+Plain data, no imports of the grader's other modules or of ``coursekit`` (which imports the grader).
+"""
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+SHIPS = ("folder", "topic", "exercises", "given", "setup")
+INSTRUCTOR_ONLY = ("sample_bug",)
+
+POINTS = (1, 2)  # every exercise today: its basic cell 1 point, its edge cell 2 points
+
+
+class SampleBug(NamedTuple):
+    exercise: str
+    what: str
+    edit: tuple  # (old text, new text) in the reference source of ``exercise``
+
+
+@dataclass(frozen=True)
+class Notebook:
+    folder: str
+    topic: str
+    exercises: dict
+    given: dict = field(default_factory=dict)
+    setup: str = ""
+    sample_bug: SampleBug | None = None
+
+
+def _points(*names):
+    return {name: POINTS for name in names}
+
+
+NOTEBOOKS = {nb.folder: nb for nb in [
+    Notebook(
+        "01_tokens", "tokens",
+        _points("build_vocab", "encode", "decode", "pad_batch", "embed_one_hot", "embed_lookup"),
+        sample_bug=SampleBug("pad_batch", "the padding mask is inverted", ("return ids, mask", "return ids, ~mask"))),
+    Notebook(
+        "02_dot_products", "dot_products",
+        _points("pairwise_scores", "project_qkv", "scaled_scores", "score_variance"),
+        sample_bug=SampleBug("scaled_scores", "no division by sqrt(d_k)", (" / math.sqrt(d_k)", ""))),
+    Notebook(
+        "03_softmax", "softmax",
+        _points("softmax", "log_softmax", "sequence_log_prob"),
+        sample_bug=SampleBug("softmax", "logits multiplied by the temperature",
+                             ("z = x / temperature", "z = x * temperature"))),
+    Notebook(
+        "04_masks_attention", "masks_attention",
+        _points("bidirectional_mask", "causal_mask", "padding_mask", "combine_masks", "additive_mask",
+                "masked_attention"),
+        given={"masked_attention": ("coursekit.blocks:masked_attention",)},
+        sample_bug=SampleBug("masked_attention", "no division by sqrt(d_k)", (" / math.sqrt(Q.shape[-1])", ""))),
+    Notebook(
+        "05_rnn", "rnn",
+        _points("rnn_cell", "rnn_encode", "decoder_step", "teacher_forced_logits", "seq2seq_loss", "greedy_decode",
+                "beam_search"),
+        sample_bug=SampleBug("rnn_encode", "the context is taken after the padding",
+                             ("h = torch.where(real, h_new, h)", "h = h_new"))),
+    # later notebooks' blocks call earlier exercises, so a bug in a helper would cost the block's points
+    # too: each sample bug sits in an exercise that nothing else in its notebook calls
+    Notebook(
+        "06_encoder", "encoder",
+        _points("split_heads", "merge_heads", "multi_head_attention", "sinusoidal_positions", "embed_with_positions",
+                "encoder_block", "masked_lm_loss"),
+        given={"split_heads": ("coursekit.blocks:split_heads",),
+               "merge_heads": ("coursekit.blocks:merge_heads",),
+               "multi_head_attention": ("coursekit.blocks:multi_head_attention",),
+               "sinusoidal_positions": ("coursekit.transformer:sinusoidal_table",),
+               "embed_with_positions": ("coursekit.blocks:embed_with_positions",),
+               "encoder_block": ("coursekit.blocks:encoder_block",)},
+        setup="from coursekit.blocks import masked_attention",
+        sample_bug=SampleBug("encoder_block", "the residual around attention is missing",
+                             ("F.layer_norm(x + a, ", "F.layer_norm(a, "))),
+    Notebook(
+        "07_decoder", "decoder",
+        _points("rope", "rope_attention", "decoder_block", "lm_log_prob"),
+        given={"decoder_block": ("coursekit.blocks:decoder_block",)},
+        setup="from coursekit.blocks import (embed_with_positions, masked_attention, merge_heads,\n"
+              "                             multi_head_attention, split_heads)",
+        sample_bug=SampleBug("decoder_block", "no causal mask", (".tril()  # (T, T): j <= i", "  # (T, T): j <= i"))),
+    Notebook(
+        "08_encoder_decoder", "encoder_decoder",
+        _points("cross_attention", "encdec_decoder_block"),
+        setup="from coursekit.blocks import embed_with_positions, encoder_block, multi_head_attention",
+        sample_bug=SampleBug("encdec_decoder_block", "no causal mask on the self-attention",
+                             (".tril()  # (T_y, T_y)", "  # (T_y, T_y)"))),
+    Notebook(
+        "09_kv_cache", "kv_cache",
+        _points("cached_attention", "decoder_block_step", "greedy_generate", "kv_cache_bytes"),
+        given={"decoder_block_step": ("coursekit.blocks:decoder_block_step",)},
+        setup="from coursekit.blocks import (decoder_block, embed_with_positions, masked_attention, merge_heads,\n"
+              "                             split_heads)",
+        sample_bug=SampleBug("decoder_block_step", "the cache is not passed to the attention",
+                             ("cached_attention(q, k, v, cache)", "cached_attention(q, k, v, None)"))),
+]}
+
+TOPICS = {nb.topic: nb for nb in NOTEBOOKS.values()}
+
+
+def notebook_of(exercise):
+    """The entry of the notebook that holds ``exercise``."""
+    for nb in NOTEBOOKS.values():
+        if exercise in nb.exercises:
+            return nb
+    raise KeyError(f"no notebook of the course holds an exercise {exercise!r}")

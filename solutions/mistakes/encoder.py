@@ -1,0 +1,191 @@
+"""Known mistakes of notebook 06 (the encoder): wrong variants of ``solutions/encoder.py``.
+
+The grader runs them on the same inputs as the learner's function and names the
+mistake whose output the learner's equals. Each is self-contained (torch only,
+plus the private helpers below), so it can also be compiled as learner code in
+the tests. Each keeps the signature of the reference it imitates.
+"""
+import math
+
+import torch
+import torch.nn.functional as F
+
+_EPS = 1e-5
+
+
+# --- private helpers (correct unless an argument says otherwise) -------------
+def _split(x, n_heads):
+    B, T, D = x.shape
+    return x.reshape(B, T, n_heads, D // n_heads).transpose(1, 2)  # (B, H, T, d_k)
+
+
+def _merge(x):
+    B, H, T, d_k = x.shape
+    return x.transpose(1, 2).reshape(B, T, H * d_k)  # (B, T, D)
+
+
+def _attend(q, k, v, mask=None, width=None):
+    """softmax(q k^T / sqrt(width) + M) v; a row with no allowed key gets zero weights."""
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1] if width is None else width)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    return weights @ v, weights
+
+
+def _head_mask(mask):
+    if mask is None:
+        return None
+    return mask.reshape((1,) * (3 - mask.dim()) + tuple(mask.shape))[:, None]  # (B or 1, 1, T_q, T_k)
+
+
+def _mha(x_q, x_kv, p, n_heads, mask=None, width=None, project_out=True):
+    q = _split(x_q @ p["W_q"].T + p["b_q"], n_heads)
+    k = _split(x_kv @ p["W_k"].T + p["b_k"], n_heads)
+    v = _split(x_kv @ p["W_v"].T + p["b_v"], n_heads)
+    out, weights = _attend(q, k, v, _head_mask(mask), width)
+    out = _merge(out)
+    return (out @ p["W_o"].T + p["b_o"] if project_out else out), weights
+
+
+def _ln(x, ln):
+    return F.layer_norm(x, x.shape[-1:], ln["weight"], ln["bias"], _EPS)
+
+
+def _ffn(h, f):
+    return torch.relu(h @ f["W_1"].T + f["b_1"]) @ f["W_2"].T + f["b_2"]
+
+
+def _causal(T_q, T_k, device):
+    return torch.ones(T_q, T_k, dtype=torch.bool, device=device).tril()
+
+
+# --- split_heads / merge_heads -----------------------------------------------
+def split_heads_no_transpose(x, n_heads):
+    """The (B, T, H, d_k) layout read as (B, H, T, d_k): a plain reshape, no transpose."""
+    B, T, D = x.shape
+    return x.reshape(B, n_heads, T, D // n_heads)
+
+
+def merge_heads_no_transpose(x):
+    """(B, H, T, d_k) reshaped straight to (B, T, D), without moving the head axis back."""
+    B, H, T, d_k = x.shape
+    return x.reshape(B, T, H * d_k)
+
+
+# --- multi_head_attention ----------------------------------------------------
+def mha_no_output_projection(x_q, x_kv, params, n_heads, mask=None):
+    return _mha(x_q, x_kv, params, n_heads, mask, project_out=False)
+
+
+def mha_mask_ignored(x_q, x_kv, params, n_heads, mask=None):
+    return _mha(x_q, x_kv, params, n_heads, None)
+
+
+def mha_scaled_by_sqrt_D(x_q, x_kv, params, n_heads, mask=None):
+    return _mha(x_q, x_kv, params, n_heads, mask, width=x_q.shape[-1])
+
+
+def mha_kv_from_queries(x_q, x_kv, params, n_heads, mask=None):
+    """Keys and values projected from x_q instead of x_kv."""
+    return _mha(x_q, x_q, params, n_heads, mask)
+
+
+# --- sinusoidal_positions ----------------------------------------------------
+def _angles(T, D, base, device, two=2):
+    p = torch.arange(T, dtype=torch.float64, device=device)[:, None]
+    i = torch.arange((D + 1) // 2, dtype=torch.float64, device=device)
+    return p / base ** (two * i / D)  # (T, ceil(D/2))
+
+
+def sinusoidal_freq_i_over_D(T, D, base=10000.0, dtype=torch.float32, device=None):
+    """Pair i uses base^(i / D) instead of base^(2i / D)."""
+    angle = _angles(T, D, base, device, two=1)
+    pe = torch.zeros(T, D, dtype=torch.float64, device=device)
+    pe[:, 0::2] = torch.sin(angle)
+    pe[:, 1::2] = torch.cos(angle[:, : D // 2])
+    return pe.to(dtype)
+
+
+def sinusoidal_halves(T, D, base=10000.0, dtype=torch.float32, device=None):
+    """All the sines in the first half of the columns, all the cosines in the second."""
+    angle = _angles(T, D, base, device)
+    return torch.cat([torch.sin(angle), torch.cos(angle[:, : D // 2])], dim=1).to(dtype)
+
+
+def sinusoidal_sin_cos_swapped(T, D, base=10000.0, dtype=torch.float32, device=None):
+    """Cosines in the even columns, sines in the odd ones."""
+    angle = _angles(T, D, base, device)
+    pe = torch.zeros(T, D, dtype=torch.float64, device=device)
+    pe[:, 0::2] = torch.cos(angle)
+    pe[:, 1::2] = torch.sin(angle[:, : D // 2])
+    return pe.to(dtype)
+
+
+# --- embed_with_positions ----------------------------------------------------
+def embed_positions_added_twice(ids, E, P):
+    T = ids.shape[1]
+    return E[ids] + P[:T] + P[:T]
+
+
+def embed_positions_by_token_id(ids, E, P):
+    """The positional table indexed by the token ids, P[ids], instead of by the position t."""
+    return E[ids] + P[ids]
+
+
+# --- encoder_block -----------------------------------------------------------
+def _encoder_block(x, valid, params, n_heads, attn_residual=True, ffn_residual=True, pre_norm=False,
+                   use_padding=True, causal=False):
+    T = x.shape[1]
+    mask = valid[:, None, :] if (valid is not None and use_padding) else None
+    if causal:
+        mask = _causal(T, T, x.device) if mask is None else _causal(T, T, x.device) & mask
+    if pre_norm:
+        h = x + _mha(_ln(x, params["ln1"]), _ln(x, params["ln1"]), params["attn"], n_heads, mask)[0]
+        return h + _ffn(_ln(h, params["ln2"]), params["ffn"])
+    a = _mha(x, x, params["attn"], n_heads, mask)[0]
+    h = _ln(x + a if attn_residual else a, params["ln1"])
+    ff = _ffn(h, params["ffn"])
+    return _ln(h + ff if ffn_residual else ff, params["ln2"])
+
+
+def encoder_block_no_attn_residual(x, valid, params, n_heads):
+    return _encoder_block(x, valid, params, n_heads, attn_residual=False)
+
+
+def encoder_block_no_ffn_residual(x, valid, params, n_heads):
+    return _encoder_block(x, valid, params, n_heads, ffn_residual=False)
+
+
+def encoder_block_pre_norm(x, valid, params, n_heads):
+    return _encoder_block(x, valid, params, n_heads, pre_norm=True)
+
+
+def encoder_block_padding_ignored(x, valid, params, n_heads):
+    return _encoder_block(x, valid, params, n_heads, use_padding=False)
+
+
+def encoder_block_causal(x, valid, params, n_heads):
+    return _encoder_block(x, valid, params, n_heads, causal=True)
+
+
+# --- masked_lm_loss ----------------------------------------------------------
+def _token_nll(logits, targets):
+    logp = torch.log_softmax(logits, dim=-1)
+    return -logp.gather(-1, targets.clamp_min(0)[..., None])[..., 0]  # (B, T)
+
+
+def masked_lm_loss_mean_over_all(logits, targets, is_masked):
+    """Cross-entropy averaged over every position, masked or not."""
+    return _token_nll(logits, targets).mean()
+
+
+def masked_lm_loss_sum(logits, targets, is_masked):
+    nll = _token_nll(logits, targets)
+    return torch.where(is_masked, nll, torch.zeros_like(nll)).sum()
+
+
+def masked_lm_loss_divided_by_all(logits, targets, is_masked):
+    """The masked positions' losses summed, then divided by B * T."""
+    nll = _token_nll(logits, targets)
+    return torch.where(is_masked, nll, torch.zeros_like(nll)).sum() / max(1, nll.numel())

@@ -1,0 +1,73 @@
+"""Known mistakes of notebook 04 (masks and attention): wrong variants of ``solutions/attention.py``.
+
+The grader runs them on the same inputs as the learner's function; when the
+learner's output matches one of them, the failure message names the mistake.
+Each is one edit away from a correct answer; some call the reference itself (the
+tests compile them as learner code calling the learner's own functions).
+"""
+import math
+
+import torch
+
+from .. import attention
+
+
+def causal_mask_transposed(T, device=None):
+    return attention.causal_mask(T, device).T.contiguous()
+
+
+def causal_mask_strict(T, device=None):
+    return torch.ones((T, T), dtype=torch.bool, device=device).tril(-1)
+
+
+def additive_mask_inverted(mask, dtype=torch.float32):
+    return attention.additive_mask(~mask, dtype)
+
+
+def additive_mask_large_negative(mask, dtype=torch.float32):
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, -1e9)
+
+
+def padding_mask_inverted(key_valid):
+    return ~key_valid[:, None, :]
+
+
+def padding_mask_over_queries(key_valid):
+    return key_valid[:, :, None]
+
+
+def combine_masks_or(*masks):
+    result = None
+    for m in masks:
+        if m is not None:
+            result = m if result is None else result | m
+    return result
+
+
+def attention_no_sqrt(Q, K, V, mask=None):
+    return attention.masked_attention(Q * math.sqrt(Q.shape[-1]), K, V, mask)
+
+
+def attention_softmax_over_queries(Q, K, V, mask=None):
+    scores = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-2).nan_to_num(0.0)
+    return weights @ V, weights
+
+
+def attention_mask_transposed(Q, K, V, mask=None):
+    if mask is None or mask.shape[-1] != mask.shape[-2]:
+        return attention.masked_attention(Q, K, V, mask)
+    return attention.masked_attention(Q, K, V, mask.transpose(-2, -1))
+
+
+def attention_mask_after_softmax(Q, K, V, mask=None):
+    _, weights = attention.masked_attention(Q, K, V, None)
+    if mask is not None:
+        weights = weights * mask
+    return weights @ V, weights
+
+
+def attention_mask_ignored(Q, K, V, mask=None):
+    return attention.masked_attention(Q, K, V, None)

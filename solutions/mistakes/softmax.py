@@ -1,0 +1,50 @@
+"""Known mistakes of notebook 03 (softmax): wrong variants of ``solutions/softmax.py``.
+
+The grader runs them on the same inputs as the learner's function; when the
+learner's output matches one of them, the failure message names the mistake.
+Each is one edit away from a correct answer; some call the reference itself (the
+tests compile them as learner code calling the learner's own functions).
+"""
+import torch
+
+from .. import softmax as _sm
+
+
+def softmax_no_max_subtraction(x, dim=-1, temperature=1.0):
+    e = torch.exp(x / temperature)
+    return e / e.sum(dim=dim, keepdim=True)
+
+
+def softmax_wrong_axis(x, dim=-1, temperature=1.0):
+    other = 0 if (dim % x.dim()) != 0 else x.dim() - 1
+    return _sm.softmax(x, dim=other, temperature=temperature) if x.dim() > 1 else _sm.softmax(x, dim, temperature)
+
+
+def softmax_times_temperature(x, dim=-1, temperature=1.0):
+    return _sm.softmax(x * temperature * temperature, dim=dim, temperature=temperature)
+
+
+def softmax_ignores_temperature(x, dim=-1, temperature=1.0):
+    return _sm.softmax(x, dim=dim)
+
+
+def log_softmax_as_log_of_softmax(x, dim=-1, temperature=1.0):
+    return torch.log(_sm.softmax(x, dim=dim, temperature=temperature))
+
+
+def log_softmax_ignores_temperature(x, dim=-1, temperature=1.0):
+    return _sm.log_softmax(x, dim=dim)
+
+
+def sequence_log_prob_ignores_mask(logits, targets, mask=None):
+    return _sm.sequence_log_prob(logits, targets, None)
+
+
+def sequence_log_prob_mean(logits, targets, mask=None):
+    total = _sm.sequence_log_prob(logits, targets, mask)
+    count = mask.sum(-1) if mask is not None else torch.full_like(total, targets.shape[-1])
+    return total / count.to(total.dtype)
+
+
+def sequence_log_prob_shifted(logits, targets, mask=None):
+    return _sm.sequence_log_prob(logits, targets.roll(1, dims=-1), mask)
