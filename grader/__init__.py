@@ -80,9 +80,8 @@ def check(name, fn, part="basic"):
         print(f"{name} [{part}]: graded outside this kernel")
         return
     run = Report(name, part)
-    explanations = dict(ex.mistakes)
     with _safe.forbid_given(reference.capture_given(name)):
-        runner.run_part(run, ex, fn, name, part, explanations)
+        runner.run_part(run, ex, fn, part)
     if run.n == 0:  # a part that judges nothing would pass anything
         raise RuntimeError(f"the grader has no checks for {name} [{part}]: fix grader/cases/"
                            f"{NOTEBOOKS[ex.notebook].topic}.py")

@@ -10,12 +10,13 @@ and each call runs in the sandbox.
 """
 import os
 import traceback
+from dataclasses import dataclass
 
 from . import _safe, reference
 from .compare import compare, same
 from .devices import grading_devices, move, tensors
 from .cases import EXERCISES, hidden_cases, visible_cases
-from .cases.common import stub_message
+from .cases.common import Case, stub_message
 from .report import Report
 from .shipped import load_expected
 
@@ -102,19 +103,35 @@ def _flat(t):
 
 
 
-def judge_case(run, fn, fn_name, index, what, args, kwargs, raises, expected, ref_message, mistakes, explanations,
-                device):
+@dataclass
+class Expected:
+    """What the reference says about one case: its output (or a function that computes it once the learner's
+    call is over), its error message when the case must raise, and the known mistakes' outputs (or a function)."""
+    value: object = None
+    message: str = ""
+    mistakes: object = None
+
+
+def judge_case(run, ex, fn, index, case, expected, device):
+    """Call ``fn`` on ``case`` (a Case), compare with ``expected`` and record the verdict in ``run``."""
     if run.stopped:
         return
-    outcome = _safe.call(fn, args, kwargs)
-    ex = EXERCISES.get(fn_name)
-    scale = ex.conditioning(args, kwargs) if ex is not None and ex.conditioning and not raises else 0.0
-    wrong = problem(fn_name, outcome, expected() if callable(expected) else expected, raises, ref_message, device,
-                    scale)
+    outcome = _safe.call(fn, case.args, case.kwargs)
+    scale = ex.conditioning(case.args, case.kwargs) if ex.conditioning and not case.raises else 0.0
+    value = expected.value() if callable(expected.value) else expected.value
+    wrong = problem(ex.name, outcome, value, case.raises, expected.message, device, scale)
     mistake = None
     if wrong is not None:
-        mistake = diagnose(wrong[0], outcome.value, mistakes() if callable(mistakes) else mistakes, explanations)
-    run.record(index, what, device, outcome, wrong, mistake)
+        mistakes = expected.mistakes() if callable(expected.mistakes) else expected.mistakes
+        mistake = diagnose(wrong[0], outcome.value, mistakes, dict(ex.mistakes))
+    run.record(index, case.what, device, outcome, wrong, mistake)
+
+
+def judge_shipped(run, ex, fn, part):
+    """The cases of a visible part against their shipped expected outputs."""
+    for i, rec in enumerate(load_expected(ex.name)["parts"][part], 1):
+        case = Case(rec["what"], rec["args"], rec["kwargs"], rec["raises"])
+        judge_case(run, ex, fn, i, case, Expected(rec["expected"], rec["message"], rec["mistakes"]), "cpu")
 
 
 def run_properties(run, ex, fn, part):
@@ -130,14 +147,11 @@ def run_properties(run, ex, fn, part):
 
 
 
-def run_part(run, ex, fn, name, part, explanations):
+def run_part(run, ex, fn, part):
     if part in ("basic", "edge"):
-        data = load_expected(name)
-        for i, rec in enumerate(data["parts"][part], 1):
-            judge_case(run, fn, name, i, rec["what"], rec["args"], rec["kwargs"], rec["raises"], rec["expected"],
-                        rec["message"], rec["mistakes"], explanations, "cpu")
+        judge_shipped(run, ex, fn, part)
     else:
-        run_hidden(run, ex, fn, explanations, part)
+        run_hidden(run, ex, fn, part)
     run_properties(run, ex, fn, part)
 
 
@@ -154,11 +168,8 @@ def failing_dependencies(ex, fn):
         if not callable(dep_fn):
             continue
         probe = Report(dep, "basic")
-        explanations = dict(EXERCISES[dep].mistakes)
         with _safe.forbid_given(reference.capture_given(dep)):
-            for i, rec in enumerate(load_expected(dep)["parts"]["basic"], 1):
-                judge_case(probe, dep_fn, dep, i, rec["what"], rec["args"], rec["kwargs"], rec["raises"],
-                            rec["expected"], rec["message"], rec["mistakes"], explanations, "cpu")
+            judge_shipped(probe, EXERCISES[dep], dep_fn, "basic")
         if probe.failures:
             notes.append(f"your {ex.name} calls your {dep}, which fails its own checks ({len(probe.failures)} of "
                          f"{probe.n} basic cases): fix {dep} first, its test cell says what is wrong")
@@ -185,7 +196,7 @@ def reference_call(ref, args, kwargs):
         return None, exc
 
 
-def run_hidden(run, ex, fn, explanations, part):
+def run_hidden(run, ex, fn, part):
     if reference.REFERENCE is None:
         raise RuntimeError("hidden checks need the reference solutions, which are only installed on the grading "
                            "machine (pip install the course with its `solutions` package)")
@@ -219,8 +230,8 @@ def run_hidden(run, ex, fn, explanations, part):
             if case.raises:
                 _, err = reference_call(ref, args, kwargs)
                 message = str(err)
-            judge_case(run, fn, ex.name, index, case.what, args, kwargs, case.raises, expected, message, mistakes,
-                        explanations, device)
+            judge_case(run, ex, fn, index, Case(case.what, args, kwargs, case.raises),
+                       Expected(expected, message, mistakes), device)
     if part == "hidden" and ex.tensor_inputs and not run.stopped:
         meta_probe(run, ex, fn, ref, cases)
 
