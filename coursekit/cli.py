@@ -4,7 +4,7 @@
     course workspace  only build the workspace
     course demo       headless run of the whole pipeline: release, sample submissions, autograde, feedback
     course grade      instructors: release, autograde every submission in course/submitted, feedback, grades.csv
-    course sync       rewrite the notebooks' answer and test cells from solutions/ (--check: report drift)
+    course sync       create what grader/course.py adds, rewrite the answer and test cells (--check: report drift)
     course expected   rebuild the grader's shipped expected outputs (--check: report stale files)
 """
 import argparse
@@ -160,11 +160,12 @@ def _print_grading_log(path, isolated=True):
 
 
 def cmd_sync(args):
-    from .notebooks import drift, sync
+    from .notebooks import drift, missing, sync
     if args.check:
-        bad = drift()
+        bad, absent = drift(), set(missing())
         for nb, gid in bad:
-            print(f"drift: {nb}: cell {gid} differs from solutions/ (run `course sync`)")
+            print(f"drift: {nb}: {gid} is in grader/course.py but not in the notebooks (run `course sync`)"
+                  if (nb, gid) in absent else f"drift: {nb}: cell {gid} differs from solutions/ (run `course sync`)")
         print("notebooks agree with solutions/" if not bad else f"{len(bad)} cell(s) drifted")
         return 1 if bad else 0
     for path in sync():

@@ -6,6 +6,12 @@
 * The two graded test cells of each exercise are generated too, so every
   exercise is graded the same way: ``<name>_basic`` (basic + hidden-basic) and
   ``<name>_edge`` (edge + hidden); the hidden regions never reach students.
+* The course table (``grader/course.py``) says which notebooks exist and which
+  exercises each holds, with their points. ``sync`` creates a notebook the table
+  names but the course lacks (a title, the set-up cell, every exercise), and
+  appends the cells of an exercise the table adds to an existing notebook, so
+  adding either is a table entry, its modules, and ``make sync``. The prose
+  around new cells is the author's to write.
 """
 import glob
 import inspect
@@ -91,8 +97,11 @@ def setup_cell(assignment=None):
     return cell
 
 
-def exercise(name, points=(1, 2)):
-    """The answer cell and the two graded test cells of exercise ``name``."""
+def exercise(name, points=None):
+    """The answer cell and the two graded test cells of exercise ``name`` (points from the course table)."""
+    if points is None:
+        from grader.course import points_of
+        points = points_of(name)
     answer = nbformat.v4.new_code_cell(solution_source(name))
     answer.metadata.update(_nbgrader(name, solution=True))
     basic, edge = graded_cell_sources(name)
@@ -101,6 +110,12 @@ def exercise(name, points=(1, 2)):
     t2 = nbformat.v4.new_code_cell(edge)
     t2.metadata.update(_nbgrader(f"{name}_edge", grade=True, locked=True, points=points[1]))
     return [answer, t1, t2]
+
+
+def exercise_cells(name):
+    """A heading for the author to write under, then the exercise's three cells."""
+    return [markdown(f"## Exercise: `{name}`\n\n(What the learner is asked to write: the author's prose.)"),
+            *exercise(name)]
 
 
 def new_notebook(cells):
@@ -119,6 +134,49 @@ def assignment_of(path):
 
 def source_notebooks():
     return sorted(glob.glob(os.path.join(SOURCE_DIR, "*", "*.ipynb")))
+
+
+def notebook_path(folder):
+    return os.path.join(SOURCE_DIR, folder, folder + ".ipynb")
+
+
+def missing():
+    """What the course table names but the course lacks: [(folder, "the notebook") or (notebook, exercise)]."""
+    from grader.course import NOTEBOOKS
+    out = []
+    for folder, entry in NOTEBOOKS.items():
+        path = notebook_path(folder)
+        if not os.path.exists(path):
+            out.append((folder, "the notebook"))
+            continue
+        present = set(exercises_in(path))
+        out.extend((os.path.relpath(path, SOURCE_DIR), name) for name in entry.exercises if name not in present)
+    return out
+
+
+def create_missing():
+    """Write every notebook of the course table that the course lacks, and append to each notebook the cells of
+    the table's exercises it lacks. Returns the paths written."""
+    from grader.course import NOTEBOOKS
+    written = []
+    for folder, entry in NOTEBOOKS.items():
+        path = notebook_path(folder)
+        if not os.path.exists(path):
+            title = folder.split("_", 1)[-1].replace("_", " ")
+            nb = new_notebook([markdown(f"# {title[:1].upper()}{title[1:]}"), setup_cell(folder)])
+            missing = list(entry.exercises)
+        else:
+            nb = nbformat.read(path, as_version=4)
+            present = set(exercises_in(path))
+            missing = [name for name in entry.exercises if name not in present]
+        if not missing and os.path.exists(path):
+            continue
+        for name in missing:
+            nb.cells.extend(exercise_cells(name))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        nbformat.write(nb, path)
+        written.append(path)
+    return written
 
 
 def _expected_cells(nb, assignment=None):
@@ -140,8 +198,9 @@ def _expected_cells(nb, assignment=None):
 
 
 def drift(paths=None):
-    """List of (notebook, grade_id) whose generated cells disagree with their source."""
-    out = []
+    """List of (notebook, grade_id) whose generated cells disagree with their source, and of what the course
+    table names but the notebooks lack: (folder, "the notebook") or (notebook, exercise)."""
+    out = missing() if paths is None else []
     for path in paths or source_notebooks():
         nb = nbformat.read(path, as_version=4)
         for i, src in _expected_cells(nb, assignment_of(path)).items():
@@ -151,8 +210,9 @@ def drift(paths=None):
 
 
 def sync(paths=None):
-    """Rewrite generated cells from ``solutions/`` and the grader; clear outputs. Returns the paths changed."""
-    changed = []
+    """Create what the course table adds (see ``create_missing``), then rewrite generated cells from
+    ``solutions/`` and the grader and clear outputs. Returns the paths changed."""
+    changed = create_missing() if paths is None else []
     for path in paths or source_notebooks():
         nb = nbformat.read(path, as_version=4)
         before = nbformat.writes(nb)
@@ -161,7 +221,8 @@ def sync(paths=None):
         strip_outputs(nb)
         if nbformat.writes(nb) != before:
             nbformat.write(nb, path)
-            changed.append(path)
+            if path not in changed:
+                changed.append(path)
     return changed
 
 

@@ -44,6 +44,14 @@ class CourseCopy:
                         ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
         self.env = nbgrader_env(self.root)
 
+    @classmethod
+    def existing(cls, root):
+        """The copy already made at ``root`` (by this process or another): nothing is copied again."""
+        cc = cls.__new__(cls)
+        cc.root = os.path.abspath(root)
+        cc.env = nbgrader_env(cc.root)
+        return cc
+
     def nbgrader(self, *args, check=True):
         """Run ``nbgrader ARGS`` in the copy; returns the CompletedProcess."""
         proc = subprocess.run([sys.executable, "-m", "nbgrader", *args], cwd=self.root, env=self.env,

@@ -122,3 +122,8 @@ def notebook_of(exercise):
         if exercise in nb.exercises:
             return nb
     raise KeyError(f"no notebook of the course holds an exercise {exercise!r}")
+
+
+def points_of(exercise):
+    """(points of the basic cell, points of the edge cell) of ``exercise``."""
+    return notebook_of(exercise).exercises[exercise]

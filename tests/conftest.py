@@ -8,8 +8,9 @@ from grader import EXERCISES, PARTS, CheckFailed, check
 
 
 def pytest_collection_modifyitems(items):
-    """Side by side (``pytest -n 2 --dist loadgroup``): the tests that share a module-scoped course copy or browser
-    stay on one worker: one group per assignment of the pipeline, and one for the tamper class."""
+    """Side by side (``pytest -n 2 --dist loadgroup``): the tests of one pipeline assignment (or of the tamper
+    class) stay on one worker, so the other rarely waits for the grading they share (which runs once anyway,
+    under a file lock), and the browser and widget tests each keep their own worker."""
     for item in items:
         module = item.module.__name__.rsplit(".", 1)[-1]
         if module == "test_pipeline":

@@ -3,12 +3,14 @@
 Every test here starts real nbgrader commands and real Jupyter kernels and reads
 the real SQLite gradebook. Autograde times are printed (run pytest with -s).
 """
+import fcntl
 import html
 import importlib.util
 import json
 import os
 import re
 import textwrap
+from typing import NamedTuple
 
 import nbformat
 import pytest
@@ -24,20 +26,68 @@ pytestmark = [pytest.mark.pipeline, pytest.mark.timeout(3600)]  # the tamper cla
 ASSIGNMENTS = assignments()
 
 
-@pytest.fixture(scope="module")
-def course(tmp_path_factory):
-    """A copy of the course; an assignment is released the first time a test needs it."""
-    cc = CourseCopy(tmp_path_factory.mktemp("course"))
+class Courses:
+    """Course copies that every xdist worker of this run shares: one per assignment, released once and graded
+    once, whichever worker asks first (a file lock makes the others wait, then read what it wrote).
+
+    ``courses[a]`` is the copy of assignment ``a``; ``courses.release_path(a)`` and the other paths are its.
+    Each copy has its own gradebook, so two workers grading two assignments never share a SQLite file.
+    """
+
+    def __init__(self, folder):
+        self.folder = folder
+
+    def once(self, name, build):
+        """``build()`` (returning JSON data) run once per test run; everyone gets its result."""
+        result = os.path.join(self.folder, f"{name}.json")
+        with open(os.path.join(self.folder, f"{name}.lock"), "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not os.path.exists(result):
+                data = build()
+                with open(result + ".tmp", "w") as f:
+                    json.dump(data, f)
+                os.replace(result + ".tmp", result)
+            with open(result) as f:
+                return json.load(f)
+
+    def copy(self, name, a):
+        """The course copy ``name`` with assignment ``a`` released in it."""
+        root = os.path.join(self.folder, name)
+
+        def release():
+            with_test_env(CourseCopy(root)).release(a)
+            return root
+        self.once(f"{name}-released", release)
+        return with_test_env(CourseCopy.existing(root))
+
+    def __getitem__(self, a):
+        return self.copy(f"course-{a}", a)
+
+    def release_path(self, a):
+        return self[a].release_path(a)
+
+    def feedback_path(self, student, a):
+        return self[a].feedback_path(student, a)
+
+
+def with_test_env(cc):
     # Training is capped as an instructor grading a class caps it (no graded cell depends on a trained model),
-    # and two groups of these tests run side by side on 2 cores: one torch thread each.
+    # and two workers run side by side on 2 cores: one torch thread each.
     cc.env.update(COURSE_MAX_TRAIN_STEPS="20", COURSE_TRAIN_THREADS="1", COURSE_TORCH_THREADS="1",
-                  OMP_NUM_THREADS="1")
+                  OMP_NUM_THREADS="1", COURSE_SANDBOX_MEMORY_MB="4096")
     return cc
 
 
+@pytest.fixture(scope="session")
+def course(tmp_path_factory):
+    """The shared course copies (see Courses); xdist workers' temporary folders share a parent."""
+    base = tmp_path_factory.getbasetemp()
+    folder = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    os.makedirs(folder / "pipeline", exist_ok=True)
+    return Courses(str(folder / "pipeline"))
+
+
 def release_nb(course, a):
-    if not os.path.exists(course.release_path(a)):
-        course.release(a)
     return nbformat.read(course.release_path(a), as_version=4)
 
 
@@ -45,27 +95,25 @@ def total(scores):
     return sum(s for s, _ in scores.values())
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def samples(course):
     """``samples(a)``: {student: scores} of an assignment's four sample submissions (every answer right, the
     untouched release, a known bug, a learner-written bug), graded as a class is: one `nbgrader autograde` and
     one `generate_feedback` call for the four, the first time a test asks."""
-    done = {}
-
     def graded(a):
-        if a not in done:
-            release = release_nb(course, a)
+        def build():
+            cc, release = course[a], release_nb(course, a)
             name, src, _ = SECOND_BUG[a]
             for student, nb in {"sample-reference": answered(release), "sample-untouched": release,
                                 "sample-bug1": with_bug(release, a),
                                 "sample-bug2": answered(release, {name: textwrap.dedent(src).strip()})}.items():
-                course.submit(student, a, nb)
-            seconds = course.autograde("sample-*", a)
-            course.feedback("sample-*", a)
+                cc.submit(student, a, nb)
+            seconds = cc.autograde("sample-*", a)
+            cc.feedback("sample-*", a)
             print(f"autograde {a}, four samples: {seconds:.1f} s")
-            done[a] = {s: course.scores(s, a) for s in ("sample-reference", "sample-untouched", "sample-bug1",
-                                                         "sample-bug2")}
-        return done[a]
+            return {s: cc.scores(s, a) for s in ("sample-reference", "sample-untouched", "sample-bug1",
+                                                  "sample-bug2")}
+        return course.once(f"samples-{a}", build)
     return graded
 
 
@@ -87,7 +135,6 @@ def test_release_has_no_solution_code_and_no_hidden_tests(course, a):
 @pytest.mark.parametrize("a", ASSIGNMENTS)
 def test_every_test_cell_of_the_release_fails_on_the_untouched_stubs(course, a):
     """`nbgrader validate --invert`: no test cell passes before the learner writes anything."""
-    release_nb(course, a)
     v = Validator()
     v.invert = True
     assert v.validate(course.release_path(a)) == {}
@@ -329,41 +376,49 @@ SHADOW_FILES = {"grader.py": "def check(*args, **kwargs):\n    print('PASSED')\n
                 "torch/__init__.py": "x = 1\n"}
 
 
-@pytest.fixture(scope="module")
+class Tampered(NamedTuple):
+    course: CourseCopy   # a copy of its own, with 03_softmax released
+    scores: dict         # {student: {grade_id: (score, max score)}}
+    faults: dict         # {student: [(kind, text), ...]} from grading_log.jsonl
+
+
+@pytest.fixture(scope="session")
 def tampered(course):
     """The honest submission beneath every attack (all right but a wrong softmax), then every attack on it, and
     an answer that never returns, graded together by one real `nbgrader autograde` call (and given feedback by
-    one `generate_feedback` call); {student: scores}, and the grading log."""
-    release = release_nb(course, TAMPER_A)
-    honest = answered(release, {"softmax": WRONG_SOFTMAX})
-    loop = edited_source("sequence_log_prob", "    log_p = torch.log_softmax",
-                         "    while True:\n        pass\n    log_p = torch.log_softmax")
-    submissions = {"tamper-honest": (honest, None), "tamper-shadow-files": (honest, SHADOW_FILES),
-                   "tamper-loop": (answered(release, {"sequence_log_prob": loop}), None),
-                   "tamper-import-reference": (answered(release, {
-                       "softmax": "from solutions.softmax import softmax\nimport solutions\n"}), None)}
-    solutions_dir = os.path.dirname(importlib.util.find_spec("solutions").origin)
-    for kind, edit in TAMPERS.items():
-        nb = nbformat.reads(nbformat.writes(honest), as_version=4)
-        edit(nb)
-        for cell in nb.cells:  # the attacks know where the course and the reference are
-            cell.source = cell.source.replace("COURSE_ROOT", course.root).replace("SOLUTIONS_DIR", solutions_dir)
-        submissions[f"tamper-{kind}"] = (nb, None)
-    for student, (nb, extra) in submissions.items():
-        course.submit(student, TAMPER_A, nb, extra)
-    log = os.path.join(course.root, "grading_log.jsonl")
-    if os.path.exists(log):
-        os.remove(log)
-    course.env["COURSE_SANDBOX_MEMORY_MB"] = "4096"
-    course.nbgrader("autograde", TAMPER_A, "--student", "tamper-*", "--force")
-    course.nbgrader("generate_feedback", TAMPER_A, "--student", "tamper-*", "--force")
-    scores = {student: course.scores(student, TAMPER_A) for student in submissions}
-    records = [json.loads(line) for line in open(log)] if os.path.exists(log) else []
-    return scores, {r["student"]: r["faults"] for r in records}
+    one `generate_feedback` call), once per test run."""
+    cc = course.copy("course-tamper", TAMPER_A)
+
+    def build():
+        release = nbformat.read(cc.release_path(TAMPER_A), as_version=4)
+        honest = answered(release, {"softmax": WRONG_SOFTMAX})
+        loop = edited_source("sequence_log_prob", "    log_p = torch.log_softmax",
+                             "    while True:\n        pass\n    log_p = torch.log_softmax")
+        submissions = {"tamper-honest": (honest, None), "tamper-shadow-files": (honest, SHADOW_FILES),
+                       "tamper-loop": (answered(release, {"sequence_log_prob": loop}), None),
+                       "tamper-import-reference": (answered(release, {
+                           "softmax": "from solutions.softmax import softmax\nimport solutions\n"}), None)}
+        solutions_dir = os.path.dirname(importlib.util.find_spec("solutions").origin)
+        for kind, edit in TAMPERS.items():
+            nb = nbformat.reads(nbformat.writes(honest), as_version=4)
+            edit(nb)
+            for cell in nb.cells:  # the attacks know where the course and the reference are
+                cell.source = cell.source.replace("COURSE_ROOT", cc.root).replace("SOLUTIONS_DIR", solutions_dir)
+            submissions[f"tamper-{kind}"] = (nb, None)
+        for student, (nb, extra) in submissions.items():
+            cc.submit(student, TAMPER_A, nb, extra)
+        cc.nbgrader("autograde", TAMPER_A, "--student", "tamper-*", "--force")
+        cc.nbgrader("generate_feedback", TAMPER_A, "--student", "tamper-*", "--force")
+        log = os.path.join(cc.root, "grading_log.jsonl")
+        records = [json.loads(line) for line in open(log)] if os.path.exists(log) else []
+        return {"scores": {student: cc.scores(student, TAMPER_A) for student in submissions},
+                "faults": {r["student"]: r["faults"] for r in records}}
+    data = course.once("tamper-graded", build)
+    return Tampered(cc, data["scores"], data["faults"])
 
 
 def test_the_honest_wrong_answer_loses_exactly_softmax(tampered):
-    scores, _ = tampered
+    scores = tampered.scores
     honest = scores["tamper-honest"]
     assert honest["softmax_basic"][0] == 0 and honest["softmax_edge"][0] == 0
     assert all(s == m for g, (s, m) in honest.items() if not g.startswith("softmax_")), honest
@@ -371,7 +426,7 @@ def test_the_honest_wrong_answer_loses_exactly_softmax(tampered):
 
 @pytest.mark.parametrize("kind", list(TAMPERS) + ["shadow-files", "import-reference"])
 def test_tampering_scores_no_more_than_the_honest_wrong_answer(tampered, kind):
-    scores, _ = tampered
+    scores = tampered.scores
     got, honest = scores[f"tamper-{kind}"], scores["tamper-honest"]
     assert got["softmax_basic"][0] == 0 and got["softmax_edge"][0] == 0, got
     assert total(got) <= total(honest), (got, honest)
@@ -381,7 +436,7 @@ def test_tampering_scores_no_more_than_the_honest_wrong_answer(tampered, kind):
                                   "patch-torch-comparisons", "mutate-the-inputs"])
 def test_an_attack_around_honest_functions_still_grades_them(tampered, kind):
     """What the kernel does around the learner's definitions costs nothing that the definitions earn."""
-    scores, _ = tampered
+    scores = tampered.scores
     got = scores[f"tamper-{kind}"]
     assert all(s == m for g, (s, m) in got.items() if not g.startswith("softmax_")), got
 
@@ -400,46 +455,48 @@ def test_an_attack_around_honest_functions_still_grades_them(tampered, kind):
 def test_faults_and_blocked_attempts_are_recorded_with_a_reason(tampered, kind, fault, words):
     """A dead kernel or worker, a time-out, a read outside the submission, a network call: each is a line of
     grading_log.jsonl beside the gradebook, for the instructor."""
-    _, faults = tampered
+    faults = tampered.faults
     mine = faults.get(f"tamper-{kind}", [])
     assert any(k == fault and words in text for k, text in mine), mine
     assert "tamper-honest" not in faults
 
 
-def test_feedback_holds_neither_the_source_nor_the_gradebook(course, tampered):
+def test_feedback_holds_neither_the_source_nor_the_gradebook(tampered):
     """An answer cell that prints every notebook and gradebook it can find prints nothing of the course's."""
     student = "tamper-leak-the-source-and-gradebook"
-    nb = nbformat.read(course.autograded_path(student, TAMPER_A), as_version=4)
+    nb = nbformat.read(tampered.course.autograded_path(student, TAMPER_A), as_version=4)
     printed = "".join(o.get("text", "") for o in _cell(nb, "softmax").outputs if o.get("output_type") == "stream")
     assert printed == "", printed[:500]  # not one file of the course was found to print
-    feedback = html.unescape(open(course.feedback_path(student, TAMPER_A)).read())
+    feedback = html.unescape(open(tampered.course.feedback_path(student, TAMPER_A)).read())
     assert "HIDDEN TESTS" not in feedback and 'part="hidden"' not in feedback
     assert "SQLite format" not in feedback and "tamper-honest" not in feedback
 
 
-def test_a_value_returned_by_a_rebound_check_is_not_read_as_credit(course, tampered):
+def test_a_value_returned_by_a_rebound_check_is_not_read_as_credit(tampered):
     """nbgrader reads an execute_result as partial credit: graded cells keep only the trusted verdict."""
-    nb = nbformat.read(course.autograded_path("tamper-rebind-check-to-return-a-value", TAMPER_A), as_version=4)
+    nb = nbformat.read(tampered.course.autograded_path("tamper-rebind-check-to-return-a-value", TAMPER_A),
+                       as_version=4)
     for cell in nb.cells:
         if cell.metadata.get("nbgrader", {}).get("grade"):
             assert all(o["output_type"] != "execute_result" for o in cell.outputs), cell.outputs
 
 
-def test_an_infinite_loop_costs_only_its_exercise(course, tampered):
+def test_an_infinite_loop_costs_only_its_exercise(tampered):
     """A learner function that never returns is stopped; every other exercise is still graded."""
-    scores, _ = tampered
-    got, release = scores["tamper-loop"], release_nb(course, TAMPER_A)
+    scores = tampered.scores
+    got = scores["tamper-loop"]
+    release = nbformat.read(tampered.course.release_path(TAMPER_A), as_version=4)
     assert got["sequence_log_prob_basic"][0] == 0 and got["sequence_log_prob_edge"][0] == 0
     assert total(got) == total_points(release) - points_of(release, "sequence_log_prob")
-    feedback = html.unescape(open(course.feedback_path("tamper-loop", TAMPER_A)).read())
+    feedback = html.unescape(open(tampered.course.feedback_path("tamper-loop", TAMPER_A)).read())
     assert "did not finish within" in feedback
 
 
-def test_feedback_never_contains_hidden_test_code(course, tampered):
+def test_feedback_never_contains_hidden_test_code(tampered):
     """Feedback shows the learner the visible checks and their messages, never the hidden checks' code."""
-    feedback_dir = os.path.join(course.root, "feedback")
+    feedback_dir = os.path.join(tampered.course.root, "feedback")
     files = [os.path.join(d, f) for d, _, fs in os.walk(feedback_dir) for f in fs if f.endswith(".html")]
-    assert len(files) >= len(tampered[0]), "not every tampered submission got feedback"
+    assert len(files) >= len(tampered.scores), "not every tampered submission got feedback"
     for path in files:
         text = html.unescape(open(path).read())
         assert "HIDDEN TESTS" not in text and not re.search(r'part\s*=\s*"hidden"', text), path
@@ -447,7 +504,7 @@ def test_feedback_never_contains_hidden_test_code(course, tampered):
 
 def test_grades_export_to_csv(course, samples):
     samples(TAMPER_A)
-    rows = course.export("grades.csv")
+    rows = course[TAMPER_A].export("grades.csv")
     assert {r["student_id"] for r in rows} >= {"sample-reference", "sample-untouched"}
     reference = next(r for r in rows if r["student_id"] == "sample-reference" and r["assignment"] == TAMPER_A)
     assert float(reference["score"]) == total_points(release_nb(course, TAMPER_A))
