@@ -49,35 +49,3 @@ def points_of(nb, exercise):
 def total_points(nb):
     return sum(c.metadata["nbgrader"].get("points", 0) for c in nb.cells
                if c.metadata.get("nbgrader", {}).get("grade"))
-
-
-LEARNER_PRELUDE = "import math\nimport torch\nimport torch.nn.functional as F\n"
-
-
-def as_learner(sources):
-    """Compile ``{name: source}`` the way a notebook cell is compiled (not from solutions/).
-
-    Returns {name: function}. Sources default to the reference's when given as None.
-    """
-    namespace = {"__name__": "__main__"}
-    exec(LEARNER_PRELUDE, namespace)
-    for name, src in sources.items():
-        exec(compile(src if src is not None else solution_source(name), f"<cell {name}>", "exec"), namespace)
-    return {name: namespace[name] for name in sources}
-
-
-_MISTAKE_MODULES = {}
-
-
-def mistakes_as_learner(topic):
-    """``solutions/mistakes/<topic>.py`` (a self-contained module of known mistakes) compiled as notebook code, so
-    the grader does not take its functions for the reference. Returns its namespace {name: function}; cached."""
-    if topic not in _MISTAKE_MODULES:
-        import importlib
-        import inspect
-        source = inspect.getsource(importlib.import_module(f"solutions.mistakes.{topic}"))
-        namespace = {"__name__": "__main__"}
-        exec(LEARNER_PRELUDE, namespace)
-        exec(compile(source, f"<learner mistakes.{topic}>", "exec"), namespace)
-        _MISTAKE_MODULES[topic] = namespace
-    return _MISTAKE_MODULES[topic]

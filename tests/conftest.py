@@ -3,7 +3,7 @@ import os
 
 import pytest
 
-from coursekit.samples import as_learner
+from helpers import as_learner
 from grader import EXERCISES, PARTS, CheckFailed, check
 
 

@@ -18,6 +18,7 @@ import pytest
 from coursekit import ROOT
 
 README = os.path.join(ROOT, "README.md")
+TESTS = os.path.join(ROOT, "tests")
 
 
 def walkthrough(name):
@@ -73,7 +74,8 @@ def scratch(tmp_path):
 
 
 def run(root, *args, code=None):
-    env = dict(os.environ, PYTHONPATH=root, COURSE_ISOLATION="none")
+    # the copy first; then tests/ for the helpers module (which imports the copy's packages)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, TESTS]), COURSE_ISOLATION="none")
     cmd = [sys.executable, "-c", code, *args] if code else [sys.executable, "-m", *args]
     proc = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, f"{'a script' if code else ' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
@@ -90,7 +92,7 @@ def make_sync(root):
 GRADED = '''
 import json, sys
 from grader import CheckFailed, EXERCISES, PARTS, check
-from coursekit.samples import as_learner
+from helpers import as_learner
 from coursekit.notebooks import drift, exercises_in, notebook_path
 name, notebook, wrong = sys.argv[1], sys.argv[2], sys.argv[3]
 mine = as_learner({name: None})[name]
@@ -138,11 +140,11 @@ def test_the_add_a_notebook_walkthrough_gives_a_notebook_that_runs_and_grades(sc
     assert got["passed"] == ["basic", "edge", "hidden-basic", "hidden"]
     assert got["wrong"] and all("it squared x; double it" in m for m in got["wrong"]), got["wrong"]
     # the new notebook, top to bottom in a real kernel: the set-up cell, then the reference's answer and checks
-    printed = run(scratch, code=f'''
+    printed = run(scratch, code='''
 import nbformat
 from nbclient import NotebookClient
 nb = nbformat.read("course/source/10_toy/10_toy.ipynb", as_version=4)
-NotebookClient(nb, timeout=300, kernel_name="python3", resources={{"metadata": {{"path": "course/source/10_toy"}}}}).execute()
+NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": "course/source/10_toy"}}).execute()
 print("".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs))
 ''')
     assert printed.count("PASSED") == 4 and "FAILED" not in printed

@@ -9,36 +9,19 @@ cross_attention.
 """
 import functools
 import inspect
-import textwrap
 
 import pytest
-import torch
-import torch.nn.functional as F
 
 import grader
 import solutions.mistakes.encoder
 from coursekit.notebooks import solution_source
-from coursekit import samples
-from coursekit.samples import LEARNER_PRELUDE
-from grader import EXERCISES, CheckFailed, check
-from grader import course
+from helpers import mistakes_as_learner
+from grader import EXERCISES, check
 from grader.cases import decoder, encoder, encoder_decoder, visible_cases
+from helpers import failure, learner_namespace
 
 NOTEBOOKS = ("06_encoder", "07_decoder", "08_encoder_decoder")
 NAMES = [name for name, ex in EXERCISES.items() if ex.notebook in NOTEBOOKS]
-
-
-def learner_namespace(notebook, overrides=None):
-    """The notebook's namespace after its set-up, its given functions and every answer cell (the reference's
-    source unless ``overrides`` has another for that exercise)."""
-    ns = {"__name__": "__main__"}
-    exec(LEARNER_PRELUDE, ns)
-    exec(course.NOTEBOOKS[notebook].setup, ns)
-    overrides = overrides or {}
-    for name in (n for n in NAMES if EXERCISES[n].notebook == notebook):
-        src = overrides.get(name) or solution_source(name)
-        exec(compile(textwrap.dedent(src), f"<cell {name}>", "exec"), ns)
-    return ns
 
 
 @functools.lru_cache(maxsize=None)
@@ -46,18 +29,12 @@ def reference_as_learner(name):
     return learner_namespace(EXERCISES[name].notebook)[name]
 
 
-def mistakes_as_learner():
+def known_mistakes():
     """The known mistakes of notebooks 06-08 (solutions/mistakes/<topic>.py), compiled as learner code."""
     ns = {}
     for topic in ("encoder", "decoder", "encoder_decoder"):
-        ns.update(samples.mistakes_as_learner(topic))
+        ns.update(mistakes_as_learner(topic))
     return ns
-
-
-def failure(name, fn, part):
-    with pytest.raises(CheckFailed) as info:
-        check(name, fn, part)
-    return str(info.value)
 
 
 # ---------------------------------------------------------------- the registry
@@ -193,7 +170,7 @@ def test_encoder_block_of_notebook_06_runs_on_the_learners_own_split_heads():
 
 # ---------------------------------------------------------------- properties
 def test_future_leaks_are_reported_with_the_leaking_pair():
-    ns = mistakes_as_learner()
+    ns = known_mistakes()
     for prop, mistake in ((decoder._decoder_no_future_leak, "decoder_block_no_causal_mask"),
                           (decoder._decoder_no_future_leak, "decoder_block_causal_transposed"),
                           (encoder_decoder._encdec_no_future_leak, "encdec_no_causal_self")):
@@ -209,7 +186,7 @@ def test_future_leaks_are_reported_with_the_leaking_pair():
 
 
 def test_padding_and_weight_properties_explain_what_went_wrong():
-    ns = mistakes_as_learner()
+    ns = known_mistakes()
     assert "padding leaks" in encoder._encoder_padding_is_invisible(ns["encoder_block_padding_ignored"])
     assert "which is padding" in encoder_decoder._cross_weights_sum_to_one(ns["cross_attention_padding_ignored"])
     assert "the mask blocks" in encoder._mha_weights_sum_to_one(ns["mha_mask_ignored"])

@@ -9,51 +9,29 @@ state) and whose calls a property records.
 """
 import functools
 import inspect
-import textwrap
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 import grader
 from coursekit.notebooks import solution_source
-from coursekit.samples import LEARNER_PRELUDE
-from grader import EXERCISES, CheckFailed, check
+from grader import EXERCISES, check
 from grader.cases import kv_cache as ex9
 from grader.cases import visible_cases
-from grader.course import NOTEBOOKS
+from helpers import failure, learner_namespace
 
 NOTEBOOK = "09_kv_cache"
 NAMES = [name for name, ex in EXERCISES.items() if ex.notebook == NOTEBOOK]
 
 
-def learner_namespace(overrides=None):
-    """Notebook 09's namespace after its set-up, its given functions and every answer cell (the reference's
-    source unless ``overrides`` has another for that exercise)."""
-    ns = {"__name__": "__main__"}
-    exec(LEARNER_PRELUDE, ns)
-    exec(NOTEBOOKS[NOTEBOOK].setup, ns)
-    overrides = overrides or {}
-    for name in NAMES:
-        src = overrides.get(name) or solution_source(name)
-        exec(compile(textwrap.dedent(src), f"<cell {name}>", "exec"), ns)
-    return ns
-
-
 def learner_fn(name, source):
     """Exercise ``name`` compiled from ``source`` in the notebook's namespace (the other answers: the reference's)."""
-    return learner_namespace({name: source})[name]
+    return learner_namespace(NOTEBOOK, {name: source})[name]
 
 
 @functools.lru_cache(maxsize=None)
 def reference_as_learner(name):
-    return learner_namespace()[name]
-
-
-def failure(name, fn, part):
-    with pytest.raises(CheckFailed) as info:
-        check(name, fn, part)
-    return str(info.value)
+    return learner_namespace(NOTEBOOK)[name]
 
 
 def passes(name, fn, part):
@@ -246,7 +224,7 @@ def test_the_pieces_properties_pass_the_reference_and_the_given_block_step():
 def test_a_block_step_with_no_causal_mask_among_new_positions_leaks_the_future():
     """Unmasked attention over the new positions: when the prompt arrives at once, the future leaks."""
     no_mask = reference_with("cached_attention", ".tril(diagonal=T_past)", "")
-    ns = learner_namespace({"cached_attention": no_mask})
+    ns = learner_namespace(NOTEBOOK, {"cached_attention": no_mask})
     msg = ex9._step_no_future_leak(ns["decoder_block_step"])
     assert msg and "the future leaks" in msg and "position i=" in msg, msg
 

@@ -19,7 +19,7 @@ import pytest
 
 import grader
 from coursekit.notebooks import solution_source
-from coursekit.samples import LEARNER_PRELUDE
+from helpers import LEARNER_PRELUDE
 from grader import EXERCISES, CheckFailed, check
 from grader.course import NOTEBOOKS
 

@@ -23,41 +23,12 @@ import torch.nn.functional as F
 
 from solutions import attention, dot_products, tokens
 from solutions.softmax import log_softmax, sequence_log_prob, softmax
+from helpers import DTYPES, assert_close, gen, grads, randn, tol
 
 # ================================================================== helpers
 
-DTYPES = [torch.float32, torch.float64]
 SPECIALS = ["<pad>", "<bos>", "<eos>", "<unk>"]  # the order the course fixes for ids 0..3
 INF = float("inf")
-
-
-def gen(seed=0):
-    """A seeded generator; every random input is drawn on the CPU from one, then moved."""
-    return torch.Generator().manual_seed(seed)
-
-
-def randn(g, *shape, dtype=torch.float64, device="cpu"):
-    """Standard normal tensor of ``shape`` drawn from ``g``, on ``device``."""
-    return torch.randn(*shape, generator=g, dtype=dtype).to(device)
-
-
-def tol(dtype, device="cpu"):
-    """rtol/atol for two correct computations of the same quantity in ``dtype``."""
-    if dtype == torch.float64:
-        return dict(rtol=1e-10, atol=1e-12)
-    if torch.device(device).type == "cuda":  # GPU kernels sum in other orders
-        return dict(rtol=1e-4, atol=1e-5)
-    return dict(rtol=1.3e-6, atol=1e-5)  # torch.testing's float32 defaults
-
-
-def assert_close(actual, expected, msg=None):
-    """torch.testing.assert_close (shape, dtype and device checked too) with ``tol``."""
-    torch.testing.assert_close(actual, expected, msg=msg, **tol(expected.dtype, expected.device))
-
-
-def grads(output, inputs, cotangent):
-    """d <output, cotangent> / d inputs, through torch.autograd.grad."""
-    return torch.autograd.grad(output, inputs, cotangent)
 
 
 def make_mask(kind, lead, T_q, T_k, g):

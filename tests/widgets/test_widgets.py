@@ -15,7 +15,8 @@ import pytest
 import torch
 
 from coursekit import widgets
-from coursekit.samples import ONE_BUG, as_learner, edited_source
+from coursekit.samples import ONE_BUG, edited_source
+from helpers import as_learner
 
 
 def stub(*args, **kwargs):
@@ -480,7 +481,7 @@ def stepper(learner, gpt, date_task):
 
 def _mistake(name):
     """A wrong variant from solutions/mistakes/kv_cache.py, compiled as a learner's notebook code."""
-    from coursekit.samples import mistakes_as_learner
+    from helpers import mistakes_as_learner
     return mistakes_as_learner("kv_cache")[name]
 
 

@@ -22,7 +22,6 @@ caches; 5. errors that name the sizes; 6. CUDA (a test marked ``cuda`` that
 reruns the comparisons on a GPU).
 """
 import copy
-import re
 
 import pytest
 import torch
@@ -32,46 +31,14 @@ from torch import nn
 from coursekit import blocks
 from coursekit.transformer import DecoderLM, TransformerConfig, encoder_block_weights, weights_of
 from solutions import decoder, encoder, kv_cache
+from helpers import (DTYPES, assert_all_close, assert_close, assert_message_names, causal, cotangent, gen, grads,
+                     randn, random_dict, randomize)
 
 # ================================================================== helpers
 
-DTYPES = [torch.float32, torch.float64]
 D, H, FF = 8, 2, 16  # model width, heads, feed-forward width of the small blocks below
 T = 7  # the length of the texts fed in pieces
 CHUNKINGS = [(7,), (1,) * 7, (3, 4), (2, 2, 3), (1, 5, 1), (6, 1)]  # how a text of T = 7 positions is cut
-
-
-def gen(seed=0):
-    """A seeded generator; every random input is drawn on the CPU from one, then moved."""
-    return torch.Generator().manual_seed(seed)
-
-
-def randn(g, *shape, dtype=torch.float64, device="cpu", requires_grad=False):
-    return torch.randn(*shape, generator=g, dtype=dtype).to(device).requires_grad_(requires_grad)
-
-
-def tol(dtype, device="cpu"):
-    """rtol/atol for two correct computations of the same quantity in ``dtype``."""
-    on_gpu = torch.device(device).type == "cuda"
-    if dtype == torch.float64:
-        return dict(rtol=1e-10, atol=1e-10) if on_gpu else dict(rtol=1e-12, atol=1e-12)
-    return dict(rtol=1e-4, atol=1e-4) if on_gpu else dict(rtol=1e-5, atol=1e-5)
-
-
-def assert_close(actual, expected, msg=None):
-    """torch.testing.assert_close (shape, dtype and device checked too) with ``tol``."""
-    torch.testing.assert_close(actual, expected, msg=msg, **tol(expected.dtype, expected.device))
-
-
-def assert_all_close(actual, expected, names=None):
-    assert len(actual) == len(expected)
-    for i, (a, e) in enumerate(zip(actual, expected)):
-        assert_close(a, e, msg=lambda m, i=i: f"{names[i] if names else i}: {m}")
-
-
-def causal(n, device="cpu"):
-    """(n, n) bool, True = may attend (j <= i)."""
-    return torch.ones(n, n, dtype=torch.bool, device=device).tril()
 
 
 def allowed_after(T_past, T_new, device="cpu"):
@@ -92,48 +59,14 @@ def bounds(chunks):
     return out
 
 
-@torch.no_grad()
-def randomize(module, g, scale=0.3):
-    """Every parameter of ``module`` drawn afresh (biases and layer norms too, so none stays 0 or 1)."""
-    for p in module.parameters():
-        p.copy_(torch.randn(p.shape, generator=g, dtype=p.dtype) * scale)
-    for m in module.modules():
-        if isinstance(m, nn.LayerNorm):
-            m.weight.add_(1.0)  # layer-norm gains around 1
-
-
-def random_dict(tree_fn, g, dtype, scale=0.3):
-    """Weights from a coursekit initialiser, each perturbed so no bias is 0 and no gain is 1."""
-    tree = tree_fn(g)
-
-    def walk(t):
-        return {k: walk(v) if isinstance(v, dict) else (v + scale * torch.randn(v.shape, generator=g)).to(dtype)
-                for k, v in t.items()}
-    return walk(tree)
-
-
 def to_device(tree, device):
     return {k: to_device(v, device) if isinstance(v, dict) else v.to(device) for k, v in tree.items()}
-
-
-def grads(outputs, inputs, cotangents):
-    return torch.autograd.grad(outputs, inputs, cotangents)
-
-
-def cotangent(g, like):
-    return torch.randn(like.shape, generator=g, dtype=like.dtype).to(like.device)
 
 
 def heads_of(x, W, b, n_heads):
     """The keys (or values) a block caches, by nn's own route: F.linear, then view as heads. (B, H, T, d_k)."""
     B, n, width = x.shape
     return F.linear(x, W, b).view(B, n, n_heads, width // n_heads).transpose(1, 2)
-
-
-def assert_message_names(excinfo, *numbers):
-    msg = str(excinfo.value)
-    for n in numbers:
-        assert re.search(rf"(?<![\d.]){n}(?![\d.])", msg), f"the message does not name {n}: {msg!r}"
 
 
 def attention_in_pieces(q, k, v, chunks, cache=None, fn=None):
@@ -573,6 +506,8 @@ def test_cached_attention_block_step_and_decoder_lm_step_on_cuda_equal_sdpa_and_
     token by token equals the whole-text decoder block, both equal the CPU, and DecoderLM.step / greedy_generate
     give the CPU's logits and tokens."""
     check_kv_cache_on("cuda")
+
+
 
 
 # ================================================================== the package helpers notebook 09 calls

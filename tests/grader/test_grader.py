@@ -11,18 +11,13 @@ import pytest
 import torch
 
 import grader
-from coursekit.samples import as_learner, mistakes_as_learner
+from helpers import as_learner, mistakes_as_learner
 from grader import EXERCISES, CheckFailed, check
 from grader.build import stale
 from grader.course import NOTEBOOKS
+from helpers import failure
 
 PARTS = grader.PARTS
-
-
-def failure(name, fn, part):
-    with pytest.raises(CheckFailed) as info:
-        check(name, fn, part)
-    return str(info.value)
 
 
 def mistake_as_learner(mname, learner):

@@ -15,8 +15,9 @@ from attacks import BODY_ATTACKS
 
 import grader
 from coursekit.notebooks import setup_source, solution_source
-from grader import EXERCISES, PARTS, CheckFailed, check, remote, sandbox, wire
+from grader import EXERCISES, PARTS, check, remote, sandbox, wire
 from grader.course import NOTEBOOKS
+from helpers import failure
 
 
 def run_in_sandbox(code, tmp_path, **limits):
@@ -39,12 +40,6 @@ def worker_for(notebook, overrides=None):
     w = remote.Worker(setup_source(notebook), cells)
     w.start()
     return w
-
-
-def failure(name, fn, part):
-    with pytest.raises(CheckFailed) as info:
-        check(name, fn, part)
-    return str(info.value)
 
 
 # ---------------------------------------------------------------- what the sandbox shows
@@ -140,7 +135,7 @@ def test_every_reference_answer_passes_every_part_through_the_sandbox(notebook):
 
 
 def test_a_known_mistake_gets_the_same_message_in_the_sandbox_as_in_the_kernel():
-    from coursekit.samples import as_learner
+    from helpers import as_learner
     wrong = solution_source("softmax").replace("z = x / temperature", "z = x * temperature")
     assert wrong != solution_source("softmax")
     local = as_learner({"softmax": wrong})["softmax"]
@@ -243,7 +238,7 @@ def test_a_fill_tensor_made_without_device_is_caught_on_a_machine_without_a_gpu(
 
 def test_a_0_dim_cpu_tensor_mixes_with_any_device_and_is_allowed():
     """PyTorch mixes a 0-dim CPU tensor with a tensor of any device, so the probe does not count it."""
-    from coursekit.samples import as_learner
+    from helpers import as_learner
     src = MASKED_ATTENTION_WITH_FILL.replace("FILL", 'torch.tensor(float("-inf"), dtype=scores.dtype)')
     fn = as_learner({"masked_attention": textwrap.dedent(src)})["masked_attention"]
     for part in PARTS:
