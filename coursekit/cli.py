@@ -26,12 +26,14 @@ def _workspace(target):
     target = os.path.abspath(target)
     with tempfile.TemporaryDirectory(prefix="course-release-") as tmp:
         cc = CourseCopy(tmp)
+        missing = [a for a in assignments() if not os.path.exists(os.path.join(target, a, a + ".ipynb"))]
+        if missing:
+            cc.release_all()  # one nbgrader process for the lot
         for a in assignments():
             dest = os.path.join(target, a, a + ".ipynb")
-            if os.path.exists(dest):
+            if a not in missing:
                 print(f"kept    {os.path.relpath(dest)} (your own copy; delete it to get a fresh one)")
                 continue
-            cc.release(a)
             os.makedirs(os.path.dirname(dest), exist_ok=True)
             nb = nbformat.read(cc.release_path(a), as_version=4)
             nbformat.write(nb, dest + ".tmp")

@@ -82,6 +82,10 @@ class CourseCopy:
         self.nbgrader("generate_assignment", assignment, "--force")
         return self.release_path(assignment)
 
+    def release_all(self):
+        """Every assignment's student release, by one nbgrader process."""
+        self.nbgrader("generate_assignment", "*", "--force")
+
     def submit(self, student, assignment, nb, extra_files=None):
         """Place a submission: ``nb`` (a NotebookNode) plus optional {relative path: text} files."""
         folder = os.path.dirname(self.submitted_path(student, assignment))

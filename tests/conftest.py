@@ -2,9 +2,19 @@
 import os
 
 import pytest
+import torch
 
 from helpers import as_learner
 from grader import EXERCISES, PARTS, CheckFailed, check
+
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Two workers side by side on 2 cores: one torch thread each, here and in every kernel, sandbox and nbgrader
+    # process they start. Two threads each would make four on two cores, and torch's spinning threads then slow
+    # each other down many times over.
+    for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "COURSE_TORCH_THREADS", "COURSE_TRAIN_THREADS"):
+        os.environ[_var] = "1"
+    torch.set_num_threads(1)
 
 
 def pytest_collection_modifyitems(items):
