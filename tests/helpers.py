@@ -4,6 +4,7 @@ Test-only: nothing here ships. Every layer's tests import from this one module
 (``from helpers import ...``; pytest puts ``tests/`` on the path through its conftest).
 """
 import importlib
+import itertools
 import inspect
 import re
 import textwrap
@@ -104,6 +105,58 @@ def assert_message_names(excinfo, *numbers):
         assert re.search(rf"(?<![\d.]){n}(?![\d.])", msg), f"the message does not name {n}: {msg!r}"
 
 
+# ---------------------------------------------------------------- transformer weights and masks
+def valid_from_lengths(lengths, T, device="cpu"):
+    """(B, T) bool, True on the first lengths[b] positions (right padding)."""
+    return torch.arange(T, device=device) < torch.as_tensor(lengths, device=device)[:, None]
+
+
+def flatten(tree, prefix=""):
+    """[(path, tensor)] of a nested dict, in sorted key order."""
+    out = []
+    for k in sorted(tree):
+        v = tree[k]
+        out += flatten(v, f"{prefix}{k}.") if isinstance(v, dict) else [(prefix + k, v)]
+    return out
+
+
+def with_grad(tree):
+    return {k: with_grad(v) if isinstance(v, dict) else v.detach().clone().requires_grad_() for k, v in tree.items()}
+
+
+# ---------------------------------------------------------------- the RNN encoder-decoder (notebook 05)
+BOS, EOS = 1, 2
+
+
+def rnn_params(V_src=7, V=6, D=3, H=5, seed=0, out_scale=1.0):
+    """coursekit.rnn's initial weights in float64, the output layer scaled by ``out_scale``."""
+    from coursekit import rnn as rnn_models
+    p = rnn_models.init_params(V_src, V, D, H, seed=seed, dtype=torch.float64)
+    p["W_out"] = p["W_out"] * out_scale
+    return p
+
+
+def contexts(B, H, seed=0):
+    return torch.tanh(torch.randn(B, H, generator=torch.Generator().manual_seed(seed), dtype=torch.float64) * 1.5)
+
+
+def rnn_log_prob(p, c, tokens):
+    """log P(tokens | c) by running the reference's decoder_step along them."""
+    import solutions.rnn as rnn
+    h, prev, total = c[None], BOS, 0.0
+    for tok in tokens:
+        logits, h = rnn.decoder_step(torch.tensor([prev]), h, p)
+        total += torch.log_softmax(logits[0], dim=-1)[tok].item()
+        prev = tok
+    return total
+
+
+def all_sequences(V, max_len):
+    """Every output beam search can return: ends at its first <eos>, or runs to max_len without one."""
+    return [list(s) for n in range(1, max_len + 1) for s in itertools.product(range(V), repeat=n)
+            if EOS not in s[:-1] and (s[-1] == EOS or n == max_len)]
+
+
 # ---------------------------------------------------------------- the grader, on learner-style code
 LEARNER_PRELUDE = "import math\nimport torch\nimport torch.nn.functional as F\n"
 
@@ -124,12 +177,17 @@ _MISTAKE_MODULES = {}
 
 
 def mistakes_as_learner(topic):
-    """``solutions/mistakes/<topic>.py`` (a self-contained module of known mistakes) compiled as notebook code, so
-    the grader does not take its functions for the reference. Returns its namespace {name: function}; cached."""
+    """``solutions/mistakes/<topic>.py`` compiled as notebook code (after the private parts it imports from
+    ``_parts.py``), so the grader does not take its functions for the reference. Returns its namespace
+    {name: function}; cached."""
     if topic not in _MISTAKE_MODULES:
         source = inspect.getsource(importlib.import_module(f"solutions.mistakes.{topic}"))
         namespace = {"__name__": "__main__"}
         exec(LEARNER_PRELUDE, namespace)
+        if re.search(r"^from \._parts import ", source, re.M):
+            parts = inspect.getsource(importlib.import_module("solutions.mistakes._parts"))
+            exec(compile(parts, "<learner mistakes._parts>", "exec"), namespace)
+            source = re.sub(r"^from \._parts import .*$", "", source, flags=re.M)
         exec(compile(source, f"<learner mistakes.{topic}>", "exec"), namespace)
         _MISTAKE_MODULES[topic] = namespace
     return _MISTAKE_MODULES[topic]

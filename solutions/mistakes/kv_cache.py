@@ -1,8 +1,8 @@
 """Known mistakes of notebook 09 (the KV cache): wrong variants of ``solutions/kv_cache.py``.
 
 The grader runs them on the same inputs as the learner's function and names the
-mistake whose output the learner's equals. Each is self-contained (torch only),
-so it can also be compiled as learner code in the tests, and keeps the
+mistake whose output the learner's equals. Each is built from torch and the private
+parts in ``_parts.py`` only, so it can also be compiled as learner code in the tests, and keeps the
 signature of the reference it imitates.
 """
 import math
@@ -10,18 +10,10 @@ import math
 import torch
 import torch.nn.functional as F
 
+from ._parts import _merge, _split
+
 
 # --- private helpers (correct unless an argument says otherwise) -------------
-def _split(x, n_heads):
-    B, T, D = x.shape
-    return x.reshape(B, T, n_heads, D // n_heads).transpose(1, 2)  # (B, H, T, d_k)
-
-
-def _merge(x):
-    B, H, T, d_k = x.shape
-    return x.transpose(1, 2).reshape(B, T, H * d_k)  # (B, T, D)
-
-
 def _attend(q, k, v, mask):
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1])
     scores = scores.masked_fill(~mask, float("-inf"))

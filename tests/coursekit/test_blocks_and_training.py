@@ -7,33 +7,12 @@ import torch
 from coursekit import blocks, transformer
 from coursekit.transformer import encoder_block_weights
 from solutions import attention, encoder
-from helpers import DTYPES, assert_all_close, assert_close, causal, cotangent, gen, grads, randn, random_dict
+from helpers import (DTYPES, assert_all_close, assert_close, causal, cotangent, flatten, gen, grads, randn,
+                     random_dict, valid_from_lengths, with_grad)
 
 # ================================================================== helpers
 
 D, H, FF = 8, 2, 16  # model width, heads, feed-forward width of the small blocks below
-
-
-def valid_from_lengths(lengths, T, device="cpu"):
-    """(B, T) bool, True on the first lengths[b] positions (right padding)."""
-    return torch.arange(T, device=device) < torch.as_tensor(lengths, device=device)[:, None]
-
-
-def same(p):
-    return p
-
-
-def flatten(tree, prefix=""):
-    """[(path, tensor)] of a nested dict, in sorted key order."""
-    out = []
-    for k in sorted(tree):
-        v = tree[k]
-        out += flatten(v, f"{prefix}{k}.") if isinstance(v, dict) else [(prefix + k, v)]
-    return out
-
-
-def with_grad(tree):
-    return {k: with_grad(v) if isinstance(v, dict) else v.detach().clone().requires_grad_() for k, v in tree.items()}
 
 
 # ---------------------------------------------------------------- coursekit.blocks, the given re-implementations

@@ -1,5 +1,4 @@
 """Notebook 05's models (coursekit.rnn), the date task (coursekit.data) and the notebook's helpers."""
-import itertools
 
 import nbformat
 import pytest
@@ -13,33 +12,6 @@ from grader import EXERCISES
 
 NOTEBOOK = "05_rnn"
 NAMES = [name for name, ex in EXERCISES.items() if ex.notebook == NOTEBOOK]
-BOS, EOS = 1, 2
-
-
-def params(V_src=7, V=6, D=3, H=5, seed=0, out_scale=1.0):
-    p = rnn_models.init_params(V_src, V, D, H, seed=seed, dtype=torch.float64)
-    p["W_out"] = p["W_out"] * out_scale
-    return p
-
-
-def contexts(B, H, seed=0):
-    return torch.tanh(torch.randn(B, H, generator=torch.Generator().manual_seed(seed), dtype=torch.float64) * 1.5)
-
-
-def log_prob(p, c, tokens):
-    """log P(tokens | c) by running decoder_step along them."""
-    h, prev, total = c[None], BOS, 0.0
-    for tok in tokens:
-        logits, h = rnn.decoder_step(torch.tensor([prev]), h, p)
-        total += torch.log_softmax(logits[0], dim=-1)[tok].item()
-        prev = tok
-    return total
-
-
-def all_sequences(V, max_len):
-    """Every output beam search can return: ends at its first <eos>, or runs to max_len without one."""
-    return [list(s) for n in range(1, max_len + 1) for s in itertools.product(range(V), repeat=n)
-            if EOS not in s[:-1] and (s[-1] == EOS or n == max_len)]
 
 
 # ---------------------------------------------------------------- the modules

@@ -128,12 +128,14 @@ MISTAKE_MODULES = [nb.topic for nb in NOTEBOOKS.values() if nb.topic not in FOUN
 
 @pytest.mark.parametrize("module", MISTAKE_MODULES)
 def test_each_mistakes_module_is_self_contained_and_registers_each_mistake_once(module):
-    """Known mistakes must compile as learner code: torch only, nothing from the reference."""
+    """Known mistakes must compile as learner code: torch and the shared private parts only, nothing from the
+    reference."""
     import ast
-    tree = ast.parse(inspect.getsource(importlib.import_module(f"solutions.mistakes.{module}")))
-    imported = {a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names} | \
-        {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
-    assert imported <= {"math", "torch", "torch.nn.functional"}, imported
+    for name in (f"solutions.mistakes.{module}", "solutions.mistakes._parts"):
+        tree = ast.parse(inspect.getsource(importlib.import_module(name)))
+        imported = {a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names} | \
+            {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+        assert imported <= {"math", "torch", "torch.nn.functional", "_parts"}, (name, imported)
     registered = [m.split(":")[1] for _, m, _ in MODULE_MISTAKES if m.startswith(module + ":")]
     assert set(registered) <= set(mistakes_as_learner(module))
     assert len(set(registered)) == len(registered), "each mistake is registered once"

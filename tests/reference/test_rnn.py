@@ -1,5 +1,4 @@
 """Notebook 05, the RNN encoder-decoder: the reference against PyTorch, and the decoders against search by hand."""
-import itertools
 import math
 
 import pytest
@@ -9,38 +8,11 @@ from torch import nn
 
 import solutions.rnn as rnn
 from coursekit import data
-from coursekit import rnn as rnn_models
 from grader import EXERCISES
+from helpers import BOS, EOS, all_sequences, contexts, rnn_log_prob, rnn_params
 
 NOTEBOOK = "05_rnn"
 NAMES = [name for name, ex in EXERCISES.items() if ex.notebook == NOTEBOOK]
-BOS, EOS = 1, 2
-
-
-def params(V_src=7, V=6, D=3, H=5, seed=0, out_scale=1.0):
-    p = rnn_models.init_params(V_src, V, D, H, seed=seed, dtype=torch.float64)
-    p["W_out"] = p["W_out"] * out_scale
-    return p
-
-
-def contexts(B, H, seed=0):
-    return torch.tanh(torch.randn(B, H, generator=torch.Generator().manual_seed(seed), dtype=torch.float64) * 1.5)
-
-
-def log_prob(p, c, tokens):
-    """log P(tokens | c) by running decoder_step along them."""
-    h, prev, total = c[None], BOS, 0.0
-    for tok in tokens:
-        logits, h = rnn.decoder_step(torch.tensor([prev]), h, p)
-        total += torch.log_softmax(logits[0], dim=-1)[tok].item()
-        prev = tok
-    return total
-
-
-def all_sequences(V, max_len):
-    """Every output beam search can return: ends at its first <eos>, or runs to max_len without one."""
-    return [list(s) for n in range(1, max_len + 1) for s in itertools.product(range(V), repeat=n)
-            if EOS not in s[:-1] and (s[-1] == EOS or n == max_len)]
 
 
 # ---------------------------------------------------------------- the cell and the encoder
@@ -78,7 +50,7 @@ def test_rnn_cell_is_one_step_of_nn_rnn_cell():
 
 def test_context_of_a_padded_batch_equals_the_unpadded_run_of_each_sentence():
     """c = h_{T_x} is the state after each sentence's last real token, whatever padding follows it."""
-    p = params()
+    p = rnn_params()
     lengths = [6, 4, 1, 0]
     ids = torch.randint(3, 7, (4, 6), generator=torch.Generator().manual_seed(2))
     mask = torch.arange(6)[None, :] < torch.tensor(lengths)[:, None]
@@ -101,7 +73,7 @@ def test_context_of_a_padded_batch_equals_the_unpadded_run_of_each_sentence():
 
 
 def test_an_empty_source_or_an_all_padding_sentence_gets_the_initial_state():
-    p = params()
+    p = rnn_params()
     enc = (p["E_src"], p["W_x_enc"], p["W_h_enc"], p["b_enc"])
     states, context = rnn.rnn_encode(torch.zeros(2, 0, dtype=torch.long), torch.zeros(2, 0, dtype=torch.bool), *enc)
     assert states.shape == (2, 0, 5) and torch.equal(context, torch.zeros(2, 5, dtype=torch.float64))
@@ -112,7 +84,7 @@ def test_an_empty_source_or_an_all_padding_sentence_gets_the_initial_state():
 
 # ---------------------------------------------------------------- decoder, teacher forcing, loss
 def test_teacher_forced_logits_equal_decoder_steps_on_the_true_tokens():
-    p, c = params(), contexts(3, 5)
+    p, c = rnn_params(), contexts(3, 5)
     tgt_in = torch.tensor([[BOS, 4, 5, 3], [BOS, 3, 0, 0], [BOS, 5, 5, 4]])
     logits = rnn.teacher_forced_logits(c, tgt_in, p)
     h = c
@@ -145,7 +117,7 @@ def test_loss_equals_cross_entropy_summed_with_ignore_index_and_divided_by_B():
 
 # ---------------------------------------------------------------- greedy and beam search
 def test_greedy_stops_at_max_len_when_eos_never_comes_and_pads_after_eos():
-    p = params(out_scale=3.0)
+    p = rnn_params(out_scale=3.0)
     p["b_out"] = p["b_out"].clone()
     p["b_out"][EOS] = -80.0
     tokens, lp = rnn.greedy_decode(contexts(3, 5), p, BOS, EOS, max_len=9)
@@ -165,7 +137,7 @@ def test_greedy_stops_at_max_len_when_eos_never_comes_and_pads_after_eos():
 
 @pytest.mark.parametrize("seed", range(6))
 def test_beam_width_one_equals_greedy(seed):
-    p, C = params(seed=seed, out_scale=2.0), contexts(4, 5, seed)
+    p, C = rnn_params(seed=seed, out_scale=2.0), contexts(4, 5, seed)
     tokens, lp = rnn.greedy_decode(C, p, BOS, EOS, max_len=8)
     for i in range(4):
         seqs, scores = rnn.beam_search(C[i], p, BOS, EOS, beam_width=1, max_len=8)
@@ -180,14 +152,14 @@ def test_beam_width_one_equals_greedy(seed):
 def test_a_vocabulary_wide_beam_finds_the_exhaustive_optimum(seed, length_norm):
     """V = 4: width V at max_len 2, and width V^2 (every prefix kept) at max_len 3, equal searching everything."""
     V = 4
-    p, c = params(V=V, seed=seed, out_scale=3.0), contexts(1, 5, seed)[0]
+    p, c = rnn_params(V=V, seed=seed, out_scale=3.0), contexts(1, 5, seed)[0]
     for width, max_len in ((V, 2), (V * V, 3)):
         every = all_sequences(V, max_len)
-        score = {tuple(s): log_prob(p, c, s) / (len(s) if length_norm else 1) for s in every}
+        score = {tuple(s): rnn_log_prob(p, c, s) / (len(s) if length_norm else 1) for s in every}
         best = max(score, key=score.get)
         seqs, scores = rnn.beam_search(c, p, BOS, EOS, beam_width=width, max_len=max_len, length_norm=length_norm)
         assert tuple(seqs[0]) == best
-        assert math.isclose(scores[0].item(), log_prob(p, c, seqs[0]), rel_tol=1e-9, abs_tol=1e-12)
+        assert math.isclose(scores[0].item(), rnn_log_prob(p, c, seqs[0]), rel_tol=1e-9, abs_tol=1e-12)
         assert len(seqs) == min(width, len(every))
 
 
@@ -198,11 +170,11 @@ def test_a_wider_beam_can_beat_greedy():
     c, p = case.args[0], case.args[1]
     greedy, _ = rnn.beam_search(c, p, BOS, EOS, beam_width=1, max_len=6)
     wide, scores = rnn.beam_search(c, p, BOS, EOS, **case.kwargs)
-    assert wide[0] != greedy[0] and log_prob(p, c, wide[0]) > log_prob(p, c, greedy[0])
+    assert wide[0] != greedy[0] and rnn_log_prob(p, c, wide[0]) > rnn_log_prob(p, c, greedy[0])
 
 
 def test_finished_hypotheses_are_never_extended():
-    p = params(seed=4, out_scale=2.0)
+    p = rnn_params(seed=4, out_scale=2.0)
     seqs, _ = rnn.beam_search(contexts(1, 5, 4)[0], p, BOS, EOS, beam_width=6, max_len=6)
     assert all(EOS not in s[:-1] for s in seqs)
 
@@ -219,6 +191,6 @@ def test_finished_hypotheses_are_never_extended():
 ])
 def test_bad_arguments_raise_value_errors_that_name_them(call, argument):
     with pytest.raises(ValueError, match=argument):
-        call(params(), contexts(2, 5))
+        call(rnn_params(), contexts(2, 5))
 
 

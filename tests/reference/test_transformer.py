@@ -33,34 +33,12 @@ from coursekit import blocks
 from coursekit.transformer import (DecoderLM, EncoderDecoder, EncoderDecoderConfig, MaskedLM, TransformerConfig,
                                    as_dict, encdec_block_weights, encoder_block_weights, weights_of)
 from solutions import decoder, encoder, encoder_decoder
-from helpers import (DTYPES, assert_all_close, assert_close, assert_message_names, causal, cotangent, gen, grads,
-                     randn, random_dict, randomize, tol)
+from helpers import (DTYPES, assert_all_close, assert_close, assert_message_names, causal, cotangent, flatten, gen,
+                     grads, randn, random_dict, randomize, tol, valid_from_lengths, with_grad)
 
 # ================================================================== helpers
 
 D, H, FF = 8, 2, 16  # model width, heads, feed-forward width of the small blocks below
-
-
-def valid_from_lengths(lengths, T, device="cpu"):
-    """(B, T) bool, True on the first lengths[b] positions (right padding)."""
-    return torch.arange(T, device=device) < torch.as_tensor(lengths, device=device)[:, None]
-
-
-def same(p):
-    return p
-
-
-def flatten(tree, prefix=""):
-    """[(path, tensor)] of a nested dict, in sorted key order."""
-    out = []
-    for k in sorted(tree):
-        v = tree[k]
-        out += flatten(v, f"{prefix}{k}.") if isinstance(v, dict) else [(prefix + k, v)]
-    return out
-
-
-def with_grad(tree):
-    return {k: with_grad(v) if isinstance(v, dict) else v.detach().clone().requires_grad_() for k, v in tree.items()}
 
 
 # ================================================================== 1. parity with PyTorch
