@@ -6,6 +6,7 @@
     course grade      instructors: release, autograde every submission in course/submitted, feedback, grades.csv
     course sync       create what grader/course.py adds, rewrite the answer and test cells (--check: report drift)
     course expected   rebuild the grader's shipped expected outputs (--check: report stale files)
+    course validate   learners: run a notebook's checks; exits 1 when one fails (nbgrader validate exits 0)
 """
 import argparse
 import os
@@ -175,6 +176,42 @@ def cmd_sync(args):
     return 0
 
 
+def cmd_validate(args):
+    """Run each notebook top to bottom and report its failing checks; exit 1 when any fails, 2 when a file cannot
+    be read. (``nbgrader validate`` prints the failures but exits 0, so scripts and CI cannot use it.)"""
+    from nbgrader.validator import Validator
+    from traitlets.config import Config
+
+    worst = 0
+    for path in args.notebooks:
+        if not os.path.isfile(path):
+            print(f"{path}: no such notebook")
+            worst = max(worst, 2)
+            continue
+        validator = Validator(config=Config({"Execute": {"timeout": args.timeout}}))
+        try:
+            results = validator.validate(os.path.abspath(path))
+        except Exception as exc:  # not JSON, not a notebook, a kernel that died
+            print(f"{path}: could not be run: {type(exc).__name__}: {str(exc)[:300]}")
+            worst = max(worst, 2)
+            continue
+        problems = [("changed", "a read-only cell was edited", c) for c in results.get("changed", [])] + \
+                   [("type_changed", "a cell changed its type", c) for c in results.get("type_changed", [])] + \
+                   [("failed", "a check failed", c) for c in results.get("failed", [])]
+        if not problems:
+            print(f"{path}: every check passed")
+            continue
+        worst = max(worst, 1)
+        print(f"{path}: {len(problems)} problem(s)")
+        for _, what, cell in problems:
+            first = cell["source"].splitlines()[0] if cell["source"] else ""
+            error = (cell.get("raw_error") or "").strip().splitlines()
+            print(f"  {what}: {first}")
+            if error:
+                print(f"    {error[-1][:500]}")
+    return worst
+
+
 def cmd_expected(args):
     from grader.build import main
     return main(["--check"] if args.check else [])
@@ -209,6 +246,10 @@ def main(argv=None):
     p = sub.add_parser("expected", help="the grader's shipped expected outputs")
     p.add_argument("--check", action="store_true")
     p.set_defaults(func=cmd_expected)
+    p = sub.add_parser("validate", help="learners: run a notebook's checks; exit 1 if one fails")
+    p.add_argument("notebooks", nargs="+")
+    p.add_argument("--timeout", type=int, default=900, help="seconds a cell may run (training cells need minutes)")
+    p.set_defaults(func=cmd_validate)
     args = parser.parse_args(argv)
     return args.func(args)
 

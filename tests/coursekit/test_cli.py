@@ -1,6 +1,7 @@
 """The `course` command as learners, instructors and maintainers call it (real subprocesses)."""
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -94,3 +95,26 @@ def test_lab_serves_the_workspace_notebooks(tmp_path):
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
+
+
+def test_validate_exits_non_zero_when_a_check_fails_and_names_it(tmp_path):
+    """`course validate` is the learner's self-check for scripts and CI: 0 when every check passes, 1 (with the
+    failing check in words) when one fails, 2 for a file that is not there."""
+    from coursekit.notebooks import notebook_path
+    good = tmp_path / "good" / "03_softmax.ipynb"
+    good.parent.mkdir()
+    shutil.copy(notebook_path("03_softmax"), good)
+    nb = nbformat.read(good, as_version=4)
+    answer = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "log_softmax")
+    answer.source = "def log_softmax(x, dim=-1, temperature=1.0):\n    raise NotImplementedError()\n"
+    bad = tmp_path / "bad" / "03_softmax.ipynb"
+    bad.parent.mkdir()
+    nbformat.write(nb, bad)
+
+    passed = run("validate", str(good))
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    assert "every check passed" in passed.stdout
+    failed = run("validate", str(bad))
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "a check failed: check(\"log_softmax\"" in failed.stdout and "not implemented yet" in failed.stdout
+    assert run("validate", str(tmp_path / "missing.ipynb")).returncode == 2

@@ -377,44 +377,62 @@ SHADOW_FILES = {"grader.py": "def check(*args, **kwargs):\n    print('PASSED')\n
 
 
 class Tampered(NamedTuple):
-    course: CourseCopy   # a copy of its own, with 03_softmax released
+    courses: dict        # {student: the course copy (03_softmax released) it was graded in}
     scores: dict         # {student: {grade_id: (score, max score)}}
     faults: dict         # {student: [(kind, text), ...]} from grading_log.jsonl
 
 
+TAMPER_PARTS = 2  # the class is graded in this many parts, each by one worker
+
+
+def tamper_submissions(root):
+    """{student: (notebook, extra files)}: the honest submission beneath every attack (all right but a wrong
+    softmax), every attack on it, and answers that import the reference or never return."""
+    release = nbformat.read(os.path.join(root, "release", TAMPER_A, TAMPER_A + ".ipynb"), as_version=4)
+    honest = answered(release, {"softmax": WRONG_SOFTMAX})
+    loop = edited_source("sequence_log_prob", "    log_p = torch.log_softmax",
+                         "    while True:\n        pass\n    log_p = torch.log_softmax")
+    submissions = {"tamper-honest": (honest, None), "tamper-shadow-files": (honest, SHADOW_FILES),
+                   "tamper-loop": (answered(release, {"sequence_log_prob": loop}), None),
+                   "tamper-import-reference": (answered(release, {
+                       "softmax": "from solutions.softmax import softmax\nimport solutions\n"}), None)}
+    solutions_dir = os.path.dirname(importlib.util.find_spec("solutions").origin)
+    for kind, edit in TAMPERS.items():
+        nb = nbformat.reads(nbformat.writes(honest), as_version=4)
+        edit(nb)
+        for cell in nb.cells:  # the attacks know where the course and the reference are
+            cell.source = cell.source.replace("COURSE_ROOT", root).replace("SOLUTIONS_DIR", solutions_dir)
+        submissions[f"tamper-{kind}"] = (nb, None)
+    return submissions
+
+
 @pytest.fixture(scope="session")
 def tampered(course):
-    """The honest submission beneath every attack (all right but a wrong softmax), then every attack on it, and
-    an answer that never returns, graded together by one real `nbgrader autograde` call (and given feedback by
-    one `generate_feedback` call), once per test run."""
-    cc = course.copy("course-tamper", TAMPER_A)
+    """The tamper class, graded once per test run in TAMPER_PARTS parts, each by one real `nbgrader autograde`
+    call (and one `generate_feedback` call) in a course copy of its own. Each xdist worker starts with a
+    different part and then reads the others' results, so two workers grade the class side by side."""
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:] or 0)
+    courses, scores, faults = {}, {}, {}
+    for k in range(TAMPER_PARTS):
+        part = (k + worker) % TAMPER_PARTS
+        cc = course.copy(f"course-tamper-{part}", TAMPER_A)
 
-    def build():
-        release = nbformat.read(cc.release_path(TAMPER_A), as_version=4)
-        honest = answered(release, {"softmax": WRONG_SOFTMAX})
-        loop = edited_source("sequence_log_prob", "    log_p = torch.log_softmax",
-                             "    while True:\n        pass\n    log_p = torch.log_softmax")
-        submissions = {"tamper-honest": (honest, None), "tamper-shadow-files": (honest, SHADOW_FILES),
-                       "tamper-loop": (answered(release, {"sequence_log_prob": loop}), None),
-                       "tamper-import-reference": (answered(release, {
-                           "softmax": "from solutions.softmax import softmax\nimport solutions\n"}), None)}
-        solutions_dir = os.path.dirname(importlib.util.find_spec("solutions").origin)
-        for kind, edit in TAMPERS.items():
-            nb = nbformat.reads(nbformat.writes(honest), as_version=4)
-            edit(nb)
-            for cell in nb.cells:  # the attacks know where the course and the reference are
-                cell.source = cell.source.replace("COURSE_ROOT", cc.root).replace("SOLUTIONS_DIR", solutions_dir)
-            submissions[f"tamper-{kind}"] = (nb, None)
-        for student, (nb, extra) in submissions.items():
-            cc.submit(student, TAMPER_A, nb, extra)
-        cc.nbgrader("autograde", TAMPER_A, "--student", "tamper-*", "--force")
-        cc.nbgrader("generate_feedback", TAMPER_A, "--student", "tamper-*", "--force")
-        log = os.path.join(cc.root, "grading_log.jsonl")
-        records = [json.loads(line) for line in open(log)] if os.path.exists(log) else []
-        return {"scores": {student: cc.scores(student, TAMPER_A) for student in submissions},
-                "faults": {r["student"]: r["faults"] for r in records}}
-    data = course.once("tamper-graded", build)
-    return Tampered(cc, data["scores"], data["faults"])
+        def build(cc=cc, part=part):
+            everyone = tamper_submissions(cc.root)
+            mine = [s for i, s in enumerate(sorted(everyone)) if i % TAMPER_PARTS == part]
+            for student in mine:
+                cc.submit(student, TAMPER_A, *everyone[student])
+            cc.nbgrader("autograde", TAMPER_A, "--student", "tamper-*", "--force")
+            cc.nbgrader("generate_feedback", TAMPER_A, "--student", "tamper-*", "--force")
+            log = os.path.join(cc.root, "grading_log.jsonl")
+            records = [json.loads(line) for line in open(log)] if os.path.exists(log) else []
+            return {"scores": {student: cc.scores(student, TAMPER_A) for student in mine},
+                    "faults": {r["student"]: r["faults"] for r in records}}
+        data = course.once(f"tamper-graded-{part}", build)
+        courses.update({student: cc for student in data["scores"]})
+        scores.update(data["scores"])
+        faults.update(data["faults"])
+    return Tampered(courses, scores, faults)
 
 
 def test_the_honest_wrong_answer_loses_exactly_softmax(tampered):
@@ -464,18 +482,18 @@ def test_faults_and_blocked_attempts_are_recorded_with_a_reason(tampered, kind, 
 def test_feedback_holds_neither_the_source_nor_the_gradebook(tampered):
     """An answer cell that prints every notebook and gradebook it can find prints nothing of the course's."""
     student = "tamper-leak-the-source-and-gradebook"
-    nb = nbformat.read(tampered.course.autograded_path(student, TAMPER_A), as_version=4)
+    nb = nbformat.read(tampered.courses[student].autograded_path(student, TAMPER_A), as_version=4)
     printed = "".join(o.get("text", "") for o in _cell(nb, "softmax").outputs if o.get("output_type") == "stream")
     assert printed == "", printed[:500]  # not one file of the course was found to print
-    feedback = html.unescape(open(tampered.course.feedback_path(student, TAMPER_A)).read())
+    feedback = html.unescape(open(tampered.courses[student].feedback_path(student, TAMPER_A)).read())
     assert "HIDDEN TESTS" not in feedback and 'part="hidden"' not in feedback
     assert "SQLite format" not in feedback and "tamper-honest" not in feedback
 
 
 def test_a_value_returned_by_a_rebound_check_is_not_read_as_credit(tampered):
     """nbgrader reads an execute_result as partial credit: graded cells keep only the trusted verdict."""
-    nb = nbformat.read(tampered.course.autograded_path("tamper-rebind-check-to-return-a-value", TAMPER_A),
-                       as_version=4)
+    student = "tamper-rebind-check-to-return-a-value"
+    nb = nbformat.read(tampered.courses[student].autograded_path(student, TAMPER_A), as_version=4)
     for cell in nb.cells:
         if cell.metadata.get("nbgrader", {}).get("grade"):
             assert all(o["output_type"] != "execute_result" for o in cell.outputs), cell.outputs
@@ -485,17 +503,18 @@ def test_an_infinite_loop_costs_only_its_exercise(tampered):
     """A learner function that never returns is stopped; every other exercise is still graded."""
     scores = tampered.scores
     got = scores["tamper-loop"]
-    release = nbformat.read(tampered.course.release_path(TAMPER_A), as_version=4)
+    release = nbformat.read(tampered.courses["tamper-loop"].release_path(TAMPER_A), as_version=4)
     assert got["sequence_log_prob_basic"][0] == 0 and got["sequence_log_prob_edge"][0] == 0
     assert total(got) == total_points(release) - points_of(release, "sequence_log_prob")
-    feedback = html.unescape(open(tampered.course.feedback_path("tamper-loop", TAMPER_A)).read())
+    feedback = html.unescape(open(tampered.courses["tamper-loop"].feedback_path("tamper-loop", TAMPER_A)).read())
     assert "did not finish within" in feedback
 
 
 def test_feedback_never_contains_hidden_test_code(tampered):
     """Feedback shows the learner the visible checks and their messages, never the hidden checks' code."""
-    feedback_dir = os.path.join(tampered.course.root, "feedback")
-    files = [os.path.join(d, f) for d, _, fs in os.walk(feedback_dir) for f in fs if f.endswith(".html")]
+    roots = {cc.root for cc in tampered.courses.values()}
+    files = [os.path.join(d, f) for root in roots for d, _, fs in os.walk(os.path.join(root, "feedback"))
+             for f in fs if f.endswith(".html")]
     assert len(files) >= len(tampered.scores), "not every tampered submission got feedback"
     for path in files:
         text = html.unescape(open(path).read())
