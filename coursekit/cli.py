@@ -7,6 +7,7 @@
     course sync       create what grader/course.py adds, rewrite the answer and test cells (--check: report drift)
     course expected   rebuild the grader's shipped expected outputs (--check: report stale files)
     course validate   learners: run a notebook's checks; exits 1 when one fails (nbgrader validate exits 0)
+    course bundle     instructors: the student bundle (released notebooks + a package without the answers)
 """
 import argparse
 import os
@@ -212,6 +213,14 @@ def cmd_validate(args):
     return worst
 
 
+def cmd_bundle(args):
+    from .bundle import build, course_version
+    out = build(args.out)
+    print(f"student bundle {course_version()} in {os.path.relpath(out)}: notebooks/, package/ (pip install it); "
+          f"no solutions/, no hidden tests, no sample bugs")
+    return 0
+
+
 def cmd_expected(args):
     from grader.build import main
     return main(["--check"] if args.check else [])
@@ -250,6 +259,9 @@ def main(argv=None):
     p.add_argument("notebooks", nargs="+")
     p.add_argument("--timeout", type=int, default=900, help="seconds a cell may run (training cells need minutes)")
     p.set_defaults(func=cmd_validate)
+    p = sub.add_parser("bundle", help="instructors: the student bundle, without the answers")
+    p.add_argument("--out", default=os.path.join(ROOT, "student-bundle"))
+    p.set_defaults(func=cmd_bundle)
     args = parser.parse_args(argv)
     return args.func(args)
 

@@ -1,0 +1,137 @@
+"""The student bundle: what a class installs, with no answers in it.
+
+``course bundle --out DIR`` writes
+
+* ``DIR/notebooks/<assignment>/<assignment>.ipynb``: every released notebook
+  (nbgrader's student version: stubs, visible checks, no hidden tests), each
+  stamped with the course version in its metadata;
+* ``DIR/package/``: an installable package, ``attention-course-student``, with
+  the grader's visible checks and their shipped expectations, and the learner
+  side of ``coursekit`` (data, plots, widgets, ready-made blocks, models);
+* ``DIR/VERSION`` and ``DIR/README.txt``.
+
+Left out: ``solutions/`` (the reference and the known mistakes), the hidden
+tests, the sample bugs of the course table (its instructor-only fields), and the
+instructor's files (the grading sandbox and judge, the nbgrader driver, the
+notebook sync, the sample submissions, the ``course`` command).
+"""
+import ast
+import os
+import shutil
+import tempfile
+
+import nbformat
+
+from . import ROOT
+
+VERSION_KEY = "course_version"
+
+# what a student's install holds: the grader's learner side, and coursekit's
+STUDENT_FILES = {
+    "grader": ["__init__.py", "_safe.py", "compare.py", "course.py", "devices.py", "reference.py", "report.py",
+               "runner.py", "shipped.py", "cases/*.py", "expected/*.pt"],
+    "coursekit": ["__init__.py", "blocks.py", "data.py", "plots.py", "rnn.py", "training.py", "transformer.py",
+                  "widgets/*.py"],
+}
+
+
+def course_version():
+    """The course's version, from pyproject.toml (the instructor's install)."""
+    for line in open(os.path.join(ROOT, "pyproject.toml")):
+        if line.startswith("version"):
+            return line.split("=", 1)[1].strip().strip('"')
+    raise RuntimeError("pyproject.toml names no version")
+
+
+def without_instructor_fields(source):
+    """The course table's source with its instructor-only keyword arguments (``INSTRUCTOR_ONLY``) removed."""
+    from grader.course import INSTRUCTOR_ONLY
+    tree = ast.parse(source)
+    lines = source.splitlines(keepends=True)
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line))
+    cuts = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            for kw in node.keywords:
+                if kw.arg in INSTRUCTOR_ONLY:
+                    begin = starts[kw.lineno - 1] + kw.col_offset
+                    end = starts[kw.end_lineno - 1] + kw.end_col_offset
+                    begin = source.rindex(",", 0, begin)  # the comma before the argument goes too
+                    cuts.append((begin, end))
+    for begin, end in sorted(cuts, reverse=True):
+        source = source[:begin] + source[end:]
+    ast.parse(source)
+    return source
+
+
+PYPROJECT = '''[build-system]
+requires = ["setuptools>=61"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "attention-course-student"
+version = "{version}"
+description = "The learner's side of the attention course: visible checks, widgets, data, ready-made blocks"
+requires-python = ">=3.11,<3.12"
+dependencies = ["torch==2.13.0", "ipywidgets>=8.1,<9", "matplotlib>=3.8", "numpy>=1.26"]
+
+[tool.setuptools]
+packages = ["grader", "grader.cases", "coursekit", "coursekit.widgets"]
+
+[tool.setuptools.package-data]
+grader = ["expected/*.pt"]
+'''
+
+README = '''The attention course, version {version}: the student bundle.
+
+    pip install ./package          (in a Python 3.11 environment; pulls the CPU build of torch)
+    jupyter lab notebooks/
+
+Each notebook's read-only cells check your answers. The answers, the hidden checks
+and the grading machinery are not in this bundle: your instructor grades with them.
+'''
+
+
+def _copy_package(package_dir):
+    import glob
+    for package, patterns in STUDENT_FILES.items():
+        src_root = os.path.join(ROOT, package)
+        for pattern in patterns:
+            for src in sorted(glob.glob(os.path.join(src_root, pattern))):
+                rel = os.path.relpath(src, src_root)
+                dest = os.path.join(package_dir, package, rel)
+                os.makedirs(os.path.dirname(dest), exist_ok=True)
+                if (package, rel) == ("grader", "course.py"):
+                    with open(src) as f, open(dest, "w") as g:
+                        g.write(without_instructor_fields(f.read()))
+                else:
+                    shutil.copy(src, dest)
+
+
+def build(out):
+    """Write the student bundle into ``out`` (replacing what was there); returns ``out``."""
+    from .pipeline import CourseCopy, assignments
+    out = os.path.abspath(out)
+    if os.path.exists(out):
+        shutil.rmtree(out)
+    version = course_version()
+    with tempfile.TemporaryDirectory(prefix="course-bundle-") as tmp:
+        cc = CourseCopy(tmp)
+        cc.release_all()
+        for a in assignments():
+            nb = nbformat.read(cc.release_path(a), as_version=4)
+            nb.metadata[VERSION_KEY] = version
+            dest = os.path.join(out, "notebooks", a, a + ".ipynb")
+            os.makedirs(os.path.dirname(dest))
+            nbformat.write(nb, dest)
+    package_dir = os.path.join(out, "package")
+    _copy_package(package_dir)
+    with open(os.path.join(package_dir, "pyproject.toml"), "w") as f:
+        f.write(PYPROJECT.format(version=version))
+    with open(os.path.join(out, "VERSION"), "w") as f:
+        f.write(version + "\n")
+    with open(os.path.join(out, "README.txt"), "w") as f:
+        f.write(README.format(version=version))
+    return out
