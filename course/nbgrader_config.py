@@ -5,7 +5,7 @@ Run nbgrader from this folder (the `course` command does it for you).
 import os
 
 from nbconvert.preprocessors import CSSHTMLHeaderPreprocessor
-from nbgrader.preprocessors import ClearHiddenTests, GetGrades
+from nbgrader.preprocessors import ClearHiddenTests, ClearSolutions, GetGrades
 
 c = get_config()  # noqa: F821 (provided by traitlets when nbgrader loads this file)
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -56,6 +56,16 @@ c.Autograde.autograde_preprocessors = [
 c.SandboxedExecute.timeout = 120
 c.SandboxedExecute.interrupt_on_timeout = True
 c.TrustedVerdict.course_root = HERE
+
+# Every release records the course version; grading names a submission released with another one.
+from grader.nbgrader_plugin import StampVersion  # noqa: E402
+from nbgrader.preprocessors import (  # noqa: E402
+    ClearMarkScheme, ClearOutput, ComputeChecksums, IncludeHeaderFooter, InstantiateTests, LockCells, SaveCells)
+
+c.GenerateAssignment.preprocessors = [  # nbgrader 0.9.6's list, then the stamp
+    IncludeHeaderFooter, InstantiateTests, LockCells, ClearSolutions, ClearOutput, CheckCellMetadata,
+    ComputeChecksums, SaveCells, ClearHiddenTests, ClearMarkScheme, ComputeChecksums, CheckCellMetadata,
+    StampVersion]
 
 # Feedback never shows hidden-test code: not in the cells, not quoted in a traceback.
 from grader.nbgrader_plugin import ShortenTracebacks  # noqa: E402

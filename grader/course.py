@@ -127,3 +127,22 @@ def notebook_of(exercise):
 def points_of(exercise):
     """(points of the basic cell, points of the edge cell) of ``exercise``."""
     return notebook_of(exercise).exercises[exercise]
+
+
+def version():
+    """The course's version: pyproject.toml's in the instructor's checkout, else the installed distribution's (the
+    student package records it too). Released notebooks carry it in their metadata (``course_version``)."""
+    import os
+    pyproject = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "pyproject.toml")
+    if os.path.exists(pyproject):
+        for line in open(pyproject):
+            if line.startswith("version"):
+                return line.split("=", 1)[1].strip().strip('"')
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+    for dist in ("attention-course", "attention-course-student"):
+        try:
+            return installed(dist)
+        except PackageNotFoundError:
+            pass
+    return "unknown"

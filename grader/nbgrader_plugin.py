@@ -31,6 +31,7 @@ from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Integer, Unicode
 
 from . import audit, sandbox
+from .course import version
 
 LOG_NAME = "grading_log.jsonl"
 
@@ -191,6 +192,10 @@ class TrustedVerdict(NbGraderPreprocessor):
             nb.cells[index].outputs = [_passed_output(message) if ok else _error_output(message)]
         course = nb.metadata.setdefault("course", {})
         faults = course.setdefault("faults", []) + [list(f) for f in verdict.get("faults", [])]
+        made_with, grading_with = nb.metadata.get("course_version"), version()
+        if made_with and made_with != grading_with:  # a release of another version of the course
+            faults.append(["version", f"the notebook was released with course version {made_with}; it is graded "
+                                      f"with version {grading_with}"])
         faults = [list(f) for f in dict.fromkeys(tuple(f) for f in faults)]  # the kernel and the worker may both note one
         course["faults"] = faults
         course["isolated"] = verdict.get("isolated", True)
@@ -216,6 +221,15 @@ class TrustedVerdict(NbGraderPreprocessor):
                 return json.loads(line)
         self.log.error("the judge printed no verdict; stderr:\n%s", proc.stderr[-3000:])
         return {"results": {}, "faults": [["judge", "the grader printed no verdict: " + proc.stderr[-300:]]]}
+
+
+class StampVersion(NbGraderPreprocessor):
+    """A release carries the course version (``course_version`` in its metadata), so that grading can say by name
+    when a submission was made from a release of another version."""
+
+    def preprocess(self, nb, resources):
+        nb.metadata["course_version"] = version()
+        return nb, resources
 
 
 class ShortenTracebacks(NbGraderPreprocessor):

@@ -21,6 +21,7 @@ from coursekit.notebooks import solution_source
 from coursekit.pipeline import CourseCopy, assignments
 from coursekit.samples import ONE_BUG, answered, edited_source, points_of, total_points, with_bug
 from grader import EXERCISES
+from grader.course import version
 
 pytestmark = [pytest.mark.pipeline, pytest.mark.timeout(3600)]  # the tamper class is graded in one fixture
 ASSIGNMENTS = assignments()
@@ -121,6 +122,7 @@ def samples(course):
 @pytest.mark.parametrize("a", ASSIGNMENTS)
 def test_release_has_no_solution_code_and_no_hidden_tests(course, a):
     release = release_nb(course, a)
+    assert release.metadata["course_version"] == version()  # grading names a submission of another version
     text = open(course.release_path(a)).read()
     assert "BEGIN SOLUTION" not in text and "HIDDEN TESTS" not in text and 'part=\\"hidden\\"' not in text
     for name in (n for n, ex in EXERCISES.items() if ex.notebook == a):
@@ -396,6 +398,9 @@ def tamper_submissions(root):
                    "tamper-loop": (answered(release, {"sequence_log_prob": loop}), None),
                    "tamper-import-reference": (answered(release, {
                        "softmax": "from solutions.softmax import softmax\nimport solutions\n"}), None)}
+    another_version = nbformat.reads(nbformat.writes(honest), as_version=4)
+    another_version.metadata["course_version"] = "0.0.1"  # a release of an older course
+    submissions["tamper-made-with-another-version"] = (another_version, None)
     solutions_dir = os.path.dirname(importlib.util.find_spec("solutions").origin)
     for kind, edit in TAMPERS.items():
         nb = nbformat.reads(nbformat.writes(honest), as_version=4)
@@ -469,10 +474,11 @@ def test_an_attack_around_honest_functions_still_grades_them(tampered, kind):
     ("exec-the-reference-source", "blocked", "solutions/softmax.py"),
     ("reach-the-network", "blocked", "network: ('127.0.0.1', 8888)"),
     ("leak-the-source-and-gradebook", "blocked", "read-outside"),
+    ("made-with-another-version", "version", "released with course version 0.0.1"),
 ])
 def test_faults_and_blocked_attempts_are_recorded_with_a_reason(tampered, kind, fault, words):
-    """A dead kernel or worker, a time-out, a read outside the submission, a network call: each is a line of
-    grading_log.jsonl beside the gradebook, for the instructor."""
+    """A dead kernel or worker, a time-out, a read outside the submission, a network call, a release of another
+    course version: each is a line of grading_log.jsonl beside the gradebook, for the instructor."""
     faults = tampered.faults
     mine = faults.get(f"tamper-{kind}", [])
     assert any(k == fault and words in text for k, text in mine), mine
