@@ -58,11 +58,13 @@ _capture_given = reference.capture_given
 
 
 # ------------------------------------------------------------------ the public call
-def check(name, fn, part="basic"):
+def check(name, fn, part="basic", seed=0):
     """Check the learner's ``fn`` for exercise ``name`` on one part (basic, edge or hidden).
 
     Prints one line when every check passes; raises CheckFailed with a message
-    that explains the first failure otherwise.
+    that explains the first failure otherwise. ``seed`` varies the hidden parts'
+    random cases: grading uses one per student and assignment
+    (``grader.seeds.student_seed``), so a grade can be reproduced from it.
     """
     __tracebackhide__ = True
     if name not in EXERCISES:
@@ -81,7 +83,7 @@ def check(name, fn, part="basic"):
         return
     run = Report(name, part)
     with _safe.forbid_given(reference.capture_given(name)):
-        runner.run_part(run, ex, fn, part)
+        runner.run_part(run, ex, fn, part, seed)
     if run.n == 0:  # a part that judges nothing would pass anything
         raise RuntimeError(f"the grader has no checks for {name} [{part}]: fix grader/cases/"
                            f"{NOTEBOOKS[ex.notebook].topic}.py")

@@ -18,7 +18,8 @@ ran everything the student wrote. The judge decides instead, from outside:
 cell with this verdict, so nbgrader records it and nothing the kernel printed.
 
 The request (stdin) is ``{"prelude": set-up cell, "cells": [source, ...],
-"checks": [[cell_id, exercise, function, part], ...]}``; the last line printed
+"checks": [[cell_id, exercise, function, part], ...], "seed": the student's seed of the hidden cases
+(``grader.seeds``)}``; the last line printed
 is ``{"results": {cell_id: [ok, message]}, "faults": [[kind, text], ...], ...}``.
 """
 import contextlib
@@ -60,7 +61,7 @@ def run(request):
             printed = io.StringIO()
             try:
                 with contextlib.redirect_stdout(printed):
-                    grader.check(exercise, fn, part)
+                    grader.check(exercise, fn, part, seed=request.get("seed", 0))
             except CheckFailed as exc:
                 results[cell_id] = (False, str(exc))
             except Exception as exc:

@@ -30,7 +30,7 @@ from nbclient.exceptions import DeadKernelError
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Integer, Unicode
 
-from . import audit, sandbox
+from . import audit, sandbox, seeds
 from .course import version
 
 LOG_NAME = "grading_log.jsonl"
@@ -183,7 +183,10 @@ class TrustedVerdict(NbGraderPreprocessor):
                 checks += [[md["grade_id"], *c] for c in calls]
         prelude = next((c.source for c in nb.cells if c.cell_type == "code"
                         and c.metadata.get("nbgrader", {}).get("grade_id") == "setup"), None)
-        verdict = self._judge({"prelude": prelude, "cells": cells, "checks": checks}) if checks else {"results": {}}
+        info = resources.get("nbgrader", {})
+        seed = seeds.student_seed(info.get("student") or "", info.get("assignment") or "")
+        verdict = self._judge({"prelude": prelude, "cells": cells, "checks": checks, "seed": seed}) if checks \
+            else {"results": {}}
         if "error" in verdict:
             raise RuntimeError(f"grading stopped: {verdict['error']}")
         results = verdict["results"]
@@ -199,12 +202,12 @@ class TrustedVerdict(NbGraderPreprocessor):
         faults = [list(f) for f in dict.fromkeys(tuple(f) for f in faults)]  # the kernel and the worker may both note one
         course["faults"] = faults
         course["isolated"] = verdict.get("isolated", True)
+        seeds.record(self.course_root or os.getcwd(), info.get("student"), info.get("assignment"), seed)
         if faults or not course["isolated"]:
-            info = resources.get("nbgrader", {})
             append_log(self.course_root or os.getcwd(), {
                 "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                 "student": info.get("student"), "assignment": info.get("assignment"),
-                "notebook": info.get("notebook"), "isolated": course["isolated"],
+                "notebook": info.get("notebook"), "isolated": course["isolated"], "seed": seed,
                 "faults": faults})
         return nb, resources
 

@@ -492,3 +492,22 @@ def test_a_function_that_looks_up_the_shipped_expectations_fails_every_graded_ce
     # ... but the basic cell also runs hidden-basic, on fresh inputs
     assert "FAILED softmax [hidden-basic]" in failure("softmax", fn, "hidden-basic")
     assert "FAILED softmax [hidden]" in failure("softmax", fn, "hidden")
+
+
+def test_hidden_cases_are_drawn_per_student_and_reproduced_from_the_seed(learner):
+    """Two students' seeds draw different hidden cases; the same seed draws the same ones again."""
+    from grader.seeds import student_seed
+    seeds = {student_seed(s, a) for s in ("ada", "alan", "grace") for a in ("03_softmax", "04_masks_attention")}
+    assert len(seeds) == 6 and student_seed("ada", "03_softmax") == student_seed("ada", "03_softmax")
+
+    def inputs_seen(seed):
+        seen = []
+
+        def recorder(x, dim=-1, temperature=1.0):
+            seen.append((tuple(x.shape), x.dtype, float(x.flatten()[0]) if x.numel() else None, dim, temperature))
+            return learner["softmax"](x, dim, temperature)
+        check("softmax", recorder, "hidden-basic", seed=seed)
+        return seen
+    ada, alan = student_seed("ada", "03_softmax"), student_seed("alan", "03_softmax")
+    assert inputs_seen(ada) == inputs_seen(ada)
+    assert inputs_seen(ada) != inputs_seen(alan) and inputs_seen(ada) != inputs_seen(0)

@@ -533,3 +533,13 @@ def test_grades_export_to_csv(course, samples):
     assert {r["student_id"] for r in rows} >= {"sample-reference", "sample-untouched"}
     reference = next(r for r in rows if r["student_id"] == "sample-reference" and r["assignment"] == TAMPER_A)
     assert float(reference["score"]) == total_points(release_nb(course, TAMPER_A))
+
+
+def test_each_students_hidden_cases_seed_is_recorded_beside_the_gradebook(course, samples):
+    """Grading draws each student's hidden cases from a seed of their own, written to hidden_seeds.csv."""
+    from grader.seeds import recorded, student_seed
+    samples(TAMPER_A)
+    seeds = recorded(course[TAMPER_A].root)
+    students = ("sample-reference", "sample-untouched", "sample-bug1", "sample-bug2")
+    assert {s: seeds[(s, TAMPER_A)] for s in students} == {s: student_seed(s, TAMPER_A) for s in students}
+    assert len({seeds[(s, TAMPER_A)] for s in students}) == len(students)
