@@ -8,6 +8,7 @@
     course expected   rebuild the grader's shipped expected outputs (--check: report stale files)
     course validate   learners: run a notebook's checks; exits 1 when one fails (nbgrader validate exits 0)
     course bundle     instructors: the student bundle (released notebooks + a package without the answers)
+    course report     instructors: the class report per assignment (HTML and CSV in course/report/, and a table)
 """
 import argparse
 import os
@@ -221,6 +222,24 @@ def cmd_bundle(args):
     return 0
 
 
+def cmd_report(args):
+    from nbgrader.api import Gradebook
+
+    from .report import as_table, collect, write
+    root = os.path.abspath(args.course)
+    if not os.path.exists(os.path.join(root, "gradebook.db")):
+        print(f"no gradebook in {root}: grade first (`course grade`)")
+        return 2
+    with Gradebook("sqlite:///" + os.path.join(root, "gradebook.db"), course_id="attention-course") as gb:
+        graded = sorted(a.name for a in gb.assignments)
+    for assignment in args.assignment or graded:
+        report = collect(root, assignment)
+        html_path, csv_path = write(report, args.out or os.path.join(root, "report"))
+        print(as_table(report))
+        print(f"  -> {os.path.relpath(html_path)}, {os.path.relpath(csv_path)}\n")
+    return 0
+
+
 def cmd_expected(args):
     from grader.build import main
     return main(["--check"] if args.check else [])
@@ -262,6 +281,11 @@ def main(argv=None):
     p = sub.add_parser("bundle", help="instructors: the student bundle, without the answers")
     p.add_argument("--out", default=os.path.join(ROOT, "student-bundle"))
     p.set_defaults(func=cmd_bundle)
+    p = sub.add_parser("report", help="instructors: the class report (HTML, CSV, and a table here)")
+    p.add_argument("--course", default=COURSE_DIR, help="the course folder that holds the gradebook")
+    p.add_argument("--out", default=None, help="where the HTML and CSV go (default: <course>/report)")
+    p.add_argument("assignment", nargs="*")
+    p.set_defaults(func=cmd_report)
     args = parser.parse_args(argv)
     return args.func(args)
 

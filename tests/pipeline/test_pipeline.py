@@ -3,12 +3,15 @@
 Every test here starts real nbgrader commands and real Jupyter kernels and reads
 the real SQLite gradebook. Autograde times are printed (run pytest with -s).
 """
+import csv
 import fcntl
 import html
 import importlib.util
 import json
 import os
 import re
+import subprocess
+import sys
 import textwrap
 from typing import NamedTuple
 
@@ -543,3 +546,32 @@ def test_each_students_hidden_cases_seed_is_recorded_beside_the_gradebook(course
     students = ("sample-reference", "sample-untouched", "sample-bug1", "sample-bug2")
     assert {s: seeds[(s, TAMPER_A)] for s in students} == {s: student_seed(s, TAMPER_A) for s in students}
     assert len({seeds[(s, TAMPER_A)] for s in students}) == len(students)
+
+
+def test_the_class_report_counts_scores_and_names_the_mistakes_students_made(course, samples, tmp_path):
+    """`course report`: per exercise the scores, the known mistakes the grader named with how many students made
+    each, as HTML, CSV and a table in the terminal."""
+    from coursekit.report import collect
+    samples(TAMPER_A)
+    report = collect(course[TAMPER_A].root, TAMPER_A)
+    assert len(report.students) == 4
+    bug1, bug2 = ONE_BUG[TAMPER_A], SECOND_BUG[TAMPER_A]
+    assert report.failed_by(bug1[0]) == 2 and report.failed_by(bug2[0]) == 2  # the untouched stub, and the bug
+    named = {(ex, why): n for (ex, why), n in report.mistakes.items()}
+    assert any(ex == bug1[0] and n == 1 for (ex, _), n in named.items()), named
+    assert any(ex == bug2[0] and bug2[2] in why and n == 1 for (ex, why), n in named.items()), named
+    proc = subprocess.run([sys.executable, "-m", "coursekit", "report", "--course", course[TAMPER_A].root,
+                           "--out", str(tmp_path), TAMPER_A], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"{TAMPER_A}: 4 students" in proc.stdout and bug2[2] in proc.stdout
+    page = open(tmp_path / f"{TAMPER_A}.html").read()
+    assert "Known mistakes the grader named" in page and "data:image/png;base64," in page
+    assert any(row[0] == "mistake" and row[1] == bug2[0] for row in csv.reader(open(tmp_path / f"{TAMPER_A}.csv")))
+
+
+def test_the_class_report_flags_crashes_and_tampering_for_a_person(tampered):
+    from coursekit.report import collect
+    student = "tamper-kill-the-kernel"
+    flagged = collect(tampered.courses[student].root, TAMPER_A).flagged
+    assert any(s == student and kind == "kernel" for s, kind, _ in flagged), flagged
+    assert not any(s == "tamper-honest" for s, _, _ in flagged)
