@@ -430,7 +430,9 @@ def tampered(course):
             mine = [s for i, s in enumerate(sorted(everyone)) if i % TAMPER_PARTS == part]
             for student in mine:
                 cc.submit(student, TAMPER_A, *everyone[student])
-            cc.nbgrader("autograde", TAMPER_A, "--student", "tamper-*", "--force")
+            # notebook 03's cells take seconds: a cell that hangs (a demo calling a looping answer) is stopped at
+            # 40 s rather than the course's 120 s
+            cc.nbgrader("autograde", TAMPER_A, "--student", "tamper-*", "--force", "--SandboxedExecute.timeout=40")
             cc.nbgrader("generate_feedback", TAMPER_A, "--student", "tamper-*", "--force")
             log = os.path.join(cc.root, "grading_log.jsonl")
             records = [json.loads(line) for line in open(log)] if os.path.exists(log) else []
