@@ -22,6 +22,8 @@ def install(path=None):
     packages = {here, os.path.join(os.path.dirname(here), "coursekit")}  # the course's own packages, nothing more
     allowed = tuple({os.path.join(os.path.realpath(p), "") for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
                     | {os.path.join(p, "") for p in packages}) + _ALLOWED
+    # the reference, wherever the course lives (under /tmp too, which is otherwise the sandbox's own)
+    refused = (os.path.join(os.path.dirname(here), "solutions", ""),)
     log_path = os.path.abspath(path or AUDIT_FILE)
     write, dumps, getcwd, join, normpath = os.write, json.dumps, os.getcwd, os.path.join, os.path.normpath
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
@@ -36,7 +38,8 @@ def install(path=None):
             if event == "open" and isinstance(args[0], str):
                 target = args[0] if args[0].startswith("/") else join(getcwd(), args[0])
                 target = normpath(target)
-                if not (target + "/").startswith(allowed) and target != log_path:
+                if (target + "/").startswith(refused) or (not (target + "/").startswith(allowed)
+                                                         and target != log_path):
                     note("read-outside", target)
             elif event in ("glob.glob", "os.listdir", "os.scandir") and isinstance(args[0], str):
                 target = normpath(args[0] if args[0].startswith("/") else join(getcwd(), args[0]))
