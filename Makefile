@@ -27,11 +27,11 @@ demo: setup
 ## maintainers: the whole test suite, two groups side by side (the 15 slowest tests are listed at the end);
 ## the notebooks run with training capped (a reduced run): `make test-figures` trains them in full
 test: setup
-	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=15 -m "not figures"
+	$(BIN)/python -m pytest -n 2 --dist loadgroup --no-loadscope-reorder --durations=15 -m "not figures"
 
 ## maintainers: everything but the real nbgrader pipeline and the browser (the fast loop while you work)
 test-fast: setup
-	$(BIN)/python -m pytest -n 2 --dist loadgroup --durations=15 -m "not pipeline and not browser and not figures"
+	$(BIN)/python -m pytest -n 2 --dist loadgroup --no-loadscope-reorder --durations=15 -m "not pipeline and not browser and not figures"
 
 ## maintainers: the long experiment, one notebook at a time: every step of training, and the accuracy each states
 test-figures: setup
