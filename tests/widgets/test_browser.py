@@ -227,6 +227,8 @@ def _drive_temperature(page):
 
     # drag the slider's handle to the left: a lower temperature, a sharper distribution
     handle = root.locator(".ck-temperature-slider .noUi-handle")
+    handle.scroll_into_view_if_needed()  # the page may have moved since the widget was found: drag what is seen
+    page.wait_for_timeout(200)
     box = handle.bounding_box()
     x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
     page.mouse.move(x, y)
