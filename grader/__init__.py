@@ -45,7 +45,7 @@ PARTS = ("basic", "edge", "hidden-basic", "hidden")
 #   compare, _safe             comparisons in words; primitives captured before learner code runs
 #   sandbox, worker, remote,   grading time: the sandbox, the student's functions inside it, the trusted
 #   wire, audit, judge,        side's stand-ins for them, what may cross, notes of refused attempts, the
-#   nbgrader_plugin            verdict of one notebook, and nbgrader's side of it
+#   nbgrader_plugin, seeds     verdict of one notebook, nbgrader's side of it, and each student's hidden seed
 resolve = reference.resolve
 reference_available = reference.available
 
