@@ -56,4 +56,5 @@ from .masks import KINDS, MaskExplorer, mask_explorer
 from .temperature import PRESETS, TemperatureExplorer, temperature_explorer
 
 __all__ = ["temperature_explorer", "mask_explorer", "cross_attention_viewer", "kv_cache_stepper",
-           "CrossAttentionViewer", "KVCacheStepper", "TemperatureExplorer", "MaskExplorer", "Explorer", "BadInput"]
+           "CrossAttentionViewer", "KVCacheStepper", "TemperatureExplorer", "MaskExplorer", "Explorer", "BadInput",
+           "KINDS", "PRESETS"]
