@@ -29,7 +29,11 @@ from .devices import grading_devices
 from .report import CheckFailed, Failure, Report
 from .shipped import expected_path, load_expected, read_expected
 
-__all__ = ["check", "CheckFailed", "EXERCISES", "PARTS", "reference_available"]
+__all__ = ["check", "call_learner", "CheckFailed", "EXERCISES", "PARTS", "reference_available"]
+
+# the one guarded call of a learner's function (time limit, prints and warnings kept, errors as values): the
+# checks use it, and so do the widgets
+call_learner = _safe.call
 
 PARTS = ("basic", "edge", "hidden-basic", "hidden")
 

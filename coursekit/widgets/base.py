@@ -1,5 +1,6 @@
 """What every widget shares: the ``Explorer`` base class, ``BadInput``, figure and text helpers, and
-``call_learner``, the one guarded call of the learner's function.
+``call_learner``: the grader's guarded call of the learner's function (``grader.call_learner``), in the
+widgets' words.
 
 Every widget updates in three steps, each a plain function in its own module:
 
@@ -12,16 +13,15 @@ Every widget updates in three steps, each a plain function in its own module:
 The ``Explorer`` subclass only wires controls to these steps and commits the new
 state after all three succeeded, so a failure anywhere keeps the last good state.
 """
-import contextlib
 import html
 import io
 import math
-import signal
-import threading
 import warnings
 
 import ipywidgets as W
 from matplotlib.figure import Figure
+
+import grader
 
 LEARNER_TIME_LIMIT = 5.0  # seconds one call of the learner's function may take inside a widget
 BLUE = "#1f77b4"          # the learner's side
@@ -85,32 +85,6 @@ def notice_html(message, learner_message):
 
 
 # ====================================================================== the learner's function
-class _TimeLimit(BaseException):
-    """Raised inside the learner's function when it runs past its time limit (a BaseException, so that the
-    learner's own ``except Exception`` does not swallow it)."""
-
-
-@contextlib.contextmanager
-def _time_limit(seconds):
-    """Interrupt the block after ``seconds`` with ``_TimeLimit`` (main thread only: elsewhere no limit)."""
-    if threading.current_thread() is not threading.main_thread() or not seconds:
-        yield
-        return
-
-    def on_alarm(signum, frame):
-        raise _TimeLimit()
-
-    old = signal.signal(signal.SIGALRM, on_alarm)
-    try:
-        signal.setitimer(signal.ITIMER_REAL, seconds)
-        try:
-            yield
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-    finally:
-        signal.signal(signal.SIGALRM, old)
-
-
 def call_learner(fn, fn_name, args=(), kwargs=None, time_limit=None, has_reference=True):
     """Run the learner's ``fn(*args, **kwargs)``: (value, None), or (None, a sentence saying what went wrong).
 
@@ -125,21 +99,16 @@ def call_learner(fn, fn_name, args=(), kwargs=None, time_limit=None, has_referen
     if not callable(fn):
         return None, (f"`{fn_name}` is not a function (got {type(fn).__name__}). Run the exercise cell that "
                       f"defines it, then this cell again.")
-    sink = io.StringIO()
-    try:
-        with warnings.catch_warnings(), contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
-            warnings.simplefilter("ignore")
-            with _time_limit(time_limit):
-                value = fn(*args, **(kwargs or {}))
-    except _TimeLimit:
+    out = grader.call_learner(fn, args, kwargs or {}, time_limit)  # the grader's guarded call, its words ours
+    if out.timed_out:
         return None, (f"your `{fn_name}` did not finish within {time_limit:g} s and was stopped: look "
                       f"for a loop that never ends.{alone}")
-    except NotImplementedError:
+    if isinstance(out.error, NotImplementedError):
         return None, (f"`{fn_name}` is not implemented yet (it raises NotImplementedError). Write it in the "
                       f"exercise cell above, run that cell, then run this cell again.{alone}")
-    except Exception as err:  # the learner's own error, reported in words
-        return None, f"your `{fn_name}` raised {type(err).__name__}: {str(err)[:200]}.{alone}"
-    return value, None
+    if out.error is not None:  # the learner's own error, reported in words
+        return None, f"your `{fn_name}` raised {type(out.error).__name__}: {str(out.error)[:200]}.{alone}"
+    return out.value, None
 
 
 # ====================================================================== the base class
