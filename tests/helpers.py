@@ -3,6 +3,7 @@
 Test-only: nothing here ships. Every layer's tests import from this one module
 (``from helpers import ...``; pytest puts ``tests/`` on the path through its conftest).
 """
+import functools
 import importlib
 import itertools
 import inspect
@@ -211,3 +212,9 @@ def learner_namespace(notebook, overrides=None):
         src = overrides.get(name) or solution_source(name)
         exec(compile(textwrap.dedent(src), f"<cell {name}>", "exec"), ns)
     return ns
+
+
+@functools.lru_cache(maxsize=None)
+def reference_as_learner(name):
+    """Exercise ``name``'s reference compiled as its notebook runs it (after the set-up and the other answers)."""
+    return learner_namespace(EXERCISES[name].notebook)[name]

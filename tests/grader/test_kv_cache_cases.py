@@ -7,7 +7,6 @@ then the learner's cells; the learner's decoder_block_step calls the learner's o
 ``greedy_generate`` is graded with the grader's ToyLM, whose cache is honest (feeding a token twice changes its
 state) and whose calls a property records.
 """
-import functools
 import inspect
 
 import pytest
@@ -18,7 +17,7 @@ from coursekit.notebooks import solution_source
 from grader import EXERCISES, check
 from grader.cases import kv_cache as ex9
 from grader.cases import visible_cases
-from helpers import failure, learner_namespace
+from helpers import failure, learner_namespace, reference_as_learner
 
 NOTEBOOK = "09_kv_cache"
 NAMES = [name for name, ex in EXERCISES.items() if ex.notebook == NOTEBOOK]
@@ -27,11 +26,6 @@ NAMES = [name for name, ex in EXERCISES.items() if ex.notebook == NOTEBOOK]
 def learner_fn(name, source):
     """Exercise ``name`` compiled from ``source`` in the notebook's namespace (the other answers: the reference's)."""
     return learner_namespace(NOTEBOOK, {name: source})[name]
-
-
-@functools.lru_cache(maxsize=None)
-def reference_as_learner(name):
-    return learner_namespace(NOTEBOOK)[name]
 
 
 def passes(name, fn, part):

@@ -7,7 +7,6 @@ the learner's own split_heads and merge_heads, and encoder_block the learner's o
 notebooks 07 and 08 the attention helpers are the given ones, and encdec_decoder_block calls the learner's own
 cross_attention.
 """
-import functools
 import inspect
 
 import pytest
@@ -15,18 +14,12 @@ import pytest
 import grader
 import solutions.mistakes.encoder
 from coursekit.notebooks import solution_source
-from helpers import mistakes_as_learner
 from grader import EXERCISES, check
 from grader.cases import decoder, encoder, encoder_decoder, visible_cases
-from helpers import failure, learner_namespace
+from helpers import failure, learner_namespace, mistakes_as_learner, reference_as_learner
 
 NOTEBOOKS = ("06_encoder", "07_decoder", "08_encoder_decoder")
 NAMES = [name for name, ex in EXERCISES.items() if ex.notebook in NOTEBOOKS]
-
-
-@functools.lru_cache(maxsize=None)
-def reference_as_learner(name):
-    return learner_namespace(EXERCISES[name].notebook)[name]
 
 
 def known_mistakes():
