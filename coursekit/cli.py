@@ -3,7 +3,8 @@
     course lab        build your workspace (never overwriting your notebooks) and open JupyterLab on it
     course workspace  only build the workspace
     course demo       headless run of the whole pipeline: release, sample submissions, autograde, feedback
-    course grade      instructors: release, autograde every submission in course/submitted, feedback, grades.csv
+    course grade      instructors: release, grade every submission in course/submitted in parallel (Dask), feedback,
+                      grades.csv, a summary naming every problem
     course sync       create what grader/course.py adds, rewrite the answer and test cells (--check: report drift)
     course expected   rebuild the grader's shipped expected outputs (--check: report stale files)
     course validate   learners: run a notebook's checks; exits 1 when one fails (nbgrader validate exits 0)
@@ -123,45 +124,23 @@ def _isolation_ready(no_isolation):
 
 
 def cmd_grade(args):
-    """Instructor workflow on course/ itself: release all, autograde everything submitted, feedback, export."""
-    from .pipeline import assignments, nbgrader_env
-    env = nbgrader_env(COURSE_DIR)
+    """Instructor workflow: release, grade every submission in parallel (Dask), feedback, grades.csv, summary."""
+    from .grading import grade_class, print_summary, security_from
+    from .pipeline import nbgrader_env
     if not _isolation_ready(args.no_isolation):
         return 2
-    if args.no_isolation:
-        env["COURSE_ISOLATION"] = "none"
-    else:
-        env.pop("COURSE_ISOLATION", None)
-    run = lambda *a: subprocess.check_call([sys.executable, "-m", "nbgrader", *a], cwd=COURSE_DIR, env=env)  # noqa
-    for a in assignments():
-        run("generate_assignment", a, "--force")
-    submitted = os.path.join(COURSE_DIR, "submitted")
-    for student in sorted(os.listdir(submitted)) if os.path.isdir(submitted) else []:
-        for a in sorted(os.listdir(os.path.join(submitted, student))):
-            run("autograde", a, "--student", student, "--force")
-            run("generate_feedback", a, "--student", student, "--force")
-    run("export", "--to", "grades.csv")
-    print("grades written to", os.path.join(COURSE_DIR, "grades.csv"))
-    _print_grading_log(os.path.join(COURSE_DIR, "grading_log.jsonl"), isolated=not args.no_isolation)
+    root = os.path.abspath(args.course)
+    env = nbgrader_env(root)
+    if args.train_steps:  # the step cap of class grading (no graded cell depends on the training)
+        env.setdefault("COURSE_MAX_TRAIN_STEPS", str(args.train_steps))
+    summary = grade_class(root, args.assignment or None, jobs=args.jobs, scheduler=args.scheduler,
+                          security=security_from(args), timeout=args.timeout, isolated=not args.no_isolation,
+                          progress=not args.no_progress, env=env)
+    subprocess.run([sys.executable, "-m", "nbgrader", "export", "--to", "grades.csv"], cwd=root, env=env,
+                   check=True, capture_output=True)
+    print_summary(summary, root)
+    print("grades written to", os.path.join(root, "grades.csv"))
     return 0
-
-
-def _print_grading_log(path, isolated=True):
-    """The summary of what grading recorded: faults, blocked attempts, and whether it was isolated."""
-    import json
-    records = []
-    if os.path.exists(path):
-        with open(path) as f:
-            records = [json.loads(line) for line in f if line.strip()]
-    print(f"isolation: {'bubblewrap sandbox' if isolated else 'NONE (--no-isolation)'}")
-    flagged = [r for r in records if r.get("faults")]
-    if not flagged:
-        print("no submission was flagged (no dead kernel, time-out, or blocked attempt)")
-    for r in flagged:
-        for kind, text in r["faults"]:
-            print(f"  flagged {r.get('student')} / {r.get('assignment')}: {kind}: {text}")
-    if flagged:
-        print(f"{len(flagged)} graded notebook(s) flagged for a human; details in {path}")
 
 
 def cmd_sync(args):
@@ -264,7 +243,20 @@ def main(argv=None):
     p.add_argument("--out", default=os.path.join(ROOT, "demo-output"))
     p.add_argument("assignment", nargs="*")
     p.set_defaults(func=cmd_demo)
-    p = sub.add_parser("grade", help="instructors: grade everything in course/submitted")
+    p = sub.add_parser("grade", help="instructors: grade everything in course/submitted, in parallel")
+    p.add_argument("assignment", nargs="*", help="only these assignments (default: all)")
+    p.add_argument("-j", "--jobs", type=int, default=None, help="grading workers on this machine (default: one per core)")
+    p.add_argument("--scheduler", default=None,
+                   help="address of an existing Dask scheduler (tcp://host:8786 or tls://host:8786) instead of a "
+                        "local cluster")
+    p.add_argument("--tls-ca-file", default=None, help="with a tls:// scheduler: the CA certificate")
+    p.add_argument("--tls-cert", default=None, help="with a tls:// scheduler: this client's certificate")
+    p.add_argument("--tls-key", default=None, help="with a tls:// scheduler: this client's private key")
+    p.add_argument("--timeout", type=int, default=1200, help="seconds one submission may take (then: zero, flagged)")
+    p.add_argument("--train-steps", type=int, default=20,
+                   help="cap on the notebooks' training steps while grading (0: no cap; default 20)")
+    p.add_argument("--course", default=COURSE_DIR, help="the course folder (default: the project's course/)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--no-isolation", action="store_true",
                    help="grade without the bubblewrap sandbox (not recommended; the summary says so)")
     p.set_defaults(func=cmd_grade)

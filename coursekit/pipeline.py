@@ -110,10 +110,14 @@ class CourseCopy:
         self.nbgrader("generate_feedback", assignment, "--student", student, "--force")
         return self.feedback_path(student, assignment)
 
+    def gradebook(self):
+        """nbgrader's Gradebook on this copy's SQLite file (use it in a ``with``)."""
+        from nbgrader.api import Gradebook
+        return Gradebook("sqlite:///" + os.path.join(self.root, "gradebook.db"), course_id="attention-course")
+
     def scores(self, student, assignment):
         """{grade_id: (score, max_score)} from the SQLite gradebook."""
-        from nbgrader.api import Gradebook
-        with Gradebook("sqlite:///" + os.path.join(self.root, "gradebook.db"), course_id="attention-course") as gb:
+        with self.gradebook() as gb:
             sub = gb.find_submission_notebook(assignment, assignment, student)
             return {g.name: (g.score, g.max_score) for g in sub.grades}
 

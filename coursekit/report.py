@@ -30,6 +30,8 @@ class AssignmentReport:
     max_points: dict                               # {exercise: points}
     mistakes: Counter = field(default_factory=Counter)   # {(exercise, explanation): students}
     flagged: list = field(default_factory=list)          # [(student, kind, reason)]
+    seeds: dict = field(default_factory=dict)            # {student: the seed of their hidden cases}
+    totals: dict = field(default_factory=dict)           # {student: total score}
 
     def failed_by(self, exercise):
         """How many students did not get every point of ``exercise``."""
@@ -48,7 +50,7 @@ class AssignmentReport:
 def collect(course_root, assignment):
     """The report of ``assignment`` from the gradebook, the autograded notebooks and the grading log."""
     from nbgrader.api import Gradebook, MissingEntry
-    scores, max_points, students = defaultdict(list), {}, []
+    scores, max_points, students, totals = defaultdict(list), {}, [], {}
     with Gradebook("sqlite:///" + os.path.join(course_root, "gradebook.db"), course_id="attention-course") as gb:
         for student in sorted(s.id for s in gb.students):
             try:
@@ -64,7 +66,10 @@ def collect(course_root, assignment):
             max_points.update(per_max)
             for exercise, score in per_exercise.items():
                 scores[exercise].append(score)
-    report = AssignmentReport(assignment, students, dict(scores), max_points)
+            totals[student] = sub.score
+    from grader.seeds import recorded
+    seeds = {s: seed for (s, a), seed in recorded(course_root).items() if a == assignment and s in totals}
+    report = AssignmentReport(assignment, students, dict(scores), max_points, seeds=seeds, totals=totals)
     for student in students:
         path = os.path.join(course_root, "autograded", student, assignment, assignment + ".ipynb")
         if not os.path.exists(path):
@@ -119,6 +124,8 @@ def to_html(report):
     hardest = sorted(report.scores, key=report.failed_by, reverse=True)[:3]
     flagged = "".join(f"<tr><td>{esc(str(s))}</td><td>{esc(k)}</td><td>{esc(str(r))[:300]}</td></tr>"
                       for s, k, r in report.flagged) or "<tr><td colspan=3>none</td></tr>"
+    students = "".join(f"<tr><td>{esc(s)}</td><td>{report.totals.get(s, 0):g}</td><td>{report.seeds.get(s, '')}</td>"
+                       f"</tr>" for s in report.students)
     chart = f'<img alt="score distributions" src="data:image/png;base64,{_histogram_png(report)}">' \
         if report.scores else ""
     return f"""<!DOCTYPE html><html><head><meta charset="utf-8"><title>{esc(report.assignment)}: class report</title>
@@ -133,6 +140,10 @@ td,th{{border:1px solid #ccc;padding:3px 8px;text-align:left}}</style></head><bo
 <table><tr><th>exercise</th><th>mistake</th><th>students</th></tr>{mistakes}</table>
 <h2>Flagged for a person</h2>
 <table><tr><th>student</th><th>what</th><th>reason</th></tr>{flagged}</table>
+<h2>Students</h2>
+<p>Each student's hidden cases are drawn from their seed; <code>check(name, fn, part, seed=...)</code> reproduces
+any grade.</p>
+<table><tr><th>student</th><th>score</th><th>hidden-case seed</th></tr>{students}</table>
 </body></html>"""
 
 
@@ -153,6 +164,9 @@ def write(report, out_dir):
             w.writerow(["mistake", ex, why, n])
         for student, kind, reason in report.flagged:
             w.writerow(["flagged", student, kind, reason])
+        for student in report.students:
+            w.writerows([["student", student, "score", report.totals.get(student, 0)],
+                         ["student", student, "seed", report.seeds.get(student, "")]])
     return html_path, csv_path
 
 

@@ -202,6 +202,7 @@ class TrustedVerdict(NbGraderPreprocessor):
         faults = [list(f) for f in dict.fromkeys(tuple(f) for f in faults)]  # the kernel and the worker may both note one
         course["faults"] = faults
         course["isolated"] = verdict.get("isolated", True)
+        course["seed"] = seed  # the instructor's copy says which hidden cases this grade was decided on
         seeds.record(self.course_root or os.getcwd(), info.get("student"), info.get("assignment"), seed)
         if faults or not course["isolated"]:
             append_log(self.course_root or os.getcwd(), {
