@@ -42,7 +42,7 @@ sync: setup
 	$(BIN)/course sync
 	$(BIN)/course expected
 
-## instructors: grade everything in course/submitted/<student>/<assignment>/
+## instructors: grade everything in course/submitted/<student>/<assignment>/ in parallel (one worker per core)
 grade: setup
 	$(BIN)/course grade
 
@@ -51,6 +51,7 @@ bench: setup
 	$(BIN)/python bench/transformer.py
 	$(BIN)/python bench/kv_cache.py
 	$(BIN)/python bench/isolation.py --assignments 03_softmax 05_rnn 09_kv_cache
+	$(BIN)/python bench/grading.py --sizes 10 40
 
 clean:
 	rm -rf demo-output course/release course/autograded course/feedback course/gradebook.db course/.jupyter

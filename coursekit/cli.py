@@ -64,9 +64,11 @@ def cmd_lab(args):
 
 
 def cmd_demo(args):
-    """Release every notebook, grade three sample submissions each, and check the scores are as they must be."""
+    """Release every notebook, grade three sample submissions each with the parallel grader, and check that the
+    scores are what they must be."""
     import nbformat
 
+    from .grading import grade_class, print_summary
     from .pipeline import CourseCopy, assignments
     from .samples import ONE_BUG, answered, points_of, total_points, with_bug
     if not _isolation_ready(args.no_isolation):
@@ -75,13 +77,17 @@ def cmd_demo(args):
     if os.path.exists(out):
         shutil.rmtree(out)
     cc = CourseCopy(os.path.join(out, "course"))
-    if args.no_isolation:
-        cc.env["COURSE_ISOLATION"] = "none"
-    rows, ok = [], True
-    for a in (args.assignment or assignments()):
-        t0 = time.perf_counter()
-        release = nbformat.read(cc.release(a), as_version=4)
-        t_release = time.perf_counter() - t0
+    wanted = args.assignment or assignments()
+    t0 = time.perf_counter()
+    if args.assignment:
+        for a in wanted:
+            cc.release(a)
+    else:
+        cc.release_all()  # one nbgrader process for the lot
+    print(f"released {len(wanted)} notebook(s) in {time.perf_counter() - t0:.1f} s")
+    expected = {}
+    for a in wanted:
+        release = nbformat.read(cc.release_path(a), as_version=4)
         total = total_points(release)
         bug_name, bug_what, _ = ONE_BUG[a]
         samples = {
@@ -91,17 +97,19 @@ def cmd_demo(args):
         }
         for student, (nb, want) in samples.items():
             cc.submit(student, a, nb)
-            seconds = cc.autograde(student, a)
-            cc.feedback(student, a)
-            got = sum(s for s, _ in cc.scores(student, a).values())
-            good = abs(got - want) < 1e-9
-            ok &= good
-            rows.append((a, student, got, total, want, seconds, good))
-        print(f"{a}: released in {t_release:.1f} s; one-bug sample = {bug_name}: {bug_what}")
-    print()
-    print(f"{'assignment':<20} {'submission':<10} {'score':>9} {'expected':>9} {'autograde':>10}")
-    for a, student, got, total, want, seconds, good in rows:
-        print(f"{a:<20} {student:<10} {got:>4g}/{total:<4g} {want:>9g} {seconds:>9.1f}s {'' if good else '  <-- WRONG'}")
+            expected[(student, a)] = (want, total)
+        print(f"{a}: one-bug sample = {bug_name}: {bug_what}")
+    summary = grade_class(cc.root, wanted, jobs=args.jobs, env=cc.env, isolated=not args.no_isolation,
+                          release_first=False, progress=not args.no_progress)
+    print_summary(summary, cc.root)
+    print(f"\n{'assignment':<20} {'submission':<10} {'score':>9} {'expected':>9}")
+    ok = True
+    for (student, a), (want, total) in expected.items():
+        got = summary.graded.get((student, a))
+        good = got is not None and abs(got - want) < 1e-9
+        ok &= good
+        print(f"{a:<20} {student:<10} {'-' if got is None else f'{got:g}':>4}/{total:<4g} {want:>9g}"
+              f"{'' if good else '  <-- WRONG'}")
     cc.export("grades.csv")
     print(f"\nfeedback: {os.path.join(cc.root, 'feedback')}\ngrades:   {os.path.join(cc.root, 'grades.csv')}")
     print("demo " + ("passed: every score is what it must be" if ok else "FAILED: see the rows marked WRONG"))
@@ -241,6 +249,8 @@ def main(argv=None):
     p = sub.add_parser("demo", help="headless: release, grade sample submissions, check the scores")
     p.add_argument("--no-isolation", action="store_true", help="grade without the bubblewrap sandbox")
     p.add_argument("--out", default=os.path.join(ROOT, "demo-output"))
+    p.add_argument("-j", "--jobs", type=int, default=None, help="grading workers (default: one per core)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("assignment", nargs="*")
     p.set_defaults(func=cmd_demo)
     p = sub.add_parser("grade", help="instructors: grade everything in course/submitted, in parallel")

@@ -20,6 +20,7 @@ import pytest
 from attacks import BODY_ATTACKS
 from nbgrader.validator import Validator
 
+from coursekit.grading import grade_class
 from coursekit.notebooks import solution_source
 from coursekit.pipeline import CourseCopy, assignments
 from coursekit.samples import ONE_BUG, answered, edited_source, points_of, total_points, with_bug
@@ -100,23 +101,42 @@ def total(scores):
 
 
 @pytest.fixture(scope="session")
-def samples(course):
+def cluster():
+    """The address of a Dask scheduler on 127.0.0.1 with this process's grading workers: one per xdist worker
+    (two side by side fill 2 cores), one per core otherwise. Every class below is graded by `course grade`'s
+    parallel grader on it."""
+    from distributed import LocalCluster
+    workers = 1 if os.environ.get("PYTEST_XDIST_WORKER") else (os.cpu_count() or 1)
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address=None, memory_limit=0) as local:
+        yield local.scheduler_address
+
+
+def grade(cc, a, students, cluster):
+    """Grade ``students``' submissions of ``a`` in ``cc`` with the parallel grader; returns its summary."""
+    summary = grade_class(cc.root, [a], scheduler=cluster, timeout=900, env=cc.env, progress=False,
+                          release_first=False, only_students=students)
+    assert set(summary.graded) == {(s, a) for s in students}, summary.problems
+    return summary
+
+
+@pytest.fixture(scope="session")
+def samples(course, cluster):
     """``samples(a)``: {student: scores} of an assignment's four sample submissions (every answer right, the
-    untouched release, a known bug, a learner-written bug), graded as a class is: one `nbgrader autograde` and
-    one `generate_feedback` call for the four, the first time a test asks."""
+    untouched release, a known bug, a learner-written bug), graded as a class is (one parallel `course grade`
+    call for the four, feedback included), the first time a test asks."""
     def graded(a):
         def build():
             cc, release = course[a], release_nb(course, a)
             name, src, _ = SECOND_BUG[a]
-            for student, nb in {"sample-reference": answered(release), "sample-untouched": release,
-                                "sample-bug1": with_bug(release, a),
-                                "sample-bug2": answered(release, {name: textwrap.dedent(src).strip()})}.items():
+            four = {"sample-reference": answered(release), "sample-untouched": release,
+                    "sample-bug1": with_bug(release, a),
+                    "sample-bug2": answered(release, {name: textwrap.dedent(src).strip()})}
+            for student, nb in four.items():
                 cc.submit(student, a, nb)
-            seconds = cc.autograde("sample-*", a)
-            cc.feedback("sample-*", a)
-            print(f"autograde {a}, four samples: {seconds:.1f} s")
-            return {s: cc.scores(s, a) for s in ("sample-reference", "sample-untouched", "sample-bug1",
-                                                  "sample-bug2")}
+            summary = grade(cc, a, list(four), cluster)
+            print(f"graded {a}, four samples: {summary.seconds:.1f} s")
+            return {s: cc.scores(s, a) for s in four}
         return course.once(f"samples-{a}", build)
     return graded
 
@@ -415,9 +435,9 @@ def tamper_submissions(root):
 
 
 @pytest.fixture(scope="session")
-def tampered(course):
-    """The tamper class, graded once per test run in TAMPER_PARTS parts, each by one real `nbgrader autograde`
-    call (and one `generate_feedback` call) in a course copy of its own. Each xdist worker starts with a
+def tampered(course, cluster):
+    """The tamper class, graded once per test run in TAMPER_PARTS parts, each by one call of the parallel grader
+    (real nbgrader in the sandbox, feedback included) in a course copy of its own. Each xdist worker starts with a
     different part and then reads the others' results, so two workers grade the class side by side."""
     worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0")[2:] or 0)
     courses, scores, faults = {}, {}, {}
@@ -432,8 +452,9 @@ def tampered(course):
                 cc.submit(student, TAMPER_A, *everyone[student])
             # notebook 03's cells take seconds: a cell that hangs (a demo calling a looping answer) is stopped at
             # 40 s rather than the course's 120 s
-            cc.nbgrader("autograde", TAMPER_A, "--student", "tamper-*", "--force", "--SandboxedExecute.timeout=40")
-            cc.nbgrader("generate_feedback", TAMPER_A, "--student", "tamper-*", "--force")
+            with open(os.path.join(cc.root, "nbgrader_config.py"), "a") as f:
+                f.write("\nc.SandboxedExecute.timeout = 40\n")
+            grade(cc, TAMPER_A, mine, cluster)
             log = os.path.join(cc.root, "grading_log.jsonl")
             records = [json.loads(line) for line in open(log)] if os.path.exists(log) else []
             return {"scores": {student: cc.scores(student, TAMPER_A) for student in mine},
