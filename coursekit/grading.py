@@ -62,6 +62,7 @@ class Problem:
 class Summary:
     graded: dict = field(default_factory=dict)      # {(student, assignment): total score}
     graded_by: dict = field(default_factory=dict)   # {(student, assignment): (host, pid) of the worker}
+    seeds: dict = field(default_factory=dict)       # {(student, assignment): the seed of the hidden cases}
     problems: list = field(default_factory=list)    # [Problem]
     faults: list = field(default_factory=list)      # [(student, assignment, kind, text)]
     seconds: float = 0.0
@@ -485,7 +486,7 @@ def _cluster(jobs, scheduler, security):
         return
     # memory_limit=0: the sandbox limits each kernel's memory; the nanny must not kill a worker for its children
     with LocalCluster(n_workers=jobs, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=None, memory_limit=0, silence_logs=logging.ERROR) as cluster, \
+                      dashboard_address="127.0.0.1:0", memory_limit=0, silence_logs=logging.ERROR) as cluster, \
             Client(cluster) as client:
         yield client
 
@@ -540,6 +541,7 @@ def grade_class(course_root=COURSE_DIR, assignments=None, *, jobs=None, schedule
                 score, faults = record(course_root, task, result)
                 summary.graded[(task["student"], task["assignment"])] = score
                 summary.graded_by[(task["student"], task["assignment"])] = (result.get("host"), result.get("pid"))
+                summary.seeds[(task["student"], task["assignment"])] = result.get("seed")
                 summary.faults += [(task["student"], task["assignment"], k, t) for k, t in faults]
                 future.release()
                 bar.update(1)
@@ -552,8 +554,9 @@ def print_summary(summary, course_root, out=None):
     p = lambda *a: print(*a, file=out or sys.stdout)  # noqa: E731
     p(f"graded {len(summary.graded)} submission(s) in {summary.seconds:.1f} s on {summary.workers} worker(s); "
       f"isolation: {'bubblewrap sandbox' if summary.isolated else 'NONE (--no-isolation)'}")
+    p(f"  {'student':<24} {'assignment':<22} {'score':>6}  hidden-case seed")
     for (student, a), score in sorted(summary.graded.items()):
-        p(f"  {student:<24} {a:<22} {score:g}")
+        p(f"  {student:<24} {a:<22} {score:>6g}  {summary.seeds.get((student, a), '')}")
     if summary.problems:
         p(f"{len(summary.problems)} problem(s) with the submissions:")
         for pr in summary.problems:

@@ -108,7 +108,7 @@ def cluster():
     from distributed import LocalCluster
     workers = 1 if os.environ.get("PYTEST_XDIST_WORKER") else (os.cpu_count() or 1)
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=None, memory_limit=0) as local:
+                      dashboard_address="127.0.0.1:0", memory_limit=0) as local:
         yield local.scheduler_address
 
 
