@@ -51,10 +51,43 @@ def cmd_workspace(args):
     return 0
 
 
+# A learner's JupyterLab keeps nbgrader's assignment tools (the Validate button) and leaves out the instructor's
+# panels (Create Assignment, Formgrader, the course and assignment lists, which need an exchange) and the news.
+LEARNER_HIDDEN_PLUGINS = ("@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment",
+                          "@jupyter/nbgrader:course-list", "@jupyter/nbgrader:assignment-list",
+                          "@jupyter/nbgrader:menu")
+LEARNER_OFF_SERVER_EXTENSIONS = ("nbgrader.server_extensions.formgrader", "nbgrader.server_extensions.course_list",
+                                 "nbgrader.server_extensions.assignment_list")
+
+
+def _write_json(path, data):
+    import json
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(data, f, indent=1)
+
+
+def learner_settings(env):
+    """Write the learner's JupyterLab settings under ``env``'s Jupyter folders (the workspace's own, never
+    $HOME): the plugins and server extensions above switched off, and no news or update pop-up."""
+    config = env["JUPYTER_CONFIG_DIR"]
+    _write_json(os.path.join(config, "labconfig", "page_config.json"),
+                {"disabledExtensions": {name: True for name in LEARNER_HIDDEN_PLUGINS}})
+    _write_json(os.path.join(config, "jupyter_server_config.json"),
+                {"ServerApp": {"jpserver_extensions": {name: False for name in LEARNER_OFF_SERVER_EXTENSIONS}},
+                 "LabApp": {"check_for_updates_class": "jupyterlab.NeverCheckForUpdate"}})
+    settings = os.path.join(os.path.dirname(config), "lab-settings")
+    news = os.path.join(settings, "@jupyterlab", "apputils-extension", "notification.jupyterlab-settings")
+    if not os.path.exists(news):  # the learner may turn the news on again; we do not undo it
+        _write_json(news, {"fetchNews": "false", "checkForUpdates": False})
+    env["JUPYTERLAB_SETTINGS_DIR"] = settings
+    return env
+
+
 def cmd_lab(args):
     target = _workspace(args.dir)
     from .pipeline import nbgrader_env
-    env = nbgrader_env(target)  # Jupyter's own files go to workspace/.jupyter, not $HOME
+    env = learner_settings(nbgrader_env(target))  # Jupyter's own files go to workspace/.jupyter, not $HOME
     cmd = [sys.executable, "-m", "jupyter", "lab", f"--notebook-dir={target}", f"--ServerApp.ip={args.ip}",
            f"--ServerApp.port={args.port}", f"--ServerApp.open_browser={args.browser}", *args.jupyter_args]
     if hasattr(os, "geteuid") and os.geteuid() == 0:

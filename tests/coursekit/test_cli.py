@@ -66,6 +66,7 @@ def test_lab_serves_the_workspace_notebooks(tmp_path):
     import json
     import socket
     import time
+    import urllib.error
     import urllib.request
 
     with socket.socket() as s:
@@ -88,6 +89,17 @@ def test_lab_serves_the_workspace_notebooks(tmp_path):
         assert [c["name"] for c in listing["content"]] == ["03_softmax.ipynb"]
         page = urllib.request.urlopen(f"http://127.0.0.1:{port}/lab?token=course-test", timeout=10).read()
         assert b"JupyterLab" in page
+        # the learner's screen: no instructor panels, no news pop-up; the Validate button stays
+        config = json.loads(re.search(rb'id="jupyter-config-data"[^>]*>(.*?)</script>', page, re.S).group(1))
+        disabled = config.get("disabledExtensions", [])
+        assert {"@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment"} <= set(disabled), disabled
+        assert "@jupyter/nbgrader:validate-assignment" not in disabled
+        with pytest.raises(urllib.error.HTTPError) as missing:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/formgrader?token=course-test", timeout=10)
+        assert missing.value.code == 404
+        news = json.loads((ws / ".jupyter" / "lab-settings" / "@jupyterlab" / "apputils-extension" /
+                           "notification.jupyterlab-settings").read_text())
+        assert news == {"fetchNews": "false", "checkForUpdates": False}
     finally:
         import signal
         os.killpg(proc.pid, signal.SIGTERM)  # the server and any kernel it started
