@@ -24,11 +24,11 @@ from .encoder import merge_heads, multi_head_attention, split_heads
 def rope(x, positions=None, base=10000.0):
     """Rotary position embedding of rows of width d (d even), pair by pair.
 
-    Column pair i = (x[..., 2i], x[..., 2i + 1]) of the row at position p is
-    rotated by the angle p * theta_i, with theta_i = base^(-2i / d):
+    Column pair c = (x[..., 2c], x[..., 2c + 1]) of the row at position i is
+    rotated by the angle i * theta_c, with theta_c = base^(-2c / d):
 
-        out[..., 2i]     = x[..., 2i] cos(p theta_i) - x[..., 2i + 1] sin(p theta_i)
-        out[..., 2i + 1] = x[..., 2i] sin(p theta_i) + x[..., 2i + 1] cos(p theta_i)
+        out[..., 2c]     = x[..., 2c] cos(i theta_c) - x[..., 2c + 1] sin(i theta_c)
+        out[..., 2c + 1] = x[..., 2c] sin(i theta_c) + x[..., 2c + 1] cos(i theta_c)
 
     Args:
         x: (..., T, d), the queries or keys of one head (or of all heads at once).

@@ -112,8 +112,8 @@ def multi_head_attention(x_q, x_kv, params, n_heads, mask=None):
 def sinusoidal_positions(T, D, base=10000.0, dtype=torch.float32, device=None):
     """The fixed positional encodings of "Attention Is All You Need".
 
-    PE[p, 2i] = sin(p / base^(2i / D)),  PE[p, 2i + 1] = cos(p / base^(2i / D))
-    for positions p = 0 .. T - 1 and i = 0 .. ceil(D / 2) - 1: column pair i is a
+    PE[i, 2c] = sin(i / base^(2c / D)),  PE[i, 2c + 1] = cos(i / base^(2c / D))
+    for positions i = 0 .. T - 1 and pairs c = 0 .. ceil(D / 2) - 1: column pair c is a
     sine and a cosine of one frequency, the frequencies falling geometrically
     from 1 to nearly 1 / base. (An odd D keeps the last sine without its cosine.)
 
@@ -123,9 +123,9 @@ def sinusoidal_positions(T, D, base=10000.0, dtype=torch.float32, device=None):
     ### BEGIN SOLUTION
     if T < 0 or D < 1:
         raise ValueError(f"need T >= 0 and D >= 1, got T={T}, D={D}")
-    p = torch.arange(T, dtype=torch.float64, device=device)[:, None]  # (T, 1)
-    two_i = torch.arange(0, D, 2, dtype=torch.float64, device=device)  # (ceil(D/2),)
-    angle = p / base ** (two_i / D)  # (T, ceil(D/2))
+    i = torch.arange(T, dtype=torch.float64, device=device)[:, None]  # (T, 1), the positions
+    two_c = torch.arange(0, D, 2, dtype=torch.float64, device=device)  # (ceil(D/2),), 2c for each pair c
+    angle = i / base ** (two_c / D)  # (T, ceil(D/2))
     pe = torch.zeros(T, D, dtype=torch.float64, device=device)
     pe[:, 0::2] = torch.sin(angle)
     pe[:, 1::2] = torch.cos(angle[:, : D // 2])

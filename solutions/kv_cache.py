@@ -137,7 +137,8 @@ def greedy_generate(step, prompt, n_new):
         (B, n_new) LongTensor of the new tokens (greedy: the argmax of each prediction).
 
     Raises:
-        ValueError for a prompt that is not (B, T_p) with T_p >= 1, and for n_new < 0.
+        ValueError for a prompt that is not (B, T_p) with T_p >= 1 (checked first: also when n_new = 0),
+            and for n_new < 0.
     """
     ### BEGIN SOLUTION
     if prompt.dim() != 2 or prompt.shape[1] < 1:
