@@ -2,6 +2,7 @@
 
     course lab        build your workspace (never overwriting your notebooks) and open JupyterLab on it
     course workspace  only build the workspace
+    course update     bring your notebooks up to the current release: answers carried over, old files kept
     course demo       headless run of the whole pipeline: release, sample submissions, autograde, feedback
     course grade      instructors: release, grade every submission in course/submitted in parallel (Dask), feedback,
                       grades.csv, a summary naming every problem
@@ -44,6 +45,19 @@ def _workspace(target):
             os.replace(dest + ".tmp", dest)  # never a half-written notebook
             print(f"created {os.path.relpath(dest)}")
     return target
+
+
+def cmd_update(args):
+    """Bring the learner's notebooks up to the current release, answers carried over by exercise name."""
+    from .pipeline import CourseCopy, assignments
+    from .update import update_workspace
+    target = os.path.abspath(args.dir)
+    with tempfile.TemporaryDirectory(prefix="course-release-") as tmp:
+        cc = CourseCopy(tmp)
+        cc.release_all()
+        for line in update_workspace(target, {a: cc.release_path(a) for a in assignments()}):
+            print(line)
+    return 0
 
 
 def cmd_workspace(args):
@@ -279,6 +293,9 @@ def main(argv=None):
     p = sub.add_parser("workspace", help="build the learner's workspace (never overwrites)")
     p.add_argument("--dir", default=os.path.join(ROOT, "workspace"))
     p.set_defaults(func=cmd_workspace)
+    p = sub.add_parser("update", help="bring your notebooks up to the current release, keeping your answers")
+    p.add_argument("--dir", default=os.path.join(ROOT, "workspace"))
+    p.set_defaults(func=cmd_update)
     p = sub.add_parser("demo", help="headless: release, grade sample submissions, check the scores")
     p.add_argument("--no-isolation", action="store_true", help="grade without the bubblewrap sandbox")
     p.add_argument("--out", default=os.path.join(ROOT, "demo-output"))
