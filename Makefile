@@ -29,7 +29,8 @@ demo: setup
 test: setup
 	$(BIN)/python -m pytest -n 2 --dist loadgroup --no-loadscope-reorder --durations=15 -m "not figures"
 
-## maintainers: everything but the real nbgrader pipeline and the browser (the fast loop while you work)
+## maintainers: the fast loop while you work: everything but what drives real nbgrader, Jupyter kernels,
+## JupyterLab or the browser (make test runs those too)
 test-fast: setup
 	$(BIN)/python -m pytest -n 2 --dist loadgroup --no-loadscope-reorder --durations=15 -m "not pipeline and not browser and not figures"
 

@@ -256,16 +256,27 @@ class DecoderLM(_Stack):
         return x @ self.embed.E.T, grown  # (B, T_new, V)
 
     @torch.no_grad()
-    def generate(self, prompt, max_new_tokens, eos_id=None, temperature=0.0, generator=None):
-        """Append up to ``max_new_tokens`` tokens to one prompt (list of ids); greedy when temperature is 0."""
+    def generate(self, prompt, max_new_tokens, eos_id=None):
+        """Greedy decoding: append up to ``max_new_tokens`` most probable tokens to one prompt (list of ids)."""
+        return self._extend(prompt, max_new_tokens, eos_id, lambda logits: int(logits.argmax()))
+
+    @torch.no_grad()
+    def sample(self, prompt, max_new_tokens, temperature=1.0, eos_id=None, generator=None):
+        """Sampling at ``temperature`` (> 0): each next token is drawn from softmax(logits / temperature).
+
+        Greedy decoding is ``generate``, not a temperature of 0: softmax(logits / 0) is not a distribution."""
+        if not temperature > 0:
+            raise ValueError(f"sampling needs a temperature > 0, got {temperature}; for the most probable token "
+                             f"at every step use generate (greedy decoding)")
+        draw = lambda logits: int(torch.multinomial(torch.softmax(logits / temperature, -1), 1,  # noqa: E731
+                                                    generator=generator))
+        return self._extend(prompt, max_new_tokens, eos_id, draw)
+
+    def _extend(self, prompt, max_new_tokens, eos_id, choose):
         ids = list(prompt)
         for _ in range(max_new_tokens):
             window = torch.tensor([ids[-self.cfg.max_len:]], device=self.embed.E.device)
-            logits = self(window)[0, -1]  # (V,): the prediction after the last token
-            if temperature <= 0:
-                nxt = int(logits.argmax())
-            else:
-                nxt = int(torch.multinomial(torch.softmax(logits / temperature, -1), 1, generator=generator))
+            nxt = choose(self(window)[0, -1])  # from the (V,) prediction after the last token
             ids.append(nxt)
             if nxt == eos_id:
                 break

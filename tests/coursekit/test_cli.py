@@ -17,6 +17,7 @@ def run(*args, timeout=900):
     return subprocess.run([*COURSE, *args], capture_output=True, text=True, timeout=timeout, cwd=ROOT)
 
 
+@pytest.mark.pipeline
 def test_workspace_is_built_once_and_never_overwrites_a_learners_notebook(tmp_path):
     ws = tmp_path / "workspace"
     first = run("workspace", "--dir", str(ws))
@@ -61,6 +62,7 @@ def test_readme_opens_with_the_two_commands_and_ci_runs_the_second():
     assert re.search(r"^make test$", ci, re.M)
 
 
+@pytest.mark.pipeline
 def test_lab_serves_the_workspace_notebooks(tmp_path):
     """The first README command's main job: JupyterLab serving the learner's workspace."""
     import json
@@ -109,6 +111,7 @@ def test_lab_serves_the_workspace_notebooks(tmp_path):
             os.killpg(proc.pid, signal.SIGKILL)
 
 
+@pytest.mark.pipeline
 def test_validate_exits_non_zero_when_a_check_fails_and_names_it(tmp_path):
     """`course validate` is the learner's self-check for scripts and CI: 0 when every check passes, 1 (with the
     failing check in words) when one fails, 2 for a file that is not there."""

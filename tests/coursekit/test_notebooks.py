@@ -80,6 +80,7 @@ def _execute(path, tmp_path, timeout):
 REDUCED_STEPS = 30
 
 
+@pytest.mark.pipeline
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_source_notebook_executes_top_to_bottom_with_the_reference(path, tmp_path, monkeypatch):
     """Run every cell in a real kernel: no error, nothing on stderr, every check PASSED, training capped."""

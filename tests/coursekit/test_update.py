@@ -36,6 +36,7 @@ def _older_copy(release_path):
     return nb
 
 
+@pytest.mark.pipeline
 def test_update_carries_answers_over_keeps_the_old_file_and_reports_what_it_could_not_carry(tmp_path, release):
     ws = tmp_path / "ws"
     (ws / A).mkdir(parents=True)
@@ -62,6 +63,7 @@ def test_update_carries_answers_over_keeps_the_old_file_and_reports_what_it_coul
     assert sorted(os.listdir(ws / A)) == sorted([f"{A}.ipynb", f"{A}.before-0.0.9.ipynb"])
 
 
+@pytest.mark.pipeline
 def test_update_command_creates_what_is_missing_and_never_touches_an_unreadable_notebook(tmp_path):
     ws = tmp_path / "ws"
     (ws / A).mkdir(parents=True)

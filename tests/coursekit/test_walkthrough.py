@@ -117,6 +117,7 @@ def graded(root, name, notebook, wrong):
     return json.loads(out.strip().splitlines()[-1])
 
 
+@pytest.mark.pipeline
 def test_the_add_an_exercise_walkthrough_gives_a_graded_exercise(scratch):
     for block in walkthrough("add-an-exercise"):
         apply(scratch, block)
@@ -131,6 +132,7 @@ def test_the_add_an_exercise_walkthrough_gives_a_graded_exercise(scratch):
     assert os.path.exists(os.path.join(scratch, "grader", "expected", "entropy.pt"))
 
 
+@pytest.mark.pipeline
 def test_the_add_a_notebook_walkthrough_gives_a_notebook_that_runs_and_grades(scratch):
     for block in walkthrough("add-a-notebook"):
         apply(scratch, block)

@@ -324,6 +324,25 @@ def test_decoder_lm_logits_at_i_do_not_depend_on_later_tokens():
             assert not torch.allclose(logits2[:, i + 1], logits[:, i + 1])
 
 
+def test_decoder_lm_samples_as_torch_multinomial_draws_and_only_at_a_positive_temperature():
+    """DecoderLM.sample draws each token with torch.multinomial from softmax(logits / temperature), the same
+    draws with the same seed; greedy decoding is generate, and a temperature <= 0 is refused in words."""
+    model = DecoderLM(small_lm_cfg(), decoder.decoder_block, encoder.embed_with_positions).double()
+    prompt, tau = [1, 4, 2], 0.7
+    drawn = model.sample(prompt, 5, temperature=tau, generator=gen(3))
+    ids, g = list(prompt), gen(3)
+    with torch.no_grad():
+        for _ in range(5):
+            logits = model(torch.tensor([ids]))[0, -1]
+            ids.append(int(torch.multinomial(torch.softmax(logits / tau, -1), 1, generator=g)))
+    assert drawn == ids
+    assert model.sample(prompt, 5, temperature=tau, generator=gen(3)) == drawn  # seeded: reproducible
+    assert model.sample(prompt, 5, temperature=1e-6, generator=gen(4)) == model.generate(prompt, 5)  # tau -> 0
+    for bad in (0, 0.0, -1.0):
+        with pytest.raises(ValueError, match="temperature > 0.*generate"):
+            model.sample(prompt, 3, temperature=bad)
+
+
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_cross_attention_weights_sum_to_1_over_real_source_and_are_0_on_padding(dtype):
     """cross_attention's weights: every target position's row sums to 1 over the real source tokens and is exactly
