@@ -13,7 +13,8 @@ it with real nbgrader in a private folder of its own (``grade_submission``:
 the sandboxed kernel and the trusted verdict of ``grader.nbgrader_plugin``),
 under a time limit, and brings back the autograded notebook, the feedback, the
 scores, the faults and the hidden-case seed as plain data. Workers need no
-shared filesystem.
+shared filesystem. A few tasks per worker are in flight at a time, and a task's
+files are read when it is sent, so a class of thousands is never in memory at once.
 
 Only the client writes: the gradebook (nbgrader's own ``SaveAutoGrades`` and
 ``AssignLatePenalties`` on the returned notebook, one submission at a time,
@@ -27,6 +28,7 @@ and a reason in the log and the summary; the rest of the class goes on.
 import contextlib
 import datetime
 import hashlib
+import itertools
 import json
 import os
 import shutil
@@ -111,7 +113,8 @@ def _source_ids(source_dir):
 def collect(course_root, only=None, roster=None, students=None):
     """(tasks, problems): one task per submission that can be graded, and every problem found on the way.
 
-    A task is plain data: ``{"student", "assignment", "files": {relative path: bytes}, "timestamp"}``.
+    A task is plain data: ``{"student", "assignment", "folder", "ignored", "timestamp"}``; its files are read
+    when it is sent (``with_files``), so that a class of thousands is never held in memory at once.
     ``roster``: the student ids of the gradebook, or None when it has none (then nobody is "not on the roster").
     ``only``/``students``: only these assignments/students (default: everyone's every assignment).
     """
@@ -139,13 +142,10 @@ def collect(course_root, only=None, roster=None, students=None):
                 found = f" (found {', '.join(notebooks)})" if notebooks else ""
                 problems.append(Problem(student, a, f"missing notebook {name}{found}: not graded"))
                 continue
-            if len(notebooks) > 1:
-                others = ", ".join(p for p in notebooks if p != name)
+            ignored = [p for p in notebooks if p != name]
+            if ignored:
                 problems.append(Problem(student, a, f"{len(notebooks)} notebooks in one submission: graded {name}, "
-                                                    f"ignored {others}", graded=True))
-                for other in notebooks:
-                    if other != name:
-                        del files[other]
+                                                    f"ignored {', '.join(ignored)}", graded=True))
             try:
                 nb = nbformat.reads(files[name].decode("utf-8"), as_version=4)
             except Exception as exc:  # not UTF-8, not JSON, not a notebook
@@ -164,8 +164,18 @@ def collect(course_root, only=None, roster=None, students=None):
                 problems.append(Problem(student, a, "not on the roster: graded, and added to the gradebook",
                                         graded=True))
             stamp = files.get("timestamp.txt", b"").decode("utf-8", "replace").strip() or None
-            tasks.append({"student": student, "assignment": a, "files": files, "timestamp": stamp})
+            tasks.append({"student": student, "assignment": a, "folder": folder, "ignored": ignored,
+                          "timestamp": stamp})
     return tasks, problems
+
+
+def with_files(task):
+    """The task as it is sent: its submission's files read now (checkpoints, links, over-size files and the
+    ignored extra notebooks left out)."""
+    files, _ = _files_of(task["folder"])
+    for other in task["ignored"]:
+        files.pop(other, None)
+    return {k: v for k, v in task.items() if k not in ("folder", "ignored")} | {"files": files}
 
 
 def course_payload(course_root, assignment):
@@ -505,6 +515,7 @@ def release(course_root, assignments, env=None):
 def grade_class(course_root=COURSE_DIR, assignments=None, *, jobs=None, scheduler=None, security=None,
                 timeout=1200, isolated=True, progress=True, release_first=True, env=None, only_students=None):
     """Grade every submission in ``<course_root>/submitted`` (or only ``assignments``); returns a ``Summary``."""
+    from distributed import as_completed
     from tqdm import tqdm
     t0 = time.perf_counter()
     course_root = os.path.abspath(course_root)
@@ -525,25 +536,36 @@ def grade_class(course_root=COURSE_DIR, assignments=None, *, jobs=None, schedule
             summary.workers = len(client.scheduler_info()["workers"])
             payloads = {a: client.scatter(course_payload(course_root, a), broadcast=True)
                         for a in sorted({t["assignment"] for t in tasks})}
-            futures = {client.submit(grade_submission, payloads[t["assignment"]], t, timeout, passed, pure=False,
-                                     key=f"grade-{t['assignment']}-{t['student']}-{os.getpid()}-{i}"): t
-                       for i, t in enumerate(tasks)}
-            from distributed import as_completed
-            bar = tqdm(total=len(futures), unit="submission", desc="grading", disable=not progress, file=sys.stderr)
-            for future in as_completed(futures):
-                task = futures[future]
+            # at most a few tasks per worker in flight: their files are read when they are sent
+            waiting, futures, numbers = iter(tasks), {}, itertools.count()
+            done = as_completed()
+
+            def send():
+                task = next(waiting, None)
+                if task is not None:
+                    future = client.submit(grade_submission, payloads[task["assignment"]], with_files(task), timeout,
+                                           passed, pure=False, key=f"grade-{task['assignment']}-{task['student']}-"
+                                                                   f"{os.getpid()}-{next(numbers)}")
+                    futures[future] = task
+                    done.add(future)
+            for _ in range(max(4, 3 * summary.workers)):
+                send()
+            bar = tqdm(total=len(tasks), unit="submission", desc="grading", disable=not progress, file=sys.stderr)
+            for future in done:
+                task = futures.pop(future)
                 try:
                     result = future.result()
                 except Exception as exc:  # workers died under it more often than the scheduler allows
                     result = {"ok": False, "autograded": {}, "feedback": {}, "log": [], "seed": None,
                               "error": ("worker", f"the grading workers failed on it: {type(exc).__name__}: "
                                                   f"{str(exc)[:200]}")}
+                future.release()
+                send()
                 score, faults = record(course_root, task, result)
                 summary.graded[(task["student"], task["assignment"])] = score
                 summary.graded_by[(task["student"], task["assignment"])] = (result.get("host"), result.get("pid"))
                 summary.seeds[(task["student"], task["assignment"])] = result.get("seed")
                 summary.faults += [(task["student"], task["assignment"], k, t) for k, t in faults]
-                future.release()
                 bar.update(1)
             bar.close()
     summary.seconds = time.perf_counter() - t0

@@ -7,6 +7,8 @@ writes the gradebook. A worker killed mid-task has its submission graded again e
 import os
 import signal
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 
@@ -140,3 +142,37 @@ def test_a_class_with_broken_files_and_a_dying_worker_is_graded_once_and_every_p
     again = grade_class(cc.root, [A], jobs=1, timeout=40, env=cc.env, progress=False, only_students=["kept"])
     assert again.graded == {} and "not a valid notebook" in _problems(again)["kept"].reason
     assert sum(sc for sc, _ in cc.scores("kept", A).values()) == full
+
+
+def _certificates(folder):
+    """A CA and one certificate for 127.0.0.1 signed by it (openssl), for every role of a TLS cluster."""
+    def openssl(*args):
+        subprocess.run(["openssl", *args], cwd=folder, check=True, capture_output=True)
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
+            "-subj", "/CN=course-test-ca")
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", "node.key", "-out", "node.csr", "-subj", "/CN=127.0.0.1")
+    (folder / "san.ext").write_text("subjectAltName=IP:127.0.0.1\n")
+    openssl("x509", "-req", "-in", "node.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out",
+            "node.pem", "-days", "2", "-extfile", "san.ext")
+    return str(folder / "ca.pem"), str(folder / "node.pem"), str(folder / "node.key")
+
+
+def test_course_grade_reaches_a_scheduler_over_tls(tmp_path):
+    """`course grade --scheduler tls://... --tls-ca-file --tls-cert --tls-key` grades on a cluster that only speaks
+    TLS (encryption required), as the README tells an instructor to run one."""
+    from distributed import LocalCluster
+    from distributed.security import Security
+    cc, release = _course(tmp_path / "course")
+    ca, cert, key = _certificates(tmp_path)
+    tls = Security(tls_ca_file=ca, tls_scheduler_cert=cert, tls_scheduler_key=key, tls_worker_cert=cert,
+                   tls_worker_key=key, tls_client_cert=cert, tls_client_key=key, require_encryption=True)
+    cc.submit("ada", A, answered(release))
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, protocol="tls://", host="127.0.0.1",
+                      security=tls, dashboard_address="127.0.0.1:0", memory_limit=0) as cluster:
+        assert cluster.scheduler_address.startswith("tls://127.0.0.1:")
+        proc = subprocess.run([sys.executable, "-m", "coursekit", "grade", "--course", cc.root, "--no-progress",
+                               "--scheduler", cluster.scheduler_address, "--tls-ca-file", ca, "--tls-cert", cert,
+                               "--tls-key", key, A], capture_output=True, text=True, timeout=600, env=cc.env)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "graded 1 submission(s)" in proc.stdout
+    assert sum(score for score, _ in cc.scores("ada", A).values()) == total_points(release)
