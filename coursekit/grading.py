@@ -538,7 +538,7 @@ def grade_class(course_root=COURSE_DIR, assignments=None, *, jobs=None, schedule
                         for a in sorted({t["assignment"] for t in tasks})}
             # at most a few tasks per worker in flight: their files are read when they are sent
             waiting, futures, numbers = iter(tasks), {}, itertools.count()
-            done = as_completed()
+            done = as_completed(loop=client.loop)
 
             def send():
                 task = next(waiting, None)
