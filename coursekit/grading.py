@@ -28,6 +28,7 @@ and a reason in the log and the summary; the rest of the class goes on.
 import contextlib
 import datetime
 import hashlib
+import html
 import itertools
 import json
 import os
@@ -456,6 +457,13 @@ def record(course_root, task, result):
     if nb is not None:
         _replace_folder(os.path.join(course_root, "autograded", student, a), result["autograded"])
         _replace_folder(os.path.join(course_root, "feedback", student, a), result["feedback"])
+    else:  # nothing of an earlier submission may stand for this one: no autograded notebook, feedback that says why
+        shutil.rmtree(os.path.join(course_root, "autograded", student, a), ignore_errors=True)
+        reason = html.escape(result["error"][1] if result["error"] else "nbgrader returned no graded notebook")
+        _replace_folder(os.path.join(course_root, "feedback", student, a), {f"{a}.html": (
+            f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(a)}</title></head><body>"
+            f"<h1>{html.escape(a)}</h1><p>This submission could not be graded, so it scores 0: {reason}.</p>"
+            f"<p>Your instructor has been told; ask them before you submit again.</p></body></html>").encode()})
     faults = []
     for rec in result["log"]:
         append_log(course_root, rec)

@@ -136,6 +136,10 @@ def test_a_class_with_broken_files_and_a_dying_worker_is_graded_once_and_every_p
     assert "HIDDEN TESTS" not in open(cc.feedback_path("bug", A)).read()
     rows = {r["student_id"]: float(r["score"]) for r in cc.export("grades.csv")}
     assert rows["ref"] == full and rows["loop"] == 0
+    # a submission that could not be graded has no autograded notebook, and feedback that says why
+    assert not os.path.exists(cc.autograded_path("loop", A))
+    told = open(cc.feedback_path("loop", A)).read()
+    assert "could not be graded" in told and "time limit of 40 s" in told
 
     # a later submission that cannot be read loses nothing already in the gradebook
     _put(cc, "kept", {f"{A}.ipynb": "not a notebook"})
