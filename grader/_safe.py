@@ -39,6 +39,15 @@ _main_thread = threading.main_thread
 _current_thread = threading.current_thread
 
 DEFAULT_TIME_LIMIT = float(os.environ.get("COURSE_CALL_TIME_LIMIT", "10"))
+# A call's limit counts the CPU time the process spends (ITIMER_PROF), not the clock: on a busy machine a correct
+# function only waits longer for a core, and is never stopped for it. A call that blocks without computing (a sleep,
+# a wait) is stopped on the clock after WALL_FACTOR times its limit.
+WALL_FACTOR = 3.0
+
+
+def wall_limit(time_limit):
+    """Seconds on the clock after which a call of ``time_limit`` CPU seconds is stopped anyway."""
+    return time_limit * WALL_FACTOR
 
 
 class TimeLimit(BaseException):
@@ -90,7 +99,8 @@ def call(fn, args=(), kwargs=None, time_limit=None):
 
     stdout / stderr are captured and warnings recorded, so correct code that
     warns does not put text on the notebook's stderr (which nbgrader scores 0).
-    A call that runs past ``time_limit`` seconds is interrupted (main thread).
+    A call that computes for more than ``time_limit`` seconds of CPU time, or blocks for more than
+    ``wall_limit(time_limit)`` seconds on the clock, is interrupted (main thread).
     """
     if REMOTE_TYPES and type(fn) in REMOTE_TYPES:  # runs in the sandbox, which keeps its own time
         return fn.remote_call(tuple(args), dict(kwargs or {}), time_limit)
@@ -112,11 +122,11 @@ def call(fn, args=(), kwargs=None, time_limit=None):
                     seen["ref"] = f"{code.co_name} in {os.path.basename(filename)}"
 
     use_alarm = _current_thread() is _main_thread() and time_limit
-    old_handler = None
+    old_handlers = {}
     if use_alarm:
         def on_alarm(signum, frame):
             raise TimeLimit()
-        old_handler = _signal(signal.SIGALRM, on_alarm)
+        old_handlers = {sig: _signal(sig, on_alarm) for sig in (signal.SIGPROF, signal.SIGALRM)}
     old_profile = _getprofile()
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -124,7 +134,8 @@ def call(fn, args=(), kwargs=None, time_limit=None):
             with contextlib.redirect_stdout(sink), contextlib.redirect_stderr(sink):
                 try:
                     if use_alarm:
-                        _setitimer(signal.ITIMER_REAL, time_limit)
+                        _setitimer(signal.ITIMER_PROF, time_limit)  # computing
+                        _setitimer(signal.ITIMER_REAL, wall_limit(time_limit))  # blocking
                     if _reference_dirs or _given:
                         _setprofile(profiler)
                     try:
@@ -132,6 +143,7 @@ def call(fn, args=(), kwargs=None, time_limit=None):
                     finally:
                         _setprofile(old_profile)
                         if use_alarm:
+                            _setitimer(signal.ITIMER_PROF, 0)
                             _setitimer(signal.ITIMER_REAL, 0)
                 except TimeLimit:
                     out.timed_out = True
@@ -139,8 +151,8 @@ def call(fn, args=(), kwargs=None, time_limit=None):
                     out.error = exc
         out.warnings = [f"{w.category.__name__}: {w.message}" for w in caught]
     finally:
-        if use_alarm:
-            _signal(signal.SIGALRM, old_handler)
+        for sig, handler in old_handlers.items():
+            _signal(sig, handler)
     out.printed = sink.getvalue()
     out.called_reference = seen.get("ref")
     return out

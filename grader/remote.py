@@ -23,7 +23,7 @@ import time
 
 from . import _safe, audit, sandbox, wire
 
-GRACE = 5.0          # seconds past a call's own limit before the worker is stopped from outside
+GRACE = 5.0          # seconds past a call's limit on the clock (_safe.wall_limit) before the worker is stopped
 START_LIMIT = 120.0  # seconds the worker may take to start and define the student's functions
 
 
@@ -204,7 +204,7 @@ class Worker:
         callables, self._returned = [], []
         msg = {"op": "call", "id": call_id, "function": function, "exercise": exercise, "time_limit": time_limit,
                "args": _marked(args, callables), "kwargs": _marked(kwargs or {}, callables)}
-        deadline = time.monotonic() + time_limit + GRACE
+        deadline = time.monotonic() + _safe.wall_limit(time_limit) + GRACE  # the worker counts CPU time itself
         try:
             wire.write_frame(self.proc.stdin, msg)
             while True:
@@ -218,7 +218,8 @@ class Worker:
                     break
         except TimeoutError:
             out.timed_out = True
-            self.faults.append(("timeout", f"`{function}` did not finish within {time_limit:g} s; its process was "
+            self.faults.append(("timeout", f"`{function}` did not finish within {time_limit:g} s of computing "
+                                           f"({_safe.wall_limit(time_limit):g} s on the clock); its process was "
                                            f"stopped"))
             self.stop()
             return out
@@ -234,6 +235,9 @@ class Worker:
             out.error = wire.NotPlain(f"what your function returned could not be read back as plain data ({exc})")
             return out
         out.timed_out = bool(reply.get("timed_out"))
+        if out.timed_out:  # stopped by its own CPU-time limit inside the sandbox: recorded like one stopped from here
+            self.faults.append(("timeout", f"`{function}` did not finish within {time_limit:g} s of computing; it "
+                                           f"was stopped"))
         out.printed = str(reply.get("printed") or "")
         out.warnings = [str(w) for w in reply.get("warnings") or []]
         out.called_reference = reply.get("called") if isinstance(reply.get("called"), str) else None

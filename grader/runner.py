@@ -45,7 +45,7 @@ def problem(fn_name, outcome, expected, raises, ref_message, device, input_scale
         return "reference", (f"it called {what}. The grader needs your own implementation, so this counts as a "
                              f"failure.")
     if outcome.timed_out:
-        return "timeout", (f"it did not finish within {_safe.DEFAULT_TIME_LIMIT:g} s and was stopped: look for a loop "
+        return "timeout", (f"it did not finish within {_safe.DEFAULT_TIME_LIMIT:g} s of computing and was stopped: look for a loop "
                            f"that never ends. The remaining cases of this check were skipped.")
     err = outcome.error
     if type(err).__name__ == "SandboxFault":

@@ -88,8 +88,9 @@ def notice_html(message, learner_message):
 def call_learner(fn, fn_name, args=(), kwargs=None, time_limit=None, has_reference=True):
     """Run the learner's ``fn(*args, **kwargs)``: (value, None), or (None, a sentence saying what went wrong).
 
-    Never raises for the learner's sake: a call that runs past ``time_limit`` seconds
-    (default ``LEARNER_TIME_LIMIT``) is stopped, an exception becomes words, and what
+    Never raises for the learner's sake: a call that computes for more than ``time_limit``
+    seconds of CPU time (default ``LEARNER_TIME_LIMIT``; the grader's guarded call, which
+    counts computing, not the clock, so a busy machine never stops a correct function) is stopped, an exception becomes words, and what
     the function prints or warns is kept off the notebook.
     ``has_reference``: the widget draws a reference beside the learner's side (the
     messages then say it is shown alone).
@@ -101,7 +102,7 @@ def call_learner(fn, fn_name, args=(), kwargs=None, time_limit=None, has_referen
                       f"defines it, then this cell again.")
     out = grader.call_learner(fn, args, kwargs or {}, time_limit)  # the grader's guarded call, its words ours
     if out.timed_out:
-        return None, (f"your `{fn_name}` did not finish within {time_limit:g} s and was stopped: look "
+        return None, (f"your `{fn_name}` did not finish within {time_limit:g} s of computing and was stopped: look "
                       f"for a loop that never ends.{alone}")
     if isinstance(out.error, NotImplementedError):
         return None, (f"`{fn_name}` is not implemented yet (it raises NotImplementedError). Write it in the "

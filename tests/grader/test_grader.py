@@ -264,6 +264,26 @@ def test_a_hanging_function_is_stopped_and_reported(monkeypatch):
     assert "did not finish within 0.5 s" in msg
 
 
+def test_the_time_limit_counts_computing_not_waiting():
+    """Principle 9: a busy machine makes a correct function wait for a core, never stops it. The limit is CPU time;
+    a call that only waits is stopped on the clock at _safe.WALL_FACTOR times the limit, one that computes at it."""
+    import time
+
+    from grader import _safe
+
+    def spin():
+        while True:
+            pass
+    t0 = time.monotonic()
+    assert _safe.call(spin, time_limit=0.3).timed_out
+    spun = time.monotonic() - t0
+    waited = _safe.call(lambda: time.sleep(0.6) or "done", time_limit=0.3)  # waits twice its limit
+    assert not waited.timed_out and waited.value == "done"
+    t0 = time.monotonic()
+    assert _safe.call(lambda: time.sleep(30), time_limit=0.3).timed_out
+    assert 0.3 * _safe.WALL_FACTOR - 0.05 <= time.monotonic() - t0 < 5 and spun < 0.3 * _safe.WALL_FACTOR
+
+
 def test_a_wrong_shape_is_reported_with_both_shapes():
     fn = learner_fn("def pairwise_scores(Q, K):\n    return K @ Q.transpose(-2, -1)\n", "pairwise_scores")
     msg = failure("pairwise_scores", fn, "basic")
