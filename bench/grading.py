@@ -32,9 +32,7 @@ from coursekit.samples import answered, with_bug
 
 
 def make_class(root, assignment, n):
-    cc = CourseCopy(root)
-    cc.env.update(COURSE_MAX_TRAIN_STEPS="20", COURSE_TORCH_THREADS="1", OMP_NUM_THREADS="1",
-                  MKL_NUM_THREADS="1")
+    cc = CourseCopy(root).for_class_grading()
     release = nbformat.read(cc.release(assignment), as_version=4)
     crash = answered(release)
     crash.cells.insert(3, nbformat.v4.new_code_cell("import os\nos._exit(3)"))

@@ -33,6 +33,13 @@ def nbgrader_env(root):
     return env
 
 
+# How a class is graded: training capped (no graded cell depends on a trained model) and one torch thread per
+# kernel, so that several grading processes share the cores. `course grade` sets the cap (--train-steps); the
+# benchmarks and the tests grade their copies with all of it.
+CLASS_GRADING_ENV = {"COURSE_MAX_TRAIN_STEPS": "20", "COURSE_TRAIN_THREADS": "1", "COURSE_TORCH_THREADS": "1",
+                     "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
 class CourseCopy:
     def __init__(self, root, source_dir=SOURCE_DIR):
         self.root = os.path.abspath(root)
@@ -43,6 +50,11 @@ class CourseCopy:
         shutil.copytree(source_dir, os.path.join(self.root, "source"),
                         ignore=shutil.ignore_patterns(".ipynb_checkpoints", "__pycache__"))
         self.env = nbgrader_env(self.root)
+
+    def for_class_grading(self):
+        """This copy's nbgrader runs graded as a class is (``CLASS_GRADING_ENV``); returns the copy."""
+        self.env.update(CLASS_GRADING_ENV)
+        return self
 
     @classmethod
     def existing(cls, root):

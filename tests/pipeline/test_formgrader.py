@@ -25,8 +25,7 @@ PAGE_MS = 60_000
 def test_formgrader_lists_the_assignment_and_shows_scores_and_feedback(tmp_path):
     need_browser()
     from playwright.sync_api import sync_playwright
-    cc = CourseCopy(tmp_path / "course")
-    cc.env.update(COURSE_MAX_TRAIN_STEPS="20", COURSE_TORCH_THREADS="1", OMP_NUM_THREADS="1")
+    cc = CourseCopy(tmp_path / "course").for_class_grading()
     release = nbformat.read(cc.release(A), as_version=4)
     bug, _, _ = ONE_BUG[A]
     cc.submit("ada", A, with_bug(release, A))

@@ -76,10 +76,9 @@ class Courses:
 
 
 def with_test_env(cc):
-    # Training is capped as an instructor grading a class caps it (no graded cell depends on a trained model),
-    # and two workers run side by side on 2 cores: one torch thread each.
-    cc.env.update(COURSE_MAX_TRAIN_STEPS="20", COURSE_TRAIN_THREADS="1", COURSE_TORCH_THREADS="1",
-                  OMP_NUM_THREADS="1", COURSE_SANDBOX_MEMORY_MB="4096")
+    """Graded as a class is (training capped, one torch thread: two test workers share 2 cores), with a sandbox
+    memory limit that two side by side leave room for."""
+    cc.for_class_grading().env["COURSE_SANDBOX_MEMORY_MB"] = "4096"
     return cc
 
 
