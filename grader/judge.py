@@ -17,6 +17,12 @@ ran everything the student wrote. The judge decides instead, from outside:
 ``grader.nbgrader_plugin.TrustedVerdict`` replaces the outputs of every graded
 cell with this verdict, so nbgrader records it and nothing the kernel printed.
 
+``python -I -m grader.judge --serve`` is the same judge, started once per grading
+process (``JudgeServer``): it captures the reference and loads what the checks load
+lazily (PyTorch's meta-device kernels pull in ``torch._dynamo``, seconds of imports),
+then forks one child per submission. Each child is a judge that has seen no other
+submission, as a fresh process would be, without paying for the imports again.
+
 The request (stdin) is ``{"prelude": set-up cell, "cells": [source, ...],
 "checks": [[cell_id, exercise, function, part], ...], "seed": the student's seed of the hidden cases
 (``grader.seeds``)}``; the last line printed
@@ -25,7 +31,13 @@ is ``{"results": {cell_id: [ok, message]}, "faults": [[kind, text], ...], ...}``
 import contextlib
 import io
 import json
+import os
+import select
+import signal
+import subprocess
 import sys
+import tempfile
+import time
 
 from .worker import definitions  # noqa: F401  (the rule for what of a cell is kept, documented there)
 
@@ -87,5 +99,128 @@ def main():
     return 0
 
 
+# ------------------------------------------------------------------ one judge per submission, forked
+def _warm():
+    """Load, before any submission, what the checks would otherwise load on first use in every judge."""
+    import grader  # noqa: F401  (the reference and the grader's primitives, captured)
+    import torch
+    import torch._dynamo  # noqa: F401  (the meta device's Python kernels import it on their first call)
+    x = torch.ones(2, 3, device="meta")
+    (x / 2).softmax(-1).masked_fill(x > 0, 0.0).matmul(x.T)  # no thread pool starts for the meta device
+
+
+def _child(folder):
+    """In the forked child: judge ``folder``/request.json, printing to stdout.txt and stderr.txt there."""
+    os.chdir(folder)
+    null = os.open(os.devnull, os.O_RDONLY)
+    out = os.open("stdout.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    err = os.open("stderr.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    for fd, target in ((null, 0), (out, 1), (err, 2)):
+        os.dup2(fd, target)
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    with open("request.json") as f:
+        sys.stdin = f
+        code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    return code
+
+
+def serve():
+    """The loop of ``--serve``: a folder a line in; ``{"pid": n}`` when its judge starts, ``{"exit": code}`` when it
+    ends (negative: killed by that signal)."""
+    _warm()
+    answers = sys.stdout
+    for line in sys.stdin:
+        folder = json.loads(line)["folder"]
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                code = _child(folder)
+            finally:
+                os._exit(code or 0)
+        print(json.dumps({"pid": pid}), file=answers, flush=True)
+        _, status = os.waitpid(pid, 0)
+        print(json.dumps({"exit": os.waitstatus_to_exitcode(status)}), file=answers, flush=True)
+    return 0
+
+
+class JudgeServer:
+    """A ``--serve`` process; ``judge(request, timeout)`` returns (stdout, stderr, exit code or None on timeout).
+
+    It is started with the environment of its first use and again whenever that environment changes (the
+    judge reads its limits from it), or after it died."""
+
+    def __init__(self, env):
+        self.env = env
+        self.proc = subprocess.Popen([sys.executable, "-I", "-m", "grader.judge", "--serve"], env=env,
+                                     cwd=tempfile.gettempdir(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL)
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+
+    def _line(self, deadline):
+        ready, _, _ = select.select([self.proc.stdout], [], [], max(0.0, deadline - time.monotonic()))
+        if not ready:
+            return None
+        line = self.proc.stdout.readline()
+        if not line:
+            raise EOFError("the judge server stopped")
+        return json.loads(line)
+
+    def judge(self, request, timeout):
+        with tempfile.TemporaryDirectory(prefix="course-judge-") as folder:
+            with open(os.path.join(folder, "request.json"), "w") as f:
+                json.dump(request, f)
+            self.proc.stdin.write(json.dumps({"folder": folder}).encode() + b"\n")
+            self.proc.stdin.flush()
+            deadline = time.monotonic() + timeout
+            started = self._line(deadline + 60)
+            if started is None:
+                raise EOFError("the judge server did not start a judge")
+            pid = started["pid"]
+            done = self._line(deadline)
+            if done is None:  # past its time: the judge and, with it, its sandboxed worker (--die-with-parent)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+                self._line(time.monotonic() + 60)
+            outputs = [_read(os.path.join(folder, name)) for name in ("stdout.txt", "stderr.txt")]
+            return outputs[0], outputs[1], None if done is None else done["exit"]
+
+
+def _read(path):
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+_SERVER = None
+
+
+def judge(request, env, timeout):
+    """(stdout, stderr, exit code or None past ``timeout``) of the judge on ``request``, forked from this process's
+    judge server (started, or started again, as needed)."""
+    global _SERVER
+    for attempt in (1, 2):
+        if _SERVER is None or not _SERVER.alive() or _SERVER.env != env:
+            if _SERVER is not None:
+                _SERVER.stop()
+            _SERVER = JudgeServer(env)
+        try:
+            return _SERVER.judge(request, timeout)
+        except (OSError, EOFError, ValueError):  # BrokenPipeError is an OSError
+            _SERVER.stop()  # it died between two submissions: once more with a fresh one
+            if attempt == 2:
+                raise
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(serve() if sys.argv[1:] == ["--serve"] else main())

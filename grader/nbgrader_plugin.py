@@ -20,8 +20,6 @@ import fcntl
 import json
 import os
 import shutil
-import subprocess
-import sys
 import tempfile
 
 import nbformat
@@ -30,7 +28,7 @@ from nbclient.exceptions import DeadKernelError
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Integer, Unicode
 
-from . import audit, sandbox, seeds
+from . import audit, judge, sandbox, seeds
 from .course import version
 
 LOG_NAME = "grading_log.jsonl"
@@ -214,17 +212,14 @@ class TrustedVerdict(NbGraderPreprocessor):
 
     def _judge(self, request):
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "JPY_"))}
-        with tempfile.TemporaryDirectory(prefix="course-judge-") as cwd:
-            try:
-                proc = subprocess.run([sys.executable, "-I", "-m", "grader.judge"], input=json.dumps(request),
-                                      capture_output=True, text=True, cwd=cwd, env=env, timeout=self.timeout)
-            except subprocess.TimeoutExpired:
-                return {"results": {}, "faults": [["timeout", f"grading this notebook took over {self.timeout} s"]]}
-        for line in reversed(proc.stdout.splitlines()):
+        stdout, stderr, code = judge.judge(request, env, self.timeout)
+        if code is None:
+            return {"results": {}, "faults": [["timeout", f"grading this notebook took over {self.timeout} s"]]}
+        for line in reversed(stdout.splitlines()):
             if line.startswith('{"results"') or line.startswith('{"error"'):
                 return json.loads(line)
-        self.log.error("the judge printed no verdict; stderr:\n%s", proc.stderr[-3000:])
-        return {"results": {}, "faults": [["judge", "the grader printed no verdict: " + proc.stderr[-300:]]]}
+        self.log.error("the judge printed no verdict (exit status %s); stderr:\n%s", code, stderr[-3000:])
+        return {"results": {}, "faults": [["judge", "the grader printed no verdict: " + stderr[-300:]]]}
 
 
 class StampVersion(NbGraderPreprocessor):

@@ -5,6 +5,7 @@ real-nbgrader side of it (tamper classes, dead kernels, feedback) is in
 tests/test_pipeline.py.
 """
 import importlib.util
+import json
 import os
 import subprocess
 import sys
@@ -15,7 +16,8 @@ from attacks import BODY_ATTACKS
 
 import grader
 from coursekit.notebooks import setup_source, solution_source
-from grader import EXERCISES, PARTS, _safe, check, remote, sandbox, wire
+from coursekit.samples import edited_source
+from grader import EXERCISES, PARTS, _safe, check, judge, remote, sandbox, wire
 from grader.course import NOTEBOOKS
 from helpers import failure
 
@@ -254,3 +256,53 @@ def test_course_grade_without_bwrap_stops_naming_the_package(monkeypatch, tmp_pa
     monkeypatch.delenv("COURSE_ISOLATION", raising=False)
     assert cli.main(["grade"]) == 2
     assert "bubblewrap" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- the judge, forked per submission
+def _judge_request(notebook, overrides=None):
+    names = [name for name, ex in EXERCISES.items() if ex.notebook == notebook]
+    cells = [textwrap.dedent((overrides or {}).get(name) or solution_source(name)) for name in names]
+    checks = [[f"{name}_{part}", name, name, part] for name in names for part in ("basic", "edge")]
+    return {"prelude": setup_source(notebook), "cells": cells, "checks": checks, "seed": 5}
+
+
+def _fresh_judge(request):
+    proc = subprocess.run([sys.executable, "-I", "-m", "grader.judge"], input=json.dumps(request),
+                          capture_output=True, text=True, timeout=600)
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _forked_judge(request, timeout=600):
+    stdout, stderr, code = judge.judge(request, dict(os.environ), timeout)
+    return (json.loads(stdout.strip().splitlines()[-1]) if code is not None else None), code
+
+
+def test_a_forked_judge_gives_the_verdict_a_fresh_judge_gives_and_sees_no_earlier_submission():
+    """The judge server's children decide exactly what a judge started afresh decides, whatever came before."""
+    buggy = _judge_request("03_softmax", {"softmax": edited_source("softmax", "z = x / temperature",
+                                                                    "z = x * temperature")})
+    right = _judge_request("03_softmax")
+    first, code = _forked_judge(buggy)
+    assert code == 0
+    server = judge._SERVER.proc.pid
+    second, _ = _forked_judge(right)
+    assert judge._SERVER.proc.pid == server  # one server, two children
+    assert first["results"] == _fresh_judge(buggy)["results"]
+    assert second["results"] == _fresh_judge(right)["results"]
+    assert not first["results"]["softmax_basic"][0] and all(ok for ok, _ in second["results"].values())
+
+
+def test_a_judge_past_its_time_is_stopped_and_the_server_judges_the_next_submission():
+    loop = edited_source("softmax", "z = x / temperature", "while True:\n        pass")
+    verdict, code = _forked_judge(_judge_request("03_softmax", {"softmax": loop}), timeout=3)
+    assert verdict is None and code is None
+    verdict, code = _forked_judge(_judge_request("03_softmax"))
+    assert code == 0 and all(ok for ok, _ in verdict["results"].values())
+
+
+def test_a_judge_server_that_died_is_started_again():
+    _forked_judge(_judge_request("01_tokens"))
+    judge._SERVER.proc.kill()
+    judge._SERVER.proc.wait()
+    verdict, code = _forked_judge(_judge_request("01_tokens"))
+    assert code == 0 and all(ok for ok, _ in verdict["results"].values())
