@@ -283,11 +283,13 @@ class DecoderLM(_Stack):
         return ids
 
     @torch.no_grad()
-    def complete(self, prompts, max_new_tokens, eos_id, generate=None):
-        """Greedy continuations of many prompts (lists of ids), batched by prompt length (no padding needed).
+    def complete(self, prompts, max_new_tokens, eos_id, generate=None, choose=None):
+        """Continuations of many prompts (lists of ids), batched by prompt length (no padding needed).
 
         Without ``generate``, every step feeds the whole text again (no cache) and
-        a batch stops once all its rows have written <eos>. With it,
+        a batch stops once all its rows have written <eos>; ``choose(logits)`` picks
+        each next token from the (b, V) logits of a batch: the argmax (greedy) by
+        default, or a draw (notebook 07's ``sample_next``). With ``generate``,
         ``generate(self.step, ids, max_new_tokens)`` writes each batch (notebook
         09's ``greedy_generate``, with the KV cache of ``step``).
         Returns the new tokens of each prompt, up to and without its <eos>.
@@ -298,18 +300,20 @@ class DecoderLM(_Stack):
         out = [None] * len(prompts)
         for n, ks in by_length.items():
             ids = torch.tensor([prompts[k] for k in ks], device=self.embed.E.device)  # (b, n)
-            new = self._recompute(ids, max_new_tokens, eos_id) if generate is None \
+            new = self._recompute(ids, max_new_tokens, eos_id, choose) if generate is None \
                 else generate(self.step, ids, max_new_tokens)  # (b, <= max_new_tokens)
             for row, k in zip(new.tolist(), ks):
                 out[k] = row[:row.index(eos_id)] if eos_id in row else row
         return out
 
-    def _recompute(self, ids, max_new_tokens, eos_id):
-        """Greedy generation without a cache: the whole text (its last max_len tokens) at every step."""
+    def _recompute(self, ids, max_new_tokens, eos_id, choose=None):
+        """Generation without a cache: the whole text (its last max_len tokens) at every step; ``choose`` (default
+        the argmax) picks the next tokens from the (b, V) logits."""
         n = ids.shape[1]
         done = torch.zeros(ids.shape[0], dtype=torch.bool, device=ids.device)
         for _ in range(max_new_tokens):
-            nxt = self(ids[:, -self.cfg.max_len:])[:, -1].argmax(-1)  # (b,)
+            logits = self(ids[:, -self.cfg.max_len:])[:, -1]  # (b, V)
+            nxt = logits.argmax(-1) if choose is None else choose(logits)  # (b,)
             ids = torch.cat([ids, nxt[:, None]], dim=1)
             done |= nxt == eos_id
             if bool(done.all()):

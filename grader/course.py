@@ -92,7 +92,8 @@ NOTEBOOKS = {nb.folder: nb for nb in [
                              ("F.layer_norm(x + a, ", "F.layer_norm(a, "))),
     Notebook(
         "07_decoder", "decoder",
-        _points("rope", "rope_attention", "decoder_block", "lm_log_prob"),
+        _points("rope", "rope_attention", "decoder_block", "lm_log_prob", "top_k_filter", "top_p_filter",
+                "sample_next"),
         given={"decoder_block": ("coursekit.blocks:decoder_block",)},
         setup="from coursekit.blocks import (embed_with_positions, masked_attention, merge_heads,\n"
               "                             multi_head_attention, split_heads)",

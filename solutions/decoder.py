@@ -156,3 +156,100 @@ def lm_log_prob(logits, ids, valid=None):
     picked = logp.gather(-1, torch.where(real, nxt, torch.zeros_like(nxt))[..., None])[..., 0]  # (B, T-1)
     return torch.where(real, picked, torch.zeros_like(picked)).sum(dim=-1)  # (B,)
     ### END SOLUTION
+
+
+def top_k_filter(logits, k):
+    """Keep the k largest logits of each row and set every other one to -inf.
+
+    Ties: a logit equal to the k-th largest is kept as well, so a row may keep more
+    than k tokens. (That rule does not depend on how a sort orders equal values.)
+
+    Args:
+        logits: (..., V) float.
+        k: int >= 1; k >= V keeps every token.
+
+    Returns:
+        tensor of logits' shape, dtype and device: the logit where kept, -inf elsewhere.
+
+    Device: make every tensor you create on the inputs' device (``device=<input>.device``);
+    the grader also runs this function on tensors of another device.
+    """
+    ### BEGIN SOLUTION
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise ValueError(f"top-k keeps k >= 1 tokens, got k={k!r}")
+    if k >= logits.shape[-1]:
+        return logits.clone()
+    kth = logits.topk(k, dim=-1).values[..., -1:]  # (..., 1): the k-th largest logit of each row
+    return logits.masked_fill(logits < kth, float("-inf"))
+    ### END SOLUTION
+
+
+def top_p_filter(logits, p):
+    """Keep the nucleus of each row: the smallest set of most probable tokens whose probability reaches p.
+
+    Order the tokens by probability softmax(logits) from high to low and keep them in that
+    order until the kept mass first reaches p (>= p): the token that crosses p is kept,
+    every token after it is set to -inf. So the most probable token is always kept, and
+    p = 1 keeps every token. Ties: among equal probabilities the lower token index comes
+    first (a stable sort).
+
+    Args:
+        logits: (..., V) float.
+        p: float, 0 < p <= 1.
+
+    Returns:
+        tensor of logits' shape, dtype and device: the logit where kept, -inf elsewhere.
+
+    Device: make every tensor you create on the inputs' device (``device=<input>.device``);
+    the grader also runs this function on tensors of another device.
+    """
+    ### BEGIN SOLUTION
+    if not 0 < p <= 1:
+        raise ValueError(f"top-p keeps a probability mass p with 0 < p <= 1, got p={p!r}")
+    if p == 1:
+        return logits.clone()
+    probs = torch.softmax(logits, dim=-1)  # (..., V)
+    sorted_probs, order = probs.sort(dim=-1, descending=True, stable=True)  # (..., V) each
+    mass_before = sorted_probs.cumsum(dim=-1) - sorted_probs  # (..., V): the mass ranked above each token
+    keep_sorted = mass_before < p  # kept until the mass reaches p; the first token always
+    keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)  # back to token order
+    return logits.masked_fill(~keep, float("-inf"))
+    ### END SOLUTION
+
+
+def sample_next(logits, seed, temperature=1.0, top_k=None, top_p=None):
+    """Draw one next token for each row of logits: temperature, then top-k, then top-p, then one draw.
+
+    1. divide the logits by the temperature (> 0: greedy decoding is the argmax, not a temperature of 0);
+    2. apply ``top_k_filter`` when top_k is given, then ``top_p_filter`` when top_p is given;
+    3. take the softmax, and draw one token per row with exactly this random call, so that the same seed
+       draws the same tokens (the grader checks the draws):
+
+           torch.multinomial(probs, 1, generator=torch.Generator(device=logits.device).manual_seed(seed))
+
+    Args:
+        logits: (B, V) float, the next-token logits of B texts.
+        seed: int, the seed of this draw.
+        temperature: float > 0.
+        top_k: int >= 1, or None.
+        top_p: float in (0, 1], or None.
+
+    Returns:
+        LongTensor (B,) of token ids, on logits' device.
+
+    Device: make every tensor you create on the inputs' device (``device=<input>.device``);
+    the grader also runs this function on tensors of another device.
+    """
+    ### BEGIN SOLUTION
+    if not temperature > 0:
+        raise ValueError(f"sampling needs a temperature > 0, got {temperature!r}; the most probable token is "
+                         f"greedy decoding (argmax), not a temperature of 0")
+    z = logits / temperature  # (B, V)
+    if top_k is not None:
+        z = top_k_filter(z, top_k)
+    if top_p is not None:
+        z = top_p_filter(z, top_p)
+    probs = torch.softmax(z, dim=-1)  # (B, V)
+    g = torch.Generator(device=logits.device).manual_seed(seed)
+    return torch.multinomial(probs, 1, generator=g)[:, 0]  # (B,)
+    ### END SOLUTION

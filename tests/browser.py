@@ -22,7 +22,7 @@ from coursekit import SOURCE_DIR
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
-NOTEBOOKS = ["03_softmax", "04_masks_attention", "08_encoder_decoder", "09_kv_cache"]
+NOTEBOOKS = ["03_softmax", "04_masks_attention", "07_decoder", "08_encoder_decoder", "09_kv_cache"]
 
 
 def need_browser():

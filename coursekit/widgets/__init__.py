@@ -2,6 +2,7 @@
 
     from coursekit import widgets
     widgets.temperature_explorer(softmax)          # notebook 03
+    widgets.sampling_explorer(sample_next, gpt, task)  # notebook 07
     widgets.mask_explorer(masked_attention)        # notebook 04
     widgets.cross_attention_viewer(model, task)    # notebook 08
     widgets.kv_cache_stepper(decoder_block_step, gpt, task)  # notebook 09
@@ -20,6 +21,7 @@ The modules, one job each:
     reference        the reference sides, with PyTorch's built-ins
     temperature      the temperature explorer (notebook 03)
     masks            the mask explorer (notebook 04)
+    sampling         the sampling explorer (notebook 07): continuations of the trained GPT
     cross_attention  the cross-attention viewer (notebook 08)
     kv_cache         the KV-cache stepper (notebook 09): stepping and the widget
     kv_cache_view    its readout and picture
@@ -53,8 +55,9 @@ from .base import BadInput, Explorer
 from .cross_attention import CrossAttentionViewer, cross_attention_viewer
 from .kv_cache import KVCacheStepper, kv_cache_stepper
 from .masks import KINDS, MaskExplorer, mask_explorer
+from .sampling import SamplingExplorer, sampling_explorer
 from .temperature import PRESETS, TemperatureExplorer, temperature_explorer
 
-__all__ = ["temperature_explorer", "mask_explorer", "cross_attention_viewer", "kv_cache_stepper",
-           "CrossAttentionViewer", "KVCacheStepper", "TemperatureExplorer", "MaskExplorer", "Explorer", "BadInput",
-           "KINDS", "PRESETS"]
+__all__ = ["temperature_explorer", "mask_explorer", "sampling_explorer", "cross_attention_viewer",
+           "kv_cache_stepper", "CrossAttentionViewer", "KVCacheStepper", "TemperatureExplorer", "MaskExplorer",
+           "SamplingExplorer", "Explorer", "BadInput", "KINDS", "PRESETS"]

@@ -136,3 +136,112 @@ def lm_log_prob_counts_padding(logits, ids, valid=None):
 def lm_log_prob_mean(logits, ids, valid=None):
     picked, real = _picked(logits, ids, valid)
     return picked.sum(dim=-1) / real.sum(dim=-1).clamp_min(1)
+
+
+# --- top_k_filter ------------------------------------------------------------
+def _keep(logits, keep):
+    return logits.masked_fill(~keep, float("-inf"))
+
+
+def top_k_filter_keeps_smallest(logits, k):
+    """The k smallest logits kept instead of the k largest."""
+    if k >= logits.shape[-1]:
+        return logits.clone()
+    kth = (-logits).topk(k, dim=-1).values[..., -1:]
+    return _keep(logits, -logits >= kth)
+
+
+def top_k_filter_zero_not_inf(logits, k):
+    """The removed logits set to 0, which leaves them a probability, instead of -inf."""
+    if k >= logits.shape[-1]:
+        return logits.clone()
+    kth = logits.topk(k, dim=-1).values[..., -1:]
+    return logits.masked_fill(logits < kth, 0.0)
+
+
+def top_k_filter_one_too_many(logits, k):
+    """k + 1 tokens kept (the (k+1)-th largest as the threshold)."""
+    if k + 1 >= logits.shape[-1]:
+        return logits.clone()
+    kth = logits.topk(k + 1, dim=-1).values[..., -1:]
+    return _keep(logits, logits >= kth)
+
+
+def top_k_filter_drops_ties(logits, k):
+    """Exactly the k indices torch.topk returns kept: a tie at the k-th place loses some of its tokens."""
+    if k >= logits.shape[-1]:
+        return logits.clone()
+    idx = logits.topk(k, dim=-1).indices
+    keep = torch.zeros(logits.shape, dtype=torch.bool, device=logits.device).scatter(-1, idx, True)
+    return _keep(logits, keep)
+
+
+# --- top_p_filter ------------------------------------------------------------
+def _nucleus(logits, p, descending=True, crossing=True, sort=True):
+    probs = torch.softmax(logits, dim=-1)
+    if sort:
+        sorted_probs, order = probs.sort(dim=-1, descending=descending, stable=True)
+    else:
+        sorted_probs, order = probs, torch.arange(probs.shape[-1], device=probs.device).expand(probs.shape)
+    cum = sorted_probs.cumsum(dim=-1)
+    keep_sorted = (cum - sorted_probs < p) if crossing else (cum < p)
+    keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
+    return _keep(logits, keep)
+
+
+def top_p_filter_drops_the_crossing_token(logits, p):
+    """Tokens kept while the running mass is below p: the token that reaches p is dropped (the kept mass
+    stays under p, and a row whose top token has more than p keeps nothing)."""
+    if p == 1:
+        return logits.clone()
+    return _nucleus(logits, p, crossing=False)
+
+
+def top_p_filter_unsorted(logits, p):
+    """The running mass taken in token order, without sorting by probability first."""
+    if p == 1:
+        return logits.clone()
+    return _nucleus(logits, p, sort=False)
+
+
+def top_p_filter_least_probable_first(logits, p):
+    """Sorted from the least probable up (ascending) instead of from the most probable down."""
+    if p == 1:
+        return logits.clone()
+    return _nucleus(logits, p, descending=False)
+
+
+# --- sample_next -------------------------------------------------------------
+def _filtered(z, top_k, top_p):
+    if top_k is not None and top_k < z.shape[-1]:
+        z = z.masked_fill(z < z.topk(top_k, dim=-1).values[..., -1:], float("-inf"))
+    if top_p is not None and top_p < 1:
+        z = _nucleus(z, top_p)
+    return z
+
+
+def _draw(z, seed, device):
+    g = torch.Generator(device=device).manual_seed(seed)
+    return torch.multinomial(torch.softmax(z, dim=-1), 1, generator=g)[:, 0]
+
+
+def sample_next_multiplies_temperature(logits, seed, temperature=1.0, top_k=None, top_p=None):
+    """logits * temperature instead of logits / temperature."""
+    return _draw(_filtered(logits * temperature, top_k, top_p), seed, logits.device)
+
+
+def sample_next_greedy(logits, seed, temperature=1.0, top_k=None, top_p=None):
+    """The argmax: greedy decoding, no draw."""
+    return _filtered(logits / temperature, top_k, top_p).argmax(dim=-1)
+
+
+def sample_next_temperature_after_the_filters(logits, seed, temperature=1.0, top_k=None, top_p=None):
+    """The nucleus chosen on softmax(logits), before the temperature reshaped the distribution."""
+    return _draw(_filtered(logits, top_k, top_p) / temperature, seed, logits.device)
+
+
+def sample_next_top_p_before_top_k(logits, seed, temperature=1.0, top_k=None, top_p=None):
+    """top-p applied before top-k: the nucleus is then measured on a distribution top-k has not cut yet."""
+    z = logits / temperature
+    z = _filtered(z, None, top_p)
+    return _draw(_filtered(z, top_k, None), seed, logits.device)

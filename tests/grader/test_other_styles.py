@@ -1217,6 +1217,100 @@ STYLES = {
         '''),
     ],
     # ============================================================ 08 encoder-decoder
+    "top_k_filter": [
+        ("sort, then the k-th value as a threshold", r'''
+            def top_k_filter(logits, k):
+                if type(k) is not int or k < 1:
+                    raise ValueError(f"k must be a whole number >= 1, got {k}")
+                if k >= logits.shape[-1]:
+                    return logits.clone()
+                threshold = logits.sort(dim=-1, descending=True).values[..., k - 1:k]
+                return torch.where(logits >= threshold, logits, torch.full_like(logits, float("-inf")))
+        '''),
+        ("kthvalue of the negated logits", r'''
+            def top_k_filter(logits, k):
+                if isinstance(k, bool) or not isinstance(k, int) or k <= 0:
+                    raise ValueError("top-k needs an int k >= 1")
+                V = logits.shape[-1]
+                kth = -(-logits).kthvalue(min(k, V), dim=-1, keepdim=True).values  # the k-th largest
+                out = logits.clone()
+                out[logits < kth] = float("-inf")
+                return out
+        '''),
+    ],
+    "top_p_filter": [
+        ("a loop over rows in plain Python", r'''
+            def top_p_filter(logits, p):
+                if not (0 < p <= 1):
+                    raise ValueError(f"p must be in (0, 1], got {p}")
+                if p == 1:
+                    return logits.clone()
+                probs = torch.softmax(logits, dim=-1)
+                keep = torch.zeros(logits.shape, dtype=torch.bool, device=logits.device)
+                flat_probs, flat_keep = probs.reshape(-1, probs.shape[-1]), keep.view(-1, keep.shape[-1])
+                for r in range(flat_probs.shape[0]):
+                    row = flat_probs[r].tolist()
+                    mass = 0.0
+                    for j in sorted(range(len(row)), key=lambda j: (-row[j], j)):  # high to low, ties by index
+                        if mass >= p:
+                            break
+                        flat_keep[r, j] = True
+                        mass += row[j]
+                return logits.masked_fill(~keep, float("-inf"))
+        '''),
+        ("shifted cumulative sum, then gather back", r'''
+            def top_p_filter(logits, p):
+                if p <= 0 or p > 1:
+                    raise ValueError("p out of range")
+                if p == 1:
+                    return logits.clone()
+                sorted_p, order = torch.softmax(logits, -1).sort(dim=-1, descending=True, stable=True)
+                cum = sorted_p.cumsum(-1)
+                before = torch.cat([torch.zeros_like(cum[..., :1]), cum[..., :-1]], dim=-1)
+                keep_sorted = before < p
+                rank = order.argsort(dim=-1)                       # where each token sits in the sorted order
+                keep = keep_sorted.gather(-1, rank)
+                return torch.where(keep, logits, torch.tensor(float("-inf"), dtype=logits.dtype,
+                                                              device=logits.device))
+        '''),
+    ],
+    "sample_next": [
+        ("filters written inline", r'''
+            def sample_next(logits, seed, temperature=1.0, top_k=None, top_p=None):
+                if temperature <= 0:
+                    raise ValueError("temperature must be > 0 (use the argmax for greedy decoding)")
+                z = logits / temperature
+                if top_k is not None:
+                    if type(top_k) is not int or top_k < 1:
+                        raise ValueError("top_k must be >= 1")
+                    if top_k < z.shape[-1]:
+                        z = z.masked_fill(z < z.topk(top_k, dim=-1).values[..., -1:], float("-inf"))
+                if top_p is not None:
+                    if not 0 < top_p <= 1:
+                        raise ValueError("top_p must be in (0, 1]")
+                    if top_p < 1:
+                        sp, order = torch.softmax(z, -1).sort(dim=-1, descending=True, stable=True)
+                        drop_sorted = sp.cumsum(-1) - sp >= top_p
+                        drop = torch.zeros_like(drop_sorted).scatter(-1, order, drop_sorted)
+                        z = z.masked_fill(drop, float("-inf"))
+                g = torch.Generator(device=logits.device)
+                g.manual_seed(seed)
+                return torch.multinomial(F.softmax(z, dim=-1), num_samples=1, generator=g).squeeze(-1)
+        '''),
+        ("the filters, then softmax and multinomial in steps", r'''
+            def sample_next(logits, seed, temperature=1.0, top_k=None, top_p=None):
+                if not temperature > 0:
+                    raise ValueError(f"bad temperature {temperature}")
+                z = logits / temperature
+                z = z if top_k is None else top_k_filter(z, top_k)
+                z = z if top_p is None else top_p_filter(z, top_p)
+                probs = torch.exp(z - z.max(dim=-1, keepdim=True).values)
+                probs = probs / probs.sum(dim=-1, keepdim=True)
+                g = torch.Generator(device=logits.device).manual_seed(int(seed))
+                drawn = torch.multinomial(probs, 1, generator=g)
+                return drawn.view(-1)
+        '''),
+    ],
     "cross_attention": [
         ("all inline, einsum over heads", r'''
             def cross_attention(y, memory, src_valid, params, n_heads):

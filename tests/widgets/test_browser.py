@@ -1,9 +1,9 @@
 """The widgets in a real browser: JupyterLab as a real server, headless Chromium driven by Playwright.
 
-The source notebooks 03, 04, 08 and 09 (which hold the reference answers, so
+The source notebooks 03, 04, 07, 08 and 09 (which hold the reference answers, so
 the widgets show working learner functions) are opened in JupyterLab, every cell
 is run, and the controls are moved with the mouse and keyboard. The server's
-kernels get COURSE_MAX_TRAIN_STEPS=20, so the models of notebooks 08 and 09
+kernels get COURSE_MAX_TRAIN_STEPS=20, so the models of notebooks 07, 08 and 09
 train for a few seconds only: the widgets' mechanics, not the models' accuracy,
 are tested. The test asserts that the readouts and the image change and that
 each widget shows exactly one plot. To catch flakiness each widget goes through
@@ -280,13 +280,51 @@ def _drive_kv_stepper(page):
     return root
 
 
+def _sampling_state(root):
+    text = root.locator(".ck-readout").inner_text()
+    m = re.search(r"τ = ([\d.]+): valid ISO dates (\d+) of (\d+), equal to the greedy answer \S+: (\d+) of", text)
+    assert m, f"no sampling readout in {text!r}"
+    return float(m.group(1)), int(m.group(2)), int(m.group(3)), int(m.group(4)), text
+
+
+def _drive_sampling(page):
+    root = _widget(page, "sampling")
+    src, text = _settle(page, root)
+    tau, valid, drawn, greedy, _ = _sampling_state(root)
+    assert tau == 1 and drawn == 8, text
+
+    # draw again: new continuations (a new seed), a new picture
+    root.locator(".ck-sampling-again").click()
+    _wait_changed(page, root, src, text)
+    src, text = _settle(page, root)
+
+    # top-k = 1 from the keyboard (Home is 0 = off, one step right is 1): every continuation is the greedy one
+    root.locator(".ck-sampling-top-k .noUi-handle").focus()
+    page.keyboard.press("Home")
+    page.keyboard.press("ArrowRight")
+    _wait_changed(page, root, src, text)
+    src, text = _settle(page, root)
+    assert _sampling_state(root)[3] == 8 and "1 token kept" in text, text
+    _assert_one_plot(page, "sampling")
+
+    # a word the model never saw: refused with the reason, the picture stays
+    box = root.locator(".ck-sampling-text input")
+    box.fill("the zebra of may")
+    box.press("Enter")
+    root.locator(".ck-message").get_by_text("never seen").wait_for(timeout=UPDATE_TIMEOUT_MS)
+    assert _src(root) == src and root.locator(".ck-readout").inner_text() == text
+    _assert_one_plot(page, "sampling")
+    return root
+
+
 DRIVERS = {"03_softmax": ("temperature", _drive_temperature), "04_masks_attention": ("mask", _drive_masks),
+           "07_decoder": ("sampling", _drive_sampling),
            "08_encoder_decoder": ("cross-viewer", _drive_cross_viewer),
            "09_kv_cache": ("kv-stepper", _drive_kv_stepper)}
 
 
 def test_widgets_work_in_jupyterlab_in_a_real_browser(lab, tmp_path):
-    """Open 03, 04, 08 and 09, run all cells, move the controls; three cycles per widget, each must pass."""
+    """Open 03, 04, 07, 08 and 09, run all cells, move the controls; three cycles per widget, each must pass."""
     from playwright.sync_api import sync_playwright
 
     results, failures = [], []

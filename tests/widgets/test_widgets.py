@@ -879,3 +879,69 @@ def test_kv_cache_compute_and_readout(learner, gpt, date_task, no_figures):
     assert "not implemented yet" in learner_words(setup, gen) and "ready-made decoder_block_step" in gen.problem
     assert "Your decoder_block_step is not used" in page and not readouts["yours"]
     assert "The prompt does not end with '='" in page
+
+
+# ====================================================================== sampling explorer (notebook 07)
+@pytest.fixture
+def sampler(learner, gpt, date_task):
+    return widgets.sampling_explorer(learner["sample_next"], gpt, date_task, top_k_filter=learner["top_k_filter"],
+                                     top_p_filter=learner["top_p_filter"])
+
+
+def test_the_sampling_explorer_draws_eight_continuations_and_counts_the_iso_dates(sampler):
+    r = sampler.readouts
+    assert r["drawn"] == 8 and len(sampler.record.texts) == 8 and sampler.learner_message == ""
+    assert r["valid_dates"] == sum(widgets.sampling.is_iso_date(t) for t in sampler.record.texts)
+    assert abs(float(sampler.record.probs.sum()) - 1) < 1e-9 and r["kept"] == sampler.record.probs.numel()
+    assert "valid ISO dates" in sampler.readout.value and len(images_in(sampler.ui)) == 1 and sampler.png
+
+
+def test_top_k_1_makes_every_continuation_the_greedy_one_whatever_the_temperature(sampler):
+    sampler.slider.value = 4.0
+    sampler.top_k.value = 1
+    r = sampler.readouts
+    assert r["top_k"] == 1 and r["greedy_matches"] == 8 and r["kept"] == 1, sampler.record.texts
+    assert all(t == sampler.record.greedy for t in sampler.record.texts)
+
+
+def test_temperature_top_p_the_step_and_draw_again_each_change_what_is_shown(sampler):
+    seen = {(sampler.png, sampler.readout.value)}
+    sampler.slider.value = 0.2
+    low = sampler.readouts["entropy"]
+    seen.add((sampler.png, sampler.readout.value))
+    sampler.slider.value = 4.0
+    assert sampler.readouts["entropy"] > low  # a flatter distribution at the same step
+    seen.add((sampler.png, sampler.readout.value))
+    sampler.top_p.value = 0.5
+    assert sampler.readouts["top_p"] == 0.5 and sampler.readouts["kept"] < sampler.record.probs.numel()
+    seen.add((sampler.png, sampler.readout.value))
+    sampler.step.value = 2
+    assert sampler.readouts["step"] == 2
+    seen.add((sampler.png, sampler.readout.value))
+    texts = sampler.record.texts
+    sampler.again.click()
+    assert sampler.readouts["seed"] == 1 and sampler.record.texts != texts
+    seen.add((sampler.png, sampler.readout.value))
+    assert len(seen) == 6
+
+
+@pytest.mark.parametrize("typed, says", [("the zebra of may", "never seen"), ("", "type a date")])
+def test_a_bad_sampling_prompt_says_what_is_allowed_and_keeps_the_last_good_state(sampler, typed, says):
+    before = (sampler.png, sampler.readout.value, sampler.record)
+    sampler.source_box.value = typed
+    assert says in sampler.message and (sampler.png, sampler.readout.value, sampler.record) == before
+
+
+@pytest.mark.parametrize("fn, says", [(stub, "not implemented yet"),
+                                      (lambda logits, seed, **kw: logits.argmax(-1).float(), "LongTensor"),
+                                      (lambda logits, seed, **kw: logits.argmax(-1) + 10_000, "outside")])
+def test_a_stub_or_garbage_sample_next_gets_a_message_and_draws_nothing(gpt, date_task, fn, says):
+    w = widgets.sampling_explorer(fn, gpt, date_task)
+    assert says in w.learner_message and w.record.texts == [] and w.readouts["drawn"] == 0
+    assert "No continuation drawn" in w.readout.value and w.png
+
+
+def test_the_iso_date_rule_needs_a_real_calendar_day():
+    is_iso = widgets.sampling.is_iso_date
+    assert is_iso("2014-02-01") and is_iso("2000-02-29")
+    assert not any(map(is_iso, ["2014-02-30", "2001-02-29", "2014-2-01", "2014-02-01 ", "14-02-01", ""]))

@@ -1,0 +1,275 @@
+"""The sampling explorer (notebook 07): the learner's trained GPT continues one date prompt several times with the
+learner's ``sample_next``; the temperature (with top-k and top-p) shows where the text breaks down.
+
+compute → draw → readout:
+
+* ``compute(setup, source, tau, top_k, top_p, seed, step)`` -> ``SamplingRecord`` (raises ``BadInput`` for a
+  prompt or a setting it cannot draw)
+* ``draw(record)`` -> a matplotlib Figure: the next-token distribution at one step of the first continuation
+* ``readout(record)`` -> the HTML under the plot: every continuation, and how many are real ISO dates
+"""
+import datetime
+import html
+import math
+import re
+import warnings
+from dataclasses import dataclass, field
+
+import ipywidgets as W
+import torch
+
+from .. import data
+from .base import BLUE, GREY, BadInput, Explorer, call_learner, label, new_figure
+from .cross_attention import source_tokens
+
+N_DRAWS = 8           # continuations drawn at once
+MAX_NEW = 12          # tokens each may write (an ISO date is 10, then <eos>)
+TAU_MIN, TAU_MAX = 0.1, 5.0
+SHOWN = 12            # tokens on the plot: the most probable at τ before filtering
+
+
+def is_iso_date(text):
+    """True for a real calendar date written YYYY-MM-DD ("2014-02-30" is not one)."""
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+        return False
+    try:
+        datetime.date.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
+
+
+# ====================================================================== input
+def check_settings(tau, top_k, top_p, vocab_size):
+    """The settings as (τ, top_k or None, top_p or None), or BadInput saying what is allowed."""
+    if not (isinstance(tau, (int, float)) and TAU_MIN <= tau <= TAU_MAX):
+        raise BadInput(f"τ = {tau} is outside what this explorer draws: from {TAU_MIN:g} to {TAU_MAX:g} (τ must be "
+                       f"> 0; greedy decoding is the argmax, not τ = 0)")
+    if top_k is not None and not (isinstance(top_k, int) and 1 <= top_k <= vocab_size):
+        raise BadInput(f"top-k = {top_k} is not allowed: from 1 to {vocab_size} tokens, or off")
+    if top_p is not None and not (isinstance(top_p, (int, float)) and 0 < top_p <= 1):
+        raise BadInput(f"top-p = {top_p} is not allowed: a mass above 0 and at most 1, or off")
+    return float(tau), top_k, None if top_p is None else float(top_p)
+
+
+# ====================================================================== compute
+@dataclass
+class SamplingSetup:
+    """What stays fixed: the model, the learner's functions, the vocabulary."""
+    model: object
+    sample_next: object
+    filters: tuple        # the learner's (top_k_filter, top_p_filter), or (None, None)
+    task: object
+    vocab: dict
+    inv: dict
+
+    @classmethod
+    def of(cls, sample_next, model, task, top_k_filter=None, top_p_filter=None):
+        vocab = data.lm_vocab(task)
+        if len(vocab) != model.cfg.vocab_size:
+            raise ValueError(f"the model has {model.cfg.vocab_size} tokens but the date task's vocabulary has "
+                             f"{len(vocab)}: build it with vocab_size=len(data.lm_vocab(task))")
+        return cls(model, sample_next, (top_k_filter, top_p_filter), task, vocab, {i: t for t, i in vocab.items()})
+
+
+@dataclass
+class SamplingRecord:
+    """One state: the drawn continuations and, at the chosen step of the first one, its distribution."""
+    source: str
+    tau: float
+    top_k: int
+    top_p: float
+    seed: int
+    step: int
+    texts: list                     # the N_DRAWS continuations (up to <eos>)
+    greedy: str                     # the model's most probable continuation
+    probs: torch.Tensor = None      # (V,) softmax(logits / τ) at the step, before top-k and top-p
+    kept: torch.Tensor = None       # (V,) bool: what the learner's filters keep, or None
+    chosen: int = None              # the token the first continuation drew at the step
+    learner_message: str = ""
+    readouts: dict = field(default_factory=dict)
+
+
+def _draw_ids(setup, prompt, tau, top_k, top_p, seed):
+    """(the N_DRAWS rows of new ids, the first row's logits at each step, a problem sentence or "")."""
+    model, V = setup.model, setup.model.cfg.vocab_size
+    ids = torch.tensor([prompt] * N_DRAWS, device=model.embed.E.device)  # (N, n)
+    firsts = []
+    for step in range(MAX_NEW):
+        with torch.no_grad():
+            logits = model(ids[:, -model.cfg.max_len:])[:, -1]  # (N, V)
+        value, problem = call_learner(setup.sample_next, "sample_next", (logits, seed * 1000 + step),
+                                      {"temperature": tau, "top_k": top_k, "top_p": top_p}, has_reference=False)
+        if not problem and not (torch.is_tensor(value) and tuple(value.shape) == (N_DRAWS,)
+                                and value.dtype == torch.long):
+            got = f"shape {tuple(value.shape)}, {value.dtype}" if torch.is_tensor(value) else type(value).__name__
+            problem = f"your `sample_next` should return a LongTensor of shape (B,) = ({N_DRAWS},), got {got}"
+        if not problem and not bool(((value >= 0) & (value < V)).all()):
+            problem = f"your `sample_next` returned token ids outside 0 .. {V - 1}"
+        if problem:
+            return None, firsts, problem
+        firsts.append(logits[0])
+        ids = torch.cat([ids, value.to(ids.device)[:, None]], dim=1)
+        if bool((ids[:, len(prompt):] == data.EOS_ID).any(dim=1).all()):
+            break
+    return ids[:, len(prompt):], firsts, ""
+
+
+def _kept(setup, z, top_k, top_p):
+    """What the learner's filters keep of the logits ``z`` (V,): a bool (V,) tensor, or (None, why)."""
+    top_k_filter, top_p_filter = setup.filters
+    if (top_k is not None and top_k_filter is None) or (top_p is not None and top_p_filter is None):
+        return None, "give the explorer your top_k_filter and top_p_filter to see what they keep"
+    for fn, name, arg in ((top_k_filter, "top_k_filter", top_k), (top_p_filter, "top_p_filter", top_p)):
+        if arg is None:
+            continue
+        value, problem = call_learner(fn, name, (z[None], arg), has_reference=False)
+        if problem:
+            return None, problem
+        if not (torch.is_tensor(value) and tuple(value.shape) == (1, z.shape[0])):
+            return None, f"your `{name}` should keep the shape (1, {z.shape[0]}) of its logits"
+        z = value[0]
+    return torch.isfinite(z), ""
+
+
+def compute(setup, source, tau, top_k=None, top_p=None, seed=0, step=0):
+    """Draw N_DRAWS continuations of ``source`` with the learner's ``sample_next``; the first one's distribution at
+    ``step``."""
+    tau, top_k, top_p = check_settings(tau, top_k, top_p, setup.model.cfg.vocab_size)
+    words = source_tokens(setup.task, source)
+    prompt = data.lm_ids(" ".join(words), None, setup.vocab)
+    if len(prompt) + MAX_NEW > setup.model.cfg.max_len:
+        raise BadInput(f"that date is {len(words)} tokens; with the {MAX_NEW} the model writes it would pass the "
+                       f"model's {setup.model.cfg.max_len} positions")
+    greedy = data.to_text(setup.model.complete([prompt], MAX_NEW, data.EOS_ID)[0], setup.vocab)
+    new, firsts, problem = _draw_ids(setup, prompt, tau, top_k, top_p, seed)
+    rec = SamplingRecord(source, tau, top_k, top_p, seed, 0, [], greedy, learner_message=problem)
+    if new is not None:
+        rec.texts = [data.to_text(row, setup.vocab) for row in new]
+        rec.step = min(max(int(step), 0), len(firsts) - 1)
+        z = firsts[rec.step].double() / tau
+        rec.probs = torch.softmax(z, dim=-1)
+        rec.chosen = int(new[0, rec.step])
+        rec.kept, why = _kept(setup, z, top_k, top_p) if (top_k or top_p) else (torch.ones_like(z).bool(), "")
+        rec.learner_message = why
+    valid = sum(is_iso_date(t) for t in rec.texts)
+    rec.readouts = {"temperature": tau, "top_k": top_k, "top_p": top_p, "seed": seed, "step": rec.step,
+                    "drawn": len(rec.texts), "valid_dates": valid,
+                    "greedy_matches": sum(t == greedy for t in rec.texts),
+                    "entropy": None if rec.probs is None else float(torch.special.entr(rec.probs).sum()),
+                    "kept": None if rec.kept is None else int(rec.kept.sum())}
+    return rec
+
+
+# ====================================================================== draw
+def draw(rec, inv):
+    """Bars of softmax(logits / τ) at the step (the most probable SHOWN tokens): kept ones blue, removed ones grey,
+    the drawn token marked."""
+    fig = new_figure(8.2, 3.4, dpi=85)
+    ax = fig.add_subplot()
+    if rec.probs is None:
+        ax.text(0.5, 0.5, "nothing drawn: see the message above", ha="center", va="center", color="#7a1f1f")
+        ax.set_axis_off()
+        return fig
+    order = torch.argsort(rec.probs, descending=True, stable=True)[:SHOWN].tolist()
+    if rec.chosen not in order:
+        order[-1] = rec.chosen
+    heights = [float(rec.probs[j]) for j in order]
+    colours = [BLUE if rec.kept is None or bool(rec.kept[j]) else GREY for j in order]
+    xs = range(len(order))
+    ax.bar(xs, heights, 0.6, color=colours)
+    ax.scatter([order.index(rec.chosen)], [heights[order.index(rec.chosen)] + 0.03], marker="v", s=70,
+               color="tab:red", zorder=3, label="drawn")
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels([label(inv.get(j, "?"), 8) for j in order], rotation=30, ha="right")
+    ax.set_ylim(0, 1.1)
+    ax.set_ylabel("probability")
+    settings = f"τ = {rec.tau:.3g}" + (f", top-k = {rec.top_k}" if rec.top_k else "") + \
+        (f", top-p = {rec.top_p:g}" if rec.top_p else "")
+    ax.set_title(f"continuation 1, step {rec.step}: softmax(logits / τ) ({settings}); grey = removed by the "
+                 f"filters", fontsize=9)
+    ax.legend(loc="upper right", fontsize=8, frameon=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fig.tight_layout()
+    return fig
+
+
+# ====================================================================== readout
+def readout(rec):
+    """The continuations, each marked as a real ISO date or not, and the counts."""
+    r = rec.readouts
+    if not rec.texts:
+        return '<div class="ck-readout-body">No continuation drawn.</div>'
+    rows = "".join(
+        f'<tr><td style="padding:0 12px 0 0">{k + 1}</td>'
+        f'<td style="padding:0 12px 0 0"><code>{html.escape(t) or "∅"}</code></td>'
+        f'<td>{"ISO date" if is_iso_date(t) else "not a date"}'
+        f'{" = greedy" if t == rec.greedy else ""}</td></tr>' for k, t in enumerate(rec.texts))
+    H = "" if r["entropy"] is None else f"; entropy at step {r['step']}: {r['entropy']:.2f} nats (of log V = " \
+        f"{math.log(len(rec.probs)):.2f})"
+    kept = "" if r["kept"] is None else f", {r['kept']} token{'s' * (r['kept'] != 1)} kept by the filters"
+    return (f'<div class="ck-readout-body"><b>τ = {rec.tau:.3g}</b>: valid ISO dates {r["valid_dates"]} of '
+            f'{r["drawn"]}, equal to the greedy answer <code>{html.escape(rec.greedy)}</code>: '
+            f'{r["greedy_matches"]} of {r["drawn"]}{H}{kept}.'
+            f'<table style="border-collapse:collapse">{rows}</table></div>')
+
+
+# ====================================================================== the widget
+class SamplingExplorer(Explorer):
+    """Several continuations of one prompt drawn with the learner's ``sample_next``, at a temperature (and top-k,
+    top-p) the learner moves; the next-token distribution of the first one at a chosen step."""
+
+    name = "sampling"
+
+    def __init__(self, sample_next, model, task, source="the 1st of february 2014", temperature=1.0,
+                 top_k_filter=None, top_p_filter=None):
+        super().__init__()
+        self.setup = SamplingSetup.of(sample_next, model, task, top_k_filter, top_p_filter)
+        V = model.cfg.vocab_size
+        self.slider = W.FloatLogSlider(value=temperature, base=10, min=math.log10(TAU_MIN),
+                                       max=math.log10(TAU_MAX), step=0.01, description="temperature", continuous_update=False,
+                                       readout_format=".2f", style={"description_width": "initial"})
+        self.slider.add_class("ck-sampling-temperature")
+        self.top_k = W.IntSlider(value=0, min=0, max=V, description="top-k (0 = off)", continuous_update=False,
+                                 style={"description_width": "initial"})
+        self.top_k.add_class("ck-sampling-top-k")
+        self.top_p = W.FloatSlider(value=1.0, min=0.05, max=1.0, step=0.05, description="top-p (1 = off)",
+                                   continuous_update=False, style={"description_width": "initial"})
+        self.top_p.add_class("ck-sampling-top-p")
+        self.source_box = W.Text(value=source, description="date", continuous_update=False,
+                                 layout=W.Layout(width="360px"))
+        self.source_box.add_class("ck-sampling-text")
+        self.step = W.IntSlider(value=0, min=0, max=MAX_NEW - 1, description="step shown", continuous_update=False,
+                                style={"description_width": "initial"})
+        self.step.add_class("ck-sampling-step")
+        self.again = W.Button(description="draw again")
+        self.again.add_class("ck-sampling-again")
+        self._assemble(W.HBox([self.slider, self.top_k, self.top_p]),
+                       W.HBox([self.source_box, self.step, self.again]))
+        self.record = None
+        self.settings = {"source": source, "tau": temperature, "top_k": None, "top_p": None, "seed": 0, "step": 0}
+        self._update()
+        self._watch(self.slider, lambda v: self._update(tau=float(v)))
+        self._watch(self.top_k, lambda v: self._update(top_k=int(v) or None))
+        self._watch(self.top_p, lambda v: self._update(top_p=None if v >= 1 else round(float(v), 4)))
+        self._watch(self.source_box, lambda v: self._update(source=v))
+        self._watch(self.step, lambda v: self._update(step=int(v)))
+        self.again.on_click(lambda _: self._on_change(lambda seed: self._update(seed=seed),
+                                                      self.settings["seed"] + 1))
+
+    def _update(self, **changes):
+        """compute → draw → readout with the changed settings, then commit (a failure keeps the last good state)."""
+        settings = dict(self.settings, **changes)
+        rec = compute(self.setup, **settings)
+        fig, readout_html = draw(rec, self.setup.inv), readout(rec)
+        self.learner_message = rec.learner_message
+        self._show(fig, readout_html)
+        self.settings, self.record, self.readouts = settings, rec, rec.readouts
+
+
+def sampling_explorer(sample_next, model, task, source="the 1st of february 2014", temperature=1.0,
+                      top_k_filter=None, top_p_filter=None):
+    """Continuations of a date prompt drawn by ``model`` (notebook 07's trained GPT) with the learner's
+    ``sample_next``; pass the learner's ``top_k_filter`` and ``top_p_filter`` to see what they keep."""
+    return SamplingExplorer(sample_next, model, task, source, temperature, top_k_filter, top_p_filter)
