@@ -143,7 +143,8 @@ def test_a_class_with_broken_files_and_a_dying_worker_is_graded_once_and_every_p
 
     # a later submission that cannot be read loses nothing already in the gradebook
     _put(cc, "kept", {f"{A}.ipynb": "not a notebook"})
-    again = grade_class(cc.root, [A], jobs=1, timeout=40, env=cc.env, progress=False, only_students=["kept"])
+    again = grade_class(cc.root, [A], jobs=1, timeout=40, env=cc.env, progress=False, only_students=["kept"],
+                        release_first=False)
     assert again.graded == {} and "not a valid notebook" in _problems(again)["kept"].reason
     assert sum(sc for sc, _ in cc.scores("kept", A).values()) == full
 
