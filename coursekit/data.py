@@ -83,8 +83,12 @@ def make_date_task(n_train=20000, n_val=1000, n_test=2000, seed=0):
 
     Days between 1950-01-01 and 2049-12-31 are shuffled and dealt out to the test,
     validation and training sets (in that order, so the test set does not depend
-    on ``n_train``); each day gets one format drawn at random.
+    on ``n_train``); each day gets one format drawn at random. In a run capped by
+    ``COURSE_MAX_TRAIN_STEPS`` (class grading, the tests' reduced run) the validation
+    and test sets hold at most ``training.REDUCED_EVAL`` dates each.
     """
+    from .training import eval_cap
+    n_val, n_test = eval_cap(n_val), eval_cap(n_test)
     n_days = (LAST_DAY - FIRST_DAY).days + 1
     if min(n_train, n_val, n_test) < 0 or n_train + n_val + n_test > n_days:
         raise ValueError(f"split sizes must be >= 0 and add up to at most {n_days} (one pair per day)")

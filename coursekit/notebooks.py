@@ -197,6 +197,20 @@ def _expected_cells(nb, assignment=None):
     return want
 
 
+def _expected_points(nb):
+    """{cell index: points} of every graded test cell of ``nb``, from the course table."""
+    from grader import EXERCISES
+    from grader.course import points_of
+    want = {}
+    for i, cell in enumerate(nb.cells):
+        md = cell.metadata.get("nbgrader", {})
+        if md.get("grade") and "_" in md.get("grade_id", ""):
+            name, kind = md["grade_id"].rsplit("_", 1)
+            if name in EXERCISES and kind in ("basic", "edge"):
+                want[i] = points_of(name)[0 if kind == "basic" else 1]
+    return want
+
+
 def drift(paths=None):
     """List of (notebook, grade_id) whose generated cells disagree with their source, and of what the course
     table names but the notebooks lack: (folder, "the notebook") or (notebook, exercise)."""
@@ -206,18 +220,25 @@ def drift(paths=None):
         for i, src in _expected_cells(nb, assignment_of(path)).items():
             if nb.cells[i].source != src:
                 out.append((os.path.relpath(path, SOURCE_DIR), nb.cells[i].metadata["nbgrader"]["grade_id"]))
+        for i, points in _expected_points(nb).items():
+            if nb.cells[i].metadata["nbgrader"].get("points") != points:
+                out.append((os.path.relpath(path, SOURCE_DIR), nb.cells[i].metadata["nbgrader"]["grade_id"]
+                            + f" (points {nb.cells[i].metadata['nbgrader'].get('points')}, the table says {points})"))
     return out
 
 
 def sync(paths=None):
     """Create what the course table adds (see ``create_missing``), then rewrite generated cells from
-    ``solutions/`` and the grader and clear outputs. Returns the paths changed."""
+    ``solutions/`` and the grader, set each graded cell's points from the course table, and clear outputs.
+    Returns the paths changed."""
     changed = create_missing() if paths is None else []
     for path in paths or source_notebooks():
         nb = nbformat.read(path, as_version=4)
         before = nbformat.writes(nb)
         for i, src in _expected_cells(nb, assignment_of(path)).items():
             nb.cells[i].source = src
+        for i, points in _expected_points(nb).items():
+            nb.cells[i].metadata["nbgrader"]["points"] = points
         strip_outputs(nb)
         if nbformat.writes(nb) != before:
             nbformat.write(nb, path)

@@ -6,7 +6,8 @@ Each entry says, for one notebook (in course order):
 * ``topic``      the name of its two modules: the cases ``grader/cases/<topic>.py`` and the known mistakes
                  ``solutions/mistakes/<topic>.py`` (whose functions the cases name ``"<topic>:<function>"``);
 * ``exercises``  {exercise: (points of its basic cell, points of its edge cell)}, in the order the grader
-                 registers them;
+                 registers them: ``_points(name=difficulty, ...)``, the difficulty from 1 to 5 by the ideas
+                 and the lines the reference needs (see ``POINTS_RULE``);
 * ``given``      {exercise: ("module:function", ...)}: ready-made versions in ``coursekit`` that the learner's
                  answer must not call (it may call the ready-made versions of *other* exercises);
 * ``setup``      the imports of ready-made parts that the notebook's read-only set-up cell adds ("" for none);
@@ -26,7 +27,8 @@ from typing import NamedTuple
 SHIPS = ("folder", "topic", "exercises", "given", "setup")
 INSTRUCTOR_ONLY = ("sample_bug",)
 
-POINTS = (1, 2)  # every exercise today: its basic cell 1 point, its edge cell 2 points
+POINTS_RULE = ("an exercise of difficulty d (1 to 5: the ideas and the lines its reference needs) is worth d points "
+               "in its basic cell and ceil(d / 2) in its edge cell (edge cases and the errors bad input must raise)")
 
 
 class SampleBug(NamedTuple):
@@ -45,42 +47,46 @@ class Notebook:
     sample_bug: SampleBug | None = None
 
 
-def _points(*names):
-    return {name: POINTS for name in names}
+def _points(**difficulty):
+    """{exercise: (basic points, edge points)} from each exercise's difficulty, in the order given (POINTS_RULE)."""
+    bad = {name: d for name, d in difficulty.items() if d not in (1, 2, 3, 4, 5)}
+    if bad:
+        raise ValueError(f"difficulties run from 1 to 5: {bad}")
+    return {name: (d, (d + 1) // 2) for name, d in difficulty.items()}
 
 
 NOTEBOOKS = {nb.folder: nb for nb in [
     Notebook(
         "01_tokens", "tokens",
-        _points("build_vocab", "encode", "decode", "pad_batch", "embed_one_hot", "embed_lookup"),
+        _points(build_vocab=3, encode=1, decode=2, pad_batch=2, embed_one_hot=1, embed_lookup=1),
         sample_bug=SampleBug("pad_batch", "the padding mask is inverted", ("return ids, mask", "return ids, ~mask"))),
     Notebook(
         "02_dot_products", "dot_products",
-        _points("pairwise_scores", "project_qkv", "scaled_scores", "score_variance"),
+        _points(pairwise_scores=1, project_qkv=2, scaled_scores=1, score_variance=2),
         sample_bug=SampleBug("scaled_scores", "no division by sqrt(d_k)", (" / math.sqrt(d_k)", ""))),
     Notebook(
         "03_softmax", "softmax",
-        _points("softmax", "log_softmax", "sequence_log_prob"),
+        _points(softmax=2, log_softmax=2, sequence_log_prob=3),
         sample_bug=SampleBug("softmax", "logits multiplied by the temperature",
                              ("z = x / temperature", "z = x * temperature"))),
     Notebook(
         "04_masks_attention", "masks_attention",
-        _points("bidirectional_mask", "causal_mask", "padding_mask", "combine_masks", "additive_mask",
-                "masked_attention"),
+        _points(bidirectional_mask=1, causal_mask=1, padding_mask=1, combine_masks=2, additive_mask=1,
+                masked_attention=4),
         given={"masked_attention": ("coursekit.blocks:masked_attention",)},
         sample_bug=SampleBug("masked_attention", "no division by sqrt(d_k)", (" / math.sqrt(Q.shape[-1])", ""))),
     Notebook(
         "05_rnn", "rnn",
-        _points("rnn_cell", "rnn_encode", "decoder_step", "teacher_forced_logits", "seq2seq_loss", "greedy_decode",
-                "beam_search"),
+        _points(rnn_cell=1, rnn_encode=3, decoder_step=1, teacher_forced_logits=3, seq2seq_loss=2, greedy_decode=4,
+                beam_search=5),
         sample_bug=SampleBug("rnn_encode", "the context is taken after the padding",
                              ("h = torch.where(real, h_new, h)", "h = h_new"))),
     # later notebooks' blocks call earlier exercises, so a bug in a helper would cost the block's points
     # too: each sample bug sits in an exercise that nothing else in its notebook calls
     Notebook(
         "06_encoder", "encoder",
-        _points("split_heads", "merge_heads", "multi_head_attention", "sinusoidal_positions", "embed_with_positions",
-                "encoder_block", "masked_lm_loss"),
+        _points(split_heads=1, merge_heads=1, multi_head_attention=3, sinusoidal_positions=2, embed_with_positions=2,
+                encoder_block=3, masked_lm_loss=2),
         given={"split_heads": ("coursekit.blocks:split_heads",),
                "merge_heads": ("coursekit.blocks:merge_heads",),
                "multi_head_attention": ("coursekit.blocks:multi_head_attention",),
@@ -92,21 +98,21 @@ NOTEBOOKS = {nb.folder: nb for nb in [
                              ("F.layer_norm(x + a, ", "F.layer_norm(a, "))),
     Notebook(
         "07_decoder", "decoder",
-        _points("rope", "rope_attention", "decoder_block", "lm_log_prob", "top_k_filter", "top_p_filter",
-                "sample_next"),
+        _points(rope=3, rope_attention=3, decoder_block=2, lm_log_prob=2, top_k_filter=2, top_p_filter=3,
+                sample_next=2),
         given={"decoder_block": ("coursekit.blocks:decoder_block",)},
         setup="from coursekit.blocks import (embed_with_positions, masked_attention, merge_heads,\n"
               "                             multi_head_attention, split_heads)",
         sample_bug=SampleBug("decoder_block", "no causal mask", (".tril()  # (T, T): j <= i", "  # (T, T): j <= i"))),
     Notebook(
         "08_encoder_decoder", "encoder_decoder",
-        _points("cross_attention", "encdec_decoder_block"),
+        _points(cross_attention=2, encdec_decoder_block=3),
         setup="from coursekit.blocks import embed_with_positions, encoder_block, multi_head_attention",
         sample_bug=SampleBug("encdec_decoder_block", "no causal mask on the self-attention",
                              (".tril()  # (T_y, T_y)", "  # (T_y, T_y)"))),
     Notebook(
         "09_kv_cache", "kv_cache",
-        _points("cached_attention", "decoder_block_step", "greedy_generate", "kv_cache_bytes"),
+        _points(cached_attention=4, decoder_block_step=3, greedy_generate=4, kv_cache_bytes=1),
         given={"decoder_block_step": ("coursekit.blocks:decoder_block_step",)},
         setup="from coursekit.blocks import (decoder_block, embed_with_positions, masked_attention, merge_heads,\n"
               "                             split_heads)",

@@ -114,3 +114,30 @@ def test_trained_in_full_the_notebook_reaches_the_accuracy_it_states(path, tmp_p
     floor = STATED_ACCURACY[os.path.basename(path)]
     measured = [float(m) / 100 for m in re.findall(r"test exact match:? ([0-9.]+)%", text)]
     assert measured and floor <= measured[-1] <= 1.0, f"test exact match {measured}: the notebook states {floor:.0%}"
+
+
+# ---------------------------------------------------------------- points by difficulty
+def test_the_readme_points_table_is_the_course_tables_and_every_graded_cell_carries_it():
+    """The README's table lists each exercise's basic + edge points as the course table sets them (d and
+    ceil(d / 2) for a difficulty d from 1 to 5), and every source notebook's graded cells carry those points."""
+    from grader.course import NOTEBOOKS as TABLE
+    readme = open(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                               "README.md")).read()
+    rows = re.findall(r"^\| `(\d\d_\w+)` \| ((?:`\w+` \d\+\d(?:, )?)+) \| (\d+) \|$", readme, re.M)
+    shown = {folder: ({n: (int(b), int(e)) for n, b, e in re.findall(r"`(\w+)` (\d)\+(\d)", cells)}, int(total))
+             for folder, cells, total in rows}
+    assert shown == {nb.folder: (dict(nb.exercises), sum(b + e for b, e in nb.exercises.values()))
+                     for nb in TABLE.values()}
+    assert all(e == (b + 1) // 2 and 1 <= b <= 5 for nb in TABLE.values() for b, e in nb.exercises.values())
+    for path in NOTEBOOKS:
+        cells = {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"].get("points")
+                 for c in nbformat.read(path, as_version=4).cells if c.metadata.get("nbgrader", {}).get("grade")}
+        for name in exercises_in(path):
+            assert (cells[f"{name}_basic"], cells[f"{name}_edge"]) == TABLE[assignment_of(path)].exercises[name]
+
+
+@pytest.mark.parametrize("difficulty", [0, 6, 2.5])
+def test_a_difficulty_outside_1_to_5_is_refused_naming_it(difficulty):
+    from grader.course import _points
+    with pytest.raises(ValueError, match="1 to 5"):
+        _points(toy=difficulty)
