@@ -1,8 +1,8 @@
 """The widgets in a real browser: JupyterLab as a real server, headless Chromium driven by Playwright.
 
 The source notebooks 03, 04, 07, 08 and 09 (which hold the reference answers, so
-the widgets show working learner functions) are opened in JupyterLab, every cell
-is run, and the controls are moved with the mouse and keyboard. The server's
+the widgets show working learner functions), less their graded test cells, are
+opened in JupyterLab, every cell is run, and the controls are moved with the mouse and keyboard. The server's
 kernels get COURSE_MAX_TRAIN_STEPS=20, so the models of notebooks 07, 08 and 09
 train for a few seconds only: the widgets' mechanics, not the models' accuracy,
 are tested. The test asserts that the readouts and the image change and that
@@ -16,9 +16,11 @@ Needs Debian's chromium at /usr/bin/chromium (``.ci/run`` installs it). Missing
 it fails the test when the CI environment variable is set and skips it
 otherwise. ``playwright install`` is never run: Playwright drives that binary.
 """
+import os
 import re
 import time
 
+import nbformat
 import pytest
 from browser import CHROMIUM, CHROMIUM_ARGS, Lab, need_browser
 
@@ -31,8 +33,15 @@ UPDATE_TIMEOUT_MS = 30_000
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
+    """JupyterLab on copies of the notebooks without their graded test cells: the widgets need the answers and the
+    trained models, not the checks (tests/coursekit/test_notebooks.py runs every notebook with its checks)."""
     need_browser()
     server = Lab(str(tmp_path_factory.mktemp("lab")))
+    for name in os.listdir(server.work):
+        path = os.path.join(server.work, name)
+        nb = nbformat.read(path, as_version=4)
+        nb.cells = [c for c in nb.cells if not c.metadata.get("nbgrader", {}).get("grade")]
+        nbformat.write(nb, path)
     yield server
     server.stop()
 
