@@ -3,9 +3,13 @@
 * The solution cell of exercise ``name`` is the reference function's source,
   taken from ``solutions/`` (the single source of truth). ``sync`` rewrites
   those cells; ``drift`` lists the cells that disagree.
-* The two graded test cells of each exercise are generated too, so every
-  exercise is graded the same way: ``<name>_basic`` (basic + hidden-basic) and
-  ``<name>_edge`` (edge + hidden); the hidden regions never reach students.
+* The graded test cells of each exercise are generated too, so every exercise
+  is graded the same way: ``<name>_basic`` (basic + hidden-basic), ``<name>_edge``
+  (edge + hidden) and, for an exercise that must refuse some input,
+  ``<name>_errors`` (errors + hidden-errors), each with its points from the course
+  table (``grader.cells_of`` says which an exercise has); the hidden regions never
+  reach students. ``sync`` adds a graded cell an exercise gains and removes one it
+  no longer has.
 * The course table (``grader/course.py``) says which notebooks exist and which
   exercises each holds, with their points. ``sync`` creates a notebook the table
   names but the course lacks (a title, the set-up cell, every exercise), and
@@ -54,15 +58,21 @@ def solution_source(name):
 
 
 def graded_cell_sources(name):
-    basic = (f'check("{name}", {name}, part="basic")\n'
-             f'### BEGIN HIDDEN TESTS\n'
-             f'check("{name}", {name}, part="hidden-basic")\n'
-             f'### END HIDDEN TESTS')
-    edge = (f'check("{name}", {name}, part="edge")\n'
-            f'### BEGIN HIDDEN TESTS\n'
-            f'check("{name}", {name}, part="hidden")\n'
-            f'### END HIDDEN TESTS')
-    return basic, edge
+    """{cell: source} of exercise ``name``'s graded cells (``grader.cells_of``): each checks its visible part,
+    then, hidden from learners, its hidden part."""
+    from grader import CELLS, cells_of
+    return {cell: (f'check("{name}", {name}, part="{CELLS[cell][0]}")\n'
+                   f'### BEGIN HIDDEN TESTS\n'
+                   f'check("{name}", {name}, part="{CELLS[cell][1]}")\n'
+                   f'### END HIDDEN TESTS') for cell in cells_of(name)}
+
+
+def graded_cell(name, cell):
+    """The graded test cell ``cell`` (basic, edge or errors) of exercise ``name``, with its points."""
+    from grader.course import cell_points
+    c = nbformat.v4.new_code_cell(graded_cell_sources(name)[cell])
+    c.metadata.update(_nbgrader(f"{name}_{cell}", grade=True, locked=True, points=cell_points(name, cell)))
+    return c
 
 
 # ------------------------------------------------------------------ authoring helpers
@@ -97,19 +107,12 @@ def setup_cell(assignment=None):
     return cell
 
 
-def exercise(name, points=None):
-    """The answer cell and the two graded test cells of exercise ``name`` (points from the course table)."""
-    if points is None:
-        from grader.course import points_of
-        points = points_of(name)
+def exercise(name):
+    """The answer cell and the graded test cells of exercise ``name`` (points from the course table)."""
+    from grader import cells_of
     answer = nbformat.v4.new_code_cell(solution_source(name))
     answer.metadata.update(_nbgrader(name, solution=True))
-    basic, edge = graded_cell_sources(name)
-    t1 = nbformat.v4.new_code_cell(basic)
-    t1.metadata.update(_nbgrader(f"{name}_basic", grade=True, locked=True, points=points[0]))
-    t2 = nbformat.v4.new_code_cell(edge)
-    t2.metadata.update(_nbgrader(f"{name}_edge", grade=True, locked=True, points=points[1]))
-    return [answer, t1, t2]
+    return [answer] + [graded_cell(name, cell) for cell in cells_of(name)]
 
 
 def exercise_cells(name):
@@ -192,23 +195,61 @@ def _expected_cells(nb, assignment=None):
             want[i] = solution_source(gid)
         elif md.get("grade") and gid.rsplit("_", 1)[0] in EXERCISES:
             name, kind = gid.rsplit("_", 1)
-            basic, edge = graded_cell_sources(name)
-            want[i] = {"basic": basic, "edge": edge}.get(kind, cell.source)
+            want[i] = graded_cell_sources(name).get(kind, cell.source)
     return want
 
 
 def _expected_points(nb):
     """{cell index: points} of every graded test cell of ``nb``, from the course table."""
     from grader import EXERCISES
-    from grader.course import points_of
+    from grader.course import cell_points
     want = {}
     for i, cell in enumerate(nb.cells):
         md = cell.metadata.get("nbgrader", {})
         if md.get("grade") and "_" in md.get("grade_id", ""):
             name, kind = md["grade_id"].rsplit("_", 1)
-            if name in EXERCISES and kind in ("basic", "edge"):
-                want[i] = points_of(name)[0 if kind == "basic" else 1]
+            if name in EXERCISES and kind in ("basic", "edge", "errors"):
+                want[i] = cell_points(name, kind)
     return want
+
+
+def _graded_ids(nb, name):
+    return [c.metadata["nbgrader"]["grade_id"] for c in nb.cells
+            if c.metadata.get("nbgrader", {}).get("grade") and c.metadata["nbgrader"]["grade_id"].rsplit("_", 1)[0]
+            == name]
+
+
+def _cells_to_fix(nb):
+    """(exercise, graded cell ids it lacks, graded cell ids it has but should not) for every exercise of ``nb``."""
+    from grader import cells_of
+    out = []
+    for cell in nb.cells:
+        md = cell.metadata.get("nbgrader", {})
+        if md.get("solution") and md.get("grade_id") in _exercise_names():
+            name = md["grade_id"]
+            want = [f"{name}_{c}" for c in cells_of(name)]
+            have = _graded_ids(nb, name)
+            if have != want:
+                out.append((name, [w for w in want if w not in have], [h for h in have if h not in want]))
+    return out
+
+
+def _exercise_names():
+    from grader import EXERCISES
+    return EXERCISES
+
+
+def _fix_cells(nb):
+    """Give every exercise of ``nb`` exactly its graded cells (``grader.cells_of``), in order, right after its
+    answer cell's last graded cell: a new one is added, one it no longer has is removed."""
+    for name, lacking, extra in _cells_to_fix(nb):
+        nb.cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") not in extra]
+        for gid in lacking:
+            cell = gid.rsplit("_", 1)[1]
+            ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells]
+            anchor = max(i for i, g in enumerate(ids) if g == name or (g or "").rsplit("_", 1)[0] == name
+                         and g != name)
+            nb.cells.insert(anchor + 1, graded_cell(name, cell))
 
 
 def drift(paths=None):
@@ -220,6 +261,9 @@ def drift(paths=None):
         for i, src in _expected_cells(nb, assignment_of(path)).items():
             if nb.cells[i].source != src:
                 out.append((os.path.relpath(path, SOURCE_DIR), nb.cells[i].metadata["nbgrader"]["grade_id"]))
+        for name, lacking, extra in _cells_to_fix(nb):
+            out += [(os.path.relpath(path, SOURCE_DIR), f"{gid} (missing)") for gid in lacking]
+            out += [(os.path.relpath(path, SOURCE_DIR), f"{gid} (not a cell of {name} any more)") for gid in extra]
         for i, points in _expected_points(nb).items():
             if nb.cells[i].metadata["nbgrader"].get("points") != points:
                 out.append((os.path.relpath(path, SOURCE_DIR), nb.cells[i].metadata["nbgrader"]["grade_id"]
@@ -235,6 +279,7 @@ def sync(paths=None):
     for path in paths or source_notebooks():
         nb = nbformat.read(path, as_version=4)
         before = nbformat.writes(nb)
+        _fix_cells(nb)
         for i, src in _expected_cells(nb, assignment_of(path)).items():
             nb.cells[i].source = src
         for i, points in _expected_points(nb).items():

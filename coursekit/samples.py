@@ -39,11 +39,16 @@ def with_bug(release_nb, assignment):
     return answered(release_nb, {name: edited_source(name, old, new)})
 
 
-def points_of(nb, exercise):
-    """Total points of the test cells of ``exercise`` in a notebook."""
+MATHS = ("basic", "edge")  # the cells a bug in the computation costs (the errors cell checks the refused input)
+
+
+def points_of(nb, exercise, cells=("basic", "edge", "errors")):
+    """Total points of the test cells of ``exercise`` in a notebook (only those of the kinds in ``cells``: a bug in
+    the maths costs the basic and edge cells, and leaves the errors cell, which checks the refused input)."""
     return sum(c.metadata["nbgrader"].get("points", 0) for c in nb.cells
                if c.metadata.get("nbgrader", {}).get("grade")
-               and c.metadata["nbgrader"]["grade_id"].rsplit("_", 1)[0] == exercise)
+               and c.metadata["nbgrader"]["grade_id"].rsplit("_", 1)[0] == exercise
+               and c.metadata["nbgrader"]["grade_id"].rsplit("_", 1)[1] in cells)
 
 
 def total_points(nb):

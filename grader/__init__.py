@@ -4,15 +4,20 @@ A part is one graded test cell:
 
 * ``basic``  seeded random cases, compared with outputs of the reference that
   ship with the grader (works without the ``solutions`` package);
-* ``edge``   the notes' edge cases and bad inputs, plus property checks;
+* ``edge``   the notes' edge cases, plus property checks;
+* ``errors`` the bad inputs the function must refuse with an error (its own cell,
+  so that the maths and the validation score apart);
 * ``hidden-basic`` fresh random cases of the basic kind, on CPU and CUDA when
   present, compared with the live reference (grading machine only);
 * ``hidden`` the edge cases and fresh, larger random cases on every device, a
-  meta-device probe for tensors created on the wrong device, hidden properties.
+  meta-device probe for tensors created on the wrong device, hidden properties;
+* ``hidden-errors`` the bad inputs again, on every device, against the live reference.
 
 Each graded cell pairs a visible part with a hidden one (basic with hidden-basic,
-edge with hidden), so a function that only looks up the shipped expectations
-earns nothing.
+edge with hidden, errors with hidden-errors), so a function that only looks up the
+shipped expectations earns nothing. ``cells_of(name)`` says which cells an exercise
+has (an exercise that refuses no input has no errors cell) and ``parts_of(name)``
+their parts.
 
 A failed check raises ``CheckFailed`` (an AssertionError) whose message names the
 case, the first wrong position, expected vs got, and the known mistake it
@@ -23,19 +28,33 @@ reported as failures in words.
 import os
 
 from . import _safe, reference, runner
-from .cases import EXERCISES
+from .cases import CELLS, EXERCISES, cells_of as _cells_of
 from .course import NOTEBOOKS
 from .devices import grading_devices
 from .report import CheckFailed, Failure, Report
 from .shipped import expected_path, load_expected, read_expected
 
-__all__ = ["check", "call_learner", "CheckFailed", "EXERCISES", "PARTS", "reference_available"]
+__all__ = ["check", "call_learner", "CheckFailed", "EXERCISES", "PARTS", "CELLS", "cells_of", "parts_of",
+           "reference_available"]
 
 # the one guarded call of a learner's function (time limit, prints and warnings kept, errors as values): the
 # checks use it, and so do the widgets
 call_learner = _safe.call
 
-PARTS = ("basic", "edge", "hidden-basic", "hidden")
+PARTS = ("basic", "edge", "errors", "hidden-basic", "hidden", "hidden-errors")
+_CELLS_OF = {}
+
+
+def cells_of(name):
+    """The graded cells of exercise ``name``: ["basic"], then "edge" and "errors" when it has them."""
+    if name not in _CELLS_OF:
+        _CELLS_OF[name] = _cells_of(EXERCISES[name])
+    return list(_CELLS_OF[name])
+
+
+def parts_of(name):
+    """The parts of exercise ``name``'s graded cells, visible then hidden, cell by cell."""
+    return [part for cell in cells_of(name) for part in CELLS[cell]]
 
 # The grader's modules, one job each:
 #   course                     the table of notebooks: exercises, points, ready-made parts, set-up, sample bug

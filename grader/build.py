@@ -17,7 +17,7 @@ from . import EXERCISES, expected_path, read_expected
 from .compare import compare
 from .cases import visible_cases
 
-FORMAT = 1
+FORMAT = 2  # 2: bad input's cases are a part of their own, errors
 
 
 def build_one(name):
@@ -26,7 +26,7 @@ def build_one(name):
     ex = EXERCISES[name]
     ref = resolve(ex.ref)
     parts = {}
-    for part in ("basic", "edge"):
+    for part in ("basic", "edge", "errors"):
         records = []
         for case in visible_cases(ex, part):
             try:
@@ -67,7 +67,7 @@ def stale(name, fresh=None):
     fresh = fresh or build_one(name)
     if shipped.get("format") != FORMAT:
         return "old format"
-    for part in ("basic", "edge"):
+    for part in ("basic", "edge", "errors"):
         a, b = shipped["parts"][part], fresh["parts"][part]
         if len(a) != len(b):
             return f"{part}: {len(a)} shipped cases, {len(b)} now"

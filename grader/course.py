@@ -7,7 +7,8 @@ Each entry says, for one notebook (in course order):
                  ``solutions/mistakes/<topic>.py`` (whose functions the cases name ``"<topic>:<function>"``);
 * ``exercises``  {exercise: (points of its basic cell, points of its edge cell)}, in the order the grader
                  registers them: ``_points(name=difficulty, ...)``, the difficulty from 1 to 5 by the ideas
-                 and the lines the reference needs (see ``POINTS_RULE``);
+                 and the lines the reference needs (see ``POINTS_RULE``); an errors cell, for the input
+                 an exercise must refuse, is worth ``ERRORS_POINTS``;
 * ``given``      {exercise: ("module:function", ...)}: ready-made versions in ``coursekit`` that the learner's
                  answer must not call (it may call the ready-made versions of *other* exercises);
 * ``setup``      the imports of ready-made parts that the notebook's read-only set-up cell adds ("" for none);
@@ -28,7 +29,9 @@ SHIPS = ("folder", "topic", "exercises", "given", "setup")
 INSTRUCTOR_ONLY = ("sample_bug",)
 
 POINTS_RULE = ("an exercise of difficulty d (1 to 5: the ideas and the lines its reference needs) is worth d points "
-               "in its basic cell and ceil(d / 2) in its edge cell (edge cases and the errors bad input must raise)")
+               "in its basic cell, ceil(d / 2) in its edge cell, and 1 in its errors cell (the bad input it must "
+               "refuse), when it has one")
+ERRORS_POINTS = 1  # the errors cell of every exercise that must refuse some input
 
 
 class SampleBug(NamedTuple):
@@ -134,6 +137,13 @@ def notebook_of(exercise):
 def points_of(exercise):
     """(points of the basic cell, points of the edge cell) of ``exercise``."""
     return notebook_of(exercise).exercises[exercise]
+
+
+def cell_points(exercise, cell):
+    """The points of ``exercise``'s graded cell ``cell`` (basic, edge or errors)."""
+    if cell == "errors":
+        return ERRORS_POINTS
+    return points_of(exercise)[("basic", "edge").index(cell)]
 
 
 def version():

@@ -1,9 +1,9 @@
 """Running one part of one exercise: the cases, the learner's calls, the reference, the diagnosis.
 
 ``run_part(report, ex, fn, part)`` judges ``fn`` on the part's cases: the visible
-ones (``basic``, ``edge``) against the shipped expected outputs, the hidden ones
-(``hidden-basic``, ``hidden``) against the live reference on every grading
-device, then the properties. Every call of the learner's function goes through
+ones (``basic``, ``edge``, ``errors``) against the shipped expected outputs, the
+hidden ones (``hidden-basic``, ``hidden``, ``hidden-errors``) against the live
+reference on every grading device, then the properties. Every call of the learner's function goes through
 ``_safe.call`` (time limit, printed text and warnings kept, calls of the
 reference noticed); at grading time ``fn`` is a ``grader.remote.RemoteFunction``
 and each call runs in the sandbox.
@@ -148,7 +148,7 @@ def run_properties(run, ex, fn, part):
 
 
 def run_part(run, ex, fn, part, seed=0):
-    if part in ("basic", "edge"):
+    if part in ("basic", "edge", "errors"):
         judge_shipped(run, ex, fn, part)
     else:
         run_hidden(run, ex, fn, part, seed)
@@ -205,6 +205,8 @@ def run_hidden(run, ex, fn, part, seed=0):
     seed = 7919 + sum(map(ord, ex.name)) * 31 + seed * 1_000_003  # seed 0: the cases of a learner's own run
     if part == "hidden-basic":
         cases = hidden_cases(ex, seed + 1, big=False, n=ex.n_basic)
+    elif part == "hidden-errors":
+        cases = visible_cases(ex, "errors")  # live, on every grading device
     else:
         cases = visible_cases(ex, "edge") + hidden_cases(ex, seed)
     index = 0

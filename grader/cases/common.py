@@ -84,13 +84,33 @@ def register(module, *exercises):
 
 
 def visible_cases(ex, part):
-    """The cases of a visible part, made from fixed seeds."""
+    """The cases of a visible part, made from fixed seeds: ``basic`` (seeded random cases), ``edge`` (the fixed
+    cases that must compute a value) or ``errors`` (the fixed cases of bad input, which must raise)."""
     if part == "basic":
         g = gen(1000 + sum(map(ord, ex.name)))
         return [ex.random_case(g, False) for _ in range(ex.n_basic)] if ex.random_case else []
     if part == "edge":
-        return ex.edge()
+        return [c for c in ex.edge() if not c.raises]
+    if part == "errors":
+        return [c for c in ex.edge() if c.raises]
     raise ValueError(f"unknown visible part {part!r}")
+
+
+# One graded test cell per kind: its visible part, then its hidden part. The maths (basic, edge) and the
+# validation of bad input (errors) score apart.
+CELLS = {"basic": ("basic", "hidden-basic"), "edge": ("edge", "hidden"), "errors": ("errors", "hidden-errors")}
+
+
+def cells_of(ex):
+    """The graded cells ``ex`` has: ``basic`` always; ``edge`` when it has fixed cases that compute a value or an
+    edge property; ``errors`` when some input must be refused with an error."""
+    fixed = ex.edge()
+    cells = ["basic"]
+    if any(not c.raises for c in fixed) or any(part == "edge" for part, _ in ex.properties):
+        cells.append("edge")
+    if any(c.raises for c in fixed):
+        cells.append("errors")
+    return cells
 
 
 def hidden_cases(ex, seed, big=True, n=None):

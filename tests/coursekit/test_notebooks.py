@@ -8,7 +8,7 @@ import pytest
 from nbclient import NotebookClient
 
 from coursekit.notebooks import assignment_of, drift, exercises_in, setup_source, source_notebooks
-from grader import EXERCISES, PARTS
+from grader import EXERCISES, cells_of, parts_of
 
 NOTEBOOKS = source_notebooks()
 IDS = [os.path.basename(p) for p in NOTEBOOKS]
@@ -41,16 +41,16 @@ def test_every_exercise_lives_in_exactly_one_notebook_its_registry_names():
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
-def test_grade_ids_are_unique_and_each_exercise_has_two_graded_cells(path):
+def test_grade_ids_are_unique_and_each_exercise_has_its_graded_cells(path):
     nb = nbformat.read(path, as_version=4)
     ids = [c.metadata["nbgrader"]["grade_id"] for c in nb.cells if "nbgrader" in c.metadata]
     assert len(ids) == len(set(ids))
     for name in exercises_in(path):
         graded = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")
                   and c.metadata["nbgrader"]["grade_id"].rsplit("_", 1)[0] == name]
-        assert [c.metadata["nbgrader"]["grade_id"] for c in graded] == [f"{name}_basic", f"{name}_edge"]
+        assert [c.metadata["nbgrader"]["grade_id"] for c in graded] == [f"{name}_{c}" for c in cells_of(name)]
         assert all(c.metadata["nbgrader"]["locked"] and c.metadata["nbgrader"]["points"] > 0 for c in graded)
-        assert "### BEGIN HIDDEN TESTS" in graded[1].source
+        assert all("### BEGIN HIDDEN TESTS" in c.source for c in graded)
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
@@ -87,7 +87,7 @@ def test_source_notebook_executes_top_to_bottom_with_the_reference(path, tmp_pat
     monkeypatch.setenv("COURSE_MAX_TRAIN_STEPS", str(REDUCED_STEPS))
     monkeypatch.setenv("COURSE_TRAIN_THREADS", "1")
     _, text, _ = _execute(path, tmp_path, timeout=600)
-    n_checks = len(PARTS) * len(exercises_in(path))
+    n_checks = sum(len(parts_of(name)) for name in exercises_in(path))
     assert text.count("PASSED") == n_checks and "FAILED" not in text
     if os.path.basename(path) in STATED_ACCURACY:  # the cap reached every training loop, and the figure is printed
         assert f"COURSE_MAX_TRAIN_STEPS={REDUCED_STEPS}: training {REDUCED_STEPS} of" in text
@@ -118,22 +118,28 @@ def test_trained_in_full_the_notebook_reaches_the_accuracy_it_states(path, tmp_p
 
 # ---------------------------------------------------------------- points by difficulty
 def test_the_readme_points_table_is_the_course_tables_and_every_graded_cell_carries_it():
-    """The README's table lists each exercise's basic + edge points as the course table sets them (d and
-    ceil(d / 2) for a difficulty d from 1 to 5), and every source notebook's graded cells carry those points."""
+    """The README's table lists each exercise's points cell by cell as the course table sets them (d, ceil(d / 2)
+    and 1 for the errors cell, for a difficulty d from 1 to 5), and every source notebook's graded cells are
+    exactly the exercise's cells, carrying those points."""
+    from grader import cells_of
     from grader.course import NOTEBOOKS as TABLE
+    from grader.course import cell_points
     readme = open(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                                "README.md")).read()
-    rows = re.findall(r"^\| `(\d\d_\w+)` \| ((?:`\w+` \d\+\d(?:, )?)+) \| (\d+) \|$", readme, re.M)
-    shown = {folder: ({n: (int(b), int(e)) for n, b, e in re.findall(r"`(\w+)` (\d)\+(\d)", cells)}, int(total))
-             for folder, cells, total in rows}
-    assert shown == {nb.folder: (dict(nb.exercises), sum(b + e for b, e in nb.exercises.values()))
-                     for nb in TABLE.values()}
+    for nb in TABLE.values():
+        labels = {name: "+".join(f"{cell_points(name, c)}{'e' if c == 'errors' else ''}" for c in cells_of(name))
+                  for name in nb.exercises}
+        total = sum(cell_points(name, c) for name in nb.exercises for c in cells_of(name))
+        row = f"| `{nb.folder}` | " + ", ".join(f"`{n}` {label}" for n, label in labels.items()) + f" | {total} |"
+        assert row in readme, f"the README's points table lacks the row\n{row}"
     assert all(e == (b + 1) // 2 and 1 <= b <= 5 for nb in TABLE.values() for b, e in nb.exercises.values())
     for path in NOTEBOOKS:
+        nb = nbformat.read(path, as_version=4)
         cells = {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"].get("points")
-                 for c in nbformat.read(path, as_version=4).cells if c.metadata.get("nbgrader", {}).get("grade")}
+                 for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade")}
         for name in exercises_in(path):
-            assert (cells[f"{name}_basic"], cells[f"{name}_edge"]) == TABLE[assignment_of(path)].exercises[name]
+            mine = {gid: pts for gid, pts in cells.items() if gid.rsplit("_", 1)[0] == name}
+            assert mine == {f"{name}_{c}": cell_points(name, c) for c in cells_of(name)}, (path, name, mine)
 
 
 @pytest.mark.parametrize("difficulty", [0, 6, 2.5])

@@ -17,7 +17,6 @@ from grader.build import stale
 from grader.course import NOTEBOOKS
 from helpers import failure
 
-PARTS = grader.PARTS
 
 
 def mistake_as_learner(mname, learner):
@@ -59,14 +58,15 @@ def test_the_course_table_is_the_registry_notebook_by_notebook():
 
 def test_the_course_tables_points_are_the_source_notebooks_points():
     import nbformat
+    from grader.course import cell_points
     from coursekit.notebooks import source_notebooks
     for path in source_notebooks():
         nb = nbformat.read(path, as_version=4)
         points = {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"] for c in nb.cells
                   if c.metadata.get("nbgrader", {}).get("grade")}
         entry = NOTEBOOKS[path.split("/")[-2]]
-        assert points == {f"{name}_{part}": p for name, pts in entry.exercises.items()
-                          for part, p in zip(("basic", "edge"), pts)}, path
+        assert points == {f"{name}_{cell}": cell_points(name, cell) for name in entry.exercises
+                          for cell in grader.cells_of(name)}, path
 
 
 def test_every_ready_made_version_in_the_course_table_is_a_function():
@@ -81,10 +81,10 @@ def test_every_ready_made_version_in_the_course_table_is_a_function():
 @pytest.mark.parametrize("name", list(EXERCISES))
 def test_reference_written_as_learner_code_passes_every_part(name, learner, capsys):
     """The reference, compiled as a notebook cell, passes every part, printing one PASSED line each."""
-    for part in PARTS:
+    for part in grader.parts_of(name):
         check(name, learner[name], part)
     out = capsys.readouterr()
-    assert out.out.count("PASSED") == len(PARTS) and out.err == ""
+    assert out.out.count("PASSED") == len(grader.parts_of(name)) and out.err == ""
 
 
 @pytest.mark.parametrize("name", list(EXERCISES))
@@ -490,7 +490,7 @@ def test_every_part_fails_on_the_released_stub(name):
     """No part of any exercise can pass a function that still raises NotImplementedError."""
     def stub(*args, **kwargs):
         raise NotImplementedError()
-    for part in PARTS:
+    for part in grader.parts_of(name):
         assert "not implemented yet" in failure(name, stub, part)
 
 

@@ -17,7 +17,7 @@ from attacks import BODY_ATTACKS
 import grader
 from coursekit.notebooks import setup_source, solution_source
 from coursekit.samples import edited_source
-from grader import EXERCISES, PARTS, _safe, check, judge, remote, sandbox, wire
+from grader import EXERCISES, _safe, check, judge, remote, sandbox, wire
 from grader.course import NOTEBOOKS
 from helpers import failure
 
@@ -131,7 +131,7 @@ def test_every_reference_answer_passes_every_part_through_the_sandbox(notebook):
                 continue
             fn = w.function(name, name)
             assert fn is not None, f"{name} was not defined in the worker: {w.define_errors}"
-            for part in PARTS:
+            for part in grader.parts_of(name):
                 check(name, fn, part)
         assert not w.faults, w.faults
 
@@ -207,7 +207,7 @@ LOG_OF_SUM = '''
 def test_standard_log_softmax_formulations_pass_with_logits_near_1e4(src):
     """The tolerance grows with the logits' size (log-softmax is exact only to about eps x |x|)."""
     with worker_for("03_softmax", {"log_softmax": src}) as w:
-        for part in PARTS:
+        for part in grader.parts_of("log_softmax"):
             check("log_softmax", w.function("log_softmax", "log_softmax"), part)
 
 
@@ -246,7 +246,7 @@ def test_a_0_dim_cpu_tensor_mixes_with_any_device_and_is_allowed():
     from helpers import as_learner
     src = MASKED_ATTENTION_WITH_FILL.replace("FILL", 'torch.tensor(float("-inf"), dtype=scores.dtype)')
     fn = as_learner({"masked_attention": textwrap.dedent(src)})["masked_attention"]
-    for part in PARTS:
+    for part in grader.parts_of("masked_attention"):
         check("masked_attention", fn, part)
 
 
@@ -262,7 +262,7 @@ def test_course_grade_without_bwrap_stops_naming_the_package(monkeypatch, tmp_pa
 def _judge_request(notebook, overrides=None):
     names = [name for name, ex in EXERCISES.items() if ex.notebook == notebook]
     cells = [textwrap.dedent((overrides or {}).get(name) or solution_source(name)) for name in names]
-    checks = [[f"{name}_{part}", name, name, part] for name in names for part in ("basic", "edge")]
+    checks = [[f"{name}_{part}", name, name, part] for name in names for part in grader.parts_of(name)]
     return {"prelude": setup_source(notebook), "cells": cells, "checks": checks, "seed": 5}
 
 

@@ -14,7 +14,7 @@ from browser import CHROMIUM, CHROMIUM_ARGS, Lab, need_browser
 
 from coursekit.grading import grade_class
 from coursekit.pipeline import CourseCopy
-from coursekit.samples import ONE_BUG, points_of, total_points, with_bug
+from coursekit.samples import MATHS, ONE_BUG, points_of, total_points, with_bug
 from grader import EXERCISES
 
 pytestmark = [pytest.mark.pipeline, pytest.mark.browser, pytest.mark.timeout(900)]
@@ -30,7 +30,7 @@ def test_formgrader_lists_the_assignment_and_shows_scores_and_feedback(tmp_path)
     bug, _, _ = ONE_BUG[A]
     cc.submit("ada", A, with_bug(release, A))
     summary = grade_class(cc.root, [A], jobs=1, env=cc.env, progress=False, release_first=False)
-    full, lost = total_points(release), points_of(release, bug)
+    full, lost = total_points(release), points_of(release, bug, MATHS)  # the bug is in the maths, not the checks
     assert summary.graded == {("ada", A): full - lost}
     with cc.gradebook() as gb:
         submission = gb.find_submission_notebook(A, A, "ada")
@@ -63,8 +63,9 @@ def test_formgrader_lists_the_assignment_and_shows_scores_and_feedback(tmp_path)
                 shown = {el.get_attribute("id"): float(el.get_attribute("placeholder"))
                          for el in page.locator("input.score").element_handles()}
                 assert shown == {gid: score for gid, (score, _) in auto.items()}
-                assert all(shown[gid] == 0 for gid in shown if gid.rsplit("_", 1)[0] == bug)
-                assert all(shown[gid] == mx for gid, (_, mx) in auto.items() if gid.rsplit("_", 1)[0] != bug)
+                maths = {f"{bug}_{cell}" for cell in MATHS}
+                assert all(shown[gid] == 0 for gid in maths)
+                assert all(shown[gid] == mx for gid, (_, mx) in auto.items() if gid not in maths)
                 assert mistake in html.unescape(page.content())
 
                 # the feedback the student gets names the mistake and holds no hidden test

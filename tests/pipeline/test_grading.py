@@ -17,7 +17,7 @@ import pytest
 
 from coursekit.grading import grade_class, print_summary
 from coursekit.pipeline import CourseCopy
-from coursekit.samples import ONE_BUG, answered, points_of, total_points, with_bug
+from coursekit.samples import MATHS, ONE_BUG, answered, points_of, total_points, with_bug
 
 pytestmark = [pytest.mark.pipeline, pytest.mark.timeout(1200)]
 A = "01_tokens"
@@ -108,12 +108,12 @@ def test_a_class_with_broken_files_and_a_dying_worker_is_graded_once_and_every_p
     print_summary(summary, cc.root)
     said = capsys.readouterr().out
     graded = {s: score for (s, _), score in summary.graded.items()}
-    assert graded == {"ref": full, "bug": full - points_of(release, bug), "crash": full, "loop": 0,
+    assert graded == {"ref": full, "bug": full - points_of(release, bug, MATHS), "crash": full, "loop": 0,
                       "stranger": 0, "two": 0, "kept": full}, said
     assert summary.graded_by[(interrupted, A)][1] != victim  # graded again, by another worker process
     assert all(n == 1 for n in _submissions_per_student(cc.root).values())  # and written once
     assert set(_submissions_per_student(cc.root)) == set(graded)
-    assert sum(sc for sc, _ in cc.scores("bug", A).values()) == full - points_of(release, bug)
+    assert sum(sc for sc, _ in cc.scores("bug", A).values()) == full - points_of(release, bug, MATHS)
 
     problems = _problems(summary)
     assert set(problems) == {"stranger", "two", "json", "other", "missing"}, problems

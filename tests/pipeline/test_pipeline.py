@@ -23,7 +23,7 @@ from nbgrader.validator import Validator
 from coursekit.grading import grade_class
 from coursekit.notebooks import solution_source
 from coursekit.pipeline import CourseCopy, assignments
-from coursekit.samples import ONE_BUG, answered, edited_source, points_of, total_points, with_bug
+from coursekit.samples import MATHS, ONE_BUG, answered, edited_source, points_of, total_points, with_bug
 from grader import EXERCISES
 from grader.course import version
 
@@ -267,13 +267,18 @@ SECOND_BUG = {
 }
 
 
-def _check_single_bug(course, samples, a, student, name, phrase):
+def _check_single_bug(course, samples, a, student, name, phrase, validates=True):
+    """The bug in ``name``'s computation costs its basic and edge cells and nothing else (``validates``: its errors
+    cell, which checks the input it refuses, keeps its points; a learner's own rewrite may not refuse it)."""
     release = release_nb(course, a)
     scores = samples(a)[student]
-    broken = {gid for gid in scores if gid.rsplit("_", 1)[0] == name}
+    broken = {gid for gid in scores if gid.rsplit("_", 1)[0] == name and gid.rsplit("_", 1)[1] in MATHS}
     assert all(scores[g][0] == 0 for g in broken), scores
-    assert all(s == m for g, (s, m) in scores.items() if g not in broken), scores
-    assert total(scores) == total_points(release) - points_of(release, name)
+    mine = {g for g in scores if g.rsplit("_", 1)[0] == name}
+    assert all(s == m for g, (s, m) in scores.items() if g not in (broken if validates else mine)), scores
+    lost = sum(m - s for g, (s, m) in scores.items() if g in mine)
+    assert total(scores) == total_points(release) - lost
+    assert lost >= points_of(release, name, MATHS) and (not validates or lost == points_of(release, name, MATHS))
     feedback = html.unescape(open(course.feedback_path(student, a)).read())
     assert phrase in feedback, f"the feedback does not name the mistake ({phrase!r})"
     return feedback
@@ -296,7 +301,7 @@ def test_a_known_bug_loses_exactly_its_exercise_and_feedback_names_it(course, sa
 @pytest.mark.parametrize("a", ASSIGNMENTS)
 def test_a_learner_written_bug_loses_exactly_its_exercise_and_feedback_names_it(course, samples, a):
     name, _, phrase = SECOND_BUG[a]
-    feedback = _check_single_bug(course, samples, a, "sample-bug2", name, phrase)
+    feedback = _check_single_bug(course, samples, a, "sample-bug2", name, phrase, validates=False)
     assert "BEGIN HIDDEN TESTS" not in feedback and 'part="hidden"' not in feedback
 
 
@@ -473,7 +478,7 @@ def test_the_honest_wrong_answer_loses_exactly_softmax(tampered):
     scores = tampered.scores
     honest = scores["tamper-honest"]
     assert honest["softmax_basic"][0] == 0 and honest["softmax_edge"][0] == 0
-    assert all(s == m for g, (s, m) in honest.items() if not g.startswith("softmax_")), honest
+    assert all(s == m for g, (s, m) in honest.items() if g not in ("softmax_basic", "softmax_edge")), honest
 
 
 @pytest.mark.parametrize("kind", list(TAMPERS) + ["shadow-files", "import-reference"])
@@ -540,7 +545,8 @@ def test_an_infinite_loop_costs_only_its_exercise(tampered):
     got = scores["tamper-loop"]
     release = nbformat.read(tampered.courses["tamper-loop"].release_path(TAMPER_A), as_version=4)
     assert got["sequence_log_prob_basic"][0] == 0 and got["sequence_log_prob_edge"][0] == 0
-    assert total(got) == total_points(release) - points_of(release, "sequence_log_prob")
+    assert total(got) == total_points(release) - points_of(release, "sequence_log_prob", MATHS)  # it refuses bad
+    # input before the loop, so its errors cell keeps its point
     feedback = html.unescape(open(tampered.courses["tamper-loop"].feedback_path("tamper-loop", TAMPER_A)).read())
     assert "did not finish within" in feedback
 
