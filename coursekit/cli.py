@@ -117,7 +117,7 @@ def cmd_demo(args):
 
     from .grading import grade_class, print_summary
     from .pipeline import CourseCopy, assignments
-    from .samples import MATHS, ONE_BUG, answered, points_of, total_points, with_bug
+    from .samples import ONE_BUG, ONE_BUG_COSTS, answered, points_of, total_points, with_bug
     if not _isolation_ready(args.no_isolation):
         return 2
     out = os.path.abspath(args.out)
@@ -140,7 +140,7 @@ def cmd_demo(args):
         samples = {
             "reference": (answered(release), total),
             "untouched": (release, 0.0),
-            "one-bug": (with_bug(release, a), total - points_of(release, bug_name, MATHS)),
+            "one-bug": (with_bug(release, a), total - points_of(release, bug_name, ONE_BUG_COSTS[a])),
         }
         for student, (nb, want) in samples.items():
             cc.submit(student, a, nb)

@@ -13,6 +13,7 @@ from .notebooks import solution_source
 # assignment -> (exercise, what the bug is, (old text, new text) in the reference source): the course table's
 # sample bugs (grader/course.py, instructor-only)
 ONE_BUG = {folder: nb.sample_bug for folder, nb in NOTEBOOKS.items() if nb.sample_bug is not None}
+ONE_BUG_COSTS = {folder: nb.sample_bug_costs for folder, nb in NOTEBOOKS.items() if nb.sample_bug is not None}
 
 
 def edited_source(name, old, new):

@@ -13,7 +13,9 @@ Each entry says, for one notebook (in course order):
                  answer must not call (it may call the ready-made versions of *other* exercises);
 * ``setup``      the imports of ready-made parts that the notebook's read-only set-up cell adds ("" for none);
 * ``sample_bug`` the one known bug of the sample submission (``course demo``, the pipeline tests): the
-                 exercise, what the bug is, and the (old, new) edit of the reference source.
+                 exercise, what the bug is, and the (old, new) edit of the reference source;
+* ``sample_bug_costs`` the graded cells of its exercise the sample bug fails: the maths (basic, edge), and the
+                 errors cell too when the edit also skips a check of the input.
 
 What may reach a student: the fields named in ``SHIPS`` describe what a student sees anyway (the
 notebook, its set-up cell, its points). The fields in ``INSTRUCTOR_ONLY`` do not ship: a sample bug is an
@@ -26,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 SHIPS = ("folder", "topic", "exercises", "given", "setup")
-INSTRUCTOR_ONLY = ("sample_bug",)
+INSTRUCTOR_ONLY = ("sample_bug", "sample_bug_costs")
 
 POINTS_RULE = ("an exercise of difficulty d (1 to 5: the ideas and the lines its reference needs) is worth d points "
                "in its basic cell, ceil(d / 2) in its edge cell, and 1 in its errors cell (the bad input it must "
@@ -48,6 +50,7 @@ class Notebook:
     given: dict = field(default_factory=dict)
     setup: str = ""
     sample_bug: SampleBug | None = None
+    sample_bug_costs: tuple = ("basic", "edge")
 
 
 def _points(**difficulty):
@@ -120,7 +123,9 @@ NOTEBOOKS = {nb.folder: nb for nb in [
         setup="from coursekit.blocks import (decoder_block, embed_with_positions, masked_attention, merge_heads,\n"
               "                             split_heads)",
         sample_bug=SampleBug("decoder_block_step", "the cache is not passed to the attention",
-                             ("cached_attention(q, k, v, cache)", "cached_attention(q, k, v, None)"))),
+                             ("cached_attention(q, k, v, cache)", "cached_attention(q, k, v, None)")),
+        # the cache it drops is also the one whose batch size cached_attention would have refused
+        sample_bug_costs=("basic", "edge", "errors")),
 ]}
 
 TOPICS = {nb.topic: nb for nb in NOTEBOOKS.values()}

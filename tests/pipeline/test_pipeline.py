@@ -23,7 +23,7 @@ from nbgrader.validator import Validator
 from coursekit.grading import grade_class
 from coursekit.notebooks import solution_source
 from coursekit.pipeline import CourseCopy, assignments
-from coursekit.samples import MATHS, ONE_BUG, answered, edited_source, points_of, total_points, with_bug
+from coursekit.samples import MATHS, ONE_BUG, ONE_BUG_COSTS, answered, edited_source, points_of, total_points, with_bug
 from grader import EXERCISES
 from grader.course import version
 
@@ -267,18 +267,17 @@ SECOND_BUG = {
 }
 
 
-def _check_single_bug(course, samples, a, student, name, phrase, validates=True):
-    """The bug in ``name``'s computation costs its basic and edge cells and nothing else (``validates``: its errors
-    cell, which checks the input it refuses, keeps its points; a learner's own rewrite may not refuse it)."""
+def _check_single_bug(course, samples, a, student, name, phrase, costs=None):
+    """The bug in ``name`` costs its basic and edge cells and nothing of another exercise; ``costs``: exactly those
+    cells of ``name`` (the course table's ``sample_bug_costs``), None for a learner's own rewrite, which may also
+    fail to refuse bad input (its errors cell)."""
     release = release_nb(course, a)
     scores = samples(a)[student]
-    broken = {gid for gid in scores if gid.rsplit("_", 1)[0] == name and gid.rsplit("_", 1)[1] in MATHS}
+    broken = {gid for gid in scores if gid.rsplit("_", 1)[0] == name and gid.rsplit("_", 1)[1] in (costs or MATHS)}
     assert all(scores[g][0] == 0 for g in broken), scores
     mine = {g for g in scores if g.rsplit("_", 1)[0] == name}
-    assert all(s == m for g, (s, m) in scores.items() if g not in (broken if validates else mine)), scores
-    lost = sum(m - s for g, (s, m) in scores.items() if g in mine)
-    assert total(scores) == total_points(release) - lost
-    assert lost >= points_of(release, name, MATHS) and (not validates or lost == points_of(release, name, MATHS))
+    assert all(s == m for g, (s, m) in scores.items() if g not in (broken if costs else mine)), scores
+    assert total(scores) == total_points(release) - sum(m - s for g, (s, m) in scores.items() if g in mine)
     feedback = html.unescape(open(course.feedback_path(student, a)).read())
     assert phrase in feedback, f"the feedback does not name the mistake ({phrase!r})"
     return feedback
@@ -295,13 +294,13 @@ def test_a_known_bug_loses_exactly_its_exercise_and_feedback_names_it(course, sa
                "encdec_decoder_block": "encoder_decoder:encdec_no_causal_self",
                "decoder_block_step": "kv_cache:decoder_block_step_ignores_cache"}[name]
     phrase = dict(EXERCISES[name].mistakes)[mistake]
-    _check_single_bug(course, samples, a, "sample-bug1", name, phrase)
+    _check_single_bug(course, samples, a, "sample-bug1", name, phrase, costs=ONE_BUG_COSTS[a])
 
 
 @pytest.mark.parametrize("a", ASSIGNMENTS)
 def test_a_learner_written_bug_loses_exactly_its_exercise_and_feedback_names_it(course, samples, a):
     name, _, phrase = SECOND_BUG[a]
-    feedback = _check_single_bug(course, samples, a, "sample-bug2", name, phrase, validates=False)
+    feedback = _check_single_bug(course, samples, a, "sample-bug2", name, phrase)
     assert "BEGIN HIDDEN TESTS" not in feedback and 'part="hidden"' not in feedback
 
 
