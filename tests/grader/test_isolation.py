@@ -277,6 +277,7 @@ def _forked_judge(request, timeout=600):
     return (json.loads(stdout.strip().splitlines()[-1]) if code is not None else None), code
 
 
+@pytest.mark.pipeline  # real judges of whole notebooks: make test, not test-fast
 def test_a_forked_judge_gives_the_verdict_a_fresh_judge_gives_and_sees_no_earlier_submission():
     """The judge server's children decide exactly what a judge started afresh decides, whatever came before."""
     buggy = _judge_request("03_softmax", {"softmax": edited_source("softmax", "z = x / temperature",
@@ -292,6 +293,7 @@ def test_a_forked_judge_gives_the_verdict_a_fresh_judge_gives_and_sees_no_earlie
     assert all(ok for ok, _ in second["results"].values())
 
 
+@pytest.mark.pipeline  # real judges of whole notebooks: make test, not test-fast
 def test_a_judge_past_its_time_is_stopped_and_the_server_judges_the_next_submission():
     loop = edited_source("softmax", "z = x / temperature", "while True:\n        pass")
     verdict, code = _forked_judge(_judge_request("03_softmax", {"softmax": loop}), timeout=3)
@@ -300,6 +302,7 @@ def test_a_judge_past_its_time_is_stopped_and_the_server_judges_the_next_submiss
     assert code == 0 and all(ok for ok, _ in verdict["results"].values())
 
 
+@pytest.mark.pipeline  # real judges of whole notebooks: make test, not test-fast
 def test_a_judge_server_that_died_is_started_again():
     if judge._SERVER is None or not judge._SERVER.alive():
         _forked_judge(_judge_request("02_dot_products"))

@@ -1644,6 +1644,7 @@ def test_every_exercise_has_at_least_two_other_styles():
 NOTEBOOK_STYLES = [(notebook, i) for notebook in NOTEBOOKS for i in (0, 1)]
 
 
+@pytest.mark.pipeline  # grades a whole notebook through the sandbox, as grading does: make test, not test-fast
 @pytest.mark.parametrize("notebook,index", NOTEBOOK_STYLES, ids=[f"{n}-style{i}" for n, i in NOTEBOOK_STYLES])
 def test_a_notebook_answered_in_other_styles_passes_every_part_through_the_sandbox(notebook, index):
     """Every exercise of a notebook answered in its ``index``-th other style, held by a sandboxed worker as at
