@@ -54,6 +54,17 @@ FORMATS = {
 }
 
 
+def is_iso_date(text):
+    """True for a real calendar day written YYYY-MM-DD, as the task's targets are ("2014-02-30" is not one)."""
+    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
+        return False
+    try:
+        datetime.date.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
+
+
 def iso(d):
     """The target: ``YYYY-MM-DD``."""
     return d.isoformat()

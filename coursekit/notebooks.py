@@ -221,11 +221,11 @@ def _graded_ids(nb, name):
 
 def _cells_to_fix(nb):
     """(exercise, graded cell ids it lacks, graded cell ids it has but should not) for every exercise of ``nb``."""
-    from grader import cells_of
+    from grader import EXERCISES, cells_of
     out = []
     for cell in nb.cells:
         md = cell.metadata.get("nbgrader", {})
-        if md.get("solution") and md.get("grade_id") in _exercise_names():
+        if md.get("solution") and md.get("grade_id") in EXERCISES:
             name = md["grade_id"]
             want = [f"{name}_{c}" for c in cells_of(name)]
             have = _graded_ids(nb, name)
@@ -234,22 +234,15 @@ def _cells_to_fix(nb):
     return out
 
 
-def _exercise_names():
-    from grader import EXERCISES
-    return EXERCISES
-
-
 def _fix_cells(nb):
     """Give every exercise of ``nb`` exactly its graded cells (``grader.cells_of``), in order, right after its
     answer cell's last graded cell: a new one is added, one it no longer has is removed."""
     for name, lacking, extra in _cells_to_fix(nb):
         nb.cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") not in extra]
-        for gid in lacking:
-            cell = gid.rsplit("_", 1)[1]
-            ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells]
-            anchor = max(i for i, g in enumerate(ids) if g == name or (g or "").rsplit("_", 1)[0] == name
-                         and g != name)
-            nb.cells.insert(anchor + 1, graded_cell(name, cell))
+        for gid in lacking:  # after the exercise's last cell (its answer cell, or its last graded cell)
+            ids = [c.metadata.get("nbgrader", {}).get("grade_id") or "" for c in nb.cells]
+            last = max(i for i, g in enumerate(ids) if g == name or g.rsplit("_", 1)[0] == name)
+            nb.cells.insert(last + 1, graded_cell(name, gid.rsplit("_", 1)[1]))
 
 
 def drift(paths=None):

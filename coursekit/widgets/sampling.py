@@ -8,10 +8,8 @@ compute → draw → readout:
 * ``draw(record)`` -> a matplotlib Figure: the next-token distribution at one step of the first continuation
 * ``readout(record)`` -> the HTML under the plot: every continuation, and how many are real ISO dates
 """
-import datetime
 import html
 import math
-import re
 import warnings
 from dataclasses import dataclass, field
 
@@ -19,6 +17,7 @@ import ipywidgets as W
 import torch
 
 from .. import data
+from ..data import is_iso_date
 from .base import BLUE, GREY, BadInput, Explorer, call_learner, label, new_figure
 from .cross_attention import source_tokens
 
@@ -26,17 +25,6 @@ N_DRAWS = 8           # continuations drawn at once
 MAX_NEW = 12          # tokens each may write (an ISO date is 10, then <eos>)
 TAU_MIN, TAU_MAX = 0.1, 5.0
 SHOWN = 12            # tokens on the plot: the most probable at τ before filtering
-
-
-def is_iso_date(text):
-    """True for a real calendar date written YYYY-MM-DD ("2014-02-30" is not one)."""
-    if not re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
-        return False
-    try:
-        datetime.date.fromisoformat(text)
-    except ValueError:
-        return False
-    return True
 
 
 # ====================================================================== input
@@ -90,15 +78,18 @@ class SamplingRecord:
     readouts: dict = field(default_factory=dict)
 
 
+class _Unusable(Exception):
+    """The learner's ``sample_next`` gave something the generation cannot use; the message says what."""
+
+
 def _draw_ids(setup, prompt, tau, top_k, top_p, seed):
-    """(the N_DRAWS rows of new ids, the first row's logits at each step, a problem sentence or "")."""
-    model, V = setup.model, setup.model.cfg.vocab_size
-    ids = torch.tensor([prompt] * N_DRAWS, device=model.embed.E.device)  # (N, n)
+    """(the N_DRAWS continuations as lists of new ids, the first one's (logits, token) at each step, a problem
+    sentence or ""): the model's own generation loop (``DecoderLM.complete``) with the learner's draw."""
+    V = setup.model.cfg.vocab_size
     firsts = []
-    for step in range(MAX_NEW):
-        with torch.no_grad():
-            logits = model(ids[:, -model.cfg.max_len:])[:, -1]  # (N, V)
-        value, problem = call_learner(setup.sample_next, "sample_next", (logits, seed * 1000 + step),
+
+    def draw(logits):  # (N, V) -> (N,), one step of every continuation
+        value, problem = call_learner(setup.sample_next, "sample_next", (logits, seed * 1000 + len(firsts)),
                                       {"temperature": tau, "top_k": top_k, "top_p": top_p}, has_reference=False)
         if not problem and not (torch.is_tensor(value) and tuple(value.shape) == (N_DRAWS,)
                                 and value.dtype == torch.long):
@@ -107,12 +98,15 @@ def _draw_ids(setup, prompt, tau, top_k, top_p, seed):
         if not problem and not bool(((value >= 0) & (value < V)).all()):
             problem = f"your `sample_next` returned token ids outside 0 .. {V - 1}"
         if problem:
-            return None, firsts, problem
-        firsts.append(logits[0])
-        ids = torch.cat([ids, value.to(ids.device)[:, None]], dim=1)
-        if bool((ids[:, len(prompt):] == data.EOS_ID).any(dim=1).all()):
-            break
-    return ids[:, len(prompt):], firsts, ""
+            raise _Unusable(problem)
+        firsts.append((logits[0], int(value[0])))
+        return value.to(logits.device)
+
+    try:
+        rows = setup.model.complete([prompt] * N_DRAWS, MAX_NEW, data.EOS_ID, choose=draw)
+    except _Unusable as exc:
+        return None, firsts, str(exc)
+    return rows, firsts, ""
 
 
 def _kept(setup, z, top_k, top_p):
@@ -147,9 +141,9 @@ def compute(setup, source, tau, top_k=None, top_p=None, seed=0, step=0):
     if new is not None:
         rec.texts = [data.to_text(row, setup.vocab) for row in new]
         rec.step = min(max(int(step), 0), len(firsts) - 1)
-        z = firsts[rec.step].double() / tau
+        logits, rec.chosen = firsts[rec.step]
+        z = logits.double() / tau
         rec.probs = torch.softmax(z, dim=-1)
-        rec.chosen = int(new[0, rec.step])
         rec.kept, why = _kept(setup, z, top_k, top_p) if (top_k or top_p) else (torch.ones_like(z).bool(), "")
         rec.learner_message = why
     valid = sum(is_iso_date(t) for t in rec.texts)

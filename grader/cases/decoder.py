@@ -191,18 +191,22 @@ def _sampling_logits(g, big, dtype):
     return x, f"{what} {tuple(x.shape)}, {dn(dtype)}"
 
 
+def _softmax_row(row):
+    """softmax of one row of logits (a list; -inf allowed, not all of it), in plain Python."""
+    m = max(row)
+    e = [math.exp(v - m) if v != -INF else 0.0 for v in row]
+    return [q / sum(e) for q in e]
+
+
 def _nucleus_margin(x, p):
     """How close p is to a boundary of the nucleus of ``x`` (float64, pure Python): the smallest |mass - p|."""
     worst = INF
     for row in nested(x.double().reshape(-1, x.shape[-1])):
-        finite = [v for v in row if v != -INF]
-        if not finite:
+        if all(v == -INF for v in row):
             continue
-        m = max(finite)
-        e = [math.exp(v - m) if v != -INF else 0.0 for v in row]
-        total, mass = sum(e), 0.0
-        for q in sorted(e, reverse=True):
-            mass += q / total
+        mass = 0.0
+        for q in sorted(_softmax_row(row), reverse=True):
+            mass += q
             worst = min(worst, abs(mass - p))
     return worst
 
@@ -343,9 +347,7 @@ def _row_probabilities(row, tau, top_k, top_p):
     if top_k is not None:
         kth = sorted(z, reverse=True)[top_k - 1]
         z = [v if v >= kth else -INF for v in z]
-    m = max(z)
-    e = [math.exp(v - m) if v != -INF else 0.0 for v in z]
-    probs = [q / sum(e) for q in e]
+    probs = _softmax_row(z)
     if top_p is not None:
         order = sorted(range(len(probs)), key=lambda j: (-probs[j], j))
         mass, keep = 0.0, set()

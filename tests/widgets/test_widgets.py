@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt
 import pytest
 import torch
 
-from coursekit import widgets
+from coursekit import data, widgets
 from coursekit.samples import ONE_BUG, edited_source
 from helpers import as_learner
 
@@ -891,7 +891,7 @@ def sampler(learner, gpt, date_task):
 def test_the_sampling_explorer_draws_eight_continuations_and_counts_the_iso_dates(sampler):
     r = sampler.readouts
     assert r["drawn"] == 8 and len(sampler.record.texts) == 8 and sampler.learner_message == ""
-    assert r["valid_dates"] == sum(widgets.sampling.is_iso_date(t) for t in sampler.record.texts)
+    assert r["valid_dates"] == sum(data.is_iso_date(t) for t in sampler.record.texts)
     assert abs(float(sampler.record.probs.sum()) - 1) < 1e-9 and r["kept"] == sampler.record.probs.numel()
     assert "valid ISO dates" in sampler.readout.value and len(images_in(sampler.ui)) == 1 and sampler.png
 
@@ -942,6 +942,6 @@ def test_a_stub_or_garbage_sample_next_gets_a_message_and_draws_nothing(gpt, dat
 
 
 def test_the_iso_date_rule_needs_a_real_calendar_day():
-    is_iso = widgets.sampling.is_iso_date
+    is_iso = data.is_iso_date
     assert is_iso("2014-02-01") and is_iso("2000-02-29")
     assert not any(map(is_iso, ["2014-02-30", "2001-02-29", "2014-2-01", "2014-02-01 ", "14-02-01", ""]))
