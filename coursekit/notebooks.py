@@ -13,9 +13,10 @@
 * The course table (``grader/course.py``) says which notebooks exist and which
   exercises each holds, with their points. ``sync`` creates a notebook the table
   names but the course lacks (a title, the set-up cell, every exercise), and
-  appends the cells of an exercise the table adds to an existing notebook, so
-  adding either is a table entry, its modules, and ``make sync``. The prose
-  around new cells is the author's to write.
+  adds the cells of an exercise the table adds to an existing notebook (before
+  its self-check questions; a question goes at the end, under
+  ``QUESTIONS_HEADING``), so adding either is a table entry, its modules, and
+  ``make sync``. The prose around new cells is the author's to write.
 """
 import glob
 import inspect
@@ -25,6 +26,7 @@ import nbformat
 
 from . import SOURCE_DIR
 
+QUESTIONS_HEADING = "## Check your understanding"  # the section of self-check questions that ends a notebook
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 
 SETUP_SOURCE = '''\
@@ -175,7 +177,15 @@ def create_missing():
         if not missing and os.path.exists(path):
             continue
         for name in missing:
-            nb.cells.extend(exercise_cells(name))
+            if name in entry.questions:  # at the end, under the questions' heading
+                if not any(c.cell_type == "markdown" and c.source.startswith(QUESTIONS_HEADING) for c in nb.cells):
+                    nb.cells.append(markdown(QUESTIONS_HEADING + "\n\n(The author's introduction to the questions.)"))
+                nb.cells.extend([markdown("**Question.** (The question, for the author to write.)"),
+                                 *exercise(name)])
+            else:  # before the questions
+                at = next((i for i, c in enumerate(nb.cells)
+                           if c.cell_type == "markdown" and c.source.startswith(QUESTIONS_HEADING)), len(nb.cells))
+                nb.cells[at:at] = exercise_cells(name)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         nbformat.write(nb, path)
         written.append(path)

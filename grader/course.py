@@ -11,6 +11,10 @@ Each entry says, for one notebook (in course order):
                  an exercise must refuse, is worth ``ERRORS_POINTS``;
 * ``given``      {exercise: ("module:function", ...)}: ready-made versions in ``coursekit`` that the learner's
                  answer must not call (it may call the ready-made versions of *other* exercises);
+* ``questions``  the self-check questions at the end of the notebook, in order: functions that return a literal
+                 (a choice, a number, a tuple), graded like an exercise (``grader.cases.common.question``),
+                 worth ``QUESTION_POINTS`` each, in a basic cell only; ``exercises`` lists them too, after the
+                 exercises;
 * ``setup``      the imports of ready-made parts that the notebook's read-only set-up cell adds ("" for none);
 * ``sample_bug`` the one known bug of the sample submission (``course demo``, the pipeline tests): the
                  exercise, what the bug is, and the (old, new) edit of the reference source;
@@ -27,13 +31,14 @@ Plain data, no imports of the grader's other modules or of ``coursekit`` (which 
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-SHIPS = ("folder", "topic", "exercises", "given", "setup")
+SHIPS = ("folder", "topic", "exercises", "questions", "given", "setup")
 INSTRUCTOR_ONLY = ("sample_bug", "sample_bug_costs")
 
 POINTS_RULE = ("an exercise of difficulty d (1 to 5: the ideas and the lines its reference needs) is worth d points "
                "in its basic cell, ceil(d / 2) in its edge cell, and 1 in its errors cell (the bad input it must "
                "refuse), when it has one")
 ERRORS_POINTS = 1  # the errors cell of every exercise that must refuse some input
+QUESTION_POINTS = 1  # a self-check question
 
 
 class SampleBug(NamedTuple):
@@ -51,6 +56,14 @@ class Notebook:
     setup: str = ""
     sample_bug: SampleBug | None = None
     sample_bug_costs: tuple = ("basic", "edge")
+    questions: tuple = ()
+
+    def __post_init__(self):  # the questions are graded as exercises are: the table lists them after the exercises
+        clash = set(self.questions) & set(self.exercises)
+        if clash:
+            raise ValueError(f"{self.folder}: {sorted(clash)} are both exercises and questions")
+        object.__setattr__(self, "exercises", {**self.exercises, **{q: (QUESTION_POINTS, QUESTION_POINTS)
+                                                                     for q in self.questions}})
 
 
 def _points(**difficulty):
@@ -65,14 +78,17 @@ NOTEBOOKS = {nb.folder: nb for nb in [
     Notebook(
         "01_tokens", "tokens",
         _points(build_vocab=3, encode=1, decode=2, pad_batch=2, embed_one_hot=1, embed_lookup=1),
+        questions=("answer_embedding_table_size", "answer_one_hot_product"),
         sample_bug=SampleBug("pad_batch", "the padding mask is inverted", ("return ids, mask", "return ids, ~mask"))),
     Notebook(
         "02_dot_products", "dot_products",
         _points(pairwise_scores=1, project_qkv=2, scaled_scores=1, score_variance=2),
+        questions=("answer_why_scale", "answer_score_std"),
         sample_bug=SampleBug("scaled_scores", "no division by sqrt(d_k)", (" / math.sqrt(d_k)", ""))),
     Notebook(
         "03_softmax", "softmax",
         _points(softmax=2, log_softmax=2, sequence_log_prob=3),
+        questions=("answer_temperature_top_probability", "answer_why_log_probabilities"),
         sample_bug=SampleBug("softmax", "logits multiplied by the temperature",
                              ("z = x / temperature", "z = x * temperature"))),
     Notebook(
@@ -80,11 +96,13 @@ NOTEBOOKS = {nb.folder: nb for nb in [
         _points(bidirectional_mask=1, causal_mask=1, padding_mask=1, combine_masks=2, additive_mask=1,
                 masked_attention=4),
         given={"masked_attention": ("coursekit.blocks:masked_attention",)},
+        questions=("answer_causal_pairs", "answer_why_minus_infinity"),
         sample_bug=SampleBug("masked_attention", "no division by sqrt(d_k)", (" / math.sqrt(Q.shape[-1])", ""))),
     Notebook(
         "05_rnn", "rnn",
         _points(rnn_cell=1, rnn_encode=3, decoder_step=1, teacher_forced_logits=3, seq2seq_loss=2, greedy_decode=4,
                 beam_search=5),
+        questions=("answer_context_shape", "answer_teacher_forcing"),
         sample_bug=SampleBug("rnn_encode", "the context is taken after the padding",
                              ("h = torch.where(real, h_new, h)", "h = h_new"))),
     # later notebooks' blocks call earlier exercises, so a bug in a helper would cost the block's points
@@ -100,6 +118,7 @@ NOTEBOOKS = {nb.folder: nb for nb in [
                "embed_with_positions": ("coursekit.blocks:embed_with_positions",),
                "encoder_block": ("coursekit.blocks:encoder_block",)},
         setup="from coursekit.blocks import masked_attention",
+        questions=("answer_head_width", "answer_shuffled_tokens"),
         sample_bug=SampleBug("encoder_block", "the residual around attention is missing",
                              ("F.layer_norm(x + a, ", "F.layer_norm(a, "))),
     Notebook(
@@ -109,11 +128,13 @@ NOTEBOOKS = {nb.folder: nb for nb in [
         given={"decoder_block": ("coursekit.blocks:decoder_block",)},
         setup="from coursekit.blocks import (embed_with_positions, masked_attention, merge_heads,\n"
               "                             multi_head_attention, split_heads)",
+        questions=("answer_encoder_to_decoder", "answer_next_token_targets", "answer_nucleus"),
         sample_bug=SampleBug("decoder_block", "no causal mask", (".tril()  # (T, T): j <= i", "  # (T, T): j <= i"))),
     Notebook(
         "08_encoder_decoder", "encoder_decoder",
         _points(cross_attention=2, encdec_decoder_block=3),
         setup="from coursekit.blocks import embed_with_positions, encoder_block, multi_head_attention",
+        questions=("answer_cross_attention_sources", "answer_cross_weights_shape", "answer_empty_source"),
         sample_bug=SampleBug("encdec_decoder_block", "no causal mask on the self-attention",
                              (".tril()  # (T_y, T_y)", "  # (T_y, T_y)"))),
     Notebook(
@@ -122,6 +143,7 @@ NOTEBOOKS = {nb.folder: nb for nb in [
         given={"decoder_block_step": ("coursekit.blocks:decoder_block_step",)},
         setup="from coursekit.blocks import (decoder_block, embed_with_positions, masked_attention, merge_heads,\n"
               "                             split_heads)",
+        questions=("answer_positions_without_cache", "answer_what_the_cache_keeps"),
         sample_bug=SampleBug("decoder_block_step", "the cache is not passed to the attention",
                              ("cached_attention(q, k, v, cache)", "cached_attention(q, k, v, None)")),
         # the cache it drops is also the one whose batch size cached_attention would have refused

@@ -29,8 +29,8 @@ class Failure:
 class Report:
     """Collects the cases of one part of one exercise, then passes (one printed line) or raises CheckFailed."""
 
-    def __init__(self, name, part):
-        self.name, self.part = name, part
+    def __init__(self, name, part, question=False):
+        self.name, self.part, self.question = name, part, question
         self.n = 0
         self.failures = []
         self.notes = []
@@ -58,9 +58,13 @@ class Report:
             extras.append(f"it raised a warning ({self.warned[0]}); warnings do not cost points")
         extra = (" Note: " + "; ".join(extras) + ".") if extras else ""
         if not self.failures:
-            print(f"PASSED {label}: {self.n} check{'s' if self.n != 1 else ''} passed.{extra}")
+            print(f"PASSED {label}: " + ("right." if self.question else
+                                         f"{self.n} check{'s' if self.n != 1 else ''} passed.{extra}"))
             return
         first = self.failures[0]
+        if self.question:  # one answer, one line: what is wrong with it, and the misunderstanding it shows
+            raise CheckFailed(f"FAILED {label}: {first.text}" + (f": {first.mistake}." if first.mistake else "") +
+                              (" Note: " + "; ".join(self.notes) + "." if self.notes else ""))
         lines = [f"FAILED {label}: {len(self.failures)} of {self.n} checks failed.",
                  f"First failure, case {first.index}: {first.what} (device {first.device}):",
                  f"  {first.text}"]

@@ -16,7 +16,7 @@ from . import _safe, reference
 from .compare import compare, same
 from .devices import grading_devices, move, tensors
 from .cases import EXERCISES, hidden_cases, visible_cases
-from .cases.common import Case, stub_message
+from .cases.common import Case, NotAnAnswer, digest_of, stub_message
 from .report import Report
 from .shipped import load_expected
 
@@ -117,6 +117,8 @@ def judge_case(run, ex, fn, index, case, expected, device):
     if run.stopped:
         return
     outcome = _safe.call(fn, case.args, case.kwargs)
+    if ex.answer is not None:
+        return judge_answer(run, ex, index, case, outcome, expected, device)
     scale = ex.conditioning(case.args, case.kwargs) if ex.conditioning and not case.raises else 0.0
     value = expected.value() if callable(expected.value) else expected.value
     wrong = problem(ex.name, outcome, value, case.raises, expected.message, device, scale)
@@ -124,6 +126,26 @@ def judge_case(run, ex, fn, index, case, expected, device):
     if wrong is not None:
         mistakes = expected.mistakes() if callable(expected.mistakes) else expected.mistakes
         mistake = diagnose(wrong[0], outcome.value, mistakes, dict(ex.mistakes))
+    run.record(index, case.what, device, outcome, wrong, mistake)
+
+
+def judge_answer(run, ex, index, case, outcome, expected, device):
+    """A self-check question: the learner's answer, written canonically and hashed, against the digest of the
+    right one (``expected``); a wrong answer that a known mistake gives is named with its explanation."""
+    wrong, mistake = None, None
+    if outcome.called_reference or outcome.timed_out or outcome.error is not None:
+        wrong = problem(ex.name, outcome, None, None, "", device)  # the stub, an error, a time-out: in words
+    else:
+        try:
+            got = digest_of(ex, outcome.value)
+        except NotAnAnswer as exc:
+            wrong = ("type", f"{exc}.")
+        else:
+            if got != (expected.value() if callable(expected.value) else expected.value):
+                mistakes = expected.mistakes() if callable(expected.mistakes) else expected.mistakes
+                mistake = next((why for m, why in ex.mistakes if (mistakes or {}).get(m) == got), None)
+                wrong = ("answer", f"{outcome.value!r} is not the right answer" +
+                         ("" if mistake else "; read the question and its section again, then try another."))
     run.record(index, case.what, device, outcome, wrong, mistake)
 
 
@@ -210,7 +232,7 @@ def run_hidden(run, ex, fn, part, seed=0):
     else:
         cases = visible_cases(ex, "edge") + hidden_cases(ex, seed)
     index = 0
-    for device in grading_devices():
+    for device in (["cpu"] if ex.answer is not None else grading_devices()):  # a question has no tensors
         for case in cases:
             index += 1
             args, kwargs = move(case.args, device), move(case.kwargs, device)
@@ -219,13 +241,13 @@ def run_hidden(run, ex, fn, part, seed=0):
             # value exists anywhere while learner code runs
             def expected(args=args, kwargs=kwargs):
                 value, _ = reference_call(ref, args, kwargs)
-                return value
+                return digest_of(ex, value)
 
             def mistakes(args=args, kwargs=kwargs):
                 out = {}
                 for mname, _ in ex.mistakes:
                     value, err = reference_call(mistake_fns[mname], args, kwargs)
-                    out[mname] = None if err is not None else value
+                    out[mname] = None if err is not None else digest_of(ex, value)
                 return out
 
             message = ""

@@ -136,3 +136,18 @@ def masked_attention(Q, K, V, mask=None):
     out = weights @ V  # (..., T_q, d_v)
     return out, weights
     ### END SOLUTION
+
+
+# ---------------------------------------------------------------- self-check questions (answers are literals)
+def answer_causal_pairs():
+    """Your answer to the question above: an int."""
+    ### BEGIN SOLUTION
+    return 21
+    ### END SOLUTION
+
+
+def answer_why_minus_infinity():
+    """Your answer to the question above: "a", "b", "c" or "d"."""
+    ### BEGIN SOLUTION
+    return "b"
+    ### END SOLUTION

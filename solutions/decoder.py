@@ -253,3 +253,25 @@ def sample_next(logits, seed, temperature=1.0, top_k=None, top_p=None):
     g = torch.Generator(device=logits.device).manual_seed(seed)
     return torch.multinomial(probs, 1, generator=g)[:, 0]  # (B,)
     ### END SOLUTION
+
+
+# ---------------------------------------------------------------- self-check questions (answers are literals)
+def answer_encoder_to_decoder():
+    """Your answer to the question above: "a", "b", "c" or "d"."""
+    ### BEGIN SOLUTION
+    return "b"
+    ### END SOLUTION
+
+
+def answer_next_token_targets():
+    """Your answer to the question above: an int."""
+    ### BEGIN SOLUTION
+    return 11
+    ### END SOLUTION
+
+
+def answer_nucleus():
+    """Your answer to the question above: a tuple of token ids."""
+    ### BEGIN SOLUTION
+    return (0, 1, 2)
+    ### END SOLUTION

@@ -93,3 +93,18 @@ def score_variance(d_k, n_pairs=20000, seed=0):
     raw = (q * k).sum(-1)  # (n_pairs,)
     return raw.var().item(), (raw / math.sqrt(d_k)).var().item()
     ### END SOLUTION
+
+
+# ---------------------------------------------------------------- self-check questions (answers are literals)
+def answer_why_scale():
+    """Your answer to the question above: "a", "b", "c" or "d"."""
+    ### BEGIN SOLUTION
+    return "b"
+    ### END SOLUTION
+
+
+def answer_score_std():
+    """Your answer to the question above: an int."""
+    ### BEGIN SOLUTION
+    return 8
+    ### END SOLUTION

@@ -215,3 +215,18 @@ def masked_lm_loss(logits, targets, is_masked):
     n = is_masked.sum()
     return torch.where(is_masked, nll, torch.zeros_like(nll)).sum() / n.clamp_min(1)
     ### END SOLUTION
+
+
+# ---------------------------------------------------------------- self-check questions (answers are literals)
+def answer_head_width():
+    """Your answer to the question above: an int."""
+    ### BEGIN SOLUTION
+    return 8
+    ### END SOLUTION
+
+
+def answer_shuffled_tokens():
+    """Your answer to the question above: "a", "b", "c" or "d"."""
+    ### BEGIN SOLUTION
+    return "a"
+    ### END SOLUTION

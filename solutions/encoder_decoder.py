@@ -88,3 +88,25 @@ def encdec_decoder_block(y, memory, tgt_valid, src_valid, params, n_heads):
     ff = torch.relu(h2 @ f["W_1"].T + f["b_1"]) @ f["W_2"].T + f["b_2"]  # (B, T_y, D)
     return F.layer_norm(h2 + ff, (D,), params["ln3"]["weight"], params["ln3"]["bias"], 1e-5), cross_weights
     ### END SOLUTION
+
+
+# ---------------------------------------------------------------- self-check questions (answers are literals)
+def answer_cross_attention_sources():
+    """Your answer to the question above: "a", "b", "c" or "d"."""
+    ### BEGIN SOLUTION
+    return "b"
+    ### END SOLUTION
+
+
+def answer_cross_weights_shape():
+    """Your answer to the question above: a tuple of ints."""
+    ### BEGIN SOLUTION
+    return (2, 4, 5, 7)
+    ### END SOLUTION
+
+
+def answer_empty_source():
+    """Your answer to the question above: "a", "b", "c" or "d"."""
+    ### BEGIN SOLUTION
+    return "b"
+    ### END SOLUTION

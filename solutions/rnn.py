@@ -305,3 +305,18 @@ def beam_search(context, params, bos_id, eos_id, beam_width, max_len, length_nor
     best = sorted(pool, key=rank, reverse=True)[:beam_width]
     return [toks for toks, _, _ in best], torch.stack([score for _, score, _ in best])
     ### END SOLUTION
+
+
+# ---------------------------------------------------------------- self-check questions (answers are literals)
+def answer_context_shape():
+    """Your answer to the question above: a tuple of ints."""
+    ### BEGIN SOLUTION
+    return (4, 32)
+    ### END SOLUTION
+
+
+def answer_teacher_forcing():
+    """Your answer to the question above: "a", "b", "c" or "d"."""
+    ### BEGIN SOLUTION
+    return "b"
+    ### END SOLUTION

@@ -89,3 +89,18 @@ def sequence_log_prob(logits, targets, mask=None):
         picked = picked.masked_fill(~mask, 0.0)
     return picked.sum(dim=-1)  # (B,)
     ### END SOLUTION
+
+
+# ---------------------------------------------------------------- self-check questions (answers are literals)
+def answer_temperature_top_probability():
+    """Your answer to the question above: a number (compared to 2 decimal places)."""
+    ### BEGIN SOLUTION
+    return 0.51
+    ### END SOLUTION
+
+
+def answer_why_log_probabilities():
+    """Your answer to the question above: "a", "b", "c" or "d"."""
+    ### BEGIN SOLUTION
+    return "b"
+    ### END SOLUTION

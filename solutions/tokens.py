@@ -131,3 +131,18 @@ def embed_lookup(ids, E):
         raise ValueError(f"ids must lie in [0, {V}) for an embedding matrix with V={V} rows")
     return E[ids]  # (..., D)
     ### END SOLUTION
+
+
+# ---------------------------------------------------------------- self-check questions (answers are literals)
+def answer_embedding_table_size():
+    """Your answer to the question above: an int."""
+    ### BEGIN SOLUTION
+    return 64000
+    ### END SOLUTION
+
+
+def answer_one_hot_product():
+    """Your answer to the question above: "a", "b", "c" or "d"."""
+    ### BEGIN SOLUTION
+    return "b"
+    ### END SOLUTION

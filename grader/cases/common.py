@@ -11,6 +11,7 @@ A property check calls the learner's function through ``learner_call`` /
 ``learner_tensor``: when the call fails or returns something of the wrong kind
 the property gives up (returns None), because the case checks already report it.
 """
+import hashlib
 import math
 from dataclasses import dataclass, field
 from typing import Callable
@@ -50,9 +51,108 @@ class Exercise:
     tensor_inputs: bool = True                 # also probe the hidden part on the meta device (wrong-device tensors)
     uses: tuple = ()                           # other exercises the learner's function calls (named in failures)
     conditioning: Callable | None = None       # (args, kwargs) -> size of the inputs the rounding error scales with
+    answer: "Answer | None" = None             # a self-check question: the kind of literal it returns (see question)
     # from the course table (grader/course.py), filled in by register:
     notebook: str = field(default="", init=False)   # the notebook's folder, "03_softmax"
     given: tuple = field(default=(), init=False)    # "module:function" ready-made versions learners must not call
+
+
+# ---------------------------------------------------------------- self-check questions
+class NotAnAnswer(ValueError):
+    """A question's function returned something that is not an answer of its kind."""
+
+
+class Answer:
+    """The kind of literal a question's answer is. ``canonical(value)`` writes an answer as the one text that is
+    compared (and hashed); a value of another kind raises ``NotAnAnswer`` saying what was expected."""
+    expects = "a value"
+
+    def canonical(self, value):
+        raise NotImplementedError
+
+    def refuse(self, value):
+        shown = repr(value)[:60] if type(value) in (str, int, float, tuple, list) else type(value).__name__
+        raise NotAnAnswer(f"return {self.expects}, not {shown}")
+
+
+def _number(value):
+    """A Python number from an int, a float or a one-element tensor (a learner may compute with torch); else None."""
+    if type(value) is _safe.Tensor and value.numel() == 1 and value.device.type != "meta":
+        value = _safe.tolist(_safe.to(_safe.detach(value), "cpu").flatten())[0]
+    return value if type(value) in (int, float) else None
+
+
+class Choice(Answer):
+    """One of a few letters: "a", "b", ... (case, spaces and parentheses do not matter: "B", "(b)", " b ")."""
+
+    def __init__(self, *letters):
+        self.letters = letters
+        self.expects = "one of " + ", ".join(f'"{c}"' for c in letters) + " (a str)"
+
+    def canonical(self, value):
+        letter = value.strip().strip("()").strip().lower() if type(value) is str else None
+        if letter in self.letters:
+            return letter
+        self.refuse(value)
+
+
+class Integer(Answer):
+    """A whole number: an int, or a float or a one-element tensor holding one (15, 15.0, torch.tensor(15))."""
+    expects = "a whole number (an int)"
+
+    def canonical(self, value):
+        number = _number(value)
+        if number is not None and math.isfinite(number) and float(number).is_integer():
+            return str(int(number))
+        self.refuse(value)
+
+
+class Decimal(Answer):
+    """A number, compared to ``digits`` decimal places (0.5065 and 0.51 are the same answer at 2 places)."""
+
+    def __init__(self, digits):
+        self.digits = digits
+        self.expects = f"a number (it is compared to {digits} decimal places)"
+
+    def canonical(self, value):
+        number = _number(value)
+        if number is not None and math.isfinite(number):
+            return f"{float(number):.{self.digits}f}"
+        self.refuse(value)
+
+
+class IntTuple(Answer):
+    """A tuple of whole numbers, such as a shape: (2, 4, 5, 7); a list or a torch.Size is the same answer."""
+    expects = "a tuple of whole numbers, such as (2, 3)"
+
+    def canonical(self, value):
+        if type(value) in (tuple, list, torch.Size) and all(type(v) is int for v in value):
+            return "(" + ", ".join(str(v) for v in value) + ")"
+        self.refuse(value)
+
+
+ANSWER_SALT = "attention-course self-check v1"
+
+
+def answer_digest(name, text):
+    """The salted SHA-256 of question ``name``'s answer written canonically: what ships instead of the answer, so
+    that a learner's check says right or wrong while the answer is not readable in the course's files."""
+    return hashlib.sha256(f"{ANSWER_SALT}|{name}|{text}".encode()).hexdigest()
+
+
+def question(name, ref, answer, wrong=()):
+    """A self-check question as an exercise: the learner's function ``name()`` returns a literal of kind ``answer``
+    (an ``Answer``); ``ref`` returns the right one, and each known wrong answer is a function of
+    ``solutions/mistakes/<topic>.py`` returning it, named with what it misunderstands (``wrong``: (mistake,
+    explanation) pairs). Only salted digests of the answers ship (``answer_digest``)."""
+    return Exercise(name, ref, lambda g, big: Case("your answer", ()), mistakes=list(wrong), n_basic=1, n_hidden=1,
+                    tensor_inputs=False, answer=answer)
+
+
+def digest_of(ex, value):
+    """What is compared for ``ex``: the salted digest of a question's answer (``NotAnAnswer`` for a value of the
+    wrong kind), the value itself for every other exercise."""
+    return answer_digest(ex.name, ex.answer.canonical(value)) if ex.answer is not None else value
 
 
 # ---------------------------------------------------------------- the registry
@@ -63,15 +163,15 @@ SAFE_GLOBALS = []  # classes (beyond tensors and plain data) that shipped expect
 def register(module, *exercises):
     """Add the exercises of one notebook; its case module ``module`` (pass ``__name__``) ends with this call.
 
-    The exercises must be the table's (``grader/course.py``), in its order, and
+    The exercises (and questions) must be the table's (``grader/course.py``), registered in its order, and
     their known mistakes must live in ``solutions/mistakes/<topic>.py``.
     """
     topic = module.rsplit(".", 1)[-1]
     nb = TOPICS[topic]
     names = [ex.name for ex in exercises]
-    if names != list(nb.exercises):
+    if sorted(names) != sorted(nb.exercises) or len(set(names)) != len(names):
         raise ValueError(f"grader/cases/{topic}.py registers {names}; grader/course.py lists {list(nb.exercises)}")
-    for ex in exercises:
+    for ex in sorted(exercises, key=lambda ex: list(nb.exercises).index(ex.name)):  # in the table's order
         if ex.name in EXERCISES:
             raise ValueError(f"exercise {ex.name!r} is registered twice")
         wrong = [m for m, _ in ex.mistakes if not m.startswith(topic + ":")]

@@ -17,6 +17,7 @@ import torch
 from .common import (CAUSAL_LESSON, INF, Case, Exercise, F64, as_float32, attn_params, block_case, block_edge, block_params,
                      causal_mask, dn, gen, learner_tensor, logit_sum_scale, nested, no_future_leak, pick_dtype,
                      pick_heads, pick_int, randn, random_lengths, random_padding_mask, register, valid_mask)
+from .common import Choice, IntTuple, Integer, question
 
 
 # ---------------------------------------------------------------- rope
@@ -480,4 +481,20 @@ register(
                         "the temperature first, then filter"),
                        ("decoder:sample_next_top_p_before_top_k",
                         "top-p was applied before top-k; the order is the temperature, then top-k, then top-p")]),
+    question("answer_encoder_to_decoder", "decoder:answer_encoder_to_decoder", Choice("a", "b", "c", "d"), wrong=[
+        ("decoder:answer_encoder_to_decoder_layers",
+         "encoders and decoders stack the same blocks; depth says nothing about who may read whom"),
+        ("decoder:answer_encoder_to_decoder_positions",
+         "positions tell a token where it is, not which tokens it may read"),
+        ("decoder:answer_encoder_to_decoder_cross",
+         "cross-attention joins a decoder to an encoder (notebook 08); GPT has none")]),
+    question("answer_next_token_targets", "decoder:answer_next_token_targets", Integer(), wrong=[
+        ("decoder:answer_next_token_targets_every_position",
+         "the last position has no next token in the text: T - 1 predictions"),
+        ("decoder:answer_next_token_targets_one",
+         "the causal mask lets every position predict its next token in the same pass: T - 1 at once")]),
+    question("answer_nucleus", "decoder:answer_nucleus", IntTuple(), wrong=[
+        ("decoder:answer_nucleus_crossing_dropped",
+         "0.5 + 0.3 = 0.8 has not reached 0.9: the token whose probability carries the mass past p is kept"),
+        ("decoder:answer_nucleus_all", "the mass reached 0.9 with token 2 (0.95): the rest is cut")]),
 )

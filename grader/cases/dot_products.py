@@ -3,6 +3,7 @@ import torch
 
 from .. import _safe
 from .common import Case, Exercise, F64, dn, gen, pick_dtype, pick_int, randn, register, stub_message
+from .common import Choice, Integer, question
 
 
 def _qk_case(g, big):
@@ -88,4 +89,16 @@ register(
              properties=[("basic", _variance_property), ("hidden-basic", _variance_property),
                          ("hidden", _variance_property)],
              tensor_inputs=False, n_basic=0, n_hidden=0),
+    question("answer_why_scale", "dot_products:answer_why_scale", Choice("a", "b", "c", "d"), wrong=[
+        ("dot_products:answer_why_scale_positive",
+         "dividing by a positive number keeps every sign: a negative score stays negative"),
+        ("dot_products:answer_why_scale_sum_to_one",
+         "the softmax makes the weights sum to 1, whatever the scale of the scores"),
+        ("dot_products:answer_why_scale_cheaper",
+         "the division is one more operation on the scores: it costs a little time and saves none")]),
+    question("answer_score_std", "dot_products:answer_score_std", Integer(), wrong=[
+        ("dot_products:answer_score_std_variance",
+         "64 is the variance (d_k terms of variance 1 add up); the standard deviation is its square root"),
+        ("dot_products:answer_score_std_scaled",
+         "1 is the spread after dividing by sqrt(d_k) = 8; before the scaling it is sqrt(d_k)")]),
 )

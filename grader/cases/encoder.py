@@ -18,6 +18,7 @@ from .. import _safe
 from .common import (Case, Exercise, F32, F64, as_float32, attn_params, block_case, block_edge, block_params,
                      causal_mask, dn, gen, learner_tensor, logit_sum_scale, nested, pick_dtype, pick_heads, pick_int,
                      randn, random_padding_mask, register, valid_mask)
+from .common import Choice, Integer, question
 
 
 # ---------------------------------------------------------------- split_heads / merge_heads
@@ -391,4 +392,16 @@ register(
                        ("encoder:masked_lm_loss_divided_by_all",
                         "the masked positions' losses were divided by B * T, the number of all positions; divide by "
                         "the number of masked positions")]),
+    question("answer_head_width", "encoder:answer_head_width", Integer(), wrong=[
+        ("encoder:answer_head_width_multiplied",
+         "the heads split the width D among them, they do not multiply it: D / n_heads"),
+        ("encoder:answer_head_width_whole_width", "64 is the whole width D, shared by the 8 heads")]),
+    question("answer_shuffled_tokens", "encoder:answer_shuffled_tokens", Choice("a", "b", "c", "d"), wrong=[
+        ("encoder:answer_shuffled_tokens_different",
+         "self-attention scores each pair the same way wherever the pair sits: without positions, moving the tokens "
+         "only moves their outputs"),
+        ("encoder:answer_shuffled_tokens_original_order",
+         "each output belongs to its token: when the token moves, its output moves with it"),
+        ("encoder:answer_shuffled_tokens_all_equal",
+         "different tokens still get different outputs; only their order is invisible")]),
 )

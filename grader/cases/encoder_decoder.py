@@ -14,6 +14,7 @@ over two numbers keeps only their sign).
 from .common import (CAUSAL_LESSON, Case, Exercise, as_float32, attn_params, dn, encdec_params, gen, learner_tensor,
                      nested, no_future_leak, pick_dtype, pick_heads, pick_int, randn, random_lengths, register,
                      valid_mask)
+from .common import Choice, IntTuple, question
 
 
 # ---------------------------------------------------------------- cross_attention
@@ -165,4 +166,28 @@ register(
                         "the residual around cross-attention is missing: h2 = LayerNorm(h1 + CrossAttention(h1, "
                         "memory))")],
              n_basic=6, n_hidden=12),
+    question("answer_cross_attention_sources", "encoder_decoder:answer_cross_attention_sources",
+             Choice("a", "b", "c", "d"), wrong=[
+        ("encoder_decoder:answer_cross_attention_sources_all_decoder",
+         "that is the decoder's self-attention; cross-attention reads the encoder"),
+        ("encoder_decoder:answer_cross_attention_sources_swapped",
+         "the decoder asks (its queries), and the source answers (the encoder's keys and values): one output row per "
+         "target token"),
+        ("encoder_decoder:answer_cross_attention_sources_all_encoder",
+         "that is the encoder's self-attention; cross-attention's queries come from the decoder")]),
+    question("answer_cross_weights_shape", "encoder_decoder:answer_cross_weights_shape", IntTuple(), wrong=[
+        ("encoder_decoder:answer_cross_weights_shape_transposed",
+         "one row per query (the T_y target tokens), one column per key (the T_x source tokens)"),
+        ("encoder_decoder:answer_cross_weights_shape_self",
+         "(T_y, T_y) is the self-attention's: cross-attention's keys are the T_x source tokens"),
+        ("encoder_decoder:answer_cross_weights_shape_no_heads",
+         "each head has its own weights: (B, heads, T_y, T_x)")]),
+    question("answer_empty_source", "encoder_decoder:answer_empty_source", Choice("a", "b", "c", "d"), wrong=[
+        ("encoder_decoder:answer_empty_source_error",
+         "with no key to read, every cross-attention weight is 0 and the sub-layer adds its output bias: section 5 "
+         "runs it"),
+        ("encoder_decoder:answer_empty_source_encoder",
+         "the decoder's self-attention stays causal; the empty source takes away cross-attention, not the mask"),
+        ("encoder_decoder:answer_empty_source_uniform",
+         "the self-attention's weights still come from the scores; only cross-attention has nothing to read")]),
 )

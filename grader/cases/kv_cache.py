@@ -18,6 +18,7 @@ import torch
 from ..compare import _flatten
 from .common import (Case, Exercise, F64, SAFE_GLOBALS, as_float32, block_params, dn, gen, learner_call, nested,
                      no_future_leak, pick_dtype, pick_int, randn, register, tensor_in)
+from .common import Choice, Integer, question
 
 
 # ---------------------------------------------------------------- the grader's toy model
@@ -393,4 +394,19 @@ register(
                         "one sequence was counted: each of the batch's sequences keeps its own keys and values, so "
                         "multiply by batch")],
              tensor_inputs=False, n_basic=8, n_hidden=16),
+    question("answer_positions_without_cache", "kv_cache:answer_positions_without_cache", Integer(), wrong=[
+        ("kv_cache:answer_positions_without_cache_with_cache",
+         "14 is with the cache: the prompt once, then one new token a step"),
+        ("kv_cache:answer_positions_without_cache_fixed_length",
+         "the text grows by one token a step: 5, 6, ..., 14 positions, not 15 every time"),
+        ("kv_cache:answer_positions_without_cache_prompt_only",
+         "the text grows at every step: the tokens generated so far go through the model too")]),
+    question("answer_what_the_cache_keeps", "kv_cache:answer_what_the_cache_keeps", Choice("a", "b", "c", "d"), wrong=[
+        ("kv_cache:answer_what_the_cache_keeps_queries",
+         "a query is used once, by its own token's step; later steps never read it again"),
+        ("kv_cache:answer_what_the_cache_keeps_weights",
+         "the weights change at every step: each new query weighs every key again"),
+        ("kv_cache:answer_what_the_cache_keeps_logits",
+         "earlier positions' logits are never needed again; the new token's attention needs the earlier keys and "
+         "values")]),
 )

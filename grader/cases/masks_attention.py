@@ -6,6 +6,7 @@ import torch
 
 from .common import (Case, Exercise, F64, dn, gen, learner_tensor, nested, no_future_leak, pick_dtype, pick_int, randn,
                      register)
+from .common import Choice, Integer, question
 
 
 def _bidir_case(g, big):
@@ -188,4 +189,19 @@ register(
                         "the mask was applied after the softmax, so the remaining "
                         "weights no longer sum to 1; add -inf before the softmax"),
                        ("masks_attention:attention_mask_ignored", "the mask was ignored")]),
+    question("answer_causal_pairs", "attention:answer_causal_pairs", Integer(), wrong=[
+        ("masks_attention:answer_causal_pairs_all_pairs",
+         "36 is every pair, the bidirectional mask: the causal mask allows j <= i only"),
+        ("masks_attention:answer_causal_pairs_no_diagonal",
+         "15 leaves out the diagonal: a token may attend to itself (j = i)"),
+        ("masks_attention:answer_causal_pairs_diagonal_only",
+         "each position attends to itself and to every earlier position, not to itself alone")]),
+    question("answer_why_minus_infinity", "attention:answer_why_minus_infinity", Choice("a", "b", "c", "d"), wrong=[
+        ("masks_attention:answer_why_minus_infinity_faster",
+         "both are one masked fill; the difference is in what the allowed weights sum to"),
+        ("masks_attention:answer_why_minus_infinity_nan",
+         "zeros after the softmax give finite outputs; the trouble is that each row's weights then sum to less than 1"),
+        ("masks_attention:answer_why_minus_infinity_same",
+         "zeroing after the softmax leaves the blocked positions' share in the denominator: the allowed weights sum "
+         "to less than 1")]),
 )

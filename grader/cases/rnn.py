@@ -11,6 +11,7 @@ from .. import _safe
 from ..compare import same
 from .common import (Case, Exercise, F64, dn, gen, learner_call, logit_sum_scale, nested, pick_dtype, pick_int, randn,
                      register, tensor_in)
+from .common import Choice, IntTuple, question
 
 BOS, EOS = 1, 2
 
@@ -430,4 +431,18 @@ register(
                        ("rnn:beam_search_ignores_length_norm",
                         "length_norm=True was ignored: rank the final hypotheses by log-probability divided by "
                         "their number of tokens")]),
+    question("answer_context_shape", "rnn:answer_context_shape", IntTuple(), wrong=[
+        ("rnn:answer_context_shape_every_state",
+         "(B, T_x, H) is every state h_1 ... h_{T_x}; the context is one vector per source, its last real state"),
+        ("rnn:answer_context_shape_no_batch",
+         "the context has no time axis, and the batch has one context per source: (B, H)"),
+        ("rnn:answer_context_shape_one_vector", "each source of the batch has its own context: (B, H)")]),
+    question("answer_teacher_forcing", "rnn:answer_teacher_forcing", Choice("a", "b", "c", "d"), wrong=[
+        ("rnn:answer_teacher_forcing_own_prediction",
+         "feeding its own predictions is what greedy decoding does when it writes; teacher forcing feeds the true "
+         "previous token"),
+        ("rnn:answer_teacher_forcing_context_only",
+         "the context sets the decoder's first state; every step also reads the previous target token"),
+        ("rnn:answer_teacher_forcing_source_token",
+         "the decoder reads the target side; the source reaches it only through the context")]),
 )

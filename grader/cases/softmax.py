@@ -3,6 +3,7 @@ import torch
 
 from .common import (Case, Exercise, F64, dn, gen, learner_tensor, logit_scale, logit_sum_scale, nested, pick_dtype,
                      pick_int, randn, register)
+from .common import Choice, Decimal, question
 
 
 def _logits_case(g, big):
@@ -130,4 +131,17 @@ register(
                         "the log-probabilities were averaged; the chain rule sums them"),
                        ("softmax:sequence_log_prob_shifted",
                         "the targets are off by one position: logits[:, t] scores targets[:, t]")]),
+    question("answer_temperature_top_probability", "softmax:answer_temperature_top_probability", Decimal(2), wrong=[
+        ("softmax:answer_temperature_top_probability_tau_ignored",
+         "0.67 is the largest probability at tau = 1: divide the logits by tau = 2 first"),
+        ("softmax:answer_temperature_top_probability_tau_multiplied",
+         "the logits were multiplied by tau; divide them by it (a higher temperature flattens the distribution)"),
+        ("softmax:answer_temperature_top_probability_uniform",
+         "1/3 is the limit as tau grows without bound; at tau = 2 the largest logit still gets the most")]),
+    question("answer_why_log_probabilities", "softmax:answer_why_log_probabilities", Choice("a", "b", "c", "d"), wrong=[
+        ("softmax:answer_why_log_probabilities_faster",
+         "speed is not the reason: the trouble is the size of the number, which float32 rounds to 0"),
+        ("softmax:answer_why_log_probabilities_positive", "a log-probability is at most 0: log(p) <= 0 for p <= 1"),
+        ("softmax:answer_why_log_probabilities_exceeds_one",
+         "a product of numbers in [0, 1] never exceeds 1: it shrinks, until floating point rounds it to 0")]),
 )

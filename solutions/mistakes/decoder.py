@@ -245,3 +245,32 @@ def sample_next_top_p_before_top_k(logits, seed, temperature=1.0, top_k=None, to
     z = logits / temperature
     z = _filtered(z, None, top_p)
     return _draw(_filtered(z, top_k, None), seed, logits.device)
+
+
+# ---------------------------------------------------------------- wrong answers to the self-check questions
+def answer_encoder_to_decoder_layers():
+    return "a"
+
+
+def answer_encoder_to_decoder_positions():
+    return "c"
+
+
+def answer_encoder_to_decoder_cross():
+    return "d"
+
+
+def answer_next_token_targets_every_position():
+    return 12
+
+
+def answer_next_token_targets_one():
+    return 1
+
+
+def answer_nucleus_crossing_dropped():
+    return (0, 1)
+
+
+def answer_nucleus_all():
+    return (0, 1, 2, 3)

@@ -21,3 +21,24 @@ def scaled_scores_no_sqrt(Q, K):
 
 def scaled_scores_by_d_k(Q, K):
     return Q @ K.transpose(-2, -1) / Q.shape[-1]
+
+
+# ---------------------------------------------------------------- wrong answers to the self-check questions
+def answer_why_scale_positive():
+    return "a"
+
+
+def answer_why_scale_sum_to_one():
+    return "c"
+
+
+def answer_why_scale_cheaper():
+    return "d"
+
+
+def answer_score_std_variance():
+    return 64
+
+
+def answer_score_std_scaled():
+    return 1

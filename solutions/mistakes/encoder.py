@@ -139,3 +139,24 @@ def masked_lm_loss_divided_by_all(logits, targets, is_masked):
     """The masked positions' losses summed, then divided by B * T."""
     nll = _token_nll(logits, targets)
     return torch.where(is_masked, nll, torch.zeros_like(nll)).sum() / max(1, nll.numel())
+
+
+# ---------------------------------------------------------------- wrong answers to the self-check questions
+def answer_head_width_multiplied():
+    return 512
+
+
+def answer_head_width_whole_width():
+    return 64
+
+
+def answer_shuffled_tokens_different():
+    return "b"
+
+
+def answer_shuffled_tokens_original_order():
+    return "c"
+
+
+def answer_shuffled_tokens_all_equal():
+    return "d"

@@ -81,3 +81,40 @@ def encdec_no_causal_self(y, memory, tgt_valid, src_valid, params, n_heads):
 
 def encdec_no_cross_residual(y, memory, tgt_valid, src_valid, params, n_heads):
     return _encdec_block(y, memory, tgt_valid, src_valid, params, n_heads, cross_residual=False)
+
+
+# ---------------------------------------------------------------- wrong answers to the self-check questions
+def answer_cross_attention_sources_all_decoder():
+    return "a"
+
+
+def answer_cross_attention_sources_swapped():
+    return "c"
+
+
+def answer_cross_attention_sources_all_encoder():
+    return "d"
+
+
+def answer_cross_weights_shape_transposed():
+    return (2, 4, 7, 5)
+
+
+def answer_cross_weights_shape_self():
+    return (2, 4, 5, 5)
+
+
+def answer_cross_weights_shape_no_heads():
+    return (2, 5, 7)
+
+
+def answer_empty_source_error():
+    return "a"
+
+
+def answer_empty_source_encoder():
+    return "c"
+
+
+def answer_empty_source_uniform():
+    return "d"

@@ -163,3 +163,28 @@ def kv_cache_bytes_one_sequence(n_layers, n_heads, d_k, n_positions, batch=1, by
 
 def kv_cache_bytes_one_layer(n_layers, n_heads, d_k, n_positions, batch=1, bytes_per_value=2):
     return 2 * batch * n_heads * n_positions * d_k * bytes_per_value
+
+
+# ---------------------------------------------------------------- wrong answers to the self-check questions
+def answer_positions_without_cache_with_cache():
+    return 14
+
+
+def answer_positions_without_cache_fixed_length():
+    return 150
+
+
+def answer_positions_without_cache_prompt_only():
+    return 50
+
+
+def answer_what_the_cache_keeps_queries():
+    return "a"
+
+
+def answer_what_the_cache_keeps_weights():
+    return "c"
+
+
+def answer_what_the_cache_keeps_logits():
+    return "d"

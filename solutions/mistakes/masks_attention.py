@@ -71,3 +71,28 @@ def attention_mask_after_softmax(Q, K, V, mask=None):
 
 def attention_mask_ignored(Q, K, V, mask=None):
     return attention.masked_attention(Q, K, V, None)
+
+
+# ---------------------------------------------------------------- wrong answers to the self-check questions
+def answer_causal_pairs_all_pairs():
+    return 36
+
+
+def answer_causal_pairs_no_diagonal():
+    return 15
+
+
+def answer_causal_pairs_diagonal_only():
+    return 6
+
+
+def answer_why_minus_infinity_faster():
+    return "a"
+
+
+def answer_why_minus_infinity_nan():
+    return "c"
+
+
+def answer_why_minus_infinity_same():
+    return "d"

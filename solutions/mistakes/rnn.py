@@ -208,3 +208,28 @@ def beam_search_finished_keep_growing(context, params, bos_id, eos_id, beam_widt
 
 def beam_search_ignores_length_norm(context, params, bos_id, eos_id, beam_width, max_len, length_norm=False):
     return _beam(context, params, bos_id, eos_id, beam_width, max_len, length_norm, use_norm=False)
+
+
+# ---------------------------------------------------------------- wrong answers to the self-check questions
+def answer_context_shape_every_state():
+    return (4, 9, 32)
+
+
+def answer_context_shape_no_batch():
+    return (9, 32)
+
+
+def answer_context_shape_one_vector():
+    return (32,)
+
+
+def answer_teacher_forcing_own_prediction():
+    return "a"
+
+
+def answer_teacher_forcing_context_only():
+    return "c"
+
+
+def answer_teacher_forcing_source_token():
+    return "d"

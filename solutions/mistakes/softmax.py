@@ -48,3 +48,28 @@ def sequence_log_prob_mean(logits, targets, mask=None):
 
 def sequence_log_prob_shifted(logits, targets, mask=None):
     return _sm.sequence_log_prob(logits, targets.roll(1, dims=-1), mask)
+
+
+# ---------------------------------------------------------------- wrong answers to the self-check questions
+def answer_temperature_top_probability_tau_ignored():
+    return 0.67
+
+
+def answer_temperature_top_probability_tau_multiplied():
+    return 0.87
+
+
+def answer_temperature_top_probability_uniform():
+    return 0.33
+
+
+def answer_why_log_probabilities_faster():
+    return "a"
+
+
+def answer_why_log_probabilities_positive():
+    return "c"
+
+
+def answer_why_log_probabilities_exceeds_one():
+    return "d"

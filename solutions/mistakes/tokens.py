@@ -47,3 +47,28 @@ def embed_off_by_one(ids, E):
 
 def embed_transposed(ids, E):
     return E.T[ids % E.shape[1]] if E.shape[0] != E.shape[1] else E.T[ids]
+
+
+# ---------------------------------------------------------------- wrong answers to the self-check questions
+def answer_embedding_table_size_added():
+    return 1064
+
+
+def answer_embedding_table_size_one_row():
+    return 64
+
+
+def answer_embedding_table_size_rows():
+    return 1000
+
+
+def answer_one_hot_product_sum():
+    return "a"
+
+
+def answer_one_hot_product_column():
+    return "c"
+
+
+def answer_one_hot_product_number():
+    return "d"

@@ -123,14 +123,16 @@ def test_the_readme_points_table_is_the_course_tables_and_every_graded_cell_carr
     exactly the exercise's cells, carrying those points."""
     from grader import cells_of
     from grader.course import NOTEBOOKS as TABLE
-    from grader.course import cell_points
+    from grader.course import QUESTION_POINTS, cell_points
     readme = open(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                                "README.md")).read()
     for nb in TABLE.values():
         labels = {name: "+".join(f"{cell_points(name, c)}{'e' if c == 'errors' else ''}" for c in cells_of(name))
-                  for name in nb.exercises}
+                  for name in nb.exercises if name not in nb.questions}
         total = sum(cell_points(name, c) for name in nb.exercises for c in cells_of(name))
-        row = f"| `{nb.folder}` | " + ", ".join(f"`{n}` {label}" for n, label in labels.items()) + f" | {total} |"
+        asked = f"{len(nb.questions)} × {QUESTION_POINTS}"
+        row = f"| `{nb.folder}` | " + ", ".join(f"`{n}` {label}" for n, label in labels.items()) + \
+            f" | {asked} | {total} |"
         assert row in readme, f"the README's points table lacks the row\n{row}"
     assert all(e == (b + 1) // 2 and 1 <= b <= 5 for nb in TABLE.values() for b, e in nb.exercises.values())
     for path in NOTEBOOKS:

@@ -11,7 +11,8 @@ from coursekit.notebooks import SOURCE_DIR
 from grader import EXERCISES
 
 NOTEBOOK = "05_rnn"
-NAMES = [name for name, ex in EXERCISES.items() if ex.notebook == NOTEBOOK]
+# the exercises, not the self-check questions
+NAMES = [name for name, ex in EXERCISES.items() if ex.notebook == NOTEBOOK and ex.answer is None]
 
 
 # ---------------------------------------------------------------- the modules

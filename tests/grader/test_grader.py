@@ -531,3 +531,28 @@ def test_hidden_cases_are_drawn_per_student_and_reproduced_from_the_seed(learner
     ada, alan = student_seed("ada", "03_softmax"), student_seed("alan", "03_softmax")
     assert inputs_seen(ada) == inputs_seen(ada)
     assert inputs_seen(ada) != inputs_seen(alan) and inputs_seen(ada) != inputs_seen(0)
+
+
+def test_a_new_gradebook_is_stamped_with_nbgraders_alembic_head_without_a_subprocess(tmp_path, monkeypatch):
+    """The course's nbgrader plugin reads the gradebook schema's revision in-process: the same revision nbgrader's
+    own `alembic heads` command prints, written into a new gradebook without starting that command."""
+    import os
+    import subprocess
+    import sys
+
+    import nbgrader.api
+    from nbgrader.dbutil import _temp_alembic_ini
+    from sqlalchemy import create_engine, text
+
+    from grader import nbgrader_plugin
+    with _temp_alembic_ini(f"sqlite:///{tmp_path / 'scratch.db'}") as ini:
+        printed = subprocess.check_output([os.path.join(os.path.dirname(sys.executable), "alembic"), "-c", ini,
+                                           "heads"], text=True)
+    assert nbgrader_plugin.alembic_head() == printed.split()[0]
+
+    def no_subprocess(*args, **kwargs):
+        raise AssertionError(f"nbgrader started {args[0]}")
+    monkeypatch.setattr(nbgrader.api.sp, "check_output", no_subprocess)
+    nbgrader.api.Gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}", course_id="c").close()
+    with create_engine(f"sqlite:///{tmp_path / 'gradebook.db'}").connect() as db:
+        assert db.execute(text("SELECT version_num FROM alembic_version")).scalar() == printed.split()[0]

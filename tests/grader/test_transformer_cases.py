@@ -19,7 +19,8 @@ from grader.cases import decoder, encoder, encoder_decoder, visible_cases
 from helpers import failure, learner_namespace, mistakes_as_learner, reference_as_learner
 
 NOTEBOOKS = ("06_encoder", "07_decoder", "08_encoder_decoder")
-NAMES = [name for name, ex in EXERCISES.items() if ex.notebook in NOTEBOOKS]
+# the exercises, not the self-check questions
+NAMES = [name for name, ex in EXERCISES.items() if ex.notebook in NOTEBOOKS and ex.answer is None]
 
 
 def known_mistakes():

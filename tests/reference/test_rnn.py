@@ -12,7 +12,8 @@ from grader import EXERCISES
 from helpers import BOS, EOS, all_sequences, contexts, rnn_log_prob, rnn_params
 
 NOTEBOOK = "05_rnn"
-NAMES = [name for name, ex in EXERCISES.items() if ex.notebook == NOTEBOOK]
+# the exercises, not the self-check questions
+NAMES = [name for name, ex in EXERCISES.items() if ex.notebook == NOTEBOOK and ex.answer is None]
 
 
 # ---------------------------------------------------------------- the cell and the encoder
