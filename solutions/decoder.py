@@ -259,7 +259,7 @@ def sample_next(logits, seed, temperature=1.0, top_k=None, top_p=None):
 def answer_encoder_to_decoder():
     """Your answer to the question above: "a", "b", "c" or "d"."""
     ### BEGIN SOLUTION
-    return "b"
+    return "d"
     ### END SOLUTION
 
 

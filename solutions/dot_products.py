@@ -99,7 +99,7 @@ def score_variance(d_k, n_pairs=20000, seed=0):
 def answer_why_scale():
     """Your answer to the question above: "a", "b", "c" or "d"."""
     ### BEGIN SOLUTION
-    return "b"
+    return "a"
     ### END SOLUTION
 
 

@@ -94,7 +94,7 @@ def encdec_decoder_block(y, memory, tgt_valid, src_valid, params, n_heads):
 def answer_cross_attention_sources():
     """Your answer to the question above: "a", "b", "c" or "d"."""
     ### BEGIN SOLUTION
-    return "b"
+    return "a"
     ### END SOLUTION
 
 
@@ -108,5 +108,5 @@ def answer_cross_weights_shape():
 def answer_empty_source():
     """Your answer to the question above: "a", "b", "c" or "d"."""
     ### BEGIN SOLUTION
-    return "b"
+    return "c"
     ### END SOLUTION

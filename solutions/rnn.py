@@ -318,5 +318,5 @@ def answer_context_shape():
 def answer_teacher_forcing():
     """Your answer to the question above: "a", "b", "c" or "d"."""
     ### BEGIN SOLUTION
-    return "b"
+    return "a"
     ### END SOLUTION

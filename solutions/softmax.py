@@ -102,5 +102,5 @@ def answer_temperature_top_probability():
 def answer_why_log_probabilities():
     """Your answer to the question above: "a", "b", "c" or "d"."""
     ### BEGIN SOLUTION
-    return "b"
+    return "d"
     ### END SOLUTION

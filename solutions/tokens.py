@@ -144,5 +144,5 @@ def answer_embedding_table_size():
 def answer_one_hot_product():
     """Your answer to the question above: "a", "b", "c" or "d"."""
     ### BEGIN SOLUTION
-    return "b"
+    return "c"
     ### END SOLUTION

@@ -253,11 +253,11 @@ def answer_encoder_to_decoder_layers():
 
 
 def answer_encoder_to_decoder_positions():
-    return "c"
+    return "b"
 
 
 def answer_encoder_to_decoder_cross():
-    return "d"
+    return "c"
 
 
 def answer_next_token_targets_every_position():

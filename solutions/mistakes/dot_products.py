@@ -25,7 +25,7 @@ def scaled_scores_by_d_k(Q, K):
 
 # ---------------------------------------------------------------- wrong answers to the self-check questions
 def answer_why_scale_positive():
-    return "a"
+    return "b"
 
 
 def answer_why_scale_sum_to_one():

@@ -151,11 +151,11 @@ def answer_head_width_whole_width():
 
 
 def answer_shuffled_tokens_different():
-    return "b"
+    return "a"
 
 
 def answer_shuffled_tokens_original_order():
-    return "c"
+    return "b"
 
 
 def answer_shuffled_tokens_all_equal():

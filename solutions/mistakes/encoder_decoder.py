@@ -85,7 +85,7 @@ def encdec_no_cross_residual(y, memory, tgt_valid, src_valid, params, n_heads):
 
 # ---------------------------------------------------------------- wrong answers to the self-check questions
 def answer_cross_attention_sources_all_decoder():
-    return "a"
+    return "b"
 
 
 def answer_cross_attention_sources_swapped():
@@ -113,7 +113,7 @@ def answer_empty_source_error():
 
 
 def answer_empty_source_encoder():
-    return "c"
+    return "b"
 
 
 def answer_empty_source_uniform():

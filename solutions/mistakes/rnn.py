@@ -224,7 +224,7 @@ def answer_context_shape_one_vector():
 
 
 def answer_teacher_forcing_own_prediction():
-    return "a"
+    return "b"
 
 
 def answer_teacher_forcing_context_only():

@@ -67,7 +67,7 @@ def answer_one_hot_product_sum():
 
 
 def answer_one_hot_product_column():
-    return "c"
+    return "b"
 
 
 def answer_one_hot_product_number():

@@ -1612,21 +1612,21 @@ STYLES = {
     "answer_one_hot_product": [
         ("a capital letter", """
             def answer_one_hot_product():
-                return "B"
+                return "C"
         """),
         ("the letter in parentheses", """
             def answer_one_hot_product():
-                return " (b) "
+                return " (c) "
         """),
     ],
     "answer_why_scale": [
         ("a capital letter", """
             def answer_why_scale():
-                return "B"
+                return "A"
         """),
         ("the letter in parentheses", """
             def answer_why_scale():
-                return " (b) "
+                return " (a) "
         """),
     ],
     "answer_score_std": [
@@ -1652,11 +1652,11 @@ STYLES = {
     "answer_why_log_probabilities": [
         ("a capital letter", """
             def answer_why_log_probabilities():
-                return "B"
+                return "D"
         """),
         ("the letter in parentheses", """
             def answer_why_log_probabilities():
-                return " (b) "
+                return " (d) "
         """),
     ],
     "answer_causal_pairs": [
@@ -1692,11 +1692,11 @@ STYLES = {
     "answer_teacher_forcing": [
         ("a capital letter", """
             def answer_teacher_forcing():
-                return "B"
+                return "A"
         """),
         ("the letter in parentheses", """
             def answer_teacher_forcing():
-                return " (b) "
+                return " (a) "
         """),
     ],
     "answer_head_width": [
@@ -1712,21 +1712,21 @@ STYLES = {
     "answer_shuffled_tokens": [
         ("a capital letter", """
             def answer_shuffled_tokens():
-                return "A"
+                return "C"
         """),
         ("the letter in parentheses", """
             def answer_shuffled_tokens():
-                return " (a) "
+                return " (c) "
         """),
     ],
     "answer_encoder_to_decoder": [
         ("a capital letter", """
             def answer_encoder_to_decoder():
-                return "B"
+                return "D"
         """),
         ("the letter in parentheses", """
             def answer_encoder_to_decoder():
-                return " (b) "
+                return " (d) "
         """),
     ],
     "answer_next_token_targets": [
@@ -1752,11 +1752,11 @@ STYLES = {
     "answer_cross_attention_sources": [
         ("a capital letter", """
             def answer_cross_attention_sources():
-                return "B"
+                return "A"
         """),
         ("the letter in parentheses", """
             def answer_cross_attention_sources():
-                return " (b) "
+                return " (a) "
         """),
     ],
     "answer_cross_weights_shape": [
@@ -1772,11 +1772,11 @@ STYLES = {
     "answer_empty_source": [
         ("a capital letter", """
             def answer_empty_source():
-                return "B"
+                return "C"
         """),
         ("the letter in parentheses", """
             def answer_empty_source():
-                return " (b) "
+                return " (c) "
         """),
     ],
     "answer_positions_without_cache": [

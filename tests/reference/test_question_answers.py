@@ -1,13 +1,16 @@
 """Each self-check question's answer, worked out with PyTorch and the course's own functions rather than trusted: the
-reference answer (``solutions/``) must be what the computation gives, and each known wrong answer what its
-misunderstanding computes where one computes it."""
+reference answer (``solutions/``) must be what the computation gives (for a choice: the option the notebook shows
+under its letter), and each known wrong answer what its misunderstanding computes where one computes it."""
 import math
+import re
 
+import nbformat
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 import grader
+from coursekit.notebooks import notebook_path
 from coursekit.transformer import weights_of
 from grader import EXERCISES
 from helpers import causal, gen, randn
@@ -23,6 +26,15 @@ def wrong(name, short):
     ex = EXERCISES[name]
     mistake = f"{ex.mistakes[0][0].split(':')[0]}:{name}_{short}"
     return ex.answer.canonical(grader.resolve(mistake, "solutions.mistakes")())
+
+
+def chosen(name):
+    """The text of the option the reference answer picks, as the notebook shows it above the answer cell."""
+    path = notebook_path(EXERCISES[name].notebook)
+    cells = nbformat.read(path, as_version=4).cells
+    at = next(i for i, c in enumerate(cells) if c.metadata.get("nbgrader", {}).get("grade_id") == name)
+    options = dict(re.findall(r"^\* \(([a-z])\) (.*)$", cells[at - 1].source, re.M))
+    return options[answer(name)]
 
 
 def canonical(name, value):
@@ -42,7 +54,7 @@ def test_a_one_hot_row_times_e_is_a_row_of_e():
     E, i = randn(g, 10, 4), 7
     picked = F.one_hot(torch.tensor(i), 10).double() @ E
     assert picked.shape == (4,) and torch.equal(picked, E[i]) and not torch.equal(picked, E.sum(0))
-    assert answer("answer_one_hot_product") == "b"  # (b) row i of E
+    assert chosen("answer_one_hot_product") == "row $i$ of $E$"
 
 
 # ---------------------------------------------------------------- 02
@@ -55,7 +67,7 @@ def test_the_spread_of_a_dot_product_grows_as_sqrt_dk_and_scaling_brings_it_to_1
     assert answer("answer_score_std") == canonical("answer_score_std", round(std))
     assert wrong("answer_score_std", "variance") == canonical("answer_score_std", round(std ** 2, -1) + 4)
     assert abs(((q * k).sum(-1) / math.sqrt(64)).std().item() - 1) < 0.02  # (b): dividing keeps it near 1
-    assert answer("answer_why_scale") == "b"
+    assert chosen("answer_why_scale").startswith("a dot product of $d_k$ random terms has a variance")
     flat, loud = torch.softmax(torch.tensor([1.0, 0.5, 0.0]), 0), torch.softmax(torch.tensor([8.0, 4.0, 0.0]), 0)
     assert loud.max() > 0.98 > flat.max()  # unscaled scores saturate the softmax
 
@@ -72,7 +84,7 @@ def test_the_largest_probability_at_temperature_2_is_torch_softmaxs():
 def test_a_product_of_probabilities_underflows_where_the_sum_of_logs_does_not():
     p = torch.full((200,), 0.5, dtype=torch.float32)
     assert torch.prod(p).item() == 0.0 and math.isfinite(torch.log(p).sum().item())
-    assert answer("answer_why_log_probabilities") == "b"
+    assert chosen("answer_why_log_probabilities").startswith("a product of many probabilities below 1 underflows")
 
 
 # ---------------------------------------------------------------- 04
@@ -90,7 +102,7 @@ def test_zeroing_blocked_weights_after_the_softmax_leaves_rows_that_sum_to_less_
     before = torch.softmax(scores.masked_fill(~allowed, -math.inf), -1)
     after = torch.softmax(scores, -1) * allowed
     assert torch.allclose(before.sum(-1), torch.ones(1)) and after.sum(-1).item() < 0.5
-    assert answer("answer_why_minus_infinity") == "b"
+    assert chosen("answer_why_minus_infinity").endswith("so the allowed weights still sum to 1")
 
 
 # ---------------------------------------------------------------- 05
@@ -116,7 +128,7 @@ def test_teacher_forcing_reads_the_true_previous_token():
     before, after = rnn.teacher_forced_logits(context, tgt_in, params), rnn.teacher_forced_logits(context, changed,
                                                                                                   params)
     assert torch.equal(before[:, :3], after[:, :3]) and not torch.allclose(before[:, 3], after[:, 3])
-    assert answer("answer_teacher_forcing") == "b"
+    assert chosen("answer_teacher_forcing") == "the true target token $y_{t-1}$"
 
 
 # ---------------------------------------------------------------- 06
@@ -133,7 +145,7 @@ def test_without_positions_an_encoder_block_moves_outputs_with_their_tokens():
     out, shuffled = encoder.encoder_block(x, None, weights_of(layer), 2), encoder.encoder_block(x[:, perm], None,
                                                                                                   weights_of(layer), 2)
     assert torch.allclose(shuffled, out[:, perm]) and not torch.allclose(shuffled, out)  # (a)
-    assert answer("answer_shuffled_tokens") == "a"
+    assert chosen("answer_shuffled_tokens") == "the same vectors, shuffled the same way"
 
 
 # ---------------------------------------------------------------- 07
@@ -144,7 +156,7 @@ def test_the_decoder_block_is_the_encoder_layer_with_a_causal_mask():
     w = weights_of(layer)
     assert torch.allclose(encoder.encoder_block(x, None, w, 2), layer(x))
     assert torch.allclose(decoder.decoder_block(x, None, w, 2), layer(x, src_mask=~causal(6)))  # same weights
-    assert answer("answer_encoder_to_decoder") == "b"
+    assert chosen("answer_encoder_to_decoder") == "the mask: bidirectional becomes causal"
 
 
 def test_a_pass_over_twelve_tokens_scores_eleven_next_tokens():
@@ -169,11 +181,12 @@ def test_cross_attention_queries_the_decoder_against_the_encoders_keys_and_value
     y, memory, p = randn(g, 2, 5, 8), randn(g, 2, 7, 8), attn_params(g, 8)
     out, weights = encoder_decoder.cross_attention(y, memory, None, p, 4)
     same, _ = encoder.multi_head_attention(y, memory, p, 4)  # x_q: the decoder, x_kv: the encoder
-    assert torch.allclose(out, same) and answer("answer_cross_attention_sources") == "b"
+    assert torch.allclose(out, same)
+    assert chosen("answer_cross_attention_sources") == "$Q$ from the decoder, $K$ and $V$ from the encoder's outputs"
     assert answer("answer_cross_weights_shape") == canonical("answer_cross_weights_shape", tuple(weights.shape))
     empty, _ = encoder_decoder.cross_attention(y, memory[:, :0], torch.zeros(2, 0, dtype=torch.bool), p, 4)
     assert torch.allclose(empty, p["b_o"].expand_as(empty))  # nothing to read: only the output bias is added
-    assert answer("answer_empty_source") == "b"
+    assert chosen("answer_empty_source").startswith("a decoder-only language model")
 
 
 # ---------------------------------------------------------------- 09
@@ -195,4 +208,4 @@ def test_the_cache_holds_keys_and_values():
     q, k, v = randn(g, 1, 2, 3, 4), randn(g, 1, 2, 3, 4), randn(g, 1, 2, 3, 4)
     _, cache = kv_cache.cached_attention(q, k, v)
     assert len(cache) == 2 and torch.equal(cache[0], k) and torch.equal(cache[1], v)
-    assert answer("answer_what_the_cache_keeps") == "b"
+    assert chosen("answer_what_the_cache_keeps") == "the keys and values of the earlier tokens, in every layer"
