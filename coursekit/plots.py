@@ -5,7 +5,14 @@ returns the figure; nothing here computes course material, it only shows it.
 """
 import math
 
-import matplotlib.pyplot as plt
+
+def _plt():
+    """matplotlib.pyplot, imported on the first drawing: a notebook's set-up imports this module, and so does the
+    sandboxed process that holds a student's functions at grading time, which draws nothing (matplotlib costs
+    about a second to import)."""
+    import matplotlib.pyplot as plt
+    return plt
+
 
 def _np(t):
     """A tensor (any device, any float or bool dtype) as a float NumPy array for drawing."""
@@ -33,7 +40,7 @@ def show_matrix(M, rows=None, cols=None, title=None, ax=None, cmap="viridis", an
         raise ValueError(f"show_matrix draws a 2-D matrix, got shape {tuple(A.shape)}")
     R, C = A.shape
     if ax is None:
-        fig, ax = plt.subplots(figsize=(min(1.0 + 0.55 * C, 9), min(0.8 + 0.5 * R, 7)))
+        fig, ax = _plt().subplots(figsize=(min(1.0 + 0.55 * C, 9), min(0.8 + 0.5 * R, 7)))
     else:
         fig = ax.figure
     im = ax.imshow(A, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto")
@@ -72,7 +79,7 @@ def show_distributions(probs, labels=None, title=None):
     """
     names = list(probs)
     n = len(next(iter(probs.values())))
-    fig, ax = plt.subplots(figsize=(min(2 + 0.9 * n, 10), 3.2))
+    fig, ax = _plt().subplots(figsize=(min(2 + 0.9 * n, 10), 3.2))
     width = 0.8 / max(1, len(names))
     for k, name in enumerate(names):
         p = _np(probs[name])
@@ -90,7 +97,7 @@ def show_distributions(probs, labels=None, title=None):
 
 def plot_variance(d_values, raw, scaled):
     """Variance of raw and scaled dot products against d_k (log-log)."""
-    fig, ax = plt.subplots(figsize=(5.5, 3.5))
+    fig, ax = _plt().subplots(figsize=(5.5, 3.5))
     ax.loglog(d_values, raw, "o-", label="raw  q·k")
     ax.loglog(d_values, scaled, "s-", label="scaled  q·k / √d_k")
     ax.loglog(d_values, d_values, ":", color="0.5", label="d_k (theory for raw)")
@@ -103,7 +110,7 @@ def plot_variance(d_values, raw, scaled):
 
 def plot_curves(x, curves, xlabel, ylabel, title=None, logx=False):
     """Several y(x) curves on one axis: ``curves`` is {label: list of y}."""
-    fig, ax = plt.subplots(figsize=(5.5, 3.5))
+    fig, ax = _plt().subplots(figsize=(5.5, 3.5))
     for label, y in curves.items():
         ax.plot(x, [float(v) for v in y], "o-", label=label)
     if logx:

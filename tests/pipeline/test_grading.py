@@ -82,7 +82,9 @@ def test_a_class_with_broken_files_and_a_dying_worker_is_graded_once_and_every_p
     cc.submit("ref", A, answered(release))
     cc.submit("bug", A, with_bug(release, A))
     cc.submit("crash", A, _with_cell(answered(release), "import os\nos._exit(3)"))
-    cc.submit("loop", A, _with_cell(answered(release), "while True:\n    pass"))
+    # a kernel that never finishes: it waits rather than computes, so that the minute it holds one grading worker
+    # costs no CPU that the tests beside it need (a computing loop is stopped in the tamper class of test_pipeline)
+    cc.submit("loop", A, _with_cell(answered(release), "import time\nwhile True:\n    time.sleep(1)"))
     cc.submit("stranger", A, release)  # the untouched release: cheap to grade, and enough to be named
     cc.submit("two", A, release)
     _put(cc, "two", {"01_tokens (copy).ipynb": nbformat.writes(answered(release))})
