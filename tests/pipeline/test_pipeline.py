@@ -23,7 +23,7 @@ from nbgrader.validator import Validator
 from coursekit.grading import grade_class
 from coursekit.notebooks import solution_source
 from coursekit.pipeline import CourseCopy, assignments
-from coursekit.samples import MATHS, ONE_BUG, ONE_BUG_COSTS, answered, edited_source, points_of, total_points, with_bug
+from coursekit.samples import MATHS, ONE_BUG, ONE_BUG_COSTS, answered, edited_source, points_of, total_points
 from grader import EXERCISES
 from grader.course import version
 
@@ -119,23 +119,40 @@ def grade(cc, a, students, cluster):
     return summary
 
 
+def bug_students(a):
+    """(the student with the known bug of ``a``, the student with its learner-written bug): one submission holds
+    both when they sit in two exercises (a bug costs only its own exercise, so each is checked on its own there),
+    two when they sit in the same one."""
+    return ("sample-bugs", "sample-bugs") if SECOND_BUG[a][0] != ONE_BUG[a].exercise else ("sample-bug1",
+                                                                                           "sample-bug2")
+
+
+def sample_submissions(release, a):
+    """{student: notebook}: every answer right, the untouched release, and the two bugs (see ``bug_students``)."""
+    bug = ONE_BUG[a]
+    known = {bug.exercise: edited_source(bug.exercise, *bug.edit)}
+    written = {SECOND_BUG[a][0]: textwrap.dedent(SECOND_BUG[a][1]).strip()}
+    out = {"sample-reference": answered(release), "sample-untouched": release}
+    if bug_students(a)[0] == bug_students(a)[1]:
+        out["sample-bugs"] = answered(release, {**known, **written})
+    else:
+        out.update({"sample-bug1": answered(release, known), "sample-bug2": answered(release, written)})
+    return out
+
+
 @pytest.fixture(scope="session")
 def samples(course, cluster):
-    """``samples(a)``: {student: scores} of an assignment's four sample submissions (every answer right, the
-    untouched release, a known bug, a learner-written bug), graded as a class is (one parallel `course grade`
-    call for the four, feedback included), the first time a test asks."""
+    """``samples(a)``: {student: scores} of an assignment's sample submissions (``sample_submissions``), graded as a
+    class is (one parallel `course grade` call, feedback included), the first time a test asks."""
     def graded(a):
         def build():
-            cc, release = course[a], release_nb(course, a)
-            name, src, _ = SECOND_BUG[a]
-            four = {"sample-reference": answered(release), "sample-untouched": release,
-                    "sample-bug1": with_bug(release, a),
-                    "sample-bug2": answered(release, {name: textwrap.dedent(src).strip()})}
-            for student, nb in four.items():
+            cc = course[a]
+            submissions = sample_submissions(release_nb(course, a), a)
+            for student, nb in submissions.items():
                 cc.submit(student, a, nb)
-            summary = grade(cc, a, list(four), cluster)
-            print(f"graded {a}, four samples: {summary.seconds:.1f} s")
-            return {s: cc.scores(s, a) for s in four}
+            summary = grade(cc, a, list(submissions), cluster)
+            print(f"graded {a}, {len(submissions)} samples: {summary.seconds:.1f} s")
+            return {s: cc.scores(s, a) for s in submissions}
         return course.once(f"samples-{a}", build)
     return graded
 
@@ -267,17 +284,19 @@ SECOND_BUG = {
 }
 
 
-def _check_single_bug(course, samples, a, student, name, phrase, costs=None):
+def _check_single_bug(course, samples, a, student, name, phrase, costs=None, other=None):
     """The bug in ``name`` costs its basic and edge cells and nothing of another exercise; ``costs``: exactly those
     cells of ``name`` (the course table's ``sample_bug_costs``), None for a learner's own rewrite, which may also
-    fail to refuse bad input (its errors cell)."""
+    fail to refuse bad input (its errors cell). ``other``: the exercise of the other bug in the same submission,
+    checked by its own test."""
     release = release_nb(course, a)
     scores = samples(a)[student]
     broken = {gid for gid in scores if gid.rsplit("_", 1)[0] == name and gid.rsplit("_", 1)[1] in (costs or MATHS)}
     assert all(scores[g][0] == 0 for g in broken), scores
     mine = {g for g in scores if g.rsplit("_", 1)[0] == name}
-    assert all(s == m for g, (s, m) in scores.items() if g not in (broken if costs else mine)), scores
-    assert total(scores) == total_points(release) - sum(m - s for g, (s, m) in scores.items() if g in mine)
+    theirs = {g for g in scores if g.rsplit("_", 1)[0] == other}
+    assert all(s == m for g, (s, m) in scores.items() if g not in (broken if costs else mine) | theirs), scores
+    assert total(scores) == total_points(release) - sum(m - s for g, (s, m) in scores.items() if g in mine | theirs)
     feedback = html.unescape(open(course.feedback_path(student, a)).read())
     assert phrase in feedback, f"the feedback does not name the mistake ({phrase!r})"
     return feedback
@@ -294,13 +313,17 @@ def test_a_known_bug_loses_exactly_its_exercise_and_feedback_names_it(course, sa
                "encdec_decoder_block": "encoder_decoder:encdec_no_causal_self",
                "decoder_block_step": "kv_cache:decoder_block_step_ignores_cache"}[name]
     phrase = dict(EXERCISES[name].mistakes)[mistake]
-    _check_single_bug(course, samples, a, "sample-bug1", name, phrase, costs=ONE_BUG_COSTS[a])
+    student, other = bug_students(a)[0], SECOND_BUG[a][0]
+    _check_single_bug(course, samples, a, student, name, phrase, costs=ONE_BUG_COSTS[a],
+                      other=other if student == "sample-bugs" else None)
 
 
 @pytest.mark.parametrize("a", ASSIGNMENTS)
 def test_a_learner_written_bug_loses_exactly_its_exercise_and_feedback_names_it(course, samples, a):
     name, _, phrase = SECOND_BUG[a]
-    feedback = _check_single_bug(course, samples, a, "sample-bug2", name, phrase)
+    student = bug_students(a)[1]
+    feedback = _check_single_bug(course, samples, a, student, name, phrase,
+                                 other=ONE_BUG[a].exercise if student == "sample-bugs" else None)
     assert "BEGIN HIDDEN TESTS" not in feedback and 'part="hidden"' not in feedback
 
 
@@ -574,7 +597,7 @@ def test_each_students_hidden_cases_seed_is_recorded_beside_the_gradebook(course
     from grader.seeds import recorded, student_seed
     samples(TAMPER_A)
     seeds = recorded(course[TAMPER_A].root)
-    students = ("sample-reference", "sample-untouched", "sample-bug1", "sample-bug2")
+    students = tuple(samples(TAMPER_A))
     assert {s: seeds[(s, TAMPER_A)] for s in students} == {s: student_seed(s, TAMPER_A) for s in students}
     assert len({seeds[(s, TAMPER_A)] for s in students}) == len(students)
 
@@ -585,7 +608,7 @@ def test_the_class_report_counts_scores_and_names_the_mistakes_students_made(cou
     from coursekit.report import collect
     samples(TAMPER_A)
     report = collect(course[TAMPER_A].root, TAMPER_A)
-    assert len(report.students) == 4
+    assert len(report.students) == len(samples(TAMPER_A))
     bug1, bug2 = ONE_BUG[TAMPER_A], SECOND_BUG[TAMPER_A]
     assert report.failed_by(bug1[0]) == 2 and report.failed_by(bug2[0]) == 2  # the untouched stub, and the bug
     named = {(ex, why): n for (ex, why), n in report.mistakes.items()}
@@ -594,7 +617,7 @@ def test_the_class_report_counts_scores_and_names_the_mistakes_students_made(cou
     proc = subprocess.run([sys.executable, "-m", "coursekit", "report", "--course", course[TAMPER_A].root,
                            "--out", str(tmp_path), TAMPER_A], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert f"{TAMPER_A}: 4 students" in proc.stdout and bug2[2] in proc.stdout
+    assert f"{TAMPER_A}: {len(samples(TAMPER_A))} students" in proc.stdout and bug2[2] in proc.stdout
     page = open(tmp_path / f"{TAMPER_A}.html").read()
     assert "Known mistakes the grader named" in page and "data:image/png;base64," in page
     assert any(row[0] == "mistake" and row[1] == bug2[0] for row in csv.reader(open(tmp_path / f"{TAMPER_A}.csv")))
