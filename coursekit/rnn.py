@@ -102,3 +102,127 @@ class GatedSeq2Seq(nn.Module):
     def forward(self, src, src_mask, tgt_in):
         y, _ = self.decoder(self.emb_tgt(tgt_in), self.encode(src, src_mask))  # (B, T_y, H)
         return self.out(y)  # (B, T_y, V)
+
+
+# ---------------------------------------------------------------- notebook 05b: attention over the encoder states
+def init_attention_params(V_tgt, D, H_d, H_e, A, seed=0, dtype=torch.float32):
+    """A fresh dict of the attention decoder's weights (the keys of ``solutions/rnn_attention.py``'s docstring),
+    initialised as ``init_params`` does (N(0, 1) embeddings, an orthogonal recurrent matrix, uniform
+    (-1/sqrt(fan-in), 1/sqrt(fan-in)) elsewhere). Deterministic in ``seed``."""
+    g = torch.Generator().manual_seed(seed)
+
+    def uniform(rows, *cols):
+        k = 1 / math.sqrt(cols[0] if cols else rows)
+        return ((torch.rand(rows, *cols, generator=g, dtype=torch.float64) * 2 - 1) * k).to(dtype)
+
+    q, r = torch.linalg.qr(torch.randn(H_d, H_d, generator=g, dtype=torch.float64))
+    return {"E_tgt": torch.randn(V_tgt, D, generator=g, dtype=torch.float64).to(dtype),
+            "W_s": uniform(A, H_d), "W_h": uniform(A, H_e), "v": uniform(A),
+            "W_x": uniform(H_d, D), "W_c": uniform(H_d, H_e), "W_hh": (q * torch.sign(torch.diagonal(r))).to(dtype),
+            "b": uniform(H_d), "W_out": uniform(V_tgt, H_d + H_e), "b_out": uniform(V_tgt)}
+
+
+def _rnn(D, H):
+    """``nn.RNN`` (tanh) initialised as ``init_params`` does: a random orthogonal recurrent matrix, uniform
+    (-1/sqrt(H), 1/sqrt(H)) elsewhere (the default), so that notebook 05b's models start where notebook 05's did."""
+    rnn = nn.RNN(D, H, batch_first=True)
+    with torch.no_grad():
+        nn.init.orthogonal_(rnn.weight_hh_l0)
+    return rnn
+
+
+class RNNEncoder(nn.Module):
+    """Notebook 05's encoder, ready-made with PyTorch's ``nn.RNN`` (tanh): every state h_1 .. h_{T_x} of a padded
+    batch (0 on padding) and the last real state (0 for a sentence with no real token)."""
+
+    def __init__(self, V_src, D, H):
+        super().__init__()
+        self.emb, self.rnn = nn.Embedding(V_src, D), _rnn(D, H)
+
+    def forward(self, src, src_mask):
+        lengths = src_mask.sum(dim=1).clamp_min(1).cpu()  # pack_padded_sequence needs lengths >= 1 on the CPU
+        packed = nn.utils.rnn.pack_padded_sequence(self.emb(src), lengths, batch_first=True, enforce_sorted=False)
+        out, last = self.rnn(packed)
+        states, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True, total_length=src.shape[1])
+        real = src_mask.any(dim=1, keepdim=True)  # a sentence of padding only was read as one <pad>: undo it
+        return states * src_mask[:, :, None], last[0] * real  # (B, T_x, H), (B, H)
+
+
+class AttentionSeq2Seq(nn.Module):
+    """The encoder-decoder whose decoder attends over every encoder state at every step (notebook 05b).
+
+    The encoder is ``RNNEncoder``; the decoder runs the ``step`` it is given (the learner's
+    ``attention_decoder_step``) once per output token, starting from the encoder's last real state, with the
+    weights of ``init_attention_params`` held as parameters.
+    """
+
+    def __init__(self, V_src, V_tgt, D=32, H=128, A=64, seed=0, *, step):
+        super().__init__()
+        torch.manual_seed(seed)
+        self.encoder, self.step = RNNEncoder(V_src, D, H), step
+        self.weights = nn.ParameterDict({k: nn.Parameter(v) for k, v in
+                                         init_attention_params(V_tgt, D, H, H, A, seed).items()})
+
+    @property
+    def params(self):
+        return dict(self.weights)
+
+    def forward(self, src, src_mask, tgt_in, with_weights=False):
+        """Teacher forcing: (B, T_y, V) logits (and the (B, T_y, T_x) weights when ``with_weights``)."""
+        states, s = self.encoder(src, src_mask)
+        logits, weights = [], []
+        for t in range(tgt_in.shape[1]):
+            z, s, alpha = self.step(tgt_in[:, t], s, states, src_mask, self.params)
+            logits.append(z)
+            weights.append(alpha)
+        out = torch.stack(logits, dim=1)
+        return (out, torch.stack(weights, dim=1)) if with_weights else out
+
+    @torch.no_grad()
+    def greedy(self, src, src_mask, bos_id, eos_id, max_len):
+        """Greedy decoding: (B, L) tokens (``eos_id`` after a sentence ends) and the (B, L, T_x) weights."""
+        states, s = self.encoder(src, src_mask)
+        prev = torch.full((src.shape[0],), bos_id, dtype=torch.long, device=src.device)
+        done = torch.zeros_like(prev, dtype=torch.bool)
+        tokens, weights = [], []
+        for _ in range(max_len):
+            z, s, alpha = self.step(prev, s, states, src_mask, self.params)
+            prev = z.argmax(dim=-1).masked_fill(done, eos_id)
+            tokens.append(prev)
+            weights.append(alpha)
+            done |= prev == eos_id
+            if done.all():
+                break
+        return torch.stack(tokens, dim=1), torch.stack(weights, dim=1)
+
+
+class FixedContextSeq2Seq(nn.Module):
+    """Notebook 05's encoder-decoder, ready-made with ``nn.RNN``: the decoder reads the source only through the
+    encoder's last real state, its first state (the baseline of notebook 05b)."""
+
+    def __init__(self, V_src, V_tgt, D=32, H=128, seed=0):
+        super().__init__()
+        torch.manual_seed(seed)
+        self.encoder = RNNEncoder(V_src, D, H)
+        self.emb, self.decoder, self.out = nn.Embedding(V_tgt, D), _rnn(D, H), nn.Linear(H, V_tgt)
+
+    def forward(self, src, src_mask, tgt_in):
+        _, context = self.encoder(src, src_mask)
+        y, _ = self.decoder(self.emb(tgt_in), context[None].contiguous())
+        return self.out(y)  # (B, T_y, V)
+
+    @torch.no_grad()
+    def greedy(self, src, src_mask, bos_id, eos_id, max_len):
+        _, h = self.encoder(src, src_mask)
+        h = h[None].contiguous()
+        prev = torch.full((src.shape[0],), bos_id, dtype=torch.long, device=src.device)
+        done = torch.zeros_like(prev, dtype=torch.bool)
+        tokens = []
+        for _ in range(max_len):
+            y, h = self.decoder(self.emb(prev)[:, None], h)
+            prev = self.out(y[:, 0]).argmax(dim=-1).masked_fill(done, eos_id)
+            tokens.append(prev)
+            done |= prev == eos_id
+            if done.all():
+                break
+        return torch.stack(tokens, dim=1)

@@ -105,6 +105,12 @@ NOTEBOOKS = {nb.folder: nb for nb in [
         questions=("answer_context_shape", "answer_teacher_forcing"),
         sample_bug=SampleBug("rnn_encode", "the context is taken after the padding",
                              ("h = torch.where(real, h_new, h)", "h = h_new"))),
+    Notebook(
+        "05b_rnn_attention", "rnn_attention",
+        _points(additive_score=2, dot_score=1, attend=3, attention_decoder_step=3),
+        questions=("answer_alignment_weights", "answer_bottleneck"),
+        sample_bug=SampleBug("attention_decoder_step", "the output layer ignores the context",
+                             ("torch.cat([s, context], dim=-1)", "torch.cat([s, torch.zeros_like(context)], dim=-1)"))),
     # later notebooks' blocks call earlier exercises, so a bug in a helper would cost the block's points
     # too: each sample bug sits in an exercise that nothing else in its notebook calls
     Notebook(

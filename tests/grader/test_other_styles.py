@@ -1598,6 +1598,121 @@ STYLES = {
                 return keys_and_values * functools.reduce(operator.mul, (int(v) for v in values), 1)
         '''),
     ],
+    # ============================================================ 05b attention in the RNN encoder-decoder
+    "additive_score": [
+        ("einsum", r"""
+            def additive_score(s_prev, H, W_s, W_h, v):
+                if (s_prev.dim(), H.dim()) != (2, 3) or s_prev.shape[0] != H.shape[0]:
+                    raise ValueError("bad shapes")
+                if W_s.shape != (v.shape[0], s_prev.shape[1]) or W_h.shape != (v.shape[0], H.shape[2]):
+                    raise ValueError("the weights do not fit")
+                hidden = torch.einsum("ad,bd->ba", W_s, s_prev)[:, None] + torch.einsum("ae,bte->bta", W_h, H)
+                return torch.einsum("bta,a->bt", torch.tanh(hidden), v)
+        """),
+        ("a loop over the source positions", r"""
+            def additive_score(s_prev, H, W_s, W_h, v):
+                ok = s_prev.dim() == 2 and H.dim() == 3 and len(s_prev) == len(H)
+                if not ok or W_s.shape[1] != s_prev.shape[1] or W_h.shape[1] != H.shape[2]:
+                    raise ValueError("shapes")
+                if not (W_s.shape[0] == W_h.shape[0] == v.shape[0]):
+                    raise ValueError("A differs")
+                out = torch.zeros(H.shape[0], H.shape[1], dtype=H.dtype, device=H.device)
+                for j in range(H.shape[1]):
+                    out[:, j] = torch.tanh(s_prev @ W_s.T + H[:, j] @ W_h.T) @ v
+                return out
+        """),
+    ],
+    "dot_score": [
+        ("torch.bmm", r"""
+            def dot_score(s, H):
+                if s.dim() != 2 or H.dim() != 3 or s.shape[0] != H.shape[0] or s.shape[1] != H.shape[2]:
+                    raise ValueError("shapes")
+                return torch.bmm(H, s.unsqueeze(2)).squeeze(2)
+        """),
+        ("broadcast and sum", r"""
+            def dot_score(s, H):
+                if tuple(s.shape) != (H.shape[0], H.shape[2]) or H.dim() != 3:
+                    raise ValueError(f"s {tuple(s.shape)} does not fit H {tuple(H.shape)}")
+                return (s[:, None, :] * H).sum(-1)
+        """),
+    ],
+    "attend": [
+        ("an explicit softmax with torch.where", r"""
+            def attend(scores, H, src_mask=None):
+                if scores.dim() != 2 or H.dim() != 3 or scores.shape != H.shape[:2]:
+                    raise ValueError("shapes")
+                if src_mask is None:
+                    src_mask = torch.ones_like(scores, dtype=torch.bool)
+                if src_mask.shape != scores.shape:
+                    raise ValueError("mask")
+                if scores.shape[1] == 0:  # nothing to read
+                    return H.new_zeros(H.shape[0], H.shape[2]), scores.clone()
+                z = torch.where(src_mask, scores, torch.full_like(scores, -torch.inf))
+                top = z.max(dim=-1, keepdim=True).values
+                e = torch.where(src_mask, torch.exp(z - torch.where(top.isinf(), 0.0, top)), 0.0)
+                total = e.sum(-1, keepdim=True)
+                alpha = torch.where(total > 0, e / total.clamp_min(1e-300), 0.0)
+                return torch.einsum("bt,bth->bh", alpha, H), alpha
+        """),
+        ("float64 inside, a loop over the batch", r"""
+            def attend(scores, H, src_mask=None):
+                if scores.shape != H.shape[:2] or H.dim() != 3:
+                    raise ValueError("scores and H disagree")
+                if src_mask is not None and src_mask.shape != scores.shape:
+                    raise ValueError("src_mask")
+                alpha = torch.zeros_like(scores)
+                for b in range(scores.shape[0]):
+                    if src_mask is None:
+                        real = torch.ones(scores.shape[1], dtype=torch.bool, device=scores.device)
+                    else:
+                        real = src_mask[b]
+                    if real.any():
+                        alpha[b, real] = torch.softmax(scores[b, real].double(), 0).to(scores.dtype)
+                return (alpha.unsqueeze(-1) * H).sum(1), alpha
+        """),
+    ],
+    "attention_decoder_step": [
+        ("weights applied with F.linear", r"""
+            def attention_decoder_step(prev_ids, s_prev, H, src_mask, params):
+                p = params
+                context, alpha = attend(additive_score(s_prev, H, p["W_s"], p["W_h"], p["v"]), H, src_mask)
+                s = torch.tanh(F.linear(F.embedding(prev_ids, p["E_tgt"]), p["W_x"]) + F.linear(context, p["W_c"])
+                               + F.linear(s_prev, p["W_hh"], p["b"]))
+                return F.linear(torch.cat((s, context), 1), p["W_out"], p["b_out"]), s, alpha
+        """),
+        ("the output layer split in two", r"""
+            def attention_decoder_step(prev_ids, s_prev, H, src_mask, params):
+                scores = additive_score(s_prev, H, params["W_s"], params["W_h"], params["v"])
+                context, alpha = attend(scores, H, src_mask)
+                x = params["E_tgt"][prev_ids]
+                s = torch.tanh(x @ params["W_x"].T + s_prev @ params["W_hh"].T + context @ params["W_c"].T
+                               + params["b"])
+                H_d = s.shape[-1]
+                W_out = params["W_out"]
+                logits = s @ W_out[:, :H_d].T + context @ W_out[:, H_d:].T + params["b_out"]
+                return logits, s, alpha
+        """),
+    ],
+    "answer_alignment_weights": [
+        ("a product", """
+            def answer_alignment_weights():
+                return 10 * 11
+        """),
+        ("a float", """
+            def answer_alignment_weights():
+                return 110.0
+        """),
+    ],
+    "answer_bottleneck": [
+        ("a capital letter", """
+            def answer_bottleneck():
+                return "B"
+        """),
+        ("the letter in parentheses", """
+            def answer_bottleneck():
+                return "(b)"
+        """),
+    ],
     # ============================================================ self-check questions (a literal, in any form)
     "answer_embedding_table_size": [
         ("a float", """

@@ -235,6 +235,12 @@ SECOND_BUG = {
                 targets = targets.masked_fill(~mask, -100)
             return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
     ''', "averaged over the real tokens"),
+    "05b_rnn_attention": ("dot_score", '''
+        def dot_score(s, H):
+            if s.dim() != 2 or H.dim() != 3 or s.shape[0] != H.shape[0] or s.shape[1] != H.shape[2]:
+                raise ValueError("shapes")
+            return torch.einsum("bh,bth->bt", s, H) / math.sqrt(s.shape[1])
+    ''', "divided by sqrt(H)"),
     "06_encoder": ("sinusoidal_positions", '''
         def sinusoidal_positions(T, D, base=10000.0, dtype=torch.float32, device=None):
             if T < 0 or D < 1:
@@ -308,6 +314,7 @@ def test_a_known_bug_loses_exactly_its_exercise_and_feedback_names_it(course, sa
     mistake = {"pad_batch": "tokens:pad_batch_mask_inverted", "scaled_scores": "dot_products:scaled_scores_no_sqrt",
                "softmax": "softmax:softmax_times_temperature", "masked_attention": "masks_attention:attention_no_sqrt",
                "rnn_encode": "rnn:rnn_encode_context_after_padding",
+               "attention_decoder_step": "rnn_attention:step_output_ignores_context",
                "encoder_block": "encoder:encoder_block_no_attn_residual",
                "decoder_block": "decoder:decoder_block_no_causal_mask",
                "encdec_decoder_block": "encoder_decoder:encdec_no_causal_self",

@@ -209,3 +209,17 @@ def test_the_cache_holds_keys_and_values():
     _, cache = kv_cache.cached_attention(q, k, v)
     assert len(cache) == 2 and torch.equal(cache[0], k) and torch.equal(cache[1], v)
     assert chosen("answer_what_the_cache_keeps") == "the keys and values of the earlier tokens, in every layer"
+
+
+# ---------------------------------------------------------------- 05b
+def test_an_attention_decoder_computes_one_weight_per_output_step_and_source_position():
+    from coursekit.rnn import AttentionSeq2Seq
+    from solutions.rnn_attention import attention_decoder_step
+    model = AttentionSeq2Seq(12, 9, D=4, H=8, A=4, seed=0, step=attention_decoder_step)
+    src, tgt_in = torch.randint(4, 12, (1, 10)), torch.randint(4, 9, (1, 11))
+    with torch.no_grad():
+        _, weights = model(src, torch.ones(1, 10, dtype=torch.bool), tgt_in, with_weights=True)
+    name = "answer_alignment_weights"
+    assert answer(name) == canonical(name, weights[0].numel())
+    assert wrong(name, "sum") == canonical(name, sum(weights.shape[1:]))
+    assert chosen("answer_bottleneck").startswith("the single fixed-size context")
