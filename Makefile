@@ -24,10 +24,11 @@ lab: setup
 demo: setup
 	$(BIN)/course demo
 
-## maintainers: the whole test suite, two groups side by side (the 15 slowest tests are listed at the end);
-## the notebooks run with training capped (a reduced run): `make test-figures` trains them in full
+## maintainers: the whole test suite, three groups side by side on 2 cores (a third fills the time the others
+## wait on a browser, a server or a lock; the 15 slowest tests are listed at the end); the notebooks run with
+## training capped (a reduced run): `make test-figures` trains them in full
 test: setup
-	$(BIN)/python -m pytest -n 2 --dist loadgroup --no-loadscope-reorder --durations=15 -m "not figures"
+	$(BIN)/python -m pytest -n 3 --dist loadgroup --no-loadscope-reorder --durations=15 -m "not figures"
 
 ## maintainers: the fast loop while you work: everything but what drives real nbgrader, Jupyter kernels,
 ## JupyterLab or the browser (make test runs those too)

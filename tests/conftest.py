@@ -9,8 +9,8 @@ from grader import EXERCISES, CheckFailed, check, parts_of
 
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
-    # Two workers side by side on 2 cores: one torch thread each, here and in every kernel, sandbox and nbgrader
-    # process they start. Two threads each would make four on two cores, and torch's spinning threads then slow
+    # Test workers side by side on 2 cores: one torch thread each, here and in every kernel, sandbox and nbgrader
+    # process they start. Two threads each would make four or six on two cores, and torch's spinning threads then slow
     # each other down many times over.
     for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "COURSE_TORCH_THREADS", "COURSE_TRAIN_THREADS"):
         os.environ[_var] = "1"
@@ -18,7 +18,7 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 
 def _start_rank(item):
-    """Longest first, so two workers finish together (``--no-loadscope-reorder`` keeps this order): the tamper
+    """Longest first, so the workers finish together (``--no-loadscope-reorder`` keeps this order): the tamper
     class (each worker grades a part of it at once), the browser, the pipeline, the rest."""
     module = item.module.__name__.rsplit(".", 1)[-1]
     if module == "test_pipeline" and "tampered" in item.fixturenames:

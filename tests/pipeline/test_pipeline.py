@@ -76,8 +76,8 @@ class Courses:
 
 
 def with_test_env(cc):
-    """Graded as a class is (training capped, one torch thread: two test workers share 2 cores), with a sandbox
-    memory limit that two side by side leave room for."""
+    """Graded as a class is (training capped, one torch thread: the test workers share 2 cores), with a sandbox
+    memory limit that three side by side leave room for."""
     cc.for_class_grading().env["COURSE_SANDBOX_MEMORY_MB"] = "4096"
     return cc
 
@@ -102,7 +102,7 @@ def total(scores):
 @pytest.fixture(scope="session")
 def cluster():
     """The address of a Dask scheduler on 127.0.0.1 with this process's grading workers: one per xdist worker
-    (two side by side fill 2 cores), one per core otherwise. Every class below is graded by `course grade`'s
+    (the test workers side by side fill 2 cores), one per core otherwise. Every class below is graded by `course grade`'s
     parallel grader on it."""
     from distributed import LocalCluster
     workers = 1 if os.environ.get("PYTEST_XDIST_WORKER") else (os.cpu_count() or 1)
@@ -442,7 +442,8 @@ class Tampered(NamedTuple):
     faults: dict         # {student: [(kind, text), ...]} from grading_log.jsonl
 
 
-TAMPER_PARTS = 2  # the class is graded in this many parts, each by one worker
+# the class is graded in this many parts, one per test worker (each grades its own first, then reads the others')
+TAMPER_PARTS = max(1, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")))
 
 
 def tamper_submissions(root):
