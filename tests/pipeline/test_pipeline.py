@@ -3,6 +3,7 @@
 Every test here starts real nbgrader commands and real Jupyter kernels and reads
 the real SQLite gradebook. Autograde times are printed (run pytest with -s).
 """
+import contextlib
 import csv
 import fcntl
 import html
@@ -101,19 +102,25 @@ def total(scores):
 
 @pytest.fixture(scope="session")
 def cluster():
-    """The address of a Dask scheduler on 127.0.0.1 with this process's grading workers: one per xdist worker
-    (the test workers side by side fill 2 cores), one per core otherwise. Every class below is graded by `course grade`'s
-    parallel grader on it."""
-    from distributed import LocalCluster
-    workers = 1 if os.environ.get("PYTEST_XDIST_WORKER") else (os.cpu_count() or 1)
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address="127.0.0.1:0", memory_limit=0) as local:
-        yield local.scheduler_address
+    """``cluster()``: the address of a Dask scheduler on 127.0.0.1 with this process's grading workers, started the
+    first time a class must be graded here: one worker per test worker (side by side they fill 2 cores), one per
+    core otherwise. Every class below is graded by `course grade`'s parallel grader on it."""
+    started = []
+    with contextlib.ExitStack() as stack:
+        def address():
+            if not started:
+                from distributed import LocalCluster
+                workers = 1 if os.environ.get("PYTEST_XDIST_WORKER") else (os.cpu_count() or 1)
+                started.append(stack.enter_context(LocalCluster(
+                    n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                    dashboard_address="127.0.0.1:0", memory_limit=0)).scheduler_address)
+            return started[0]
+        yield address
 
 
 def grade(cc, a, students, cluster):
     """Grade ``students``' submissions of ``a`` in ``cc`` with the parallel grader; returns its summary."""
-    summary = grade_class(cc.root, [a], scheduler=cluster, timeout=900, env=cc.env, progress=False,
+    summary = grade_class(cc.root, [a], scheduler=cluster(), timeout=900, env=cc.env, progress=False,
                           release_first=False, only_students=students)
     assert set(summary.graded) == {(s, a) for s in students}, summary.problems
     return summary
@@ -430,7 +437,14 @@ TAMPERS = {
                 print(open(path, errors="replace").read())
     '''),
 }
-TAMPERS.update({kind: _answer_with(source) for kind, source in BODY_ATTACKS.items()})
+# The attacks written in a function's own body go through nbgrader when the pipeline records something of its own
+# for them (a fault, a blocked attempt, the honest functions around them still earning their points); the others
+# are judged exactly as these are (the same sandboxed worker and trusted check, every part of the exercise) in
+# tests/grader/test_isolation.py, without a kernel and nbgrader around them.
+BODY_ATTACKS_THROUGH_NBGRADER = ("kill-the-worker", "allocate-without-limit", "loop-with-the-alarm-off",
+                                 "read-the-source-notebook", "exec-the-reference-source", "reach-the-network",
+                                 "mutate-the-inputs")
+TAMPERS.update({kind: _answer_with(BODY_ATTACKS[kind]) for kind in BODY_ATTACKS_THROUGH_NBGRADER})
 SHADOW_FILES = {"grader.py": "def check(*args, **kwargs):\n    print('PASSED')\n",
                 "grader/__init__.py": "def check(*args, **kwargs):\n    print('PASSED')\n",
                 "torch/__init__.py": "x = 1\n"}
@@ -487,10 +501,10 @@ def tampered(course, cluster):
             for student in mine:
                 cc.submit(student, TAMPER_A, *everyone[student])
             # notebook 03's cells take under a second each, and each call of its functions milliseconds: a cell
-            # that hangs (a demo calling a looping answer) is stopped at 10 s rather than the course's 120 s, and a
+            # that hangs (a demo calling a looping answer) is stopped at 5 s rather than the course's 120 s, and a
             # looping call in the judge after 2 s of computing rather than 10
             with open(os.path.join(cc.root, "nbgrader_config.py"), "a") as f:
-                f.write("\nc.SandboxedExecute.timeout = 10\n")
+                f.write("\nc.SandboxedExecute.timeout = 5\n")
             cc.env["COURSE_CALL_TIME_LIMIT"] = "2"
             grade(cc, TAMPER_A, mine, cluster)
             log = os.path.join(cc.root, "grading_log.jsonl")
