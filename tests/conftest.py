@@ -10,8 +10,8 @@ from grader import EXERCISES, CheckFailed, check, parts_of
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # Test workers side by side on 2 cores: one torch thread each, here and in every kernel, sandbox and nbgrader
-    # process they start. Two threads each would make four or six on two cores, and torch's spinning threads then slow
-    # each other down many times over.
+    # process they start. Two threads each would make four or six on two cores, and torch's spinning threads then
+    # slow each other down many times over.
     for _var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "COURSE_TORCH_THREADS", "COURSE_TRAIN_THREADS"):
         os.environ[_var] = "1"
     torch.set_num_threads(1)
