@@ -339,20 +339,12 @@ def grade_submission(payload, task, timeout, passed):
     return result
 
 
-def _nbgrader_api(root):
-    from nbgrader.apps import NbGraderAPI
-    from nbgrader.coursedir import CourseDirectory
-    from traitlets.config.loader import PyFileConfigLoader
-    config = PyFileConfigLoader("nbgrader_config.py", path=root).load_config()
-    coursedir = CourseDirectory(config=config, root=root)
-    return NbGraderAPI(coursedir=coursedir, config=config)
-
-
 def _steps(request):
     """Run one request with nbgrader's API in this process; (ok, message)."""
+    from .pipeline import nbgrader_api
     root, a = request["root"], request["assignment"]
     os.chdir(root)
-    api = _nbgrader_api(root)
+    api = nbgrader_api(root)
     if request["what"] == "release":
         steps = [("generate_assignment", lambda: api.generate_assignment(a, force=True))]
     else:

@@ -40,6 +40,16 @@ CLASS_GRADING_ENV = {"COURSE_MAX_TRAIN_STEPS": "20", "COURSE_TRAIN_THREADS": "1"
                      "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
+def nbgrader_api(root):
+    """nbgrader's API on the course folder ``root``, configured by its ``nbgrader_config.py`` (every path in it is
+    absolute, so the current folder does not matter)."""
+    from nbgrader.apps import NbGraderAPI
+    from nbgrader.coursedir import CourseDirectory
+    from traitlets.config.loader import PyFileConfigLoader
+    config = PyFileConfigLoader("nbgrader_config.py", path=root).load_config()
+    return NbGraderAPI(coursedir=CourseDirectory(config=config, root=root), config=config)
+
+
 class CourseCopy:
     def __init__(self, root, source_dir=SOURCE_DIR):
         self.root = os.path.abspath(root)
@@ -91,7 +101,12 @@ class CourseCopy:
 
     # -------------------------------------------------------------- steps
     def release(self, assignment):
-        self.nbgrader("generate_assignment", assignment, "--force")
+        """The student version of ``assignment`` (nbgrader's generate_assignment, run in this process through its
+        API: a new nbgrader process would import nbgrader, the course's plugin and torch again, about 4 s)."""
+        outcome = nbgrader_api(self.root).generate_assignment(assignment, force=True)
+        if not outcome["success"]:
+            raise RuntimeError(f"nbgrader generate_assignment {assignment} failed:\n{outcome.get('log', '')[-3000:]}"
+                               f"\n{outcome.get('error', '')[-3000:]}")
         return self.release_path(assignment)
 
     def release_all(self):
