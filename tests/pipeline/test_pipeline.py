@@ -500,11 +500,12 @@ def tampered(course, cluster):
             mine = [s for i, s in enumerate(sorted(everyone)) if i % TAMPER_PARTS == part]
             for student in mine:
                 cc.submit(student, TAMPER_A, *everyone[student])
-            # notebook 03's cells take under a second each, and each call of its functions milliseconds: a cell
-            # that hangs (a demo calling a looping answer) is stopped at 5 s rather than the course's 120 s, and a
+            # notebook 03's cells take under a second each (but a cell that allocates up to the sandbox's memory limit
+            # takes seconds when three test workers do it at once), and each call of its functions milliseconds: a cell
+            # that hangs (a demo calling a looping answer) is stopped at 10 s rather than the course's 120 s, and a
             # looping call in the judge after 2 s of computing rather than 10
             with open(os.path.join(cc.root, "nbgrader_config.py"), "a") as f:
-                f.write("\nc.SandboxedExecute.timeout = 5\n")
+                f.write("\nc.SandboxedExecute.timeout = 10\n")
             cc.env["COURSE_CALL_TIME_LIMIT"] = "2"
             grade(cc, TAMPER_A, mine, cluster)
             log = os.path.join(cc.root, "grading_log.jsonl")
