@@ -121,3 +121,30 @@ def decoder_block_step(x_new, params, n_heads, cache=None):
     attn = F.linear(merge_heads(heads), a["W_o"], a["b_o"])
     h = add_norm(x_new, attn, params["ln1"])
     return add_norm(h, feed_forward(h, params["ffn"]), params["ln2"]), (k, v)
+
+
+def cross_keys_values(memory, params, n_heads):
+    """Cross-attention's keys and values from the encoder's output: (K, V), each (B, H, T_x, d_k).
+
+    They depend on the source alone, so a translation computes them once per source
+    (notebook 08) and every decoding step reads the same ones.
+    """
+    return tuple(split_heads(F.linear(memory, params["W_" + n], params["b_" + n]), n_heads) for n in "kv")
+
+
+def encdec_decoder_block_kv(y, kv, tgt_valid, src_valid, params, n_heads):
+    """Notebook 08's decoder block, given cross-attention's keys and values instead of the memory.
+
+    ``kv`` is ``cross_keys_values(memory, params["cross_attn"], n_heads)``; the result
+    equals ``encdec_decoder_block(y, memory, ...)``: (out (B, T_y, D), cross weights (B, H, T_y, T_x)).
+    """
+    T = y.shape[1]
+    mask = torch.ones(T, T, dtype=torch.bool, device=y.device).tril()
+    if tgt_valid is not None:
+        mask = mask & tgt_valid.unsqueeze(1)
+    h1 = add_norm(y, multi_head_attention(y, y, params["self_attn"], n_heads, mask)[0], params["ln1"])
+    c = params["cross_attn"]
+    q = split_heads(F.linear(h1, c["W_q"], c["b_q"]), n_heads)  # (B, H, T_y, d_k)
+    heads, weights = masked_attention(q, kv[0], kv[1], None if src_valid is None else src_valid[:, None, None, :])
+    h2 = add_norm(h1, F.linear(merge_heads(heads), c["W_o"], c["b_o"]), params["ln2"])
+    return add_norm(h2, feed_forward(h2, params["ffn"]), params["ln3"]), weights

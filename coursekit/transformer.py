@@ -360,6 +360,30 @@ class EncoderDecoder(nn.Module):
     def forward(self, src, src_valid, tgt_in, tgt_valid=None):
         return self.decode(tgt_in, self.encode(src, src_valid), src_valid, tgt_valid)[0]  # (B, T_y, V)
 
+    def cross_kv(self, memory):
+        """Every decoder layer's cross-attention keys and values, [(K, V)] with each (B, H, T_x, d_k).
+
+        They depend on the source alone: a translation computes them once and
+        hands them to every ``decode_kv`` call (notebook 08's greedy_translate).
+        """
+        return [blocks.cross_keys_values(memory, as_dict(layer)["cross_attn"], self.cfg.n_heads)
+                for layer in self.dec_layers]
+
+    def decode_kv(self, tgt_in, kv, src_valid=None, tgt_valid=None):
+        """Logits (B, T_y, V) from ``cross_kv``'s keys and values: ``decode`` without recomputing them.
+
+        Ready-made (``blocks.encdec_decoder_block_kv``), equal to ``decode(tgt_in, memory, ...)``.
+        """
+        _check_ids(tgt_in, self.cfg.tgt_vocab_size, "target")
+        if not (isinstance(kv, (list, tuple)) and len(kv) == len(self.dec_layers)):
+            raise ValueError(f"decode_kv takes what cross_kv returned (a list of {len(self.dec_layers)} (K, V) "
+                             f"pairs, one per decoder layer)")
+        y = self.embed_fn(tgt_in, self.tgt_embed.E * self.tgt_embed.scale, self.tgt_embed.P)
+        for layer, layer_kv in zip(self.dec_layers, kv):
+            y, _ = blocks.encdec_decoder_block_kv(y, layer_kv, tgt_valid, src_valid, as_dict(layer),
+                                                  self.cfg.n_heads)
+        return self.head(y)
+
     @torch.no_grad()
     def greedy(self, src, src_valid, bos_id, eos_id, max_len):
         """Greedy translation of a batch: (B, <= max_len) ids (0 after <eos>) and the last step's cross weights."""

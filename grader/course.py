@@ -138,7 +138,7 @@ NOTEBOOKS = {nb.folder: nb for nb in [
         sample_bug=SampleBug("decoder_block", "no causal mask", (".tril()  # (T, T): j <= i", "  # (T, T): j <= i"))),
     Notebook(
         "08_encoder_decoder", "encoder_decoder",
-        _points(cross_attention=2, encdec_decoder_block=3),
+        _points(cross_attention=2, encdec_decoder_block=3, encdec_forward=1, translation_loss=2, greedy_translate=4),
         setup="from coursekit.blocks import embed_with_positions, encoder_block, multi_head_attention",
         questions=("answer_cross_attention_sources", "answer_cross_weights_shape", "answer_empty_source"),
         sample_bug=SampleBug("encdec_decoder_block", "no causal mask on the self-attention",

@@ -4,6 +4,8 @@ The grader runs them on the same inputs as the learner's function and names the
 mistake whose output the learner's equals. Each is built from torch and the private parts
 in ``_parts.py`` only, so it can also be compiled as learner code in the tests. Each keeps the signature of the reference it imitates.
 """
+import torch
+
 from ._parts import _causal, _ffn, _ln, _mha
 
 
@@ -81,6 +83,104 @@ def encdec_no_causal_self(y, memory, tgt_valid, src_valid, params, n_heads):
 
 def encdec_no_cross_residual(y, memory, tgt_valid, src_valid, params, n_heads):
     return _encdec_block(y, memory, tgt_valid, src_valid, params, n_heads, cross_residual=False)
+
+
+# --- encdec_forward ----------------------------------------------------------
+def encdec_forward_no_src_mask(encode, cross_kv, decode, src, src_valid, tgt_in, tgt_valid):
+    """The decoder is not told which source tokens are padding."""
+    return decode(tgt_in, cross_kv(encode(src, src_valid)), None, tgt_valid)
+
+
+def encdec_forward_no_tgt_mask(encode, cross_kv, decode, src, src_valid, tgt_in, tgt_valid):
+    """The decoder is not told which target tokens are padding."""
+    return decode(tgt_in, cross_kv(encode(src, src_valid)), src_valid, None)
+
+
+def encdec_forward_encoder_unmasked(encode, cross_kv, decode, src, src_valid, tgt_in, tgt_valid):
+    """The encoder reads the source padding as if it were text."""
+    return decode(tgt_in, cross_kv(encode(src, None)), src_valid, tgt_valid)
+
+
+# --- translation_loss --------------------------------------------------------
+def _forward(encode, cross_kv, decode, batch):
+    return decode(batch["tgt_in"], cross_kv(encode(batch["src"], batch["src_mask"])), batch["src_mask"],
+                  batch["tgt_mask"])
+
+
+def _token_losses(logits, targets):
+    return -torch.log_softmax(logits, dim=-1).gather(-1, targets[..., None])[..., 0]  # (B, T_y)
+
+
+def translation_loss_padding_counted(encode, cross_kv, decode, batch):
+    """The mean over every position, padding included."""
+    return _token_losses(_forward(encode, cross_kv, decode, batch), batch["tgt_out"]).mean()
+
+
+def translation_loss_targets_not_shifted(encode, cross_kv, decode, batch):
+    """Scored against tgt_in, the tokens the decoder reads, instead of tgt_out."""
+    real = batch["tgt_mask"]
+    losses = _token_losses(_forward(encode, cross_kv, decode, batch), batch["tgt_in"])
+    return (losses * real).sum() / real.sum()
+
+
+def translation_loss_mean_of_sentences(encode, cross_kv, decode, batch):
+    """Each sentence's mean, then the mean of the sentences: a short sentence's tokens weigh more."""
+    real = batch["tgt_mask"]
+    losses = _token_losses(_forward(encode, cross_kv, decode, batch), batch["tgt_out"])
+    return ((losses * real).sum(dim=1) / real.sum(dim=1)).mean()
+
+
+def translation_loss_summed(encode, cross_kv, decode, batch):
+    """The sum over the real tokens, not their mean."""
+    real = batch["tgt_mask"]
+    return (_token_losses(_forward(encode, cross_kv, decode, batch), batch["tgt_out"]) * real).sum()
+
+
+# --- greedy_translate --------------------------------------------------------
+def _greedy(encode, cross_kv, decode, src, src_valid, bos_id, eos_id, max_len, row=-1, pad_after_eos=True,
+            stop="all", keep_bos=False):
+    if max_len < 0:
+        raise ValueError(f"max_len must be >= 0, got {max_len}")
+    if src.dim() != 2:
+        raise ValueError(f"src must be (B, T_x), got shape {tuple(src.shape)}")
+    kv = cross_kv(encode(src, src_valid))
+    B = src.shape[0]
+    out = torch.full((B, 1), bos_id, dtype=torch.long, device=src.device)
+    done = torch.zeros(B, dtype=torch.bool, device=src.device)
+    for _ in range(max_len):
+        nxt = decode(out, kv, src_valid, None)[:, row].argmax(dim=-1)
+        if pad_after_eos:
+            nxt = nxt.masked_fill(done, 0)
+        out = torch.cat([out, nxt[:, None]], dim=1)
+        done = done | (nxt == eos_id)
+        if (stop == "all" and bool(done.all())) or (stop == "any" and bool(done.any())):
+            break
+    return out if keep_bos else out[:, 1:]
+
+
+def greedy_translate_first_row(encode, cross_kv, decode, src, src_valid, bos_id, eos_id, max_len):
+    """The next token read from the first row of the logits (the prediction after <bos>)."""
+    return _greedy(encode, cross_kv, decode, src, src_valid, bos_id, eos_id, max_len, row=0)
+
+
+def greedy_translate_no_pad_after_eos(encode, cross_kv, decode, src, src_valid, bos_id, eos_id, max_len):
+    """A row that has written <eos> goes on writing tokens."""
+    return _greedy(encode, cross_kv, decode, src, src_valid, bos_id, eos_id, max_len, pad_after_eos=False)
+
+
+def greedy_translate_to_max_len(encode, cross_kv, decode, src, src_valid, bos_id, eos_id, max_len):
+    """Always max_len tokens: the loop does not stop when every row has ended."""
+    return _greedy(encode, cross_kv, decode, src, src_valid, bos_id, eos_id, max_len, stop="never")
+
+
+def greedy_translate_stops_at_first_eos(encode, cross_kv, decode, src, src_valid, bos_id, eos_id, max_len):
+    """Stops when the first row ends, cutting off the rows still writing."""
+    return _greedy(encode, cross_kv, decode, src, src_valid, bos_id, eos_id, max_len, stop="any")
+
+
+def greedy_translate_with_bos(encode, cross_kv, decode, src, src_valid, bos_id, eos_id, max_len):
+    """Returns <bos> too."""
+    return _greedy(encode, cross_kv, decode, src, src_valid, bos_id, eos_id, max_len, keep_bos=True)
 
 
 # ---------------------------------------------------------------- wrong answers to the self-check questions

@@ -1434,6 +1434,74 @@ STYLES = {
         '''),
     ],
     # ============================================================ 09 KV cache
+    "encdec_forward": [
+        ("keyword arguments, one line", r'''
+            def encdec_forward(encode, cross_kv, decode, src, src_valid, tgt_in, tgt_valid):
+                return decode(tgt_in, cross_kv(encode(src, src_valid)), src_valid=src_valid, tgt_valid=tgt_valid)
+        '''),
+        ("named steps in a dict", r'''
+            def encdec_forward(encode, cross_kv, decode, src, src_valid, tgt_in, tgt_valid):
+                steps = {}
+                steps["memory"] = encode(src, src_valid)
+                steps["kv"] = cross_kv(steps["memory"])
+                masks = (src_valid, tgt_valid)
+                return decode(tgt_in, steps["kv"], *masks)
+        '''),
+    ],
+    "translation_loss": [
+        ("F.cross_entropy with ignore_index", r'''
+            def translation_loss(encode, cross_kv, decode, batch):
+                logits = encdec_forward(encode, cross_kv, decode, batch["src"], batch["src_mask"], batch["tgt_in"],
+                                        batch["tgt_mask"])
+                targets = batch["tgt_out"].masked_fill(~batch["tgt_mask"], -100)
+                return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
+        '''),
+        ("boolean indexing of the real tokens", r'''
+            def translation_loss(encode, cross_kv, decode, batch):
+                real = batch["tgt_mask"]
+                logits = encdec_forward(encode, cross_kv, decode, batch["src"], batch["src_mask"], batch["tgt_in"],
+                                        real)
+                return F.cross_entropy(logits[real], batch["tgt_out"][real], reduction="sum") / real.sum()
+        '''),
+    ],
+    "greedy_translate": [
+        ("a list of steps, padding written by torch.where", r'''
+            def greedy_translate(encode, cross_kv, decode, src, src_valid, bos_id, eos_id, max_len):
+                if max_len < 0 or src.ndim != 2:
+                    raise ValueError(f"need max_len >= 0 and a (B, T_x) source, got {max_len} and {tuple(src.shape)}")
+                kv = cross_kv(encode(src, src_valid))
+                written = [torch.full((src.shape[0],), bos_id, dtype=torch.long, device=src.device)]
+                ended = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
+                while len(written) - 1 < max_len and not ended.all():
+                    logits = decode(torch.stack(written, dim=1), kv, src_valid, None)
+                    token = torch.where(ended, torch.zeros_like(written[0]), logits[:, -1, :].argmax(-1))
+                    written.append(token)
+                    ended = ended | (token == eos_id)
+                return torch.stack(written[1:], dim=1) if len(written) > 1 else src.new_zeros(src.shape[0], 0)
+        '''),
+        ("a preallocated buffer, cut at the end", r'''
+            def greedy_translate(encode, cross_kv, decode, src, src_valid, bos_id, eos_id, max_len):
+                if not isinstance(max_len, int) or max_len < 0:
+                    raise ValueError("max_len must be a whole number >= 0")
+                if src.dim() != 2:
+                    raise ValueError("src must have shape (B, T_x)")
+                memory = encode(src, src_valid)
+                kv = cross_kv(memory)
+                B = src.size(0)
+                buf = torch.zeros(B, max_len + 1, dtype=torch.long, device=src.device)
+                buf[:, 0] = bos_id
+                alive = torch.ones(B, dtype=torch.bool, device=src.device)
+                n = 0
+                for t in range(1, max_len + 1):
+                    nxt = decode(buf[:, :t], kv, src_valid, None)[:, t - 1].argmax(dim=-1)
+                    buf[:, t] = nxt * alive
+                    alive = alive & (nxt != eos_id)
+                    n = t
+                    if not alive.any():
+                        break
+                return buf[:, 1:n + 1]
+        '''),
+    ],
     "cached_attention": [
         # the mask from two aranges (key j <= T_past + i), einsum, torch.softmax
         ("arange mask, einsum", r'''

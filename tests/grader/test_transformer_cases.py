@@ -32,13 +32,14 @@ def known_mistakes():
 
 
 # ---------------------------------------------------------------- the registry
-def test_notebooks_06_to_08_register_their_sixteen_exercises():
+def test_notebooks_06_to_08_register_their_nineteen_exercises():
     assert NAMES == ["split_heads", "merge_heads", "multi_head_attention", "sinusoidal_positions",
                      "embed_with_positions", "encoder_block", "masked_lm_loss",
                      "rope", "rope_attention", "decoder_block", "lm_log_prob", "top_k_filter", "top_p_filter",
-                     "sample_next", "cross_attention", "encdec_decoder_block"]
+                     "sample_next", "cross_attention", "encdec_decoder_block", "encdec_forward", "translation_loss",
+                     "greedy_translate"]
     assert [EXERCISES[n].notebook for n in NAMES] == ["06_encoder"] * 7 + ["07_decoder"] * 7 + \
-        ["08_encoder_decoder"] * 2
+        ["08_encoder_decoder"] * 5
 
 
 # ---------------------------------------------------------------- the reference passes
@@ -66,6 +67,7 @@ SIZES = {  # the numbers each invalid input's error message must state, in the o
     "lm_log_prob": [("(3, 4, 6)", "(3, 5)"), ("(3, 5)", "(3, 4)")],
     "cross_attention": [("d_model=6", "n_heads=4"), ("(1, 5, 6)", "B=2"), ("(2, 5, 6)", "(2, 4)")],
     "encdec_decoder_block": [("d_model=6", "n_heads=4")],
+    "greedy_translate": [("-1",), ("(6,)",)],
     "top_k_filter": [("k=0",), ("k=-1",), ("k=2.5",)],
     "top_p_filter": [("p=0.0",), ("p=1.5",)],
     "sample_next": [("temperature > 0", "0.0", "greedy"), ("-1.0",), ("k=0",), ("p=0.0",)],

@@ -814,3 +814,98 @@ def test_encdec_block_and_models_on_cuda_equal_the_cpu():
     check_models_on("cuda")
 
 
+
+
+# ================================================================== notebook 08: forward, loss, greedy decoding
+def _parts(model):
+    return model.encode, model.cross_kv, model.decode_kv
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_encdec_forward_through_cross_kv_equals_nn_transformer_with_copied_weights(dtype):
+    """encdec_forward on the model's encode, cross_kv and decode_kv (the keys and values computed once, the ready-made
+    blocks.encdec_decoder_block_kv) equals nn.Transformer's logits with the same weights."""
+    g, B, T_x, T_y = gen(21), 3, 7, 6
+    model = reference_encdec(small_encdec_cfg(), dtype)
+    net = nn_transformer_like(model, dtype)
+    src, tgt = torch.randint(0, 11, (B, T_x), generator=g), torch.randint(0, 13, (B, T_y), generator=g)
+    src_valid, tgt_valid = valid_from_lengths([7, 4, 1], T_x), valid_from_lengths([6, 6, 2], T_y)
+    logits = encoder_decoder.encdec_forward(*_parts(model), src, src_valid, tgt, tgt_valid)
+    out = net(embedded(src, model.src_embed), embedded(tgt, model.tgt_embed), tgt_mask=~causal(T_y),
+              src_key_padding_mask=~src_valid, tgt_key_padding_mask=~tgt_valid, memory_key_padding_mask=~src_valid)
+    assert_close(logits, model.head(out))
+    assert_close(logits, model(src, src_valid, tgt, tgt_valid))  # decode with the memory: the reference block
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_encdec_decoder_block_kv_equals_nn_transformer_decoder_layer(dtype):
+    """The ready-made block given cross_keys_values(memory) equals nn.TransformerDecoderLayer, empty source too."""
+    g = gen(22)
+    layer = nn.TransformerDecoderLayer(D, H, FF, dropout=0.0, batch_first=True, dtype=dtype)
+    randomize(layer, g)
+    p = weights_of(layer)
+    for T_x, lengths in [(5, [5, 2]), (0, [0, 0])]:
+        y, memory = randn(g, 2, 4, D, dtype=dtype), randn(g, 2, T_x, D, dtype=dtype)
+        src_valid = valid_from_lengths(lengths, T_x)
+        kv = blocks.cross_keys_values(memory, p["cross_attn"], H)
+        ours, weights = blocks.encdec_decoder_block_kv(y, kv, None, src_valid, p, H)
+        if T_x:
+            theirs = layer(y, memory, tgt_mask=~causal(4), memory_key_padding_mask=~src_valid)
+            assert_close(ours, theirs)
+        ref, ref_weights = encoder_decoder.encdec_decoder_block(y, memory, None, src_valid, p, H)
+        assert_close(ours, ref)
+        assert_close(weights, ref_weights)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_translation_loss_equals_f_cross_entropy_over_the_real_target_tokens_and_its_gradients(dtype):
+    """translation_loss = F.cross_entropy(logits, tgt_out with padding ignored): the value and every weight's
+    gradient."""
+    g, B, T_x, T_y = gen(23), 3, 6, 5
+    model = reference_encdec(small_encdec_cfg(), dtype)
+    lengths = [5, 2, 1]
+    tgt_mask = valid_from_lengths(lengths, T_y)
+    batch = {"src": torch.randint(0, 11, (B, T_x), generator=g), "src_mask": valid_from_lengths([6, 3, 4], T_x),
+             "tgt_in": torch.randint(0, 13, (B, T_y), generator=g).masked_fill(~tgt_mask, 0),
+             "tgt_out": torch.randint(1, 13, (B, T_y), generator=g).masked_fill(~tgt_mask, 0), "tgt_mask": tgt_mask}
+    loss = encoder_decoder.translation_loss(*_parts(model), batch)
+    logits = model(batch["src"], batch["src_mask"], batch["tgt_in"], tgt_mask)
+    ref = F.cross_entropy(logits.transpose(1, 2), batch["tgt_out"].masked_fill(~tgt_mask, -100), ignore_index=-100)
+    assert_close(loss, ref)
+    params = list(model.parameters())
+    assert_all_close(torch.autograd.grad(loss, params), torch.autograd.grad(ref, params), through_model=True)
+
+
+def test_greedy_translate_writes_what_a_recomputing_nn_transformer_loop_writes_reading_the_source_once():
+    """greedy_translate on the model's parts writes, row for row, what a loop that runs nn.Transformer on the whole
+    source and target at every step writes (argmax of the last row, 0 after <eos>, stop when all ended), and
+    calls encode and cross_kv once."""
+    g, B, T_x, bos, eos, max_len = gen(24), 4, 7, 1, 2, 8
+    model = reference_encdec(small_encdec_cfg(), torch.float64)
+    net = nn_transformer_like(model, torch.float64)
+    with torch.no_grad():  # make <eos> likelier at later positions, so that rows end at different steps
+        model.head.bias[eos] += 1.0
+        model.tgt_embed.P[:, :] += 0.3 * torch.arange(9, dtype=torch.float64)[:, None]
+    src, src_valid = torch.randint(3, 11, (B, T_x), generator=g), valid_from_lengths([7, 5, 3, 1], T_x)
+    calls = {"encode": 0, "cross_kv": 0}
+
+    def counted(name):
+        def call(*args):
+            calls[name] += 1
+            return getattr(model, name)(*args)
+        return call
+
+    with torch.no_grad():
+        got = encoder_decoder.greedy_translate(counted("encode"), counted("cross_kv"), model.decode_kv, src, src_valid,
+                                               bos, eos, max_len)
+        out, done = torch.full((B, 1), bos), torch.zeros(B, dtype=torch.bool)
+        for _ in range(max_len):
+            h = net(embedded(src, model.src_embed), embedded(out, model.tgt_embed), tgt_mask=~causal(out.shape[1]),
+                    src_key_padding_mask=~src_valid, memory_key_padding_mask=~src_valid)
+            nxt = model.head(h)[:, -1].argmax(-1).masked_fill(done, 0)
+            out, done = torch.cat([out, nxt[:, None]], 1), done | (nxt == eos)
+            if done.all():
+                break
+    assert torch.equal(got, out[:, 1:])
+    assert calls == {"encode": 1, "cross_kv": 1}
+    assert (got == eos).any() and got.shape[1] <= max_len
