@@ -108,6 +108,7 @@ NOTEBOOKS = {nb.folder: nb for nb in [
     Notebook(
         "05b_rnn_attention", "rnn_attention",
         _points(additive_score=2, dot_score=1, attend=3, attention_decoder_step=3),
+        given={"attention_decoder_step": ("coursekit.capstone:attention_step",)},
         questions=("answer_alignment_weights", "answer_bottleneck"),
         sample_bug=SampleBug("attention_decoder_step", "the output layer ignores the context",
                              ("torch.cat([s, context], dim=-1)", "torch.cat([s, torch.zeros_like(context)], dim=-1)"))),
@@ -139,6 +140,7 @@ NOTEBOOKS = {nb.folder: nb for nb in [
     Notebook(
         "08_encoder_decoder", "encoder_decoder",
         _points(cross_attention=2, encdec_decoder_block=3, encdec_forward=1, translation_loss=2, greedy_translate=4),
+        given={"encdec_decoder_block": ("coursekit.blocks:encdec_decoder_block_kv",)},
         setup="from coursekit.blocks import embed_with_positions, encoder_block, multi_head_attention",
         questions=("answer_cross_attention_sources", "answer_cross_weights_shape", "answer_empty_source"),
         sample_bug=SampleBug("encdec_decoder_block", "no causal mask on the self-attention",
@@ -154,6 +156,12 @@ NOTEBOOKS = {nb.folder: nb for nb in [
                              ("cached_attention(q, k, v, cache)", "cached_attention(q, k, v, None)")),
         # the cache it drops is also the one whose batch size cached_attention would have refused
         sample_bug_costs=("basic", "edge", "errors")),
+    Notebook(
+        "10_capstone", "capstone",
+        _points(prefix_lm_mask=2),
+        questions=("answer_prefix_reads_later_source", "answer_pairs_the_prefix_adds"),
+        sample_bug=SampleBug("prefix_lm_mask", "the prefix opens the queries instead of the keys",
+                             ("in_prefix[:, None, :]", "in_prefix[:, :, None]"))),
 ]}
 
 TOPICS = {nb.topic: nb for nb in NOTEBOOKS.values()}

@@ -413,15 +413,13 @@ def _greedy_edge():
 def _recomputed(parts, src, src_valid, bos_id, eos_id, max_len):
     """Greedy decoding that runs encode and cross_kv again at every step: what the cached version must equal."""
     enc, kv, dec = parts
-    out = torch.full((src.shape[0], 1), bos_id, dtype=torch.long)
-    done = torch.zeros(src.shape[0], dtype=torch.bool)
-    for _ in range(max_len):
-        nxt = dec(out, kv(enc(src, src_valid)), src_valid, None)[:, -1].argmax(-1).masked_fill(done, 0)
-        out = torch.cat([out, nxt[:, None]], dim=1)
-        done = done | (nxt == eos_id)
-        if bool(done.all()):
-            break
-    return out[:, 1:]
+    written = [torch.full((src.shape[0],), bos_id, dtype=torch.long)]
+    ended = torch.zeros(src.shape[0], dtype=torch.bool)
+    while len(written) <= max_len and not ended.all():
+        token = dec(torch.stack(written, dim=1), kv(enc(src, src_valid)), src_valid, None)[:, -1].argmax(-1)
+        written.append(torch.where(ended, torch.zeros_like(token), token))
+        ended = ended | (written[-1] == eos_id)
+    return torch.stack(written[1:], dim=1) if len(written) > 1 else torch.zeros(src.shape[0], 0, dtype=torch.long)
 
 
 def _greedy_once_and_same(fn):

@@ -17,7 +17,7 @@ IDS = [os.path.basename(p) for p in NOTEBOOKS]
 def test_there_are_the_course_notebooks_in_order():
     assert IDS == ["01_tokens.ipynb", "02_dot_products.ipynb", "03_softmax.ipynb", "04_masks_attention.ipynb",
                    "05_rnn.ipynb", "05b_rnn_attention.ipynb", "06_encoder.ipynb", "07_decoder.ipynb",
-                   "08_encoder_decoder.ipynb", "09_kv_cache.ipynb"]
+                   "08_encoder_decoder.ipynb", "09_kv_cache.ipynb", "10_capstone.ipynb"]
 
 
 def test_answer_and_test_cells_equal_their_single_source():

@@ -138,16 +138,16 @@ def test_the_add_a_notebook_walkthrough_gives_a_notebook_that_runs_and_grades(sc
     for block in walkthrough("add-a-notebook"):
         apply(scratch, block)
     make_sync(scratch)
-    got = graded(scratch, "double", "10_toy", "def double(x):\n    return x * x\n")
-    assert got["notebook"] == "10_toy" and got["in_notebook"] == ["double"] and got["drift"] == []
+    got = graded(scratch, "double", "11_toy", "def double(x):\n    return x * x\n")
+    assert got["notebook"] == "11_toy" and got["in_notebook"] == ["double"] and got["drift"] == []
     assert got["passed"] == ["basic", "hidden-basic", "edge", "hidden"]
     assert got["wrong"] and all("it squared x; double it" in m for m in got["wrong"]), got["wrong"]
     # the new notebook, top to bottom in a real kernel: the set-up cell, then the reference's answer and checks
     printed = run(scratch, code='''
 import nbformat
 from nbclient import NotebookClient
-nb = nbformat.read("course/source/10_toy/10_toy.ipynb", as_version=4)
-NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": "course/source/10_toy"}}).execute()
+nb = nbformat.read("course/source/11_toy/11_toy.ipynb", as_version=4)
+NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": "course/source/11_toy"}}).execute()
 print("".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs))
 ''')
     assert printed.count("PASSED") == 4 and "FAILED" not in printed

@@ -294,6 +294,13 @@ SECOND_BUG = {
                 text = torch.cat([text, out[-1][:, None]], dim=1)
             return torch.stack(out, 1) if out else prompt[:, :0]
     ''', "the whole text was fed again at every step"),
+    "10_capstone": ("prefix_lm_mask", '''
+        def prefix_lm_mask(prefix_lengths, T):
+            if T < 0 or (prefix_lengths.numel() and (prefix_lengths.min() < 0 or prefix_lengths.max() > T)):
+                raise ValueError("bad sizes")
+            i = torch.arange(T, device=prefix_lengths.device)
+            return (i[None, :, None] >= i[None, None, :]) | (i[None, None, :] <= prefix_lengths[:, None, None])
+    ''', "not j <= p_b"),
 }
 
 
@@ -325,7 +332,8 @@ def test_a_known_bug_loses_exactly_its_exercise_and_feedback_names_it(course, sa
                "encoder_block": "encoder:encoder_block_no_attn_residual",
                "decoder_block": "decoder:decoder_block_no_causal_mask",
                "encdec_decoder_block": "encoder_decoder:encdec_no_causal_self",
-               "decoder_block_step": "kv_cache:decoder_block_step_ignores_cache"}[name]
+               "decoder_block_step": "kv_cache:decoder_block_step_ignores_cache",
+               "prefix_lm_mask": "capstone:prefix_lm_mask_queries_in_prefix"}[name]
     phrase = dict(EXERCISES[name].mistakes)[mistake]
     student, other = bug_students(a)[0], SECOND_BUG[a][0]
     _check_single_bug(course, samples, a, student, name, phrase, costs=ONE_BUG_COSTS[a],
