@@ -234,6 +234,21 @@ def _call(namespace, msg, channel):
     return reply
 
 
+def warm_up():
+    """Load now what PyTorch loads on a first call, so that no student's call is charged for it.
+
+    The meta device's Python kernels (the grader's device probe) import ``torch._dynamo`` on their first
+    call, over a second of CPU: inside a call under a short time limit (the tamper class's 2 s) an honest
+    function was stopped for it when the machine was busy.
+    """
+    import torch
+    import torch.nn.functional as F
+    x = torch.empty(2, 3, device="meta")
+    torch.cat([x, x])
+    F.layer_norm(x, (3,))
+    torch.softmax(x.masked_fill(torch.ones(2, 3, dtype=torch.bool, device="meta"), 0.0), dim=-1)
+
+
 def main():
     # the channel keeps private copies of the pipes; fds 0 and 1 point at /dev/null before any
     # student code exists, so a stray print or os.write cannot garble a reply
@@ -254,6 +269,7 @@ def main():
         torch.set_num_threads(int(threads))
     import grader  # noqa: F401  (captures its primitives before any student code exists)
     from grader import wire  # noqa: F401
+    warm_up()
 
     channel = _Channel(rx, tx)
     namespace = {}

@@ -54,16 +54,18 @@ REDUCED_STEPS = 300
 
 @pytest.mark.experiment
 def test_a_reduced_run_keeps_the_budget_writes_its_results_and_shows_the_wide_margin_orderings(task, tmp_path):
-    """Five runs of 300 steps (the notebook trains 2000), evaluated on 300 test dates. At 300 steps only orderings
-    with a wide margin are asserted: attention over the encoder states is far ahead of the single context
-    vector (in the notebook's full run, 100% against 88%; here both are further apart), and the encoder-decoder
-    transformer is too."""
+    """The two RNNs and the encoder-decoder for 300 steps each (the notebook trains all five runs 2000 steps),
+    evaluated on 300 test dates. At 300 steps only orderings with a wide margin are asserted: attention over the
+    encoder states, in an RNN or in the transformer, is far ahead of the single context vector (in the notebook's
+    full run 100% against 88%; here they are further apart). The decoder-only runs are left out to save time:
+    notebook 10's reduced run (test_notebooks) trains all five end to end, and the budget test sizes them."""
     path = tmp_path / "capstone_results.json"
-    results = capstone.run(capstone.Settings(steps=REDUCED_STEPS, n_test=300), prefix_mask=prefix_lm_mask, task=task,
+    kinds = ("rnn_fixed", "rnn_attention", "encoder_decoder")
+    results = capstone.run(capstone.Settings(steps=REDUCED_STEPS, n_test=300, kinds=kinds), task=task,
                            results_path=str(path), report_every=REDUCED_STEPS)
     capstone.check_budget(results)
     saved = json.loads(path.read_text())
-    assert saved["settings"]["steps"] == REDUCED_STEPS and set(saved["results"]) == set(capstone.KINDS)
+    assert saved["settings"]["steps"] == REDUCED_STEPS and set(saved["results"]) == set(kinds)
     for kind, r in saved["results"].items():
         assert len(r["curve"]) == REDUCED_STEPS and r["seconds_per_step"] > 0 and r["seconds_per_token"] > 0
         lo, hi = capstone.length_range(task.test)

@@ -146,6 +146,14 @@ def test_a_known_mistake_gets_the_same_message_in_the_sandbox_as_in_the_kernel()
             assert failure("softmax", w.function("softmax", "softmax"), part) == failure("softmax", local, part)
 
 
+def test_the_worker_loads_torchs_lazy_parts_before_the_first_call_of_a_students_function():
+    """PyTorch imports torch._dynamo on the first call of a meta-device kernel (the grader's device probe), over a
+    second of CPU: the worker does it at start, so a student's call under a time limit is never charged for it."""
+    probe = "def softmax(x, dim=-1, temperature=1.0):\n    import sys\n    return 'torch._dynamo' in sys.modules\n"
+    with worker_for("03_softmax", {"softmax": probe}) as w:
+        assert w.function("softmax", "softmax")(None) is True
+
+
 # ---------------------------------------------------------------- what a function body can try
 ATTACKS = BODY_ATTACKS
 

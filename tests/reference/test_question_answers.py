@@ -223,3 +223,27 @@ def test_an_attention_decoder_computes_one_weight_per_output_step_and_source_pos
     assert answer(name) == canonical(name, weights[0].numel())
     assert wrong(name, "sum") == canonical(name, sum(weights.shape[1:]))
     assert chosen("answer_bottleneck").startswith("the single fixed-size context")
+
+
+# ---------------------------------------------------------------- 10
+def test_in_the_prefix_a_token_reads_the_prefix_token_after_it_only_with_the_prefix_lm_mask():
+    from coursekit import data
+    from solutions.capstone import prefix_lm_mask
+    tokens = data.tokenize("the 1st of may 2001")
+    assert tokens[4] == "may" and tokens[5] == "2"  # positions 5 and 6 once <bos> comes first
+    T = 1 + len(tokens) + 1 + 11  # <bos> source = and a target of 11 tokens
+    causal_allows = nn.Transformer.generate_square_subsequent_mask(T)[5, 6] == 0
+    prefix_allows = prefix_lm_mask(torch.tensor([len(tokens) + 2]), T)[0, 5, 6]
+    assert (bool(prefix_allows), bool(causal_allows)) == (True, False)
+    assert chosen("answer_prefix_reads_later_source") == "only with the prefix-LM mask"
+
+
+def test_a_prefix_of_five_opens_the_ten_pairs_above_the_diagonal():
+    from solutions.capstone import prefix_lm_mask
+    T = 9
+    causal_allows = nn.Transformer.generate_square_subsequent_mask(T) == 0
+    added = prefix_lm_mask(torch.tensor([5]), T)[0] & ~causal_allows
+    name = "answer_pairs_the_prefix_adds"
+    assert answer(name) == canonical(name, int(added.sum()))
+    assert wrong(name, "square") == canonical(name, 5 * 5)
+    assert wrong(name, "with_diagonal") == canonical(name, int(causal_allows[:5, :5].sum()))
