@@ -269,20 +269,13 @@ SECOND_BUG = {
             out, w = masked_attention(q, k, v, mask)
             return merge_heads(out) @ params["W_o"].T + params["b_o"], w
     ''', "the values were rotated too"),
-    "08_encoder_decoder": ("encdec_decoder_block", '''
-        def encdec_decoder_block(y, memory, tgt_valid, src_valid, params, n_heads):
-            T, D = y.shape[1], y.shape[2]
-            c, w = cross_attention(y, memory, src_valid, params["cross_attn"], n_heads)
-            h1 = F.layer_norm(y + c, (D,), params["ln1"]["weight"], params["ln1"]["bias"], 1e-5)
-            mask = torch.ones(T, T, dtype=torch.bool, device=y.device).tril()
-            if tgt_valid is not None:
-                mask = mask & tgt_valid[:, None, :]
-            a, _ = multi_head_attention(h1, h1, params["self_attn"], n_heads, mask)
-            h2 = F.layer_norm(h1 + a, (D,), params["ln2"]["weight"], params["ln2"]["bias"], 1e-5)
-            f = params["ffn"]
-            ff = torch.relu(h2 @ f["W_1"].T + f["b_1"]) @ f["W_2"].T + f["b_2"]
-            return F.layer_norm(h2 + ff, (D,), params["ln3"]["weight"], params["ln3"]["bias"], 1e-5), w
-    ''', "the sub-layers are in the wrong order"),
+    # in another exercise than the sample bug, so one submission holds both (the loss is used by no graded cell)
+    "08_encoder_decoder": ("translation_loss", '''
+        def translation_loss(encode, cross_kv, decode, batch):
+            logits = encdec_forward(encode, cross_kv, decode, batch["src"], batch["src_mask"], batch["tgt_in"],
+                                    batch["tgt_mask"])
+            return F.cross_entropy(logits.flatten(0, 1), batch["tgt_out"].flatten())
+    ''', "the padding was counted"),
     "09_kv_cache": ("greedy_generate", '''
         def greedy_generate(step, prompt, n_new):
             if prompt.shape[1] == 0 or n_new < 0:
@@ -294,13 +287,11 @@ SECOND_BUG = {
                 text = torch.cat([text, out[-1][:, None]], dim=1)
             return torch.stack(out, 1) if out else prompt[:, :0]
     ''', "the whole text was fed again at every step"),
-    "10_capstone": ("prefix_lm_mask", '''
-        def prefix_lm_mask(prefix_lengths, T):
-            if T < 0 or (prefix_lengths.numel() and (prefix_lengths.min() < 0 or prefix_lengths.max() > T)):
-                raise ValueError("bad sizes")
-            i = torch.arange(T, device=prefix_lengths.device)
-            return (i[None, :, None] >= i[None, None, :]) | (i[None, None, :] <= prefix_lengths[:, None, None])
-    ''', "not j <= p_b"),
+    # a wrong answer to a question: in another graded cell than the sample bug, so one submission holds both
+    "10_capstone": ("answer_pairs_the_prefix_adds", '''
+        def answer_pairs_the_prefix_adds():
+            return 15
+    ''', "15 are the pairs the causal mask already allows"),
 }
 
 

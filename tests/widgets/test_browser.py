@@ -168,6 +168,9 @@ def _drive_temperature(page):
     box.fill("8")
     box.press("Enter")
     _wait_changed(page, root, src1, text1)
+    # the message is cleared by its own update, which can land after the plot's and the readout's on a busy machine
+    page.wait_for_function("el => el.innerText.trim() === ''", arg=message.element_handle(),
+                           timeout=UPDATE_TIMEOUT_MS)
     assert "τ = 8" in readout.inner_text() and message.inner_text().strip() == ""
     assert _entropies(readout.inner_text())[0] > h0[0]
     _assert_one_plot(page, "temperature")
