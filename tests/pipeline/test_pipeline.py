@@ -502,13 +502,12 @@ def tampered(course, cluster):
             # notebook 03's cells take under a second each (but a cell that allocates up to the sandbox's memory limit
             # takes seconds when three test workers do it at once), and each call of its functions milliseconds: a cell
             # that hangs (a demo calling a looping answer) is stopped at 10 s rather than the course's 120 s, and a
-            # looping call in the judge after 2 s of computing rather than 10. The address space is 2.5 GB rather than
-            # 4: an unbounded allocation hits the limit at its second GB, before 2 s of zeroing pages on a busy machine
-            # (at 4 GB, three parts side by side once took longer, and the call was stopped as a loop instead)
+            # looping call in the judge after 4 s of computing rather than 10. (At 2 s, an unbounded allocation was
+            # once stopped as a loop while zeroing its pages on a busy machine, before it reached the 4 GB limit; a
+            # 2.5 GB limit instead once made nbgrader fail on that submission as a whole.)
             with open(os.path.join(cc.root, "nbgrader_config.py"), "a") as f:
                 f.write("\nc.SandboxedExecute.timeout = 10\n")
-            cc.env["COURSE_CALL_TIME_LIMIT"] = "2"
-            cc.env["COURSE_SANDBOX_MEMORY_MB"] = "2560"
+            cc.env["COURSE_CALL_TIME_LIMIT"] = "4"
             grade(cc, TAMPER_A, mine, cluster)
             log = os.path.join(cc.root, "grading_log.jsonl")
             records = [json.loads(line) for line in open(log)] if os.path.exists(log) else []
