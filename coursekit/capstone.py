@@ -16,6 +16,8 @@ ready-made with PyTorch; the notebook passes the learner's ``prefix_lm_mask`` to
 ``run(...)`` trains them all and returns (and writes, as JSON) the results: parameters, the training curve,
 seconds per training step and per generated token, and test exact match by source length.
 """
+import bisect
+import functools
 import json
 import time
 from dataclasses import asdict, dataclass, field
@@ -187,27 +189,21 @@ WIDTHS = {"rnn_fixed": range(8, 1025, 4), "rnn_attention": range(8, 1025, 4),
 def size_for(kind, budget, task):
     """The width whose parameter count is nearest ``budget``; a ValueError when no width comes within TOLERANCE."""
     widths = WIDTHS[kind]
-    count = lambda w: n_params(build(kind, w, task, prefix_mask=causal_lm_mask))  # noqa: E731
-    smallest = count(widths[0])
-    if budget < smallest * (1 - TOLERANCE):
-        raise ValueError(f"a budget of {budget:,} parameters is too small for {KINDS[kind]}: its smallest size "
-                         f"(width {widths[0]}) has {smallest:,} parameters; give at least {smallest:,}")
-    lo, hi = 0, len(widths) - 1  # the counts grow with the width: bisect for the last width under the budget
-    if count(widths[hi]) < budget * (1 - TOLERANCE):
-        raise ValueError(f"a budget of {budget:,} parameters is too large for {KINDS[kind]}: its largest size "
-                         f"(width {widths[hi]}) has {count(widths[hi]):,}")
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if count(widths[mid]) <= budget:
-            lo = mid
-        else:
-            hi = mid - 1
-    near = widths[lo:lo + 2]
+    count = functools.cache(lambda w: n_params(build(kind, w, task, prefix_mask=causal_lm_mask)))
+    i = bisect.bisect_right(widths, budget, key=count)  # the counts grow with the width: the first one over budget
+    near = widths[max(i - 1, 0):i + 1]
     best = min(near, key=lambda w: abs(count(w) - budget))
-    if abs(count(best) - budget) > TOLERANCE * budget:
-        raise ValueError(f"no width of {KINDS[kind]} comes within {TOLERANCE:.0%} of {budget:,} parameters: the "
-                         f"nearest are " + " and ".join(f"width {w} ({count(w):,})" for w in near))
-    return best
+    if abs(count(best) - budget) <= TOLERANCE * budget:
+        return best
+    if i == 0:
+        raise ValueError(f"a budget of {budget:,} parameters is too small for {KINDS[kind]}: its smallest size "
+                         f"(width {widths[0]}) has {count(widths[0]):,} parameters; give at least "
+                         f"{count(widths[0]):,}")
+    if i == len(widths):
+        raise ValueError(f"a budget of {budget:,} parameters is too large for {KINDS[kind]}: its largest size "
+                         f"(width {widths[-1]}) has {count(widths[-1]):,}")
+    raise ValueError(f"no width of {KINDS[kind]} comes within {TOLERANCE:.0%} of {budget:,} parameters: the "
+                     f"nearest are " + " and ".join(f"width {w} ({count(w):,})" for w in near))
 
 
 # ---------------------------------------------------------------- evaluation
