@@ -26,7 +26,7 @@ import tempfile
 import nbformat
 import nbgrader.api
 from jupyter_client.manager import AsyncKernelManager
-from nbclient.exceptions import DeadKernelError
+from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Integer, Unicode
 
@@ -89,8 +89,9 @@ class SandboxedKernelManager(AsyncKernelManager):
 
 
 
-# errors in the kernel's cells that are the limits' doing, not the student's logic: recorded for the instructor
-KERNEL_FAULTS = {"MemoryError": "memory", "CellTimeoutError": "timeout"}
+# errors in the kernel's cells that are the limits' doing, not the student's logic: recorded for the instructor (a
+# cell past its time limit is recorded once, as what stopped the notebook)
+KERNEL_FAULTS = {"MemoryError": "memory"}
 
 
 class SandboxedExecute(Execute):
@@ -136,9 +137,18 @@ class SandboxedExecute(Execute):
         except DeadKernelError:
             self._dead = (f"the kernel died while running cell {index} (something called exit or os._exit, crashed "
                           f"the interpreter, or ran past the memory limit); the cells after it were not run")
-            cell.outputs.append(nbformat.v4.new_output(
-                "error", ename="DeadKernelError", evalue=self._dead, traceback=[f"DeadKernelError: {self._dead}"]))
-            return cell, resources
+            return self._stopped(cell, "DeadKernelError"), resources
+        except CellTimeoutError:
+            # still busy after the interrupt (a loop that ignores it, or seconds of C code such as zeroing gigabytes
+            # of pages): nbgrader would give up on the whole submission; the grade is decided outside the kernel
+            self._dead = (f"cell {index} ran past its time limit ({self.timeout} s) in the kernel and did not stop "
+                          f"when interrupted; the cells after it were not run")
+            return self._stopped(cell, "CellTimeoutError"), resources
+
+    def _stopped(self, cell, ename):
+        cell.outputs.append(nbformat.v4.new_output("error", ename=ename, evalue=self._dead,
+                                                   traceback=[f"{ename}: {self._dead}"]))
+        return cell
 
 
 # ------------------------------------------------------------------ the verdict, trusted

@@ -483,6 +483,19 @@ def tamper_submissions(root):
     return submissions
 
 
+# attacks that write pages up to the memory limit: graded one after the other, in one part (see `build` below)
+MEMORY_HUNGRY = ("tamper-allocate-without-limit", "tamper-huge-allocation-in-the-kernel")
+
+
+def tamper_part(everyone, part):
+    """The students of part ``part``: the memory-hungry ones all in the last part, each other to the smallest part."""
+    parts = [[] for _ in range(TAMPER_PARTS)]
+    parts[-1] += [s for s in MEMORY_HUNGRY if s in everyone]
+    for student in sorted(set(everyone) - set(MEMORY_HUNGRY)):
+        min(parts, key=len).append(student)
+    return parts[part]
+
+
 @pytest.fixture(scope="session")
 def tampered(course, cluster):
     """The tamper class, graded once per test run in TAMPER_PARTS parts, each by one call of the parallel grader
@@ -496,18 +509,18 @@ def tampered(course, cluster):
 
         def build(cc=cc, part=part):
             everyone = tamper_submissions(cc.root)
-            mine = [s for i, s in enumerate(sorted(everyone)) if i % TAMPER_PARTS == part]
+            mine = tamper_part(everyone, part)
             for student in mine:
                 cc.submit(student, TAMPER_A, *everyone[student])
-            # notebook 03's cells take under a second each (but a cell that allocates up to the sandbox's memory limit
-            # takes seconds when three test workers do it at once), and each call of its functions milliseconds: a cell
-            # that hangs (a demo calling a looping answer) is stopped at 10 s rather than the course's 120 s, and a
-            # looping call in the judge after 4 s of computing rather than 10. (At 2 s, an unbounded allocation was
-            # once stopped as a loop while zeroing its pages on a busy machine, before it reached the 4 GB limit; a
-            # 2.5 GB limit instead once made nbgrader fail on that submission as a whole.)
+            # notebook 03's cells take under a second each, and each call of its functions milliseconds: a cell that
+            # hangs (a demo calling a looping answer) is stopped at 10 s rather than the course's 120 s, and a looping
+            # call in the judge after 4 s of computing rather than 10. The kernel and the worker get 2.5 GB (they use
+            # under 1 GB): an allocation attack zeroes gigabytes of pages before it reaches the limit, which took
+            # 2 s alone but 12-29 s for three at 4 GB side by side, past both limits on time (at 2.5 GB: 1 GB each).
             with open(os.path.join(cc.root, "nbgrader_config.py"), "a") as f:
                 f.write("\nc.SandboxedExecute.timeout = 10\n")
             cc.env["COURSE_CALL_TIME_LIMIT"] = "4"
+            cc.env["COURSE_SANDBOX_MEMORY_MB"] = "2560"
             grade(cc, TAMPER_A, mine, cluster)
             log = os.path.join(cc.root, "grading_log.jsonl")
             records = [json.loads(line) for line in open(log)] if os.path.exists(log) else []

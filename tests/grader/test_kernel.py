@@ -1,0 +1,55 @@
+"""The sandboxed kernel nbgrader runs a submission in (``grader.nbgrader_plugin.SandboxedExecute``), driven on small
+notebooks: a real ipykernel inside the real sandbox, without a course around it. What a cell does to the kernel ends
+the run of that notebook with a note, never the grading of the submission (the grade is decided outside the kernel,
+by the judge; the tamper class in tests/pipeline/ checks that through nbgrader)."""
+import nbformat
+import pytest
+
+from grader.nbgrader_plugin import SandboxedExecute
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def run(tmp_path, *sources, timeout=3):
+    """The notebook of ``sources`` after the sandboxed kernel ran it; its faults."""
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    ex = SandboxedExecute(timeout=timeout, interrupt_on_timeout=True)
+    nb, _ = ex.preprocess(nb, {"metadata": {"path": str(tmp_path)}})
+    return nb, nb.metadata["course"]["faults"]
+
+
+def names(cell):
+    return [out.get("ename") or out.get("text", "").strip() for out in cell.outputs]
+
+
+def test_a_cell_that_ignores_the_interrupt_ends_the_notebook_not_the_grading(tmp_path):
+    """A cell still busy after the interrupt (here a loop that ignores SIGINT; in the tamper class, seconds of zeroing
+    pages up to the memory limit on a busy machine) made nbclient raise, and nbgrader gave up on the submission."""
+    nb, faults = run(tmp_path, "print('before')",
+                     "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True:\n    pass",
+                     "print('after')")
+    assert names(nb.cells[0]) == ["before"]
+    assert "CellTimeoutError" in names(nb.cells[1])
+    assert nb.cells[2].outputs == []  # not run
+    assert [kind for kind, _ in faults] == ["timeout"], faults  # once
+    assert "cell 1 ran past its time limit (3 s)" in faults[0][1] and "did not stop when interrupted" in faults[0][1]
+
+
+def test_a_loop_that_stops_when_interrupted_is_a_timeout_too(tmp_path):
+    nb, faults = run(tmp_path, "while True:\n    pass", "print('after')")
+    assert "CellTimeoutError" in names(nb.cells[0]) and nb.cells[1].outputs == []
+    assert any(kind == "timeout" and "cell 0 ran past its time limit" in text for kind, text in faults), faults
+
+
+def test_a_kernel_that_dies_ends_the_notebook_with_a_note(tmp_path):
+    nb, faults = run(tmp_path, "import os\nos._exit(3)", "print('after')", timeout=30)
+    assert "DeadKernelError" in names(nb.cells[0]) and nb.cells[1].outputs == []
+    assert any(kind == "kernel" and "the kernel died while running cell 0" in text for kind, text in faults), faults
+
+
+def test_running_out_of_memory_in_a_cell_is_noted_and_the_next_cells_run(tmp_path):
+    """The kernel's address space is limited: a huge allocation is a MemoryError in that cell, for the instructor."""
+    nb, faults = run(tmp_path, "blocks = bytearray(2 ** 40)", "print('after')", timeout=30)
+    assert "MemoryError" in names(nb.cells[0]) and names(nb.cells[1]) == ["after"]
+    assert faults == [["memory", "cell 0 in the kernel: MemoryError: "]], faults
