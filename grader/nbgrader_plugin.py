@@ -127,6 +127,11 @@ class SandboxedExecute(Execute):
     def preprocess_cell(self, cell, resources, index):
         if self._dead:
             return cell, resources
+        if _is_test_cell(cell):
+            # graded from outside (TrustedVerdict), never run here: the student's kernel does not see the hidden
+            # tests, and the checks are not computed twice
+            cell.outputs = []
+            return cell, resources
         try:
             cell, resources = super().preprocess_cell(cell, resources, index)
             if any(out.get("ename") == "CellTimeoutError" for out in cell.get("outputs", [])):
@@ -152,6 +157,11 @@ class SandboxedExecute(Execute):
 
 
 # ------------------------------------------------------------------ the verdict, trusted
+def _is_test_cell(cell):
+    md = cell.metadata.get("nbgrader", {})
+    return cell.cell_type == "code" and bool(md.get("grade")) and not md.get("solution")
+
+
 def _is_learner_code(cell):
     md = cell.metadata.get("nbgrader", {})
     return cell.cell_type == "code" and (md.get("solution") or not (md.get("locked") or md.get("grade")))
@@ -201,7 +211,7 @@ class TrustedVerdict(NbGraderPreprocessor):
         checks, graded = [], {}
         for i, cell in enumerate(nb.cells):
             md = cell.metadata.get("nbgrader", {})
-            if cell.cell_type == "code" and md.get("grade") and not md.get("solution"):
+            if _is_test_cell(cell):
                 calls = _check_calls(cell.source)
                 graded[md["grade_id"]] = i
                 checks += [[md["grade_id"], *c] for c in calls]

@@ -1,8 +1,9 @@
 """Grading isolation: the sandbox, the worker that holds a student's functions, the trusted verdict.
 
 Everything here runs the real sandbox (bubblewrap; `.ci/run` installs it). The
-real-nbgrader side of it (tamper classes, dead kernels, feedback) is in
-tests/test_pipeline.py.
+kernel nbgrader runs a submission in is driven on small notebooks in
+tests/grader/test_kernel.py; the real-nbgrader side (tamper classes, feedback) is in
+tests/pipeline/test_pipeline.py.
 """
 import importlib.util
 import json
