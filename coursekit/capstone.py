@@ -73,8 +73,8 @@ class PrefixDecoder(nn.Module):
         g = torch.Generator().manual_seed(seed)
         self.cfg = transformer.TransformerConfig(vocab_size, d_model, n_heads, d_ff, n_layers, max_len)
         self.mask_fn = mask_fn
-        self.embed = transformer._Embedding(g, vocab_size, d_model, max_len, "learned")
-        self.layers = nn.ModuleList(transformer._as_parameters(transformer.encoder_block_weights(g, d_model, d_ff))
+        self.embed = transformer.Embedding(g, vocab_size, d_model, max_len, "learned")
+        self.layers = nn.ModuleList(transformer.as_parameters(transformer.encoder_block_weights(g, d_model, d_ff))
                                     for _ in range(n_layers))
 
     def forward(self, ids, prefix_lengths, valid=None):
@@ -125,7 +125,7 @@ class _DecoderOnly:
     def loss(self, pairs):
         rows = [data.lm_ids(s, t, self.vocab) for s, t in pairs]
         prefix = torch.tensor([len(data.lm_ids(s, None, self.vocab)) for s, _ in pairs])
-        ids, valid = data._pad(rows)
+        ids, valid = data.pad_rows(rows)
         logits = self.model(ids, prefix, valid)
         targets = ids[:, 1:].masked_fill(~valid[:, 1:], -100)
         before = torch.arange(1, ids.shape[1])[None, :] < prefix[:, None]  # the prompt is given, not predicted
@@ -133,26 +133,20 @@ class _DecoderOnly:
 
     @torch.no_grad()
     def translate(self, pairs):
-        prompts = [data.lm_ids(s, None, self.vocab) for s, _ in pairs]
-        by_length = {}
-        for k, p in enumerate(prompts):
-            by_length.setdefault(len(p), []).append(k)
-        out = [""] * len(pairs)
         eos = data.EOS_ID  # the special tokens have the same ids in every vocabulary of the task
-        for n, ks in by_length.items():
-            ids = torch.tensor([prompts[k] for k in ks])  # (b, n): one prompt length, no padding
-            prefix = torch.full((len(ks),), n)
-            done = torch.zeros(len(ks), dtype=torch.bool)
+
+        def write(ids):  # (b, n) prompts of one length: greedy, the whole text again at every step (no cache)
+            n, prefix = ids.shape[1], torch.full((ids.shape[0],), ids.shape[1])
+            done = torch.zeros(ids.shape[0], dtype=torch.bool)
             for _ in range(MAX_NEW):
                 nxt = self.model(ids, prefix)[:, -1].argmax(-1).masked_fill(done, eos)
                 ids = torch.cat([ids, nxt[:, None]], dim=1)
                 done |= nxt == eos
                 if bool(done.all()):
                     break
-            for k, row in zip(ks, ids[:, n:].tolist()):
-                row = row[:row.index(eos)] if eos in row else row
-                out[k] = "".join(self.inverse[i] for i in row)
-        return out
+            return ids[:, n:]
+        new = transformer.by_prompt_length([data.lm_ids(s, None, self.vocab) for s, _ in pairs], write, eos)
+        return ["".join(self.inverse[i] for i in row) for row in new]
 
 
 def build(kind, width, task, seed=0, prefix_mask=None):
@@ -260,17 +254,6 @@ class Result:
     exact_match: float = 0.0
 
 
-def _batches(pairs, batch_size, seed):
-    """Endless seeded batches of pairs: every run gets the same dates in the same order."""
-    import random
-    rng = random.Random(seed)
-    order = list(range(len(pairs)))
-    while True:
-        rng.shuffle(order)
-        for k in range(0, len(order) - batch_size + 1, batch_size):
-            yield [pairs[i] for i in order[k:k + batch_size]]
-
-
 def _tokens_written(guesses):
     return sum(len(g) + 1 for g in guesses)  # the characters of each answer and its <eos>
 
@@ -286,7 +269,7 @@ def run(settings=None, prefix_mask=None, task=None, results_path=None, report_ev
         r = Result(kind, KINDS[kind], width, n_params(model_run))
         print(f"{KINDS[kind]}: width {width}, {r.params:,} parameters", flush=True)
         start = time.perf_counter()
-        r.curve = transformer.fit(model_run.model, model_run.loss, _batches(task.train, s.batch_size, s.seed),
+        r.curve = transformer.fit(model_run.model, model_run.loss, data.shuffled(task.train, s.batch_size, s.seed),
                                   steps=s.steps, lr=s.lr, report_every=report_every)
         r.seconds_per_step = (time.perf_counter() - start) / len(r.curve)
         start = time.perf_counter()

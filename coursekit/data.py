@@ -159,7 +159,8 @@ def to_text(ids, vocab, sep=""):
     return sep.join(t for t in itertools.takewhile(lambda t: t != EOS, tokens) if t not in (PAD, BOS))
 
 
-def _pad(rows, device=None):
+def pad_rows(rows, device=None):
+    """Lists of ids right-padded with <pad> into (ids (B, T), valid (B, T)), valid True on real tokens."""
     T = max((len(r) for r in rows), default=0)
     ids = torch.full((len(rows), T), PAD_ID, dtype=torch.long)
     for b, r in enumerate(rows):
@@ -175,20 +176,27 @@ def make_batch(pairs, src_vocab, tgt_vocab, device=None):
         tgt_in (B, T_y)                  <bos> y_1 ... y_{T_y - 1}: what the decoder reads (teacher forcing);
         tgt_out (B, T_y), tgt_mask       y_1 ... y_{T_y - 1} <eos>: what it must predict, True on real ones.
     """
-    src, src_mask = _pad([to_ids(s, src_vocab) for s, _ in pairs], device)
-    tgt_in, _ = _pad([to_ids(t, tgt_vocab, bos=True) for _, t in pairs], device)
-    tgt_out, tgt_mask = _pad([to_ids(t, tgt_vocab, eos=True) for _, t in pairs], device)
+    src, src_mask = pad_rows([to_ids(s, src_vocab) for s, _ in pairs], device)
+    tgt_in, _ = pad_rows([to_ids(t, tgt_vocab, bos=True) for _, t in pairs], device)
+    tgt_out, tgt_mask = pad_rows([to_ids(t, tgt_vocab, eos=True) for _, t in pairs], device)
     return {"src": src, "src_mask": src_mask, "tgt_in": tgt_in, "tgt_out": tgt_out, "tgt_mask": tgt_mask}
 
 
-def batches(pairs, batch_size, src_vocab, tgt_vocab, seed=0, device=None):
-    """Endless shuffled mini-batches (a new order every epoch), deterministic in ``seed``."""
+def shuffled(pairs, batch_size, seed=0):
+    """Endless lists of ``batch_size`` pairs, a new order every epoch, deterministic in ``seed``: every model
+    trained with the same seed sees the same pairs in the same order."""
     rng = random.Random(seed)
     order = list(range(len(pairs)))
     while True:
         rng.shuffle(order)
         for k in range(0, len(order) - batch_size + 1, batch_size):
-            yield make_batch([pairs[i] for i in order[k:k + batch_size]], src_vocab, tgt_vocab, device)
+            yield [pairs[i] for i in order[k:k + batch_size]]
+
+
+def batches(pairs, batch_size, src_vocab, tgt_vocab, seed=0, device=None):
+    """Endless shuffled mini-batches (``shuffled``) as tensors (``make_batch``)."""
+    for chunk in shuffled(pairs, batch_size, seed):
+        yield make_batch(chunk, src_vocab, tgt_vocab, device)
 
 
 # ------------------------------------------------------------------ one stream of text for a decoder-only model
@@ -210,10 +218,6 @@ def lm_ids(source, target, vocab):
 
 
 def lm_batches(pairs, batch_size, vocab, seed=0, device=None):
-    """Endless shuffled batches of ``<bos> source = target <eos>``: (ids (B, T), valid (B, T))."""
-    rng = random.Random(seed)
-    order = list(range(len(pairs)))
-    while True:
-        rng.shuffle(order)
-        for k in range(0, len(order) - batch_size + 1, batch_size):
-            yield _pad([lm_ids(*pairs[i], vocab) for i in order[k:k + batch_size]], device)
+    """Endless shuffled batches (``shuffled``) of ``<bos> source = target <eos>``: (ids (B, T), valid (B, T))."""
+    for chunk in shuffled(pairs, batch_size, seed):
+        yield pad_rows([lm_ids(s, t, vocab) for s, t in chunk], device)

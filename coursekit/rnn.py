@@ -20,24 +20,34 @@ def init_params(V_src, V_tgt, D, H, seed=0, dtype=torch.float32):
     weight is uniform in (-1/sqrt(H), 1/sqrt(H)), as in ``torch.nn.RNN``.
     Deterministic in ``seed``.
     """
-    g = torch.Generator().manual_seed(seed)
-    k = 1 / math.sqrt(H)
-
-    def uniform(*shape):
-        return ((torch.rand(*shape, generator=g, dtype=torch.float64) * 2 - 1) * k).to(dtype)
-
-    def orthogonal(n):
-        q, r = torch.linalg.qr(torch.randn(n, n, generator=g, dtype=torch.float64))
-        return (q * torch.sign(torch.diagonal(r))).to(dtype)  # (n, n), q^T q = I
-
-    def normal(*shape):
-        return torch.randn(*shape, generator=g, dtype=torch.float64).to(dtype)
-
+    draw, k = _Draws(seed, dtype), 1 / math.sqrt(H)
     return {
-        "E_src": normal(V_src, D), "W_x_enc": uniform(H, D), "W_h_enc": orthogonal(H), "b_enc": uniform(H),
-        "E_tgt": normal(V_tgt, D), "W_x_dec": uniform(H, D), "W_h_dec": orthogonal(H), "b_dec": uniform(H),
-        "W_out": uniform(V_tgt, H), "b_out": uniform(V_tgt),
+        "E_src": draw.normal(V_src, D), "W_x_enc": draw.uniform(H, D, k=k), "W_h_enc": draw.orthogonal(H),
+        "b_enc": draw.uniform(H, k=k),
+        "E_tgt": draw.normal(V_tgt, D), "W_x_dec": draw.uniform(H, D, k=k), "W_h_dec": draw.orthogonal(H),
+        "b_dec": draw.uniform(H, k=k),
+        "W_out": draw.uniform(V_tgt, H, k=k), "b_out": draw.uniform(V_tgt, k=k),
     }
+
+
+class _Draws:
+    """Seeded draws, made in float64 then cast to ``dtype``, in the order asked for: the initialisers' shared parts
+    (so that a model is the same in float32 and float64)."""
+
+    def __init__(self, seed, dtype):
+        self.g, self.dtype = torch.Generator().manual_seed(seed), dtype
+
+    def uniform(self, *shape, k):
+        """Uniform in (-k, k)."""
+        return ((torch.rand(*shape, generator=self.g, dtype=torch.float64) * 2 - 1) * k).to(self.dtype)
+
+    def orthogonal(self, n):
+        """A random (n, n) orthogonal matrix: q^T q = I."""
+        q, r = torch.linalg.qr(torch.randn(n, n, generator=self.g, dtype=torch.float64))
+        return (q * torch.sign(torch.diagonal(r))).to(self.dtype)
+
+    def normal(self, *shape):
+        return torch.randn(*shape, generator=self.g, dtype=torch.float64).to(self.dtype)
 
 
 class Seq2Seq(nn.Module):
@@ -109,16 +119,14 @@ def init_attention_params(V_tgt, D, H_d, H_e, A, seed=0, dtype=torch.float32):
     """A fresh dict of the attention decoder's weights (the keys of ``solutions/rnn_attention.py``'s docstring),
     initialised as ``init_params`` does (N(0, 1) embeddings, an orthogonal recurrent matrix, uniform
     (-1/sqrt(fan-in), 1/sqrt(fan-in)) elsewhere). Deterministic in ``seed``."""
-    g = torch.Generator().manual_seed(seed)
+    draw = _Draws(seed, dtype)
 
-    def uniform(rows, *cols):
-        k = 1 / math.sqrt(cols[0] if cols else rows)
-        return ((torch.rand(rows, *cols, generator=g, dtype=torch.float64) * 2 - 1) * k).to(dtype)
+    def uniform(rows, *cols):  # (-1/sqrt(fan-in), 1/sqrt(fan-in))
+        return draw.uniform(rows, *cols, k=1 / math.sqrt(cols[0] if cols else rows))
 
-    q, r = torch.linalg.qr(torch.randn(H_d, H_d, generator=g, dtype=torch.float64))
-    return {"E_tgt": torch.randn(V_tgt, D, generator=g, dtype=torch.float64).to(dtype),
-            "W_s": uniform(A, H_d), "W_h": uniform(A, H_e), "v": uniform(A),
-            "W_x": uniform(H_d, D), "W_c": uniform(H_d, H_e), "W_hh": (q * torch.sign(torch.diagonal(r))).to(dtype),
+    W_hh = draw.orthogonal(H_d)
+    return {"E_tgt": draw.normal(V_tgt, D), "W_s": uniform(A, H_d), "W_h": uniform(A, H_e), "v": uniform(A),
+            "W_x": uniform(H_d, D), "W_c": uniform(H_d, H_e), "W_hh": W_hh,
             "b": uniform(H_d), "W_out": uniform(V_tgt, H_d + H_e), "b_out": uniform(V_tgt)}
 
 

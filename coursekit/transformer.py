@@ -149,11 +149,25 @@ def _seeded_linear(g, n_in, n_out):
     return layer
 
 
-def _as_parameters(tree):
+def by_prompt_length(prompts, write, eos_id, device=None):
+    """The new tokens of each prompt (a list of ids), up to and without its <eos>: prompts of one length go
+    together, so none needs padding; ``write(ids)`` turns a (b, n) batch of prompts into (b, new) tokens."""
+    by_length = {}
+    for k, p in enumerate(prompts):
+        by_length.setdefault(len(p), []).append(k)
+    out = [None] * len(prompts)
+    for ks in by_length.values():
+        new = write(torch.tensor([prompts[k] for k in ks], device=device))
+        for row, k in zip(new.tolist(), ks):
+            out[k] = row[:row.index(eos_id)] if eos_id in row else row
+    return out
+
+
+def as_parameters(tree):
     """A nested dict of tensors as nested ModuleDict / ParameterDict."""
     if all(torch.is_tensor(v) for v in tree.values()):
         return nn.ParameterDict({k: nn.Parameter(v) for k, v in tree.items()})
-    return nn.ModuleDict({k: _as_parameters(v) for k, v in tree.items()})
+    return nn.ModuleDict({k: as_parameters(v) for k, v in tree.items()})
 
 
 def as_dict(module):
@@ -163,7 +177,7 @@ def as_dict(module):
     return {k: as_dict(v) for k, v in module.items()}
 
 
-class _Embedding(nn.Module):
+class Embedding(nn.Module):
     """Token table E (V, D) and positional table P (max_len, D), learned or fixed."""
 
     def __init__(self, g, V, D, max_len, positions):
@@ -189,8 +203,8 @@ class _Stack(nn.Module):
     def __init__(self, cfg, block, embed_with_positions, g):
         super().__init__()
         self.cfg, self.block, self.embed_fn = cfg, block, embed_with_positions
-        self.embed = _Embedding(g, cfg.vocab_size, cfg.d_model, cfg.max_len, cfg.positions)
-        self.layers = nn.ModuleList(_as_parameters(encoder_block_weights(g, cfg.d_model, cfg.d_ff))
+        self.embed = Embedding(g, cfg.vocab_size, cfg.d_model, cfg.max_len, cfg.positions)
+        self.layers = nn.ModuleList(as_parameters(encoder_block_weights(g, cfg.d_model, cfg.d_ff))
                                     for _ in range(cfg.n_layers))
 
     def hidden(self, ids, valid=None):
@@ -294,17 +308,10 @@ class DecoderLM(_Stack):
         09's ``greedy_generate``, with the KV cache of ``step``).
         Returns the new tokens of each prompt, up to and without its <eos>.
         """
-        by_length = {}
-        for k, p in enumerate(prompts):
-            by_length.setdefault(len(p), []).append(k)
-        out = [None] * len(prompts)
-        for n, ks in by_length.items():
-            ids = torch.tensor([prompts[k] for k in ks], device=self.embed.E.device)  # (b, n)
-            new = self._recompute(ids, max_new_tokens, eos_id, choose) if generate is None \
-                else generate(self.step, ids, max_new_tokens)  # (b, <= max_new_tokens)
-            for row, k in zip(new.tolist(), ks):
-                out[k] = row[:row.index(eos_id)] if eos_id in row else row
-        return out
+        def write(ids):  # (b, n) -> (b, <= max_new_tokens)
+            return self._recompute(ids, max_new_tokens, eos_id, choose) if generate is None \
+                else generate(self.step, ids, max_new_tokens)
+        return by_prompt_length(prompts, write, eos_id, self.embed.E.device)
 
     def _recompute(self, ids, max_new_tokens, eos_id, choose=None):
         """Generation without a cache: the whole text (its last max_len tokens) at every step; ``choose`` (default
@@ -330,12 +337,12 @@ class EncoderDecoder(nn.Module):
         self.cfg, self.dec_block, self.enc_block, self.embed_fn = cfg, decoder_block, encoder_block, \
             embed_with_positions
         D, F = cfg.d_model, cfg.d_ff
-        self.src_embed = _Embedding(g, cfg.src_vocab_size, D, cfg.max_len, cfg.positions)
+        self.src_embed = Embedding(g, cfg.src_vocab_size, D, cfg.max_len, cfg.positions)
         self.tgt_embed = self.src_embed if cfg.tie_embeddings else \
-            _Embedding(g, cfg.tgt_vocab_size, D, cfg.max_len, cfg.positions)
-        self.enc_layers = nn.ModuleList(_as_parameters(encoder_block_weights(g, D, F))
+            Embedding(g, cfg.tgt_vocab_size, D, cfg.max_len, cfg.positions)
+        self.enc_layers = nn.ModuleList(as_parameters(encoder_block_weights(g, D, F))
                                         for _ in range(cfg.n_enc_layers))
-        self.dec_layers = nn.ModuleList(_as_parameters(encdec_block_weights(g, D, F))
+        self.dec_layers = nn.ModuleList(as_parameters(encdec_block_weights(g, D, F))
                                         for _ in range(cfg.n_dec_layers))
         self.head = _seeded_linear(g, D, cfg.tgt_vocab_size)
 

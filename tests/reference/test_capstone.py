@@ -63,7 +63,7 @@ def test_the_prefix_decoder_with_the_causal_mask_equals_an_nn_transformer_encode
             for block in other:
                 for k in other[block]:
                     other[block][k].copy_(mine[block][k])
-    ids, valid = data._pad([data.lm_ids(s, t, data.lm_vocab(task)) for s, t in task.test[:3]])
+    ids, valid = data.pad_rows([data.lm_ids(s, t, data.lm_vocab(task)) for s, t in task.test[:3]])
     T = ids.shape[1]
     x = F.embedding(ids, model.embed.E) * model.embed.scale + model.embed.P[:T]
     want = net(x, mask=torch.ones(T, T, dtype=torch.bool).triu(1),  # PyTorch: True = blocked
@@ -77,7 +77,7 @@ def test_the_decoder_only_loss_is_the_cross_entropy_of_the_target_tokens_alone()
     run = capstone.build("decoder_causal", 16, task)
     pairs = task.train[:4]
     vocab = data.lm_vocab(task)
-    ids, valid = data._pad([data.lm_ids(s, t, vocab) for s, t in pairs])
+    ids, valid = data.pad_rows([data.lm_ids(s, t, vocab) for s, t in pairs])
     logits = run.model(ids, torch.zeros(4, dtype=torch.long), valid)
     terms = []
     for b, (s, t) in enumerate(pairs):
