@@ -10,10 +10,10 @@ import re
 
 import pytest
 from browser import CHROMIUM, CHROMIUM_ARGS, Lab, need_browser
+from pipeline_helpers import SECOND_BUG, bug_students
 
 from coursekit.samples import MATHS, ONE_BUG
 from grader import EXERCISES
-from test_pipeline import SECOND_BUG, bug_students, cluster, course, samples  # noqa: F401 (the shared fixtures)
 
 pytestmark = [pytest.mark.pipeline, pytest.mark.browser, pytest.mark.timeout(900)]
 A = "01_tokens"
