@@ -4,8 +4,11 @@
   sandbox (``SandboxedKernelManager``: ``grader.sandbox`` around ipykernel, ZMQ
   over ``ipc`` sockets in a folder of its own, so no shared network is needed).
   That kernel sees a scratch copy of the submission and nothing else of the
-  course: not ``source/``, not the gradebook, not the reference. A kernel that
-  dies stops the run of that notebook with a note in the cell, not the class.
+  course: not ``source/``, not the gradebook, not the reference, and it never
+  runs the graded test cells (the verdict below grades them), so it never sees
+  the hidden tests. A kernel that dies, or a cell still busy after its time
+  limit and the interrupt, stops the run of that notebook with a note in the
+  cell, not the grading of the submission or the class.
 * ``TrustedVerdict`` runs after it: ``grader.judge`` grades every graded cell
   from outside (reference here, student's functions in a sandboxed worker) and
   *replaces* the cell's outputs with that verdict, so nbgrader records it and
