@@ -124,7 +124,7 @@ def init_attention_params(V_tgt, D, H_d, H_e, A, seed=0, dtype=torch.float32):
     def uniform(rows, *cols):  # (-1/sqrt(fan-in), 1/sqrt(fan-in))
         return draw.uniform(rows, *cols, k=1 / math.sqrt(cols[0] if cols else rows))
 
-    W_hh = draw.orthogonal(H_d)
+    W_hh = draw.orthogonal(H_d)  # drawn first: the order of the draws fixes every weight (and 05b's figures)
     return {"E_tgt": draw.normal(V_tgt, D), "W_s": uniform(A, H_d), "W_h": uniform(A, H_e), "v": uniform(A),
             "W_x": uniform(H_d, D), "W_c": uniform(H_d, H_e), "W_hh": W_hh,
             "b": uniform(H_d), "W_out": uniform(V_tgt, H_d + H_e), "b_out": uniform(V_tgt)}

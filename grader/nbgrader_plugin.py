@@ -116,7 +116,7 @@ class SandboxedExecute(Execute):
                 shutil.rmtree(box, ignore_errors=True)
         faults = nb.metadata.setdefault("course", {}).setdefault("faults", [])
         if self._dead:
-            faults.append(["timeout" if "time limit" in self._dead else "kernel", self._dead])
+            faults.append(list(self._dead))
         for index, cell in enumerate(nb.cells):
             for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
                 name = out.get("ename") if out.get("output_type") == "error" else None
@@ -139,23 +139,25 @@ class SandboxedExecute(Execute):
             cell, resources = super().preprocess_cell(cell, resources, index)
             if any(out.get("ename") == "CellTimeoutError" for out in cell.get("outputs", [])):
                 # the grade is decided outside the kernel; one hung cell is all a submission may cost
-                self._dead = (f"cell {index} ran past its time limit ({self.timeout} s) in the kernel; the cells "
-                              f"after it were not run")
+                self._dead = ("timeout", f"cell {index} ran past its time limit ({self.timeout} s) in the kernel; the "
+                                         f"cells after it were not run")
             return cell, resources
         except DeadKernelError:
-            self._dead = (f"the kernel died while running cell {index} (something called exit or os._exit, crashed "
-                          f"the interpreter, or ran past the memory limit); the cells after it were not run")
+            self._dead = ("kernel", f"the kernel died while running cell {index} (something called exit or os._exit, "
+                                    f"crashed the interpreter, or ran past the memory limit); the cells after it were "
+                                    f"not run")
             return self._stopped(cell, "DeadKernelError"), resources
         except CellTimeoutError:
             # still busy after the interrupt (a loop that ignores it, or seconds of C code such as zeroing gigabytes
             # of pages): nbgrader would give up on the whole submission; the grade is decided outside the kernel
-            self._dead = (f"cell {index} ran past its time limit ({self.timeout} s) in the kernel and did not stop "
-                          f"when interrupted; the cells after it were not run")
+            self._dead = ("timeout", f"cell {index} ran past its time limit ({self.timeout} s) in the kernel and did "
+                                     f"not stop when interrupted; the cells after it were not run")
             return self._stopped(cell, "CellTimeoutError"), resources
 
     def _stopped(self, cell, ename):
-        cell.outputs.append(nbformat.v4.new_output("error", ename=ename, evalue=self._dead,
-                                                   traceback=[f"{ename}: {self._dead}"]))
+        """``cell`` with what stopped the notebook (``self._dead``: (fault kind, words)) as its last output."""
+        words = self._dead[1]
+        cell.outputs.append(nbformat.v4.new_output("error", ename=ename, evalue=words, traceback=[f"{ename}: {words}"]))
         return cell
 
 

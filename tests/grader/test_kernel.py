@@ -10,9 +10,9 @@ from grader.nbgrader_plugin import SandboxedExecute
 pytestmark = pytest.mark.timeout(300)
 
 
-def run(tmp_path, *sources, timeout=3):
-    """The notebook of ``sources`` after the sandboxed kernel ran it; its faults."""
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in sources])
+def run(tmp_path, *cells, timeout=3):
+    """The notebook of ``cells`` (sources, or code cells) after the sandboxed kernel ran it; its faults."""
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) if isinstance(c, str) else c for c in cells])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     ex = SandboxedExecute(timeout=timeout, interrupt_on_timeout=True)
     nb, _ = ex.preprocess(nb, {"metadata": {"path": str(tmp_path)}})
@@ -58,14 +58,12 @@ def test_running_out_of_memory_in_a_cell_is_noted_and_the_next_cells_run(tmp_pat
 def test_graded_test_cells_never_run_in_the_students_kernel(tmp_path):
     """The judge grades them from outside: the kernel neither computes the checks nor sees the hidden tests' source
     (an earlier cell that hooks the kernel would otherwise read it)."""
-    nb = nbformat.v4.new_notebook(cells=[
-        nbformat.v4.new_code_cell("seen = []\nget_ipython().events.register('pre_run_cell', "
-                                  "lambda info: seen.append(info.raw_cell))"),
-        nbformat.v4.new_code_cell("print('the test ran')\n### BEGIN HIDDEN TESTS\nsecret = 1\n### END HIDDEN TESTS",
-                                  metadata={"nbgrader": {"grade": True, "solution": False, "locked": True,
-                                                         "grade_id": "t", "points": 1}}),
-        nbformat.v4.new_code_cell("print(any('END HIDDEN' + ' TESTS' in s for s in seen), 'secret' in globals())")])
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nb, _ = SandboxedExecute(timeout=30).preprocess(nb, {"metadata": {"path": str(tmp_path)}})
-    assert nb.cells[1].outputs == []
+    test_cell = nbformat.v4.new_code_cell(
+        "print('the test ran')\n### BEGIN HIDDEN TESTS\nsecret = 1\n### END HIDDEN TESTS",
+        metadata={"nbgrader": {"grade": True, "solution": False, "locked": True, "grade_id": "t", "points": 1}})
+    nb, faults = run(tmp_path, "seen = []\nget_ipython().events.register('pre_run_cell', "
+                               "lambda info: seen.append(info.raw_cell))",
+                     test_cell,
+                     "print(any('END HIDDEN' + ' TESTS' in s for s in seen), 'secret' in globals())", timeout=30)
+    assert nb.cells[1].outputs == [] and faults == []
     assert names(nb.cells[2]) == ["False False"]
