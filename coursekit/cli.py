@@ -32,8 +32,8 @@ def _workspace(target):
     with tempfile.TemporaryDirectory(prefix="course-release-") as tmp:
         cc = CourseCopy(tmp)
         missing = [a for a in assignments() if not os.path.exists(os.path.join(target, a, a + ".ipynb"))]
-        if missing:
-            cc.release_all()  # one nbgrader process for the lot
+        for a in missing:
+            cc.release(a)
         for a in assignments():
             dest = os.path.join(target, a, a + ".ipynb")
             if a not in missing:
@@ -130,7 +130,7 @@ def cmd_demo(args):
         for a in wanted:
             cc.release(a)
     else:
-        cc.release_all()  # one nbgrader process for the lot
+        cc.release_all()
     print(f"released {len(wanted)} notebook(s) in {time.perf_counter() - t0:.1f} s")
     expected = {}
     for a in wanted:

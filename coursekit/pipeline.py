@@ -110,8 +110,9 @@ class CourseCopy:
         return self.release_path(assignment)
 
     def release_all(self):
-        """Every assignment's student release, by one nbgrader process."""
-        self.nbgrader("generate_assignment", "*", "--force")
+        """Every assignment's student release (``release``, in this process)."""
+        for a in assignments():
+            self.release(a)
 
     def submit(self, student, assignment, nb, extra_files=None):
         """Place a submission: ``nb`` (a NotebookNode) plus optional {relative path: text} files."""

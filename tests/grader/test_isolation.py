@@ -13,6 +13,7 @@ import sys
 import textwrap
 
 import pytest
+import torch
 from attacks import BODY_ATTACKS
 
 import grader
@@ -147,12 +148,16 @@ def test_a_known_mistake_gets_the_same_message_in_the_sandbox_as_in_the_kernel()
             assert failure("softmax", w.function("softmax", "softmax"), part) == failure("softmax", local, part)
 
 
-def test_the_worker_loads_torchs_lazy_parts_before_the_first_call_of_a_students_function():
+def test_the_worker_loads_torchs_lazy_parts_before_the_first_meta_device_call_of_a_students_function():
     """PyTorch imports torch._dynamo on the first call of a meta-device kernel (the grader's device probe), over a
-    second of CPU: the worker does it at start, so a student's call under a time limit is never charged for it."""
+    second of CPU: the worker loads it when the first call with inputs on the meta device arrives, before the
+    student's function runs under its time limit, and not before (a worker whose functions are never probed never
+    pays for it)."""
     probe = "def softmax(x, dim=-1, temperature=1.0):\n    import sys\n    return 'torch._dynamo' in sys.modules\n"
     with worker_for("03_softmax", {"softmax": probe}) as w:
-        assert w.function("softmax", "softmax")(None) is True
+        fn = w.function("softmax", "softmax")
+        assert fn(torch.zeros(2, 3)) is False
+        assert fn(torch.zeros(2, 3, device="meta")) is True
 
 
 # ---------------------------------------------------------------- what a function body can try

@@ -25,11 +25,9 @@ def cluster():
     with contextlib.ExitStack() as stack:
         def address():
             if not started:
-                from distributed import LocalCluster
+                from coursekit.grading import local_cluster
                 workers = 1 if os.environ.get("PYTEST_XDIST_WORKER") else (os.cpu_count() or 1)
-                started.append(stack.enter_context(LocalCluster(
-                    n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
-                    dashboard_address="127.0.0.1:0", memory_limit=0)).scheduler_address)
+                started.append(stack.enter_context(local_cluster(workers)).scheduler_address)
             return started[0]
         yield address
 

@@ -15,7 +15,7 @@ import time
 import nbformat
 import pytest
 
-from coursekit.grading import grade_class, print_summary
+from coursekit.grading import grade_class, local_cluster, print_summary
 from coursekit.pipeline import CourseCopy
 from coursekit.samples import MATHS, ONE_BUG, answered, points_of, total_points, with_bug
 
@@ -73,7 +73,7 @@ def _kill_a_busy_worker(client, avoid):
 def test_a_class_with_broken_files_and_a_dying_worker_is_graded_once_and_every_problem_is_named(tmp_path, capsys):
     """One class on a real Dask cluster (two workers on 127.0.0.1): honest, buggy, crashing and looping
     submissions, broken files, a student off the roster; one worker is killed in the middle of a task."""
-    from distributed import Client, LocalCluster
+    from distributed import Client
     cc, release = _course(tmp_path / "course")
     full, (bug, _, _) = total_points(release), ONE_BUG[A]
     with cc.gradebook() as gb:  # the roster: everyone but "stranger"
@@ -93,8 +93,7 @@ def test_a_class_with_broken_files_and_a_dying_worker_is_graded_once_and_every_p
     _put(cc, "missing", {"answers.txt": "I forgot the notebook"})
     cc.submit("kept", A, answered(release))
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address="127.0.0.1:0", memory_limit=0) as cluster, Client(cluster) as client:
+    with local_cluster(2) as cluster, Client(cluster) as client:
         assert cluster.scheduler_address.startswith("tcp://127.0.0.1:")
         out = {}
         # the per-submission time limit (60 s: honest submissions take 10-25 s even under load) stops the looping
@@ -167,15 +166,13 @@ def _certificates(folder):
 def test_course_grade_reaches_a_scheduler_over_tls(tmp_path):
     """`course grade --scheduler tls://... --tls-ca-file --tls-cert --tls-key` grades on a cluster that only speaks
     TLS (encryption required), as the README tells an instructor to run one."""
-    from distributed import LocalCluster
     from distributed.security import Security
     cc, release = _course(tmp_path / "course")
     ca, cert, key = _certificates(tmp_path)
     tls = Security(tls_ca_file=ca, tls_scheduler_cert=cert, tls_scheduler_key=key, tls_worker_cert=cert,
                    tls_worker_key=key, tls_client_cert=cert, tls_client_key=key, require_encryption=True)
     cc.submit("ada", A, answered(release))
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, protocol="tls://", host="127.0.0.1",
-                      security=tls, dashboard_address="127.0.0.1:0", memory_limit=0) as cluster:
+    with local_cluster(1, protocol="tls://", security=tls) as cluster:
         assert cluster.scheduler_address.startswith("tls://127.0.0.1:")
         proc = subprocess.run([sys.executable, "-m", "coursekit", "grade", "--course", cc.root, "--no-progress",
                                "--scheduler", cluster.scheduler_address, "--tls-ca-file", ca, "--tls-cert", cert,
@@ -183,3 +180,16 @@ def test_course_grade_reaches_a_scheduler_over_tls(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "graded 1 submission(s)" in proc.stdout
     assert sum(score for score, _ in cc.scores("ada", A).values()) == total_points(release)
+
+
+def test_a_local_clusters_workers_run_without_dasks_profiler_and_with_slower_watchdogs():
+    """`course grade`'s local cluster runs its workers with QUIET_DASK: Dask's sampling profiler off, its event-loop
+    watchdog and system monitor slowed. Nothing here reads them, and idle they cost each process about 4% of a
+    core, which the kernels grading beside them need."""
+    import dask
+
+    from coursekit.grading import QUIET_DASK, _cluster
+    assert QUIET_DASK["distributed.worker.profile.enabled"] is False
+    with _cluster(2, None, None) as client:
+        seen = client.run(lambda: {key: dask.config.get(key) for key in QUIET_DASK})
+    assert len(seen) == 2 and all(config == QUIET_DASK for config in seen.values()), seen
