@@ -15,7 +15,8 @@ from coursekit.bundle import VERSION_KEY, build, course_version
 from coursekit.samples import answered
 from grader import EXERCISES, cells_of, resolve
 
-pytestmark = pytest.mark.pipeline
+# one test worker runs them all, so the bundle and the student's virtual environment (module fixtures) are made once
+pytestmark = [pytest.mark.pipeline, pytest.mark.xdist_group("bundle")]
 NOTEBOOK = "03_softmax"
 
 
