@@ -247,7 +247,7 @@ def _on_meta(obj):
     if type(obj) in (tuple, list):
         return any(_on_meta(o) for o in obj)
     if type(obj) is dict:
-        return obj.get("device") == "meta" or any(_on_meta(o) for o in obj.values())
+        return str(obj.get("device")) == "meta" or any(_on_meta(o) for o in obj.values())  # "meta" or a device
     return False
 
 
