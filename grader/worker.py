@@ -216,7 +216,7 @@ def _call(namespace, msg, channel):
     args = _unmark(msg["args"], channel, call_id)
     kwargs = _unmark(msg["kwargs"], channel, call_id)
     given = reference.capture_given(msg["exercise"]) if msg.get("exercise") in grader.EXERCISES else {}
-    if not _warmed and _on_meta((args, kwargs)):
+    if not _warmed and _on_meta(args, kwargs):
         warm_up()
     try:
         with _safe.forbid_given(given):
@@ -239,16 +239,10 @@ def _call(namespace, msg, channel):
 _warmed = []
 
 
-def _on_meta(obj):
-    """Whether a call's inputs are on PyTorch's meta device (the grader's device probe)."""
-    import torch
-    if isinstance(obj, torch.Tensor):
-        return obj.device.type == "meta"
-    if type(obj) in (tuple, list):
-        return any(_on_meta(o) for o in obj)
-    if type(obj) is dict:
-        return str(obj.get("device")) == "meta" or any(_on_meta(o) for o in obj.values())  # "meta" or a device
-    return False
+def _on_meta(args, kwargs):
+    """Whether a call is the grader's device probe: inputs on PyTorch's meta device, or ``device="meta"``."""
+    from grader.devices import tensors
+    return str(kwargs.get("device")) == "meta" or any(t.device.type == "meta" for t in tensors((args, kwargs)))
 
 
 def warm_up():
