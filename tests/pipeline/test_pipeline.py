@@ -17,12 +17,14 @@ from typing import NamedTuple
 import nbformat
 import pytest
 from attacks import BODY_ATTACKS
+from helpers import STATED_ACCURACY
 from pipeline_helpers import ASSIGNMENTS, SECOND_BUG, bug_students, grade, release_nb, total
 from nbgrader.validator import Validator
 
 from coursekit.notebooks import solution_source
+from coursekit.pipeline import CLASS_GRADING_ENV
 from coursekit.samples import MATHS, ONE_BUG, ONE_BUG_COSTS, answered, edited_source, points_of, total_points
-from grader import EXERCISES
+from grader import EXERCISES, parts_of
 from grader.course import version
 
 pytestmark = [pytest.mark.pipeline, pytest.mark.timeout(3600)]  # the tamper class is graded in one fixture
@@ -44,7 +46,13 @@ def test_release_has_no_solution_code_and_no_hidden_tests(course, a):
         assert "raise NotImplementedError()" in answer.source and f"def {name}(" in answer.source
 
 
-@pytest.mark.parametrize("a", ASSIGNMENTS)
+# One notebook through nbgrader's validator: that every part of every exercise fails on its released stub is
+# asserted for all of them in-process (tests/grader/test_grader.py), and every test cell is pinned to its generated
+# source (the drift test). 09 has ready-made models to train and grader-owned models the checks call back.
+VALIDATED = "09_kv_cache"
+
+
+@pytest.mark.parametrize("a", [VALIDATED])
 def test_every_test_cell_of_the_release_fails_on_the_untouched_stubs(course, a, monkeypatch):
     """`nbgrader validate --invert`: no test cell passes before the learner writes anything (the ready-made models
     train a few steps only: no test cell depends on a trained model)."""
@@ -60,6 +68,32 @@ def test_reference_answers_score_full_marks(course, samples, a):
     scores = samples(a)["sample-reference"]
     assert scores and all(s == m for s, m in scores.values()), scores
     assert total(scores) == total_points(release_nb(course, a))
+
+
+@pytest.mark.parametrize("a", ASSIGNMENTS)
+def test_the_reference_submission_runs_top_to_bottom_with_its_training_capped(course, samples, a):
+    """The reduced run of every notebook: the reference's answers, executed cell by cell by grading's kernel with
+    training capped (``CLASS_GRADING_ENV``), write no error and nothing on stderr; each graded cell's verdict is
+    PASSED; the translators reach every training loop through the cap and print their test exact match; 08 and 09
+    print that their cached decoding writes what recomputing writes. (`make test-figures` runs each source notebook
+    in full and checks the figure it states.)"""
+    samples(a)
+    nb = nbformat.read(course[a].autograded_path("sample-reference", a), as_version=4)
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
+              if o.output_type == "error" or (o.output_type == "stream" and o.name == "stderr")]
+    assert not errors, errors[:2]
+    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    n_checks = sum(len(parts_of(name)) for name, ex in EXERCISES.items() if ex.notebook == a)
+    assert text.count("PASSED") == n_checks and "FAILED" not in text
+    steps = CLASS_GRADING_ENV["COURSE_MAX_TRAIN_STEPS"]
+    if f"{a}.ipynb" in STATED_ACCURACY:
+        assert f"COURSE_MAX_TRAIN_STEPS={steps}: training {steps} of" in text
+        assert re.findall(r"test exact match:? ([0-9.]+)%", text)
+    if a == "09_kv_cache":
+        assert "the same translations as recomputing everything: True" in text
+    if a == "08_encoder_decoder":
+        assert "the same tokens: True" in text
+        assert "max |decode (your block) - decode_kv (keys and values given)|" in text
 
 
 @pytest.mark.parametrize("a", ASSIGNMENTS)

@@ -34,7 +34,7 @@ UPDATE_TIMEOUT_MS = 30_000
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     """JupyterLab on copies of the notebooks without their graded test cells: the widgets need the answers and the
-    trained models, not the checks (tests/coursekit/test_notebooks.py runs every notebook with its checks)."""
+    trained models, not the checks (the pipeline tests grade every notebook answered with the reference)."""
     need_browser()
     server = Lab(str(tmp_path_factory.mktemp("lab")))
     for name in os.listdir(server.work):
