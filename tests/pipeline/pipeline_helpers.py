@@ -90,12 +90,21 @@ def bug_students(a):
                                                                                            "sample-bug2")
 
 
+# The notebooks whose untouched release is graded through nbgrader (the class report and the grades export read
+# 03's). For every notebook, each part of each exercise is asserted to fail on its released stub in-process
+# (tests/grader/test_grader.py), and 09's untouched release runs through nbgrader's validator (test_pipeline.py).
+UNTOUCHED = ASSIGNMENTS[:3]
+
+
 def sample_submissions(release, a):
-    """{student: notebook}: every answer right, the untouched release, and the two bugs (see ``bug_students``)."""
+    """{student: notebook}: every answer right, the untouched release (``UNTOUCHED`` only), and the two bugs (see
+    ``bug_students``)."""
     bug = ONE_BUG[a]
     known = {bug.exercise: edited_source(bug.exercise, *bug.edit)}
     written = {SECOND_BUG[a][0]: textwrap.dedent(SECOND_BUG[a][1]).strip()}
-    out = {"sample-reference": answered(release), "sample-untouched": release}
+    out = {"sample-reference": answered(release)}
+    if a in UNTOUCHED:
+        out["sample-untouched"] = release
     if bug_students(a)[0] == bug_students(a)[1]:
         out["sample-bugs"] = answered(release, {**known, **written})
     else:

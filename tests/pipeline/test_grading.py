@@ -77,7 +77,7 @@ def test_a_class_with_broken_files_and_a_dying_worker_is_graded_once_and_every_p
     cc, release = _course(tmp_path / "course")
     full, (bug, _, _) = total_points(release), ONE_BUG[A]
     with cc.gradebook() as gb:  # the roster: everyone but "stranger"
-        for student in ("ref", "bug", "crash", "loop", "two", "json", "other", "missing", "kept"):
+        for student in ("ref", "bug", "crash", "loop", "two", "json", "other", "missing"):
             gb.update_or_create_student(student)
     cc.submit("ref", A, answered(release))
     cc.submit("bug", A, with_bug(release, A))
@@ -91,7 +91,6 @@ def test_a_class_with_broken_files_and_a_dying_worker_is_graded_once_and_every_p
     _put(cc, "json", {f"{A}.ipynb": '{"cells": [ not json'})
     _put(cc, "other", {f"{A}.ipynb": open(os.path.join(cc.root, "source", "03_softmax", "03_softmax.ipynb")).read()})
     _put(cc, "missing", {"answers.txt": "I forgot the notebook"})
-    cc.submit("kept", A, answered(release))
 
     with local_cluster(2) as cluster, Client(cluster) as client:
         assert cluster.scheduler_address.startswith("tcp://127.0.0.1:")
@@ -110,7 +109,7 @@ def test_a_class_with_broken_files_and_a_dying_worker_is_graded_once_and_every_p
     said = capsys.readouterr().out
     graded = {s: score for (s, _), score in summary.graded.items()}
     assert graded == {"ref": full, "bug": full - points_of(release, bug, MATHS), "crash": full, "loop": 0,
-                      "stranger": 0, "two": 0, "kept": full}, said
+                      "stranger": 0, "two": 0}, said
     assert summary.graded_by[(interrupted, A)][1] != victim  # graded again, by another worker process
     assert all(n == 1 for n in _submissions_per_student(cc.root).values())  # and written once
     assert set(_submissions_per_student(cc.root)) == set(graded)
@@ -125,7 +124,7 @@ def test_a_class_with_broken_files_and_a_dying_worker_is_graded_once_and_every_p
     assert "missing notebook" in problems["missing"].reason and not problems["missing"].graded
     faults = {(s, kind) for s, _, kind, _ in summary.faults}
     assert ("crash", "kernel") in faults and ("loop", "timeout") in faults
-    assert not any(s in ("ref", "bug", "stranger", "kept") for s, _ in faults)
+    assert not any(s in ("ref", "bug", "stranger") for s, _ in faults)
     for student in ("json", "other", "missing", "stranger", "loop", "crash"):
         assert student in said, f"the summary does not name {student}"
 
@@ -143,11 +142,11 @@ def test_a_class_with_broken_files_and_a_dying_worker_is_graded_once_and_every_p
     assert "could not be graded" in told and "time limit of 60 s" in told
 
     # a later submission that cannot be read loses nothing already in the gradebook
-    _put(cc, "kept", {f"{A}.ipynb": "not a notebook"})
-    again = grade_class(cc.root, [A], jobs=1, timeout=40, env=cc.env, progress=False, only_students=["kept"],
+    _put(cc, "ref", {f"{A}.ipynb": "not a notebook"})
+    again = grade_class(cc.root, [A], jobs=1, timeout=40, env=cc.env, progress=False, only_students=["ref"],
                         release_first=False)
-    assert again.graded == {} and "not a valid notebook" in _problems(again)["kept"].reason
-    assert sum(sc for sc, _ in cc.scores("kept", A).values()) == full
+    assert again.graded == {} and "not a valid notebook" in _problems(again)["ref"].reason
+    assert sum(sc for sc, _ in cc.scores("ref", A).values()) == full
 
 
 def _certificates(folder):

@@ -18,7 +18,7 @@ import nbformat
 import pytest
 from attacks import BODY_ATTACKS
 from helpers import STATED_ACCURACY
-from pipeline_helpers import ASSIGNMENTS, SECOND_BUG, bug_students, grade, release_nb, total
+from pipeline_helpers import ASSIGNMENTS, SECOND_BUG, UNTOUCHED, bug_students, grade, release_nb, total
 from nbgrader.validator import Validator
 
 from coursekit.notebooks import solution_source
@@ -96,7 +96,7 @@ def test_the_reference_submission_runs_top_to_bottom_with_its_training_capped(co
         assert "max |decode (your block) - decode_kv (keys and values given)|" in text
 
 
-@pytest.mark.parametrize("a", ASSIGNMENTS)
+@pytest.mark.parametrize("a", UNTOUCHED)
 def test_untouched_release_scores_zero(samples, a):
     scores = samples(a)["sample-untouched"]
     assert total(scores) == 0, scores

@@ -7,7 +7,7 @@ kernels get COURSE_MAX_TRAIN_STEPS=20, so the models of notebooks 07, 08 and 09
 train for a few seconds only: the widgets' mechanics, not the models' accuracy,
 are tested. The test asserts that the readouts and the image change and that
 each widget shows exactly one plot. To catch flakiness each widget goes through
-three cycles: after the first (open, run all, drive), its cell is run again, which
+two cycles: after the first (open, run all, drive), its cell is run again, which
 draws a new widget in place of the old one, and the new one is driven the same way.
 (Rendering is what was flaky: a plot missing or shown twice.) A screenshot of every
 failure is saved under the test's tmp path.
@@ -26,7 +26,7 @@ from browser import CHROMIUM, CHROMIUM_ARGS, Lab, need_browser
 
 pytestmark = pytest.mark.browser
 
-CYCLES = 3
+CYCLES = 2
 RUN_ALL_TIMEOUT_MS = 240_000
 UPDATE_TIMEOUT_MS = 30_000
 
@@ -336,7 +336,7 @@ DRIVERS = {"03_softmax": ("temperature", _drive_temperature), "04_masks_attentio
 
 
 def test_widgets_work_in_jupyterlab_in_a_real_browser(lab, tmp_path):
-    """Open 03, 04, 07, 08 and 09, run all cells, move the controls; three cycles per widget, each must pass."""
+    """Open 03, 04, 07, 08 and 09, run all cells, move the controls; two cycles per widget, each must pass."""
     from playwright.sync_api import sync_playwright
 
     results, failures = [], []
