@@ -181,6 +181,8 @@ def test_a_function_body_cannot_earn_a_pass_from_inside_the_sandbox(attack, monk
             for part in ("basic", "edge", "hidden-basic", "hidden"):  # the maths; the errors cells check refusals
                 msg = failure("softmax", fn, part)
                 assert msg.startswith("FAILED softmax"), msg
+            if "loop" in attack:  # stopped from outside, with the alarm off too, and noted for the instructor
+                assert any(kind == "timeout" and "did not finish within" in text for kind, text in w.faults), w.faults
     finally:
         if mem is None:
             os.environ.pop("COURSE_SANDBOX_MEMORY_MB", None)

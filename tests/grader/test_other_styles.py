@@ -2072,7 +2072,11 @@ def test_every_exercise_has_at_least_two_other_styles():
 
 
 # ---------------------------------------------------------------- the same answers, graded as at grading time
-NOTEBOOK_STYLES = [(notebook, i) for notebook in NOTEBOOKS for i in (0, 1)]
+# One style per notebook through the sandbox, the first and the second in turn: every style of every exercise passes
+# in-process above, and what the sandbox adds (the definitions rebuilt from the cell's text, fresh copies of the
+# inputs, the value sent back as plain data and compared on the trusted side) does not depend on how the body
+# computes. Each notebook's reference goes the same way in the pipeline tests.
+NOTEBOOK_STYLES = [(notebook, k % 2) for k, notebook in enumerate(NOTEBOOKS)]
 
 
 @pytest.mark.pipeline  # grades a whole notebook through the sandbox, as grading does: make test, not test-fast

@@ -246,10 +246,10 @@ TAMPERS = {
 # The attacks written in a function's own body go through nbgrader when the pipeline records something of its own
 # for them (a fault, a blocked attempt, the honest functions around them still earning their points); the others
 # are judged exactly as these are (the same sandboxed worker and trusted check, every part of the exercise) in
-# tests/grader/test_isolation.py, without a kernel and nbgrader around them.
-BODY_ATTACKS_THROUGH_NBGRADER = ("kill-the-worker", "allocate-without-limit", "loop-with-the-alarm-off",
-                                 "read-the-source-notebook", "exec-the-reference-source", "reach-the-network",
-                                 "mutate-the-inputs")
+# tests/grader/test_isolation.py, without a kernel and nbgrader around them. (A loop with the alarm turned off is
+# stopped there from outside; the time-out fault it leaves is the one `tamper-loop` leaves here.)
+BODY_ATTACKS_THROUGH_NBGRADER = ("kill-the-worker", "allocate-without-limit", "read-the-source-notebook",
+                                 "exec-the-reference-source", "reach-the-network", "mutate-the-inputs")
 TAMPERS.update({kind: _answer_with(BODY_ATTACKS[kind]) for kind in BODY_ATTACKS_THROUGH_NBGRADER})
 SHADOW_FILES = {"grader.py": "def check(*args, **kwargs):\n    print('PASSED')\n",
                 "grader/__init__.py": "def check(*args, **kwargs):\n    print('PASSED')\n",
@@ -369,7 +369,7 @@ def test_an_attack_around_honest_functions_still_grades_them(tampered, kind):
     ("kill-the-worker", "crash", "exited with code 0"),
     ("allocate-without-limit", "memory", "ran out of memory"),
     ("huge-allocation-in-the-kernel", "memory", "MemoryError"),
-    ("loop-with-the-alarm-off", "timeout", "did not finish within"),
+    ("loop", "timeout", "did not finish within"),
     ("read-the-source-notebook", "blocked", "read-outside: /source/03_softmax/03_softmax.ipynb"),
     ("exec-the-reference-source", "blocked", "solutions/softmax.py"),
     ("reach-the-network", "blocked", "network: ('127.0.0.1', 8888)"),
