@@ -518,17 +518,6 @@ def _cluster(jobs, scheduler, security):
         yield client
 
 
-def release(course_root, assignments, env=None):
-    """Release ``assignments`` in the course (one nbgrader process): the gradebook learns their cells."""
-    from .pipeline import nbgrader_env
-    env = dict(env or nbgrader_env(course_root))
-    for a in assignments:
-        proc = subprocess.run([sys.executable, "-m", "nbgrader", "generate_assignment", a, "--force"],
-                              cwd=course_root, env=env, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise RuntimeError(f"nbgrader generate_assignment {a} failed:\n{proc.stdout[-2000:]}{proc.stderr[-3000:]}")
-
-
 def grade_class(course_root=COURSE_DIR, assignments=None, *, jobs=None, scheduler=None, security=None,
                 timeout=1200, isolated=True, progress=True, release_first=True, env=None, only_students=None):
     """Grade every submission in ``<course_root>/submitted`` (or only ``assignments``); returns a ``Summary``."""
@@ -539,8 +528,11 @@ def grade_class(course_root=COURSE_DIR, assignments=None, *, jobs=None, schedule
     summary = Summary(isolated=isolated)
     source = os.path.join(course_root, "source")
     wanted = sorted(assignments or [a for a in os.listdir(source) if os.path.isdir(os.path.join(source, a))])
-    if release_first:
-        release(course_root, [a for a in wanted if os.path.isdir(os.path.join(source, a))], env)
+    if release_first:  # the gradebook learns the assignments' cells
+        from .pipeline import release
+        for a in wanted:
+            if os.path.isdir(os.path.join(source, a)):
+                release(course_root, a)
     roster = None
     if os.path.exists(os.path.join(course_root, "gradebook.db")):
         with _gradebook(course_root) as gb:

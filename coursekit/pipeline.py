@@ -50,6 +50,17 @@ def nbgrader_api(root):
     return NbGraderAPI(coursedir=CourseDirectory(config=config, root=root), config=config)
 
 
+def release(root, assignment):
+    """The student version of ``assignment`` in the course folder ``root``: nbgrader's generate_assignment, run in this
+    process through its API (a new nbgrader process would import nbgrader, the course's plugin and torch again,
+    about 4 s); returns the release's path."""
+    outcome = nbgrader_api(root).generate_assignment(assignment, force=True)
+    if not outcome["success"]:
+        raise RuntimeError(f"nbgrader generate_assignment {assignment} failed:\n{outcome.get('log', '')[-3000:]}"
+                           f"\n{outcome.get('error', '')[-3000:]}")
+    return os.path.join(root, "release", assignment, assignment + ".ipynb")
+
+
 class CourseCopy:
     def __init__(self, root, source_dir=SOURCE_DIR):
         self.root = os.path.abspath(root)
@@ -101,13 +112,8 @@ class CourseCopy:
 
     # -------------------------------------------------------------- steps
     def release(self, assignment):
-        """The student version of ``assignment`` (nbgrader's generate_assignment, run in this process through its
-        API: a new nbgrader process would import nbgrader, the course's plugin and torch again, about 4 s)."""
-        outcome = nbgrader_api(self.root).generate_assignment(assignment, force=True)
-        if not outcome["success"]:
-            raise RuntimeError(f"nbgrader generate_assignment {assignment} failed:\n{outcome.get('log', '')[-3000:]}"
-                               f"\n{outcome.get('error', '')[-3000:]}")
-        return self.release_path(assignment)
+        """The student version of ``assignment`` (``release``, in this process); returns its path."""
+        return release(self.root, assignment)
 
     def release_all(self):
         """Every assignment's student release (``release``, in this process)."""
@@ -150,6 +156,10 @@ class CourseCopy:
             return {g.name: (g.score, g.max_score) for g in sub.grades}
 
     def export(self, path):
-        self.nbgrader("export", "--to", path)
+        """The gradebook written by nbgrader's CSV exporter (the plugin `nbgrader export` runs, run in this process)
+        to ``path`` in the copy; returns its rows."""
+        from nbgrader.plugins import CsvExportPlugin
+        with self.gradebook() as gb:
+            CsvExportPlugin(to=os.path.join(self.root, path)).export(gb)
         with open(os.path.join(self.root, path)) as f:
             return list(csv.DictReader(f))
