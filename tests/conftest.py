@@ -68,13 +68,16 @@ def learner():
 
 @pytest.fixture(scope="session")
 def failures_of():
-    """``failures_of(name, fn)``: the messages of every part of exercise ``name`` that ``fn`` fails."""
-    def run(name, fn):
+    """``failures_of(name, fn)``: the messages of every part of exercise ``name`` that ``fn`` fails, in order; with
+    ``until``, up to the first message that contains it (the later parts are not run)."""
+    def run(name, fn, until=None):
         messages = []
         for part in parts_of(name):
             try:
                 check(name, fn, part)
             except CheckFailed as exc:
                 messages.append(str(exc))
+                if until is not None and until in messages[-1]:
+                    break
         return messages
     return run

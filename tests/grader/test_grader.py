@@ -105,7 +105,7 @@ MISTAKES = [(name, m, why) for name, ex in EXERCISES.items() for m, why in ex.mi
 def test_each_known_mistake_fails_and_is_named(name, mname, why, learner, failures_of):
     """A function with a known mistake fails at least one part, and some failing part names that mistake."""
     fn = mistake_as_learner(mname, learner)
-    messages = failures_of(name, fn)
+    messages = failures_of(name, fn, until=why)
     assert messages, f"{mname} passed every part of {name}"
     assert any(why in m for m in messages), f"no failure of {mname} names it:\n" + "\n---\n".join(messages)
 
@@ -144,7 +144,7 @@ def test_each_mistakes_module_is_self_contained_and_registers_each_mistake_once(
 @pytest.mark.parametrize("name,mname,why", MODULE_MISTAKES, ids=[m.split(":")[-1] for _, m, _ in MODULE_MISTAKES])
 def test_each_known_mistake_of_the_later_notebooks_fails_and_is_named(name, mname, why, failures_of):
     module, _, fn_name = mname.partition(":")
-    messages = failures_of(name, mistakes_as_learner(module)[fn_name])
+    messages = failures_of(name, mistakes_as_learner(module)[fn_name], until=why)
     assert messages, f"{mname} passed every part of {name}"
     assert any(why in m for m in messages), f"no failure of {mname} names it:\n" + "\n---\n".join(messages)
 
