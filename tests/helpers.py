@@ -24,6 +24,13 @@ DTYPES = [torch.float32, torch.float64]
 STATED_ACCURACY = {"05_rnn.ipynb": 0.95, "05b_rnn_attention.ipynb": 0.99, "07_decoder.ipynb": 0.95,
                    "08_encoder_decoder.ipynb": 0.99, "09_kv_cache.ipynb": 0.95}
 
+def run_outputs(nb):
+    """An executed notebook's (errors and stderr outputs, all the text its code cells printed)."""
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    errors = [o for o in outputs if o.output_type == "error" or (o.output_type == "stream" and o.name == "stderr")]
+    return errors, "".join(o.get("text", "") for o in outputs)
+
+
 # rtol/atol for two correct computations of the same quantity: float64 leaves room for a different order of
 # summation only; float32 on the CPU a few ulps of a sum; CUDA kernels sum in other orders again.
 TOLERANCE = {

@@ -5,7 +5,7 @@ import time
 
 import nbformat
 import pytest
-from helpers import STATED_ACCURACY
+from helpers import STATED_ACCURACY, run_outputs
 from nbclient import NotebookClient
 
 from coursekit.notebooks import assignment_of, drift, exercises_in, setup_source, source_notebooks
@@ -67,10 +67,8 @@ def _execute(path, tmp_path, timeout):
     t = time.perf_counter()
     NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
     seconds = time.perf_counter() - t
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
-              if o.output_type == "error" or (o.output_type == "stream" and o.name == "stderr")]
+    errors, text = run_outputs(nb)
     assert not errors, errors[:2]
-    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     print(f"{os.path.basename(path)} executed in {seconds:.1f} s")
     return nb, text, seconds
 

@@ -124,7 +124,7 @@ def test_only_plain_data_crosses_the_boundary(value):
 # ---------------------------------------------------------------- the reference, run as a student's code
 # Two notebooks here, for the fast loop: 03, and 09, whose grader-owned models the checks drive by callbacks. Every
 # notebook's reference passes every graded cell through the same sandboxed worker and judge in the pipeline tests
-# (test_reference_answers_score_full_marks), and in two other styles per notebook (test_other_styles.py).
+# (test_reference_answers_score_full_marks), and one other style per notebook does too (test_other_styles.py).
 @pytest.mark.parametrize("notebook", ["03_softmax", "09_kv_cache"])
 def test_the_reference_answers_pass_every_part_through_the_sandbox(notebook):
     """The reference's own source, held by a sandboxed worker, passes all four parts (the reference's

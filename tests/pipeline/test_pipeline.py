@@ -17,7 +17,7 @@ from typing import NamedTuple
 import nbformat
 import pytest
 from attacks import BODY_ATTACKS
-from helpers import STATED_ACCURACY
+from helpers import STATED_ACCURACY, run_outputs
 from pipeline_helpers import ASSIGNMENTS, SECOND_BUG, UNTOUCHED, bug_students, grade, release_nb, total
 from nbgrader.validator import Validator
 
@@ -56,7 +56,7 @@ VALIDATED = "09_kv_cache"
 def test_every_test_cell_of_the_release_fails_on_the_untouched_stubs(course, a, monkeypatch):
     """`nbgrader validate --invert`: no test cell passes before the learner writes anything (the ready-made models
     train a few steps only: no test cell depends on a trained model)."""
-    monkeypatch.setenv("COURSE_MAX_TRAIN_STEPS", "20")
+    monkeypatch.setenv("COURSE_MAX_TRAIN_STEPS", CLASS_GRADING_ENV["COURSE_MAX_TRAIN_STEPS"])
     v = Validator()
     v.invert = True
     assert v.validate(course.release_path(a)) == {}
@@ -79,10 +79,8 @@ def test_the_reference_submission_runs_top_to_bottom_with_its_training_capped(co
     in full and checks the figure it states.)"""
     samples(a)
     nb = nbformat.read(course[a].autograded_path("sample-reference", a), as_version=4)
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
-              if o.output_type == "error" or (o.output_type == "stream" and o.name == "stderr")]
+    errors, text = run_outputs(nb)
     assert not errors, errors[:2]
-    text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs)
     n_checks = sum(len(parts_of(name)) for name, ex in EXERCISES.items() if ex.notebook == a)
     assert text.count("PASSED") == n_checks and "FAILED" not in text
     steps = CLASS_GRADING_ENV["COURSE_MAX_TRAIN_STEPS"]
