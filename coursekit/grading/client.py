@@ -1,0 +1,249 @@
+"""The client of a class grading run: the Dask cluster, the tasks sent to it, and what comes back written into the
+course (only the client writes: gradebook, autograded, feedback, grading log, hidden seeds)."""
+import contextlib
+import datetime
+import html
+import itertools
+import os
+import shutil
+import sys
+import time
+import warnings
+
+import nbformat
+
+from .. import COURSE_DIR
+from .files import write_files
+from .server import PASSED_ENV
+from .submissions import collect, course_payload, with_files
+from .summary import Problem, Summary
+from .worker import grade_submission
+
+COURSE_ID = "attention-course"
+
+
+def _gradebook(course_root):
+    from nbgrader.api import Gradebook
+    return Gradebook("sqlite:///" + os.path.join(course_root, "gradebook.db"), course_id=COURSE_ID)
+
+
+def _retry_locked(write, tries=20):
+    """Run ``write()``, again while another process holds SQLite's lock (a formgrader open beside us)."""
+    from sqlalchemy.exc import OperationalError
+    for attempt in range(tries):
+        try:
+            return write()
+        except OperationalError as exc:
+            if "locked" not in str(exc) or attempt == tries - 1:
+                raise
+            time.sleep(min(0.1 * 2 ** attempt, 5))
+
+
+def _replace_folder(folder, files):
+    if os.path.exists(folder):
+        shutil.rmtree(folder)
+    os.makedirs(folder)
+    write_files(folder, files)
+
+
+def record(course_root, task, result):
+    """Write one graded submission into the course: gradebook, autograded and feedback folders, log, seed.
+
+    Returns the submission's total score, and the faults to report."""
+    from grader import seeds
+    from grader.nbgrader_plugin import append_log
+    from nbgrader.preprocessors import AssignLatePenalties, SaveAutoGrades
+    from sqlalchemy.exc import SAWarning
+    student, a = task["student"], task["assignment"]
+    db_url = "sqlite:///" + os.path.join(course_root, "gradebook.db")
+    name = a + ".ipynb"
+    nb = None
+    if result["ok"] and name in result["autograded"]:
+        nb = nbformat.reads(result["autograded"][name].decode("utf-8"), as_version=4)
+
+    def write():
+        with _gradebook(course_root) as gb:
+            gb.update_or_create_student(student)
+        with _gradebook(course_root) as gb:
+            if task.get("timestamp"):
+                gb.update_or_create_submission(a, student, timestamp=task["timestamp"])
+            else:
+                gb.update_or_create_submission(a, student)
+            if nb is None:  # grading failed: zero for every cell, as nbgrader does for a missing notebook
+                for grade in gb.find_submission_notebook(a, a, student).grades:
+                    grade.auto_score = 0
+                    grade.needs_manual_grade = False
+                gb.db.commit()
+        if nb is not None:
+            resources = {"nbgrader": {"notebook": a, "assignment": a, "student": student, "db_url": db_url}}
+            SaveAutoGrades().preprocess(nb, resources)
+            AssignLatePenalties().preprocess(nb, resources)
+        with _gradebook(course_root) as gb:
+            return gb.find_submission_notebook(a, a, student).score
+    with warnings.catch_warnings():  # nbgrader's own add_submission makes SQLAlchemy warn about its autoflush
+        warnings.simplefilter("ignore", category=SAWarning)
+        score = _retry_locked(write)
+    if nb is not None:
+        _replace_folder(os.path.join(course_root, "autograded", student, a), result["autograded"])
+        _replace_folder(os.path.join(course_root, "feedback", student, a), result["feedback"])
+    else:  # nothing of an earlier submission may stand for this one: no autograded notebook, feedback that says why
+        shutil.rmtree(os.path.join(course_root, "autograded", student, a), ignore_errors=True)
+        reason = html.escape(result["error"][1] if result["error"] else "nbgrader returned no graded notebook")
+        _replace_folder(os.path.join(course_root, "feedback", student, a), {f"{a}.html": (
+            f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(a)}</title></head><body>"
+            f"<h1>{html.escape(a)}</h1><p>This submission could not be graded, so it scores 0: {reason}.</p>"
+            f"<p>Your instructor has been told; ask them before you submit again.</p></body></html>").encode()})
+    faults = []
+    for rec in result["log"]:
+        append_log(course_root, rec)
+        faults += [tuple(f) for f in rec.get("faults", [])]
+    if result["error"]:
+        kind, text = result["error"]
+        append_log(course_root, {
+            "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "student": student, "assignment": a, "notebook": a, "isolated": True, "seed": result["seed"],
+            "faults": [[kind, text]]})
+        faults.append((kind, text))
+    if result["seed"] is not None:
+        seeds.record(course_root, student, a, result["seed"])
+    return score, faults
+
+
+# ------------------------------------------------------------------ the client: the whole class
+def _passed_env(isolated, env=None):
+    """The settings a worker's nbgrader gets from the client's environment (``env``, or this process's)."""
+    env = os.environ if env is None else env
+    passed = {var: env[var] for var in PASSED_ENV if var in env}
+    if isolated:
+        passed.pop("COURSE_ISOLATION", None)
+    else:
+        passed["COURSE_ISOLATION"] = "none"
+    return passed
+
+
+# What a local cluster's processes would do between tasks and nobody here looks at: Dask's sampling profiler (every
+# 10 ms), its event-loop watchdog (every 20 ms) and its system monitor (every 0.5 s). Idle, they cost each worker and
+# the scheduler's process about 4% of a core, which the cores grading beside them need.
+QUIET_DASK = {"distributed.worker.profile.enabled": False, "distributed.admin.tick.interval": "1s",
+              "distributed.admin.system-monitor.interval": "5s"}
+
+
+@contextlib.contextmanager
+def local_cluster(n_workers, **kwargs):
+    """A Dask cluster of ``n_workers`` grading processes on 127.0.0.1, one thread each, as `course grade` starts one
+    (``kwargs`` go to ``LocalCluster``: a protocol, a security, ...). ``memory_limit=0``: the sandbox limits each
+    kernel's memory; the nanny must not kill a worker for its children."""
+    import dask
+    from distributed import LocalCluster
+    with dask.config.set(QUIET_DASK), LocalCluster(
+            n_workers=n_workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+            dashboard_address="127.0.0.1:0", memory_limit=0, **kwargs) as cluster:
+        yield cluster
+
+
+@contextlib.contextmanager
+def _cluster(jobs, scheduler, security):
+    """A Dask client: on the scheduler at ``scheduler``, or on a local cluster of ``jobs`` processes."""
+    import logging
+
+    from distributed import Client
+    if scheduler:
+        with Client(scheduler, security=security, timeout="30s") as client:
+            yield client
+        return
+    with local_cluster(jobs, silence_logs=logging.ERROR) as cluster, Client(cluster) as client:
+        yield client
+
+
+def _scatter(client, payload):
+    """One future for the whole of an assignment's payload, on every worker. (A dict given to ``scatter`` is read as
+    {key: data}: each of its entries would become a future keyed by the entry's name, and every assignment's
+    payload has the same names, so all assignments after the first would be graded with the first one's.)"""
+    key = f"course-payload-{payload['assignment']}-{payload['digest']}"
+    return client.scatter({key: payload}, broadcast=True)[key]
+
+
+def grade_class(course_root=COURSE_DIR, assignments=None, *, jobs=None, scheduler=None, security=None,
+                timeout=1200, isolated=True, progress=True, release_first=True, env=None, only_students=None):
+    """Grade every submission in ``<course_root>/submitted`` (or only ``assignments``); returns a ``Summary``."""
+    from distributed import as_completed
+    from tqdm import tqdm
+    t0 = time.perf_counter()
+    course_root = os.path.abspath(course_root)
+    summary = Summary(isolated=isolated)
+    source = os.path.join(course_root, "source")
+    wanted = sorted(assignments or [a for a in os.listdir(source) if os.path.isdir(os.path.join(source, a))])
+    unreleased = {}  # {assignment: why it could not be released}: its submissions are named, not graded
+    if release_first:  # the gradebook learns the assignments' cells
+        from ..pipeline import release
+        for a in wanted:
+            if os.path.isdir(os.path.join(source, a)):
+                try:
+                    release(course_root, a)
+                except Exception as exc:  # one assignment's trouble: the others are graded
+                    first = str(exc).strip().splitlines()
+                    unreleased[a] = f"{type(exc).__name__}: {first[-1][:300] if first else 'no reason given'}"
+    roster = None
+    if os.path.exists(os.path.join(course_root, "gradebook.db")):
+        with _gradebook(course_root) as gb:
+            roster = {s.id for s in gb.students} or None
+    tasks, summary.problems = collect(course_root, set(assignments) if assignments else None, roster, only_students)
+    for a, why in sorted(unreleased.items()):
+        summary.problems.append(Problem("(every student)", a, f"the assignment could not be released, so none of its "
+                                                              f"submissions was graded: {why}"))
+        for task in (t for t in tasks if t["assignment"] == a):
+            summary.problems.append(Problem(task["student"], a, "not graded: its assignment could not be released"))
+    tasks = [t for t in tasks if t["assignment"] not in unreleased]
+    passed = _passed_env(isolated, env)
+    jobs = jobs or os.cpu_count() or 1
+    if tasks:
+        with _cluster(jobs, scheduler, security) as client:
+            summary.workers = len(client.scheduler_info()["workers"])
+            payloads = {a: _scatter(client, course_payload(course_root, a))
+                        for a in sorted({t["assignment"] for t in tasks})}
+            # at most a few tasks per worker in flight: their files are read when they are sent
+            waiting, futures, numbers = iter(tasks), {}, itertools.count()
+            done = as_completed(loop=client.loop)
+
+            def send():
+                task = next(waiting, None)
+                if task is not None:
+                    future = client.submit(grade_submission, payloads[task["assignment"]], with_files(task), timeout,
+                                           passed, pure=False, key=f"grade-{task['assignment']}-{task['student']}-"
+                                                                   f"{os.getpid()}-{next(numbers)}")
+                    futures[future] = task
+                    done.add(future)
+            for _ in range(max(4, 3 * summary.workers)):
+                send()
+            bar = tqdm(total=len(tasks), unit="submission", desc="grading", disable=not progress, file=sys.stderr)
+            for future in done:
+                task = futures.pop(future)
+                try:
+                    result = future.result()
+                except Exception as exc:  # workers died under it more often than the scheduler allows
+                    result = {"ok": False, "autograded": {}, "feedback": {}, "log": [], "seed": None,
+                              "error": ("worker", f"the grading workers failed on it: {type(exc).__name__}: "
+                                                  f"{str(exc)[:200]}")}
+                future.release()
+                send()
+                score, faults = record(course_root, task, result)
+                summary.graded[(task["student"], task["assignment"])] = score
+                summary.graded_by[(task["student"], task["assignment"])] = (result.get("host"), result.get("pid"))
+                summary.seeds[(task["student"], task["assignment"])] = result.get("seed")
+                summary.faults += [(task["student"], task["assignment"], k, t) for k, t in faults]
+                bar.update(1)
+            bar.close()
+    summary.seconds = time.perf_counter() - t0
+    return summary
+
+
+
+def security_from(args):
+    """Dask TLS settings from ``--tls-ca-file``/``--tls-cert``/``--tls-key`` (None when not given)."""
+    if not getattr(args, "tls_ca_file", None):
+        return None
+    from distributed.security import Security
+    return Security(tls_ca_file=args.tls_ca_file, tls_client_cert=args.tls_cert, tls_client_key=args.tls_key,
+                    require_encryption=True)
+
+

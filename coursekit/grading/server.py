@@ -1,0 +1,150 @@
+"""The nbgrader process of a grading worker: ``python -m coursekit.grading serve``.
+
+It imports nbgrader and the grader once, then runs one request at a time through nbgrader's own API (release an
+assignment into a private course folder; autograde and generate feedback for one student) and answers each with
+one JSON line. ``Nbgrader`` is the worker's handle on it.
+"""
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+from .files import write_files
+
+PASSED_ENV = ("COURSE_ISOLATION", "COURSE_MAX_TRAIN_STEPS", "COURSE_TRAIN_THREADS", "COURSE_TORCH_THREADS",
+              "COURSE_SANDBOX_MEMORY_MB", "COURSE_CALL_TIME_LIMIT", "COURSE_DEVICE", "OMP_NUM_THREADS",
+              "MKL_NUM_THREADS")
+
+
+class Nbgrader:
+    """One long-lived nbgrader process per grading worker (``python -m coursekit.grading serve``).
+
+    It imports nbgrader and the grader once, then runs one request at a time through nbgrader's own API
+    (release an assignment into a private course folder; autograde and generate feedback for one student) and
+    answers each with one JSON line. A request past its time limit kills the process (and with it the kernels
+    and judges it started) and the next request starts a fresh one. It exits when the worker that started it
+    goes.
+    """
+
+    def __init__(self, passed):
+        self.passed = passed
+        self.home = tempfile.mkdtemp(prefix="course-nbgrader-")
+        self.log = open(os.path.join(self.home, "nbgrader.log"), "w+b")
+        self.proc = subprocess.Popen([sys.executable, "-m", "coursekit.grading", "serve"], cwd=self.home,
+                                     env=_env(self.home, passed), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=self.log, start_new_session=True)
+        self.templates = {}  # {source digest: a private course folder with the assignment released}
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def call(self, request, timeout):
+        """The process's answer ``{"ok", "message"}``, or None when it ran past ``timeout`` seconds."""
+        import select
+        self.log.seek(0, os.SEEK_END)
+        start = self.log.tell()
+        try:
+            self.proc.stdin.write(json.dumps(request).encode() + b"\n")
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            pass
+        ready, _, _ = select.select([self.proc.stdout], [], [], timeout)
+        if not ready:
+            self.stop()
+            return None
+        line = self.proc.stdout.readline()
+        if line:
+            return json.loads(line)
+        self.proc.wait()
+        self.log.seek(start)
+        tail = self.log.read().decode("utf-8", "replace").strip().splitlines()
+        return {"ok": False, "message": f"nbgrader stopped (exit status {self.proc.returncode})"
+                                        + (f": {tail[-1][:300]}" if tail else "")}
+
+    def stop(self):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+        self.log.close()
+        shutil.rmtree(self.home, ignore_errors=True)
+
+    def template(self, payload):
+        """The private course folder where ``payload``'s assignment is released, made once per process."""
+        root = self.templates.get(payload["digest"])
+        if root and os.path.isdir(root):
+            return root
+        root = tempfile.mkdtemp(prefix=f"template-{payload['assignment']}-", dir=self.home)
+        with open(os.path.join(root, "nbgrader_config.py"), "wb") as f:
+            f.write(payload["config"])
+        write_files(os.path.join(root, "source", payload["assignment"]), payload["source"])
+        answer = self.call({"what": "release", "root": root, "assignment": payload["assignment"]}, timeout=600)
+        if not answer or not answer["ok"]:
+            raise RuntimeError(f"the worker could not release {payload['assignment']}: "
+                               f"{answer['message'] if answer else 'it took over 600 s'}")
+        self.templates[payload["digest"]] = root
+        return root
+
+
+
+
+def _env(root, passed):
+    from ..pipeline import nbgrader_env
+    env = nbgrader_env(root)
+    for var in PASSED_ENV:
+        env.pop(var, None)
+    env.update(passed)
+    return env
+
+
+
+
+def _steps(request):
+    """Run one request with nbgrader's API in this process; (ok, message)."""
+    from ..pipeline import nbgrader_api
+    root, a = request["root"], request["assignment"]
+    os.chdir(root)
+    api = nbgrader_api(root)
+    if request["what"] == "release":
+        steps = [("generate_assignment", lambda: api.generate_assignment(a, force=True))]
+    else:
+        steps = [("autograde", lambda: api.autograde(a, request["student"], force=True, create=True)),
+                 ("generate_feedback", lambda: api.generate_feedback(a, request["student"], force=True))]
+    for name, step in steps:
+        outcome = step()
+        if not outcome["success"]:
+            print(outcome.get("log", "")[-3000:], file=sys.stderr)
+            error = (outcome.get("error") or "").strip().splitlines()
+            return False, f"{name} failed: {error[-1][:300] if error else 'no reason given'}"
+    return True, ""
+
+
+def serve():
+    """The loop of ``python -m coursekit.grading serve``: one JSON request a line in, one JSON answer a line out."""
+    import threading
+    answers = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # whatever nbgrader or a library prints goes to the log, never into the answers
+    parent, home = os.getppid(), os.getcwd()
+
+    def orphaned():  # the worker that started us is gone: so are we, and our private folder
+        while os.getppid() == parent:
+            time.sleep(1)
+        shutil.rmtree(home, ignore_errors=True)
+        os._exit(1)
+    threading.Thread(target=orphaned, daemon=True).start()
+    import nbgrader.apps  # noqa: F401  (imported once, for every request)
+    import grader.nbgrader_plugin  # noqa: F401
+    for line in sys.stdin:
+        try:
+            ok, message = _steps(json.loads(line))
+        except Exception as exc:
+            ok, message = False, f"{type(exc).__name__}: {str(exc)[:300]}"
+        print(json.dumps({"ok": ok, "message": message}), file=answers, flush=True)
+    shutil.rmtree(home, ignore_errors=True)
+    return 0
+
+

@@ -1,0 +1,52 @@
+"""What a class grading run found: the scores, the problems with the submissions, the faults; and its printout."""
+import os
+import sys
+from dataclasses import dataclass, field
+
+@dataclass
+class Problem:
+    """A submission (or a file of one) reported by name in the summary."""
+    student: str
+    assignment: str
+    reason: str
+    graded: bool = False
+
+
+@dataclass
+class Summary:
+    graded: dict = field(default_factory=dict)      # {(student, assignment): total score}
+    graded_by: dict = field(default_factory=dict)   # {(student, assignment): (host, pid) of the worker}
+    seeds: dict = field(default_factory=dict)       # {(student, assignment): the seed of the hidden cases}
+    problems: list = field(default_factory=list)    # [Problem]
+    faults: list = field(default_factory=list)      # [(student, assignment, kind, text)]
+    seconds: float = 0.0
+    workers: int = 0
+    isolated: bool = True
+
+    @property
+    def ok(self):
+        return not any(not p.graded for p in self.problems)
+
+
+
+def print_summary(summary, course_root, out=None):
+    p = lambda *a: print(*a, file=out or sys.stdout)  # noqa: E731
+    p(f"graded {len(summary.graded)} submission(s) in {summary.seconds:.1f} s on {summary.workers} worker(s); "
+      f"isolation: {'bubblewrap sandbox' if summary.isolated else 'NONE (--no-isolation)'}")
+    p(f"  {'student':<24} {'assignment':<22} {'score':>6}  hidden-case seed")
+    for (student, a), score in sorted(summary.graded.items()):
+        p(f"  {student:<24} {a:<22} {score:>6g}  {summary.seeds.get((student, a), '')}")
+    if summary.problems:
+        p(f"{len(summary.problems)} problem(s) with the submissions:")
+        for pr in summary.problems:
+            p(f"  {pr.student} / {pr.assignment}: {pr.reason}")
+    if summary.faults:
+        p(f"{len(summary.faults)} fault(s) flagged for a human (details in "
+          f"{os.path.join(course_root, 'grading_log.jsonl')}):")
+        for student, a, kind, text in summary.faults:
+            p(f"  {student} / {a}: {kind}: {str(text)[:200]}")
+    elif summary.graded:
+        p("no graded submission was flagged (no dead kernel, time-out, or blocked attempt)")
+    p(f"hidden-case seeds: {os.path.join(course_root, 'hidden_seeds.csv')}")
+
+
