@@ -241,11 +241,27 @@ def cmd_validate(args):
         print(f"{path}: {len(problems)} problem(s)")
         for _, what, cell in problems:
             first = cell["source"].splitlines()[0] if cell["source"] else ""
-            error = (cell.get("raw_error") or "").strip().splitlines()
             print(f"  {what}: {first}")
-            if error:
-                print(f"    {error[-1][:500]}")
+            for line in _shown_error(cell.get("raw_error") or ""):
+                print(f"    {line}")
     return worst
+
+
+def _shown_error(raw, most=40):
+    """What the notebook shows under a failed cell, as lines: a failed check's whole message (the verdict, its first
+    failing case and what was wrong there, the known mistake, the other kinds of failure), or for any other error
+    its last line (``NameError: ...``), without the terminal colours."""
+    import re
+    text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", raw).strip()
+    if not text:
+        return []
+    checks = list(re.finditer(r"^(?:\S+\.)?CheckFailed: ", text, re.M))
+    if checks:
+        lines = text[checks[-1].end():].splitlines()
+    else:
+        lines = text.splitlines()[-1:]
+    lines = [line[:500] for line in lines if line.strip()]
+    return lines[:most] + ([f"... ({len(lines) - most} more lines in the notebook)"] if len(lines) > most else [])
 
 
 def cmd_bundle(args):

@@ -1,4 +1,5 @@
 """The `course` command as learners, instructors and maintainers call it (real subprocesses)."""
+import inspect
 import os
 import re
 import shutil
@@ -9,6 +10,9 @@ import nbformat
 import pytest
 
 from coursekit import ROOT
+from grader import check
+from grader.report import CheckFailed
+from solutions.mistakes.softmax import softmax_no_max_subtraction
 
 COURSE = [sys.executable, "-m", "coursekit"]
 
@@ -121,11 +125,21 @@ def test_validate_exits_non_zero_when_a_check_fails_and_names_it(tmp_path):
     good.parent.mkdir()
     shutil.copy(notebook_path("03_softmax"), good)
     nb = nbformat.read(good, as_version=4)
-    answer = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "log_softmax")
-    answer.source = "def log_softmax(x, dim=-1, temperature=1.0):\n    raise NotImplementedError()\n"
+    answers = {c.metadata["nbgrader"]["grade_id"]: c for c in nb.cells if c.metadata.get("nbgrader", {}).get("solution")}
+    answers["log_softmax"].source = "def log_softmax(x, dim=-1, temperature=1.0):\n    raise NotImplementedError()\n"
+    # a softmax that passes its basic part and fails its edge part (exp() overflows on large logits)
+    answers["softmax"].source = "import torch\n\n" + inspect.getsource(softmax_no_max_subtraction).replace(
+        "def softmax_no_max_subtraction(", "def softmax(")
     bad = tmp_path / "bad" / "03_softmax.ipynb"
     bad.parent.mkdir()
     nbformat.write(nb, bad)
+    shown = {}  # what the notebook shows under each failing softmax check: the grader's own message, here
+    learner = {}
+    exec(answers["softmax"].source, learner)
+    for part in ("edge", "errors"):
+        with pytest.raises(CheckFailed) as failure:
+            check("softmax", learner["softmax"], part=part)
+        shown[part] = str(failure.value).splitlines()
 
     passed = run("validate", str(good))
     assert passed.returncode == 0, passed.stdout + passed.stderr
@@ -133,4 +147,9 @@ def test_validate_exits_non_zero_when_a_check_fails_and_names_it(tmp_path):
     failed = run("validate", str(bad))
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert "a check failed: check(\"log_softmax\"" in failed.stdout and "not implemented yet" in failed.stdout
+    said = failed.stdout.splitlines()
+    for part, message in shown.items():  # every line of the message, the first failing case included, in order
+        at = said.index(f"  a check failed: check(\"softmax\", softmax, part=\"{part}\")")
+        assert said[at + 1:at + 1 + len(message)] == [f"    {line}" for line in message], (message, said[at:])
+    assert any(line.startswith("First failure, case ") for line in shown["edge"])
     assert run("validate", str(tmp_path / "missing.ipynb")).returncode == 2
