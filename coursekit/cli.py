@@ -10,7 +10,8 @@
     course expected   rebuild the grader's shipped expected outputs (--check: report stale files)
     course validate   learners: run a notebook's checks; exits 1 when one fails (nbgrader validate exits 0)
     course bundle     instructors: the student bundle (released notebooks + a package without the answers)
-    course report     instructors: the class report per assignment (HTML and CSV in course/report/, and a table)
+    course report     instructors: the class report per assignment and the class overview (HTML and CSV in
+                      course/report/, and tables here)
 """
 import argparse
 import os
@@ -275,18 +276,27 @@ def cmd_bundle(args):
 def cmd_report(args):
     from nbgrader.api import Gradebook
 
-    from .report import as_table, collect, write
+    from .report import as_table, collect, collect_overview, overview_table, write, write_overview
     root = os.path.abspath(args.course)
     if not os.path.exists(os.path.join(root, "gradebook.db")):
         print(f"no gradebook in {root}: grade first (`course grade`)")
         return 2
     with Gradebook("sqlite:///" + os.path.join(root, "gradebook.db"), course_id="attention-course") as gb:
         graded = sorted(a.name for a in gb.assignments)
+    unknown = [a for a in args.assignment if a not in graded]
+    if unknown:
+        print(f"no assignment {', '.join(unknown)} in the gradebook of {root}; it has: {', '.join(graded) or 'none'}")
+        return 2
+    out = args.out or os.path.join(root, "report")
     for assignment in args.assignment or graded:
         report = collect(root, assignment)
-        html_path, csv_path = write(report, args.out or os.path.join(root, "report"))
+        html_path, csv_path = write(report, out)
         print(as_table(report))
         print(f"  -> {os.path.relpath(html_path)}, {os.path.relpath(csv_path)}\n")
+    overview = collect_overview(root, args.assignment or graded)
+    index = write_overview(overview, out)
+    print(overview_table(overview))
+    print(f"  -> {os.path.relpath(index)}")
     return 0
 
 
