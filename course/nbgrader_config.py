@@ -13,8 +13,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 c.CourseDirectory.course_id = "attention-course"
 c.CourseDirectory.root = HERE
 c.CourseDirectory.db_url = "sqlite:///" + os.path.join(HERE, "gradebook.db")
-# nbgrader's exchange defaults to /srv and its cache to $HOME: keep both here.
-c.Exchange.root = os.path.join(HERE, "exchange")
+# nbgrader's exchange defaults to /srv and its cache to $HOME: keep both here. On a JupyterHub the exchange is a
+# folder every user reaches, mode 0777 (`course hub --exchange DIR` sets COURSE_EXCHANGE in the instructors' servers).
+c.Exchange.root = os.environ.get("COURSE_EXCHANGE") or os.path.join(HERE, "exchange")
 c.Exchange.cache = os.path.join(HERE, "exchange", ".cache")
 c.Exchange.assignment_dir = HERE
 
@@ -50,9 +51,15 @@ from nbconvert.preprocessors import ClearMetadataPreprocessor  # noqa: E402
 from nbgrader.preprocessors import (  # noqa: E402
     AssignLatePenalties, CheckCellMetadata, IgnorePattern, LimitOutput, SaveAutoGrades)
 
+# A submission is untrusted HTML: it is made inert (grader/untrusted.py) before nbgrader stores it, so that the
+# feedback, the formgrader's pages and anything else made from the autograded notebook show its outputs as text,
+# its images as images, and no markup of it live.
+from grader.untrusted import FeedbackExporter, FeedbackPage, NeutraliseSubmission  # noqa: E402
+
 c.Autograde.autograde_preprocessors = [
-    SandboxedExecute, TrustedVerdict, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, SaveAutoGrades,
-    AssignLatePenalties, CheckCellMetadata]
+    SandboxedExecute, TrustedVerdict, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, NeutraliseSubmission,
+    SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
+c.NeutraliseSubmission.course_root = HERE
 c.SandboxedExecute.timeout = 120
 c.SandboxedExecute.interrupt_on_timeout = True
 c.TrustedVerdict.course_root = HERE
@@ -70,5 +77,10 @@ c.GenerateAssignment.preprocessors = [  # nbgrader 0.9.6's list, then the stamp
 # Feedback never shows hidden-test code: not in the cells, not quoted in a traceback.
 from grader.nbgrader_plugin import ShortenTracebacks  # noqa: E402
 
-c.GenerateFeedback.preprocessors = [GetGrades, ShortenTracebacks, ClearHiddenTests, CSSHTMLHeaderPreprocessor]
+c.GenerateFeedback.preprocessors = [GetGrades, ShortenTracebacks, ClearHiddenTests, FeedbackPage,
+                                    CSSHTMLHeaderPreprocessor]
+c.FeedbackPage.course_root = HERE
+# The feedback page loads nothing from outside (no MathJax or widget manager from a CDN: the course's maths is
+# MathML) and forbids every script (a Content-Security-Policy), should anything get past the neutralising above.
+c.GenerateFeedback.exporter_class = FeedbackExporter
 c.ClearHiddenTests.enforce_metadata = False

@@ -111,3 +111,166 @@ BODY_ATTACKS = {
             return x
     ''',
 }
+
+
+# Markup a submission can put in front of the instructor (the formgrader) and the student (the feedback): each one,
+# if it ever ran, would set ``window.__pwned`` (or its parent's) and ask the canary URL ``CANARY/<name>`` for a file.
+# ``CANARY`` stands for a URL on 127.0.0.1 the test listens on. Encodings that try to slip past a sanitiser are
+# among them (mixed case, entities, a broken tag, data: URLs).
+def _js(name):
+    return f"window.__pwned='{name}';(new Image()).src='CANARY/{name}'"
+
+
+MARKUP_OUTPUTS = {
+    "script-element": f"display(HTML(\"<script>{_js('script-element')}</script>\"))",
+    "mixed-case-script": f"display(HTML(\"<ScRiPt>{_js('mixed-case-script')}</sCrIpT>\"))",
+    "event-handler": f"display(HTML('<img src=x onerror=\"{_js('event-handler')}\">'))",
+    "broken-tag-handler": f"display(HTML('<img src=x onerror=\"{_js('broken-tag-handler')}\" <b'))",
+    "entity-encoded-handler": "display(HTML('<img src=x onerror=\"window.__pwned=&#39;entity-encoded-handler&#39;;"
+                              "(new Image()).src=&#39;CANARY/entity-encoded-handler&#39;\">'))",
+    "javascript-link": f"display(HTML('<a class=\"pwn-link\" href=\"javascript:{_js('javascript-link')}\">open</a>'"
+                       f"'<a class=\"pwn-link\" href=\" JaVaScRiPt:{_js('javascript-link')}\">again</a>'))",
+    "data-url": "display(HTML('<a class=\"pwn-link\" href=\"data:text/html,<script>parent.__pwned=1</script>\">d</a>"
+                "<object data=\"data:text/html;base64,PHNjcmlwdD5wYXJlbnQuX19wd25lZD0xPC9zY3JpcHQ+\"></object>"
+                "<embed src=\"CANARY/data-url-embed\">'))",
+    "svg-script": "display({'image/svg+xml': '<svg xmlns=\"http://www.w3.org/2000/svg\" onload=\"" + _js("svg-onload")
+                  + "\"><script>" + _js("svg-script") + "</script><image href=\"CANARY/svg-image\"/></svg>'}, raw=True)",
+    "iframe-srcdoc": "display(HTML('<iframe srcdoc=\"<script>parent.__pwned=&quot;iframe&quot;;(new Image()).src="
+                     "&quot;CANARY/iframe-srcdoc&quot;</script>\"></iframe><iframe src=\"CANARY/iframe-src\">"
+                     "</iframe>'))",
+    "markdown-output": f"display(Markdown('<img src=x onerror=\"{_js('markdown-output')}\"> and "
+                       f"[a link](javascript:{_js('markdown-output-link')})'))",
+    "javascript-output": f"display(Javascript(\"{_js('javascript-output')}\"))",
+    "latex-output": "display({'text/latex': '$x$<script>" + _js("latex-output") + "</script>'}, raw=True)",
+    "style-and-base": "display(HTML('<style>@import url(CANARY/style-import);</style>"
+                      "<base href=\"CANARY/base/\"><link rel=stylesheet href=\"CANARY/link\">'))",
+    "fake-png": "display({'image/png': 'x\" onerror=\"" + _js("fake-png") + "'}, raw=True)",
+    "png-metadata": "display({'image/png': PNG}, metadata={'image/png': {'width': '1 onerror=" + _js("png-metadata")
+                    .replace("'", "&#39;") + "'}}, raw=True)",
+}
+
+MARKUP_CELLS = [  # (cell type, source, extra fields): cells a student adds to a notebook
+    ("markdown", f"My notes <script>{_js('markdown-cell')}</script> <img src=x onerror=\"{_js('markdown-cell-img')}\">"
+                 f" [open](javascript:{_js('markdown-cell-link')}) ```` ``` <ScRiPt>{_js('markdown-fence')}</sCrIpT>",
+     {}),
+    ("raw", f"<script>{_js('raw-html-cell')}</script>", {"metadata": {"raw_mimetype": "text/html"}}),
+    ("raw", f"<img src=x onerror=\"{_js('raw-cell')}\">", {}),
+]
+
+MARKUP_PRELUDE = '''
+from IPython.display import HTML, Image, Javascript, Markdown, display
+import base64, io
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+fig, ax = plt.subplots(figsize=(2, 2))
+ax.plot([0, 1, 2], [0, 1, 4], label="my plot")
+buf = io.BytesIO(); fig.savefig(buf, format="png"); PNG = base64.b64encode(buf.getvalue()).decode()
+display(Image(buf.getvalue(), format="png"))
+'''
+
+
+def with_markup(nb, canary):
+    """``nb`` with the markup payloads added as a student's own cells (a plot first); returns a new notebook."""
+    import copy
+
+    import nbformat
+    nb = copy.deepcopy(nb)
+    cells = [nbformat.v4.new_code_cell(MARKUP_PRELUDE)]
+    cells += [nbformat.v4.new_code_cell(src.replace("CANARY", canary)) for src in MARKUP_OUTPUTS.values()]
+    for kind, source, extra in MARKUP_CELLS:
+        make = nbformat.v4.new_markdown_cell if kind == "markdown" else nbformat.v4.new_raw_cell
+        cells.append(make(source.replace("CANARY", canary), **extra))
+    nb.cells = nb.cells + cells
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {}, "version_major": 2,
+                                                                             "version_minor": 0}}
+    return nb
+
+
+# Routes to the course's ready-made version of an exercise (here masked_attention of notebook 04, whose ready-made
+# version is coursekit.blocks.masked_attention): while notebook 04 is graded it is not in the sandbox at all
+# (grader.sandbox.masked), so each route reaches only a function that raises, or nothing.
+READY_MADE_ROUTES = {
+    "direct-call": '''
+        def masked_attention(Q, K, V, mask=None):
+            from coursekit.blocks import masked_attention as ready
+            return ready(Q, K, V, mask)
+    ''',
+    "copy-of-its-code": '''
+        def masked_attention(Q, K, V, mask=None):
+            import types, coursekit.blocks as b
+            f = b.masked_attention
+            copy = types.FunctionType(f.__code__.replace(co_name="mine"), f.__globals__, "mine", f.__defaults__)
+            return copy(Q, K, V, mask)
+    ''',
+    "functools-partial": '''
+        def masked_attention(Q, K, V, mask=None):
+            import functools, coursekit.blocks as b
+            return functools.partial(b.masked_attention, Q)(K, V, mask)
+    ''',
+    "functools-wraps": '''
+        def masked_attention(Q, K, V, mask=None):
+            import functools, coursekit.blocks as b
+            @functools.wraps(b.masked_attention)
+            def inner(*a):
+                return b.masked_attention.__wrapped__(*a) if hasattr(b.masked_attention, "__wrapped__") else \
+                    b.masked_attention(*a)
+            return inner(Q, K, V, mask)
+    ''',
+    "marshal-copy": '''
+        def masked_attention(Q, K, V, mask=None):
+            import marshal, types, coursekit.blocks as b
+            code = marshal.loads(marshal.dumps(b.masked_attention.__code__))
+            return types.FunctionType(code, vars(b))(Q, K, V, mask)
+    ''',
+    "from-a-thread-profiler-off": '''
+        def masked_attention(Q, K, V, mask=None):
+            import sys, threading, coursekit.blocks as b
+            sys.setprofile(None); threading.setprofile(None)
+            box = {}
+            t = threading.Thread(target=lambda: box.update(v=b.masked_attention(Q, K, V, mask)))
+            t.start(); t.join()
+            return box["v"]
+    ''',
+    "from-a-generator": '''
+        def masked_attention(Q, K, V, mask=None):
+            import coursekit.blocks as b
+            return next(b.masked_attention(*a) for a in [(Q, K, V, mask)])
+    ''',
+    "through-map": '''
+        def masked_attention(Q, K, V, mask=None):
+            import coursekit.blocks as b
+            return list(map(b.masked_attention, [Q], [K], [V], [mask]))[0]
+    ''',
+    "profiler-replaced": '''
+        def masked_attention(Q, K, V, mask=None):
+            import sys, coursekit.blocks as b
+            sys.setprofile(lambda *a: None)
+            return b.masked_attention(Q, K, V, mask)
+    ''',
+    "exec-its-source": '''
+        def masked_attention(Q, K, V, mask=None):
+            import inspect, coursekit.blocks as b
+            ns = dict(vars(b))
+            exec(compile(open(inspect.getsourcefile(b)).read(), "<mine>", "exec"), ns)
+            return ns["masked_attention"](Q, K, V, mask)
+    ''',
+    "load-its-compiled-file": '''
+        def masked_attention(Q, K, V, mask=None):
+            import glob, marshal, os, types, coursekit.blocks as b
+            for pyc in glob.glob(os.path.join(os.path.dirname(b.__file__), "__pycache__", "blocks*.pyc")):
+                data = open(pyc, "rb").read()
+                if len(data) > 16:
+                    module = marshal.loads(data[16:])
+                    ns = dict(vars(b)); exec(module, ns)
+                    return ns["masked_attention"](Q, K, V, mask)
+            raise RuntimeError("no compiled file")
+    ''',
+    "reload-the-module": '''
+        def masked_attention(Q, K, V, mask=None):
+            import importlib, sys, coursekit.blocks as b
+            sys.modules.pop("coursekit.blocks", None)
+            fresh = importlib.import_module("coursekit.blocks")
+            return importlib.reload(fresh).masked_attention(Q, K, V, mask)
+    ''',
+}

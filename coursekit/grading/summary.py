@@ -3,6 +3,9 @@ import os
 import sys
 from dataclasses import dataclass, field
 
+from grader.plain import plain
+
+
 @dataclass
 class Problem:
     """A submission (or a file of one) reported by name in the summary."""
@@ -28,9 +31,8 @@ class Summary:
         return not any(not p.graded for p in self.problems)
 
 
-
 def print_summary(summary, course_root, out=None):
-    p = lambda *a: print(*a, file=out or sys.stdout)  # noqa: E731
+    p = lambda *a: print(*(plain(x) for x in a), file=out or sys.stdout)  # noqa: E731  (names and faults: a submission's)
     p(f"graded {len(summary.graded)} submission(s) in {summary.seconds:.1f} s on {summary.workers} worker(s); "
       f"isolation: {'bubblewrap sandbox' if summary.isolated else 'NONE (--no-isolation)'}")
     p(f"  {'student':<24} {'assignment':<22} {'score':>6}  hidden-case seed")

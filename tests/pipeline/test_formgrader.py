@@ -6,16 +6,20 @@ graded cell's automatic score on the submission's page, and the feedback naming 
 tests.
 """
 import html
+import http.server
 import re
+import threading
 
 import pytest
+from attacks import MARKUP_CELLS, MARKUP_OUTPUTS, with_markup
 from browser import CHROMIUM, CHROMIUM_ARGS, Lab, need_browser
-from pipeline_helpers import SECOND_BUG, bug_students
+from pipeline_helpers import SECOND_BUG, bug_students, grade, release_nb
 
-from coursekit.samples import MATHS, ONE_BUG
+from coursekit.samples import MATHS, ONE_BUG, answered
 from grader import EXERCISES
 
-pytestmark = [pytest.mark.pipeline, pytest.mark.browser, pytest.mark.timeout(900)]
+# one test worker for both: they share 01_tokens' course copy and its gradebook
+pytestmark = [pytest.mark.pipeline, pytest.mark.browser, pytest.mark.timeout(900), pytest.mark.xdist_group("formgrader")]
 A = "01_tokens"
 PAGE_MS = 60_000
 
@@ -80,3 +84,100 @@ def test_formgrader_lists_the_assignment_and_shows_scores_and_feedback(tmp_path,
                 browser.close()
     finally:
         lab.stop()
+
+
+# A learner function whose failure message carries markup: the grader's verdict quotes it.
+RAISES_MARKUP = """
+def decode(ids, vocab):
+    raise ValueError('<img src=x onerror="window.__pwned=1;(new Image()).src=\\'CANARY/failure-message\\'">')
+"""
+
+
+class Canary:
+    """An HTTP server on 127.0.0.1 that notes every request it gets (a payload that ran would ask it for a file)."""
+
+    def __init__(self):
+        seen = self.seen = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                seen.append(self.path)
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+NOT_RUN = """() => {
+    const frames = [window, ...[...document.querySelectorAll('iframe')].map(f => f.contentWindow).filter(Boolean)];
+    return frames.map(w => { try { return w.__pwned; } catch (e) { return undefined; } }).filter(v => v !== undefined);
+}"""
+LIVE_LINKS = r"""() => [...document.querySelectorAll('a[href], area[href], iframe, object, embed, svg script, base')]
+    .map(e => e.tagName + ' ' + (e.getAttribute('href') || e.getAttribute('src') || e.getAttribute('data') || ''))
+    .filter(t => !/^A (#|https?:|\/|\.|[a-z0-9_]+\.html)/i.test(t) || /javascript:|data:/i.test(t))"""
+PNG_SHOWN = """() => [...document.querySelectorAll('img[src^="data:image/png"]')]
+    .filter(i => i.naturalWidth > 0 && i.getBoundingClientRect().width > 0).length"""
+
+
+def test_no_markup_from_a_submission_runs_in_the_formgrader_or_the_feedback(tmp_path, course, cluster):
+    """A submission carrying every kind of live markup (tests/attacks.py: scripts, event handlers, javascript: and
+    data: links, SVG, iframes, Markdown with HTML, JavaScript and LaTeX outputs, a fake PNG, the learner's own
+    Markdown and raw cells, a failure message with HTML), graded by real nbgrader, then opened as the instructor
+    opens it (the formgrader's page of the submission) and as the student does (the feedback, served by Jupyter and
+    as a file): no payload ran (no flag on ``window``, no request to the canary) and the submission's plot shows."""
+    need_browser()
+    from playwright.sync_api import sync_playwright
+    cc = course[A]
+    canary = Canary()
+    student = "markup"
+    try:
+        nb = with_markup(answered(release_nb(course, A), {"decode": RAISES_MARKUP.replace("CANARY", canary.url)}),
+                         canary.url)
+        cc.submit(student, A, nb)
+        grade(cc, A, [student], cluster)
+        scores = cc.scores(student, A)
+        assert scores["decode_basic"][0] == 0 and scores["encode_basic"][0] == scores["encode_basic"][1]
+        with cc.gradebook() as gb:
+            sub_id = gb.find_submission_notebook(A, A, student).id
+        feedback = cc.feedback_path(student, A)
+        assert "window.__pwned" in html.unescape(open(feedback).read())  # the payloads are there, as text
+        lab = Lab(str(tmp_path / "lab"), work=cc.root, env=cc.env)
+        try:
+            with sync_playwright() as pw:
+                browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+                page = browser.new_page(viewport={"width": 1400, "height": 1000})
+                pages = {"formgrader": f"{lab.base}/formgrader/submissions/{sub_id}/?token={lab.token}",
+                         "feedback served by Jupyter": f"{lab.base}/files/feedback/{student}/{A}/{A}.html"
+                                                       f"?token={lab.token}",
+                         "feedback as a file": f"file://{feedback}"}
+                try:
+                    for name, url in pages.items():
+                        page.goto(url, wait_until="load")
+                        page.get_by_text("text from the submission", exact=False).first.wait_for(timeout=PAGE_MS)
+                        page.wait_for_timeout(1500)  # time for anything that would run late (onload, timers)
+                        assert page.evaluate(NOT_RUN) == [], name
+                        assert page.evaluate(LIVE_LINKS) == [], name
+                        assert page.evaluate(PNG_SHOWN) >= 1, name  # the learner's plot
+                        text = page.inner_text("body")
+                        assert "window.__pwned" in text, name  # shown as text
+                        for link in page.locator("a").element_handles():
+                            href = (link.get_attribute("href") or "").strip().lower()
+                            assert not href.startswith(("javascript:", "data:")), (name, href)
+                finally:
+                    page.screenshot(path=str(tmp_path / "markup.png"))
+                    browser.close()
+        finally:
+            lab.stop()
+        assert canary.seen == [], canary.seen  # no payload fetched anything
+        kinds = len(MARKUP_OUTPUTS) + len(MARKUP_CELLS)
+        assert html.unescape(open(feedback).read()).count("__pwned") >= kinds
+    finally:
+        canary.stop()
