@@ -299,3 +299,11 @@ def test_the_report_pages_run_no_payload_in_a_browser(cli):
                 assert page.locator("img").count() == (1 if name != "index.html" else 0)
         finally:
             browser.close()
+
+
+def test_an_assignment_the_gradebook_does_not_hold_is_named_with_those_it_does(course, tmp_path):
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = main(["report", "--course", course, "--out", str(tmp_path), A, "04_masks"])
+    assert code == 2 and f"no assignment 04_masks in the gradebook of {course}; it has: {B}, {A}" in out.getvalue()
+    assert os.listdir(tmp_path) == []  # nothing half-written
