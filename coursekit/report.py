@@ -35,7 +35,7 @@ import nbformat
 
 COURSE_ID = "attention-course"
 MISTAKE = re.compile(r"(?:looks like a known mistake|matches a known mistake): (.+?)\.?$", re.M)
-CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'"
+CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
 STYLE = ("body{font-family:sans-serif;margin:2em} table{border-collapse:collapse;margin-bottom:1.5em} "
          "td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top} "
          "td.n{text-align:right;white-space:nowrap} .missing{color:#999}")
