@@ -73,8 +73,9 @@ def course(tmp_path_factory):
     """A graded class of four in a course folder: gradebook, autograded notebooks, grading log, some feedback."""
     from nbgrader.api import Gradebook
     root = str(tmp_path_factory.mktemp("report-course"))
-    stamp_alembic_head(os.path.join(root, "gradebook.db"))
-    with warnings.catch_warnings(), Gradebook("sqlite:///" + os.path.join(root, "gradebook.db"), course_id="attention-course") as gb:
+    db = os.path.join(root, "gradebook.db")
+    stamp_alembic_head(db)
+    with warnings.catch_warnings(), Gradebook("sqlite:///" + db, course_id="attention-course") as gb:
         warnings.simplefilter("ignore", SAWarning)  # add_submission's own autoflush notes; nothing is lost
         for a, cells in CELLS.items():
             gb.add_assignment(a)
