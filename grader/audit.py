@@ -12,7 +12,8 @@ import os
 import sys
 
 AUDIT_FILE = ".course-audit.jsonl"
-_ALLOWED = ("/usr/", "/etc/", "/proc/", "/sys/", "/dev/", "/tmp/", "/home/student/", "/bin/", "/lib")
+_ALLOWED = ("/usr/", "/etc/", "/proc/", "/sys/", "/dev/", "/tmp/", "/home/student/", "/bin/", "/lib",
+            "/run/course-kernel/")  # the last: the kernel's own connection file (grader.nbgrader_plugin)
 _state = {"n": 0}
 
 

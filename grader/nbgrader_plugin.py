@@ -59,6 +59,8 @@ class SandboxedKernelManager(AsyncKernelManager):
 
     _box = None
     boxes = []  # the folders of the kernels started; SandboxedExecute reads their notes and removes them
+    slots = []  # their sandboxes' own users and control groups (sandbox.claim), released with them
+    INSIDE = "/run/course-kernel"  # where the kernel's folder is, seen from inside its sandbox
 
     async def _async_pre_start_kernel(self, **kw):
         if sandbox.isolated():
@@ -79,13 +81,26 @@ class SandboxedKernelManager(AsyncKernelManager):
             scratch = os.path.join(self._box, "work")
             source = kw.get("cwd") or os.getcwd()
             shutil.copytree(source, scratch, ignore=shutil.ignore_patterns("*.ipynb", ".ipynb_checkpoints"))
-            sandbox.prepare_folder(scratch)
+            slot = sandbox.claim()
+            SandboxedKernelManager.slots.append(slot)
+            sandbox.prepare_folder(scratch, slot.uid)
+            # the kernel reads a connection file that names its folder as the sandbox mounts it (INSIDE): the
+            # sockets are the same files, and its command line names no folder of the grading machine
+            with open(self.connection_file) as f:
+                info = json.load(f)
+            info["ip"] = os.path.join(self.INSIDE, os.path.relpath(info["ip"], self._box))
+            inside = os.path.join(self._box, "inside.json")
+            with open(inside, "w") as f:
+                json.dump(info, f)
             if os.geteuid() == 0:
-                os.chown(self.connection_file, sandbox.sandbox_uid(), sandbox.sandbox_uid())
+                for path in (self.connection_file, inside):
+                    os.chown(path, slot.uid, slot.uid)
                 os.chmod(self._box, 0o777)
+            kernel_cmd = [os.path.join(self.INSIDE, "inside.json") if a == self.connection_file else a
+                          for a in kernel_cmd]
             if kernel_cmd[1:3] == ["-m", "ipykernel_launcher"]:
                 kernel_cmd = [kernel_cmd[0], "-m", "grader.audit", *kernel_cmd[3:]]  # notes what the sandbox refused
-            kernel_cmd = sandbox.command(kernel_cmd, scratch, binds=[(self._box, self._box)])
+            kernel_cmd = sandbox.command(kernel_cmd, scratch, binds=[(self._box, self.INSIDE)], slot=slot)
             kw["cwd"] = self._box
             kw.pop("env", None)
         return await super()._async_launch_kernel(kernel_cmd, **kw)
@@ -94,7 +109,16 @@ class SandboxedKernelManager(AsyncKernelManager):
 
 # errors in the kernel's cells that are the limits' doing, not the student's logic: recorded for the instructor (a
 # cell past its time limit is recorded once, as what stopped the notebook)
-KERNEL_FAULTS = {"MemoryError": "memory"}
+KERNEL_FAULTS = {"MemoryError": "memory", "BlockingIOError": "processes"}
+
+
+def _kernel_fault(out):
+    """The fault kind of an error output that is the sandbox's limits' doing, or None."""
+    if out.get("output_type") != "error":
+        return None
+    if "can't start new thread" in str(out.get("evalue", "")):
+        return "processes"
+    return KERNEL_FAULTS.get(out.get("ename"))
 
 
 class SandboxedExecute(Execute):
@@ -114,15 +138,18 @@ class SandboxedExecute(Execute):
                 box = SandboxedKernelManager.boxes.pop()
                 refused += audit.read(os.path.join(box, "work"))
                 shutil.rmtree(box, ignore_errors=True)
+            while SandboxedKernelManager.slots:
+                SandboxedKernelManager.slots.pop().release()
         faults = nb.metadata.setdefault("course", {}).setdefault("faults", [])
         if self._dead:
             faults.append(list(self._dead))
         for index, cell in enumerate(nb.cells):
             for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
-                name = out.get("ename") if out.get("output_type") == "error" else None
-                if name in KERNEL_FAULTS:
-                    faults.append([KERNEL_FAULTS[name], f"cell {index} in the kernel: {name}: "
-                                                        f"{str(out.get('evalue', ''))[:200]}"])
+                kind = _kernel_fault(out)
+                if kind:
+                    limit = " (the sandbox's limit on processes)" if kind == "processes" else ""
+                    faults.append([kind, f"cell {index} in the kernel: {out.get('ename')}: "
+                                         f"{str(out.get('evalue', ''))[:200]}{limit}"])
         for kind, what in dict.fromkeys(refused):
             faults.append(["blocked", f"{kind}: {what}"])
         return nb, resources

@@ -89,8 +89,10 @@ def _exception(desc):
 class Worker:
     """One sandboxed process holding one student's functions for one notebook."""
 
-    def __init__(self, prelude, cells, label="submission"):
+    def __init__(self, prelude, cells, label="submission", hide=()):
         self.prelude, self.cells, self.label = prelude, list(cells), label
+        self.hide = tuple(hide)  # ready-made versions not there while this notebook is graded (sandbox.masked)
+        self.slot = None  # this sandbox's own user and control groups (sandbox.claim)
         self.proc = None
         self.folder = None
         self.reader = None
@@ -105,9 +107,10 @@ class Worker:
         self.folder = tempfile.mkdtemp(prefix="course-worker-")
         work = os.path.join(self.folder, "work")
         os.makedirs(work)
-        sandbox.prepare_folder(work)
+        self.slot = sandbox.claim() if sandbox.isolated() else None
+        sandbox.prepare_folder(work, self.slot.uid if self.slot else None)
         argv = [sys.executable, "-I", "-m", "grader.worker"]
-        cmd = sandbox.command(argv, work)
+        cmd = sandbox.command(argv, work, slot=self.slot, hide=self.hide)
         self.stderr = open(os.path.join(self.folder, "stderr.txt"), "w+b")
         self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr,
                                      cwd=work, start_new_session=True)
@@ -133,6 +136,9 @@ class Worker:
                     pass
             self.stderr.close()
             self.proc = None
+        if self.slot is not None:
+            self.slot.release()
+            self.slot = None
         if self.folder:
             for kind, what in audit.read(os.path.join(self.folder, "work")):
                 if ("blocked", f"{kind}: {what}") not in self.faults:
@@ -245,6 +251,9 @@ class Worker:
             out.error = _exception(reply["error"])
             if isinstance(out.error, MemoryError):
                 self.faults.append(("memory", f"`{function}` ran out of memory (the sandbox's limit)"))
+            elif isinstance(out.error, BlockingIOError) or "can't start new thread" in str(out.error):
+                self.faults.append(("processes", f"`{function}` reached the sandbox's limit on processes: "
+                                                 f"{type(out.error).__name__}: {str(out.error)[:200]}"))
         elif "not_plain" in reply:
             out.error = wire.NotPlain(str(reply["not_plain"]))
         elif not out.timed_out:

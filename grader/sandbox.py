@@ -16,21 +16,44 @@ them in ``bwrap`` so that they see
   no other process (a PID namespace of its own), and a new session (no terminal to
   type into).
 
-The code runs as a non-root user (``COURSE_SANDBOX_UID``, 65534 by default, when
-the grader runs as root; the instructor's own user otherwise, inside a user
-namespace) with limits on memory (address space), processes, CPU time, file size
-and open files (``prlimit``). ``Limits`` holds them; each can be set through the
-environment variables named there.
+The code runs as a non-root user with limits on memory (address space), processes,
+CPU time, file size and open files (``prlimit``). ``Limits`` holds them; each can be
+set through the environment variables named there.
+
+One student's sandbox never shares a budget with another's (``Slot``, ``claim``).
+A process limit counts per user, so when the grader runs as root each sandbox that
+runs at the same time gets a user of its own: a uid from ``COURSE_SANDBOX_UID_BASE``
+(61000) up, held with a lock file for the sandbox's life and taken only when no process
+of that uid is left. Where the grader may make control groups (root, and cgroup v1
+``pids``/``memory`` or v2 with those controllers), each sandbox also runs in one of its
+own, which caps its processes and its memory *together*, across all its processes. As
+a plain user the grader cannot switch users: each sandbox then has a user namespace of
+its own (``--unshare-all``), in which the kernel counts its processes apart from the
+others' (Linux 5.14 and later), and no control group.
+
+Nothing of the grading machine shows in the sandbox's process list: bubblewrap reads
+its arguments from a file it was handed open and that is gone when the sandbox starts
+(``--args``), and Python runs as ``/opt/course/python/bin/python`` (the installation
+bound there too).
+
+``hide`` (``masked``) replaces, inside one sandbox, chosen functions of the course's
+own modules with ones that only raise: the ready-made versions of the exercises a
+notebook asks for are not there while that notebook is graded, by any route.
 
 ``COURSE_ISOLATION=none`` (``course grade --no-isolation``) grades without the
 sandbox, on purpose; any other value needs ``bwrap`` and stops at once, naming
 the package to install, when it is missing.
 """
+import ast
+import errno
+import fcntl
 import glob
 import importlib.util
 import os
 import shutil
 import sys
+import tempfile
+import time
 from dataclasses import dataclass, field
 
 HOME = "/home/student"          # the sandbox's home folder (an empty tmpfs)
@@ -78,8 +101,154 @@ class Limits:
                 f"--fsize={self.file_bytes}", f"--nofile={self.open_files}", "--"]
 
 
+PYTHON = "/opt/course/python"   # where the Python installation is bound too, so argv shows no host path
+
+
 def sandbox_uid():
+    """The uid of a sandbox when none was claimed (``COURSE_SANDBOX_UID``, 65534): see ``claim``."""
     return _env_int("COURSE_SANDBOX_UID", 65534)
+
+
+class Slot:
+    """One sandbox's own budget: its uid (held with a lock for the sandbox's life) and its control groups."""
+
+    def __init__(self, uid, lock=None, groups=()):
+        self.uid, self.lock, self.groups = uid, lock, list(groups)
+
+    def release(self):
+        for group in self.groups:
+            _empty_group(group)
+        if self.lock is not None:
+            self.lock.close()
+            self.lock = None
+
+    def __repr__(self):
+        return f"Slot(uid={self.uid}, groups={self.groups})"
+
+
+def _uid_busy(uid):
+    """Whether a process of ``uid`` is still alive (one a sandbox left would share the next one's budget)."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    if line.startswith("Uid:"):
+                        if int(line.split()[1]) == uid:
+                            return True
+                        break
+        except OSError:
+            continue
+    return False
+
+
+CGROUP_ROOT = "/sys/fs/cgroup"
+
+
+def _group_dirs(name):
+    """The folders of control group ``name`` for the pids and memory controllers, or [] when none can be made."""
+    if os.environ.get("COURSE_SANDBOX_CGROUPS", "1").strip().lower() in ("0", "no", "off", "none"):
+        return []
+    v1 = [os.path.join(CGROUP_ROOT, c) for c in ("pids", "memory")]
+    if all(os.path.isfile(os.path.join(d, "cgroup.procs")) for d in v1):
+        return [os.path.join(d, name) for d in v1]
+    try:  # cgroup v2: one tree, its controllers enabled for the children of the course's group
+        with open(os.path.join(CGROUP_ROOT, "cgroup.controllers")) as f:
+            if not {"pids", "memory"} <= set(f.read().split()):
+                return []
+    except OSError:
+        return []
+    return [os.path.join(CGROUP_ROOT, "course-sandbox", name)]
+
+
+def _write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def _make_group(name, limits):
+    """The control group(s) ``name`` with the sandbox's process and memory limits; [] when this machine has none
+    the grader may make."""
+    dirs = _group_dirs(name)
+    made = []
+    try:
+        for d in dirs:
+            parent = os.path.dirname(d)
+            if os.path.basename(parent) == "course-sandbox" and not os.path.isdir(parent):
+                os.makedirs(parent, exist_ok=True)
+                _write(os.path.join(parent, "cgroup.subtree_control"), "+pids +memory")
+            os.makedirs(d, exist_ok=True)
+            if os.path.exists(os.path.join(d, "pids.max")):
+                _write(os.path.join(d, "pids.max"), str(limits.processes))
+            for knob in ("memory.limit_in_bytes", "memory.max"):  # v1, v2
+                if os.path.exists(os.path.join(d, knob)):
+                    _write(os.path.join(d, knob), str(limits.memory_bytes))
+            for knob in ("memory.memsw.limit_in_bytes", "memory.swap.max"):  # no swap beyond it
+                if os.path.exists(os.path.join(d, knob)):
+                    try:
+                        _write(os.path.join(d, knob), str(limits.memory_bytes) if "memsw" in knob else "0")
+                    except OSError:
+                        pass
+            made.append(d)
+    except OSError:
+        for d in made:
+            _empty_group(d)
+        return []
+    return made
+
+
+def _empty_group(d):
+    """Kill what is left in control group ``d`` and remove it (quietly: a group that cannot go stays, empty)."""
+    for _ in range(50):
+        try:
+            with open(os.path.join(d, "cgroup.procs")) as f:
+                pids = [int(p) for p in f.read().split()]
+        except OSError:
+            return
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
+        time.sleep(0.02)
+    try:
+        os.rmdir(d)
+    except OSError:
+        pass
+
+
+def claim(limits=None, wait=600):
+    """A ``Slot`` for one sandbox: as root, a uid no other sandbox holds (and control groups of its own where the
+    grader may make them); as a plain user, the user's own uid (see the module's docstring)."""
+    limits = limits or Limits()
+    if os.geteuid() != 0 or not isolated():
+        return Slot(os.getuid())
+    base, count = _env_int("COURSE_SANDBOX_UID_BASE", 61000), _env_int("COURSE_SANDBOX_SLOTS", 512)
+    locks = os.environ.get("COURSE_SANDBOX_LOCKS", "/tmp/course-sandbox-slots")
+    os.makedirs(locks, mode=0o700, exist_ok=True)
+    deadline = time.monotonic() + wait
+    while True:
+        for uid in range(base, base + count):
+            lock = open(os.path.join(locks, f"{uid}.lock"), "w")
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                lock.close()
+                if exc.errno in (errno.EAGAIN, errno.EACCES):
+                    continue
+                raise
+            if _uid_busy(uid):
+                lock.close()
+                continue
+            groups = _make_group(f"course-sandbox-{uid}", limits)
+            return Slot(uid, lock, groups)
+        if time.monotonic() > deadline:
+            raise SandboxUnavailable(f"all {count} sandbox users ({base}-{base + count - 1}) are busy; set "
+                                     f"COURSE_SANDBOX_SLOTS to more")
+        time.sleep(0.5)
 
 
 def _package_dir(name):
@@ -144,7 +313,7 @@ def _parents(path, made):
 def environment(extra=None):
     """The sandbox's whole environment: nothing of the grader's but what the code needs."""
     env = {
-        "PATH": os.path.dirname(sys.executable) + ":/usr/local/bin:/usr/bin:/bin",
+        "PATH": os.path.join(PYTHON, "bin") + ":/usr/local/bin:/usr/bin:/bin",
         "HOME": HOME, "USER": "student", "LANG": "C.UTF-8", "TMPDIR": "/tmp",
         "MPLBACKEND": "Agg", "MPLCONFIGDIR": "/tmp/matplotlib", "IPYTHONDIR": "/tmp/ipython",
         "JUPYTER_CONFIG_DIR": "/tmp/jupyter", "JUPYTER_DATA_DIR": "/tmp/jupyter/data",
@@ -160,10 +329,10 @@ def environment(extra=None):
     return env
 
 
-def prepare_folder(path):
-    """Make ``path`` (a folder the grader created) writable by the sandbox's user."""
+def prepare_folder(path, uid=None):
+    """Make ``path`` (a folder the grader created) writable by the sandbox's user (``uid``: its slot's)."""
     if os.geteuid() == 0:
-        uid = sandbox_uid()
+        uid = sandbox_uid() if uid is None else uid
         for root, dirs, files in os.walk(path):
             os.chown(root, uid, uid)
             for f in files:
@@ -171,25 +340,66 @@ def prepare_folder(path):
     os.chmod(path, 0o700)
 
 
-def command(argv, workdir, *, binds=(), env=None, limits=None, chdir=WORK):
+def masked(functions):
+    """{host path of a module file: the file to show in its place} for ``functions`` ("module:function", in the
+    course's own packages): each named function keeps its signature and only raises, saying why. The copies are
+    made once per process; a module's compiled files are hidden beside them (see ``command``)."""
+    wanted = {}
+    for path in functions:
+        module, _, name = path.partition(":")
+        top, *rest = module.split(".")
+        d = _package_dir(top)
+        if d is None:
+            continue
+        file = os.path.join(d, *rest) + ".py" if rest else os.path.join(d, "__init__.py")
+        if os.path.isfile(file):
+            wanted.setdefault(file, set()).add(name)
+    out = {}
+    for file, names in wanted.items():
+        key = (file, tuple(sorted(names)))
+        if key not in _MASKED or not os.path.exists(_MASKED[key]):
+            tree = ast.parse(open(file).read(), file)
+            for node in tree.body:
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in names:
+                    why = (f"{node.name} is the course's ready-made version of an exercise of the notebook being "
+                           f"graded: it is not available while that notebook is graded, so write your own")
+                    node.body = [ast.parse(f"raise NotImplementedError({why!r})").body[0]]
+            folder = tempfile.mkdtemp(prefix="course-masked-")
+            os.chmod(folder, 0o755)
+            copy = os.path.join(folder, os.path.basename(file))
+            with open(copy, "w") as f:
+                f.write(f"# {os.path.basename(file)} as a sandbox sees it: some functions are masked (grader/sandbox.py)\n")
+                f.write(ast.unparse(tree) + "\n")
+            os.chmod(copy, 0o644)
+            _MASKED[key] = copy
+        out[file] = _MASKED[key]
+    return out
+
+
+_MASKED = {}
+
+
+def command(argv, workdir, *, binds=(), env=None, limits=None, chdir=WORK, slot=None, hide=()):
     """``argv`` wrapped in the sandbox.
 
     ``workdir`` (a host folder the caller made for this run, see ``prepare_folder``)
     is mounted read-write at ``WORK``; ``binds`` are more (host path, sandbox path)
-    read-write mounts, for the kernel's sockets. When isolation is off (the
-    instructor's explicit choice) ``argv`` comes back unchanged.
+    read-write mounts, for the kernel's sockets. ``slot`` (``claim``) gives the sandbox
+    its own user and control groups; ``hide`` names functions ("module:function") to
+    mask (``masked``). When isolation is off (the instructor's explicit choice)
+    ``argv`` comes back unchanged.
     """
     if not isolated():
         return list(argv)
     bwrap = bwrap_path()
     limits = limits or Limits()
-    args = [bwrap]
+    args = []
     if os.geteuid() == 0:
         # as root: namespaces without a user namespace, then drop to a plain user inside (RLIMIT_NPROC
         # means nothing to root), keeping no capability
         args += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try",
                  "--cap-add", "CAP_SETUID", "--cap-add", "CAP_SETGID"]
-        uid = sandbox_uid()
+        uid = slot.uid if slot is not None else sandbox_uid()
         drop = ["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--inh-caps=-all",
                 "--bounding-set=-all", "--no-new-privs", "--"]
     else:
@@ -204,15 +414,38 @@ def command(argv, workdir, *, binds=(), env=None, limits=None, chdir=WORK):
     made = set()
     for path in ro + [p for _, p in binds]:
         args += _parents(path, made)
+    args += ["--perms", "0755", "--dir", "/opt", "--perms", "0755", "--dir", "/opt/course"]
     for path in ro:
         args += ["--ro-bind", path, path]
+    prefix = os.path.realpath(sys.prefix)
+    args += ["--ro-bind", prefix, PYTHON]  # the same installation, at a path that says nothing of this machine
     for path in hidden:
         args += ["--tmpfs", path]
+    for original, copy in masked(hide).items():
+        args += ["--ro-bind", copy, original]
+        stem = os.path.splitext(os.path.basename(original))[0]
+        for compiled in glob.glob(os.path.join(os.path.dirname(original), "__pycache__", stem + ".*.pyc")):
+            args += ["--ro-bind", "/dev/null", compiled]  # not read back from its compiled form either
     args += ["--bind", os.path.realpath(workdir), WORK]
     for host, inside in binds:
         args += ["--bind", host, inside]
     args += ["--clearenv"]
     for key, value in environment(env).items():
         args += ["--setenv", key, value]
-    args += ["--chdir", chdir, "--"]
-    return args + limits.prlimit() + drop + list(argv)
+    args += ["--chdir", chdir]
+    argv = list(argv)
+    if argv and os.path.realpath(os.path.dirname(argv[0])) == os.path.realpath(os.path.dirname(sys.executable)):
+        argv[0] = os.path.join(PYTHON, "bin", os.path.basename(argv[0]))
+    return _launcher(bwrap, args, limits.prlimit() + drop + argv, slot)
+
+
+def _launcher(bwrap, options, argv, slot):
+    """The command that starts bwrap with its ``options`` read from a file it is handed open (``--args``), removed
+    before bwrap starts, so that neither the sandbox's process list nor its files show them (the command, ``argv``,
+    names no folder of the grading machine); it joins ``slot``'s control groups first."""
+    fd, path = tempfile.mkstemp(prefix="course-bwrap-")
+    with os.fdopen(fd, "wb") as f:
+        f.write(b"".join(a.encode() + b"\0" for a in options))
+    join = "".join(f'echo $$ > "{g}/cgroup.procs" && ' for g in (slot.groups if slot is not None else ()))
+    script = f'exec 3< "$1" && rm -f "$1" && {join}shift 2 && exec "$0" --args 3 -- "$@"'
+    return ["/bin/sh", "-c", script, bwrap, path, "--", *argv]

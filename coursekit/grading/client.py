@@ -52,6 +52,7 @@ def record(course_root, task, result):
     Returns the submission's total score, and the faults to report."""
     from grader import seeds
     from grader.nbgrader_plugin import append_log
+    from grader.untrusted import CSP
     from nbgrader.preprocessors import AssignLatePenalties, SaveAutoGrades
     from sqlalchemy.exc import SAWarning
     student, a = task["student"], task["assignment"]
@@ -90,7 +91,8 @@ def record(course_root, task, result):
         shutil.rmtree(os.path.join(course_root, "autograded", student, a), ignore_errors=True)
         reason = html.escape(result["error"][1] if result["error"] else "nbgrader returned no graded notebook")
         _replace_folder(os.path.join(course_root, "feedback", student, a), {f"{a}.html": (
-            f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{html.escape(a)}</title></head><body>"
+            f"<!DOCTYPE html><html><head><meta http-equiv='Content-Security-Policy' content=\"{CSP}\">"
+            f"<meta charset='utf-8'><title>{html.escape(a)}</title></head><body>"
             f"<h1>{html.escape(a)}</h1><p>This submission could not be graded, so it scores 0: {reason}.</p>"
             f"<p>Your instructor has been told; ask them before you submit again.</p></body></html>").encode()})
     faults = []
@@ -187,13 +189,12 @@ def grade_class(course_root=COURSE_DIR, assignments=None, *, jobs=None, schedule
     if os.path.exists(os.path.join(course_root, "gradebook.db")):
         with _gradebook(course_root) as gb:
             roster = {s.id for s in gb.students} or None
-    tasks, summary.problems = collect(course_root, set(assignments) if assignments else None, roster, only_students)
-    for a, why in sorted(unreleased.items()):
-        summary.problems.append(Problem("(every student)", a, f"the assignment could not be released, so none of its "
-                                                              f"submissions was graded: {why}"))
-        for task in (t for t in tasks if t["assignment"] == a):
-            summary.problems.append(Problem(task["student"], a, "not graded: its assignment could not be released"))
-    tasks = [t for t in tasks if t["assignment"] not in unreleased]
+    summary.problems = [Problem("(every student)", a, f"the assignment could not be released, so none of its "
+                                                      f"submissions was graded: {why}")
+                        for a, why in sorted(unreleased.items())]
+    tasks, problems = collect(course_root, set(assignments) if assignments else None, roster, only_students,
+                              set(unreleased))
+    summary.problems += problems
     passed = _passed_env(isolated, env)
     jobs = jobs or os.cpu_count() or 1
     if tasks:

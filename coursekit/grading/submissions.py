@@ -19,17 +19,21 @@ def _source_ids(source_dir):
     for a in sorted(os.listdir(source_dir)):
         path = os.path.join(source_dir, a, a + ".ipynb")
         if os.path.isfile(path):
-            out[a] = _grade_ids(nbformat.read(path, as_version=4))
+            try:
+                out[a] = _grade_ids(nbformat.read(path, as_version=4))
+            except Exception:  # a source notebook that cannot be read: it cannot be released either (named there)
+                continue
     return out
 
 
-def collect(course_root, only=None, roster=None, students=None):
+def collect(course_root, only=None, roster=None, students=None, unreleased=()):
     """(tasks, problems): one task per submission that can be graded, and every problem found on the way.
 
     A task is plain data: ``{"student", "assignment", "folder", "ignored", "timestamp"}``; its files are read
     when it is sent (``with_files``), so that a class of thousands is never held in memory at once.
     ``roster``: the student ids of the gradebook, or None when it has none (then nobody is "not on the roster").
     ``only``/``students``: only these assignments/students (default: everyone's every assignment).
+    ``unreleased``: assignments that could not be released; their submissions are named, not graded.
     """
     submitted = os.path.join(course_root, "submitted")
     known = _source_ids(os.path.join(course_root, "source"))
@@ -42,6 +46,9 @@ def collect(course_root, only=None, roster=None, students=None):
         for a in sorted(os.listdir(os.path.join(submitted, student))):
             folder = os.path.join(submitted, student, a)
             if not os.path.isdir(folder) or (only and a not in only):
+                continue
+            if a in unreleased:
+                problems.append(Problem(student, a, "not graded: its assignment could not be released"))
                 continue
             if a not in known:
                 problems.append(Problem(student, a, f"there is no assignment {a!r} in source/ (folder not graded)"))

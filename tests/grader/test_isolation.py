@@ -14,7 +14,7 @@ import textwrap
 
 import pytest
 import torch
-from attacks import BODY_ATTACKS
+from attacks import BODY_ATTACKS, READY_MADE_ROUTES
 
 import grader
 from coursekit.notebooks import setup_source, solution_source
@@ -330,3 +330,59 @@ def test_a_judge_server_that_died_is_started_again():
     dead.wait()
     verdict, code = _forked_judge(_judge_request("02_dot_products"))
     assert code == 0 and all(ok for ok, _ in verdict["results"].values()) and judge._SERVER.proc is not dead
+
+
+# ---------------------------------------------------------------- the ready-made version of an exercise
+def _masked_attention_worker(route, hide):
+    cells = [textwrap.dedent(READY_MADE_ROUTES[route]) if name == "masked_attention" else solution_source(name)
+             for name, ex in EXERCISES.items() if ex.notebook == "04_masks_attention"]
+    return remote.Worker(setup_source("04_masks_attention"), cells, hide=hide)
+
+
+def test_a_notebooks_ready_made_versions_are_hidden_while_it_is_graded_and_there_after():
+    """What the judge hides is every ready-made version of the notebook's own exercises, and none of an earlier
+    notebook's (which the later notebooks' set-up cells import)."""
+    hidden_04 = judge.ready_made([["masked_attention_basic", "masked_attention", "masked_attention", "basic"]])
+    assert hidden_04 == ["coursekit.blocks:masked_attention"]
+    hidden_06 = judge.ready_made([["encoder_block_basic", "encoder_block", "encoder_block", "basic"]])
+    from grader.course import NOTEBOOKS
+    assert set(hidden_06) == {g for gs in NOTEBOOKS["06_encoder"].given.values() for g in gs}
+    assert "coursekit.blocks:masked_attention" not in hidden_06  # 04's: 06's set-up cell imports it
+    assert judge.ready_made([["x", "softmax", "softmax", "basic"]]) == []
+
+
+@pytest.mark.parametrize("route", list(READY_MADE_ROUTES))
+def test_the_ready_made_version_of_the_exercise_earns_nothing_by_any_route(route):
+    """Copies of its code (FunctionType, marshal), wrappers (partial, wraps), calls from a thread, a generator or
+    map, the profiler off or replaced, its source exec'd, its compiled file loaded, the module reloaded: while
+    notebook 04 is graded, coursekit.blocks.masked_attention is not in the sandbox, so every route fails in words."""
+    hide = judge.ready_made([["masked_attention_basic", "masked_attention", "masked_attention", "basic"]])
+    with _masked_attention_worker(route, hide) as w:
+        fn = w.function("masked_attention", "masked_attention")
+        for part in ("basic", "edge"):
+            msg = failure("masked_attention", fn, part)
+            assert msg.startswith("FAILED masked_attention"), msg
+
+
+def test_without_hiding_a_copy_of_the_ready_made_version_would_have_passed(capsys):
+    """A copy of its code slips past the watch on calls (the code object is a new one): in a sandbox that does not
+    hide it (a later notebook's) it earns the part, so the hiding is what stops it above."""
+    with _masked_attention_worker("copy-of-its-code", ()) as w:
+        fn = w.function("masked_attention", "masked_attention")
+        check("masked_attention", fn, "basic")  # no CheckFailed
+    assert "PASSED masked_attention" in capsys.readouterr().out
+
+
+def test_the_sandboxs_process_list_shows_no_host_path(tmp_path):
+    """Nothing of the grading machine's folders in any process's command line: not bwrap's options (read from a
+    file that is gone), not Python's path (bound at /opt/course/python), not the kernel's folder."""
+    project = os.path.dirname(os.path.dirname(os.path.abspath(grader.__file__)))
+    proc = run_in_sandbox('''
+        import os
+        for pid in sorted(p for p in os.listdir("/proc") if p.isdigit()):
+            print(open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\\0", b" ").decode())
+    ''', tmp_path)
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) >= 2 and lines[0].startswith("/usr/bin/bwrap --args 3 --"), proc.stdout + proc.stderr
+    for host in (project, str(tmp_path), os.path.realpath(sys.prefix), "/tmp/"):
+        assert host not in proc.stdout, (host, proc.stdout)
