@@ -471,3 +471,77 @@ def test_the_class_report_flags_crashes_and_tampering_for_a_person(tampered):
     flagged = collect(tampered.courses[student].root, TAMPER_A).flagged
     assert any(s == student and kind == "kernel" for s, kind, _ in flagged), flagged
     assert not any(s == "tamper-honest" for s, _, _ in flagged)
+
+
+# ---------------------------------------------------------------- one student never touches another's grade
+FORK_UNTIL_REFUSED = '''
+import os as _os, time as _time
+while True:  # forks until the sandbox refuses: the children hold the process budget for a while
+    if _os.fork() == 0:
+        _time.sleep(20)
+        _os._exit(0)
+'''
+ALLOCATE_UNTIL_REFUSED = '''
+_hog = []
+while True:  # memory, every page written, until the sandbox refuses
+    _hog.append(b"x" * 2**26)
+'''
+FORK_IN_A_FUNCTION = '''
+def softmax(x, dim=-1, temperature=1.0):
+    import os, time
+    while True:
+        if os.fork() == 0:
+            time.sleep(20)
+            os._exit(0)
+'''
+# named so that, in the order they are sent, each bomb goes out beside an honest submission
+BOMBS = {"a-bomb-fork-in-the-kernel": ("softmax", FORK_UNTIL_REFUSED, "processes", "BlockingIOError"),
+         "c-bomb-fork-in-a-function": ("softmax", None, "processes", "limit on processes"),
+         "e-bomb-memory-in-the-kernel": ("softmax", ALLOCATE_UNTIL_REFUSED, "memory", "MemoryError")}
+HONEST = ("b-honest", "d-honest")
+
+
+@pytest.fixture(scope="session")
+def bombed(course):
+    """A class of 03_softmax graded by `course grade -j 2` (two workers): a fork bomb in the kernel (before the first
+    graded cell), one in a learner function, a memory bomb, and two honest submissions graded beside them."""
+    def build():
+        cc = course.copy("course-bombs", TAMPER_A)
+        release = release_nb(course, TAMPER_A)
+        for student in HONEST:
+            cc.submit(student, TAMPER_A, answered(release))
+        for student, (exercise, top_level, _, _) in BOMBS.items():
+            nb = answered(release, {exercise: FORK_IN_A_FUNCTION} if top_level is None else None)
+            if top_level is not None:
+                _cell(nb, exercise).source += "\n\n" + top_level.strip()
+            cc.submit(student, TAMPER_A, nb)
+        with open(os.path.join(cc.root, "nbgrader_config.py"), "a") as f:
+            f.write("\nc.SandboxedExecute.timeout = 30\n")
+        cc.env["COURSE_SANDBOX_MEMORY_MB"] = "2560"
+        cc.env["COURSE_SANDBOX_NPROC"] = "256"
+        course_command = os.path.join(os.path.dirname(sys.executable), "course")  # as the README writes it
+        proc = subprocess.run([course_command, "grade", "-j", "2", "--course", cc.root, "--no-progress", TAMPER_A],
+                              capture_output=True, text=True, timeout=1500, env=cc.env)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        log = os.path.join(cc.root, "grading_log.jsonl")
+        records = [json.loads(line) for line in open(log)] if os.path.exists(log) else []
+        return {"scores": {s: cc.scores(s, TAMPER_A) for s in (*HONEST, *BOMBS)},
+                "faults": {r["student"]: r["faults"] for r in records}, "printed": proc.stdout,
+                "release": total_points(release)}
+    return course.once("bombs-graded", build)
+
+
+def test_a_fork_bomb_or_a_memory_bomb_costs_no_other_student_anything(bombed):
+    """Each concurrent sandbox has its own user and control groups: the honest submissions graded beside the bombs
+    keep full marks, and each bomb's own fault is named for the instructor."""
+    # two workers: each bomb is graded beside another submission
+    assert f"graded {len(HONEST) + len(BOMBS)} submission(s)" in bombed["printed"]
+    assert "on 2 worker(s)" in bombed["printed"]
+    for student in HONEST:
+        assert total(bombed["scores"][student]) == bombed["release"], bombed["scores"][student]
+        assert student not in bombed["faults"], bombed["faults"][student]
+    for student, (_, _, kind, words) in BOMBS.items():
+        mine = bombed["faults"].get(student, [])
+        assert any(k == kind and words in text for k, text in mine), (student, mine)
+    fork = bombed["scores"]["c-bomb-fork-in-a-function"]
+    assert fork["softmax_basic"][0] == 0  # the bomb costs its own exercise
