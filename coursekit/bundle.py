@@ -64,28 +64,64 @@ def without_instructor_fields(source):
     return source
 
 
+# The learner's package: what running the notebooks needs (JupyterLab, the kernel, ipywidgets, and what the notebooks
+# and the learner-side modules import). Any Python that PyTorch 2.13.0 has wheels for, from 3.11 up (3.11-3.14);
+# grading stays on the instructor's pinned 3.11. hatchling builds the wheel without writing into the bundle folder
+# (setuptools leaves build/ and an egg-info in it), and takes every file of the two packages, data included.
 PYPROJECT = '''[build-system]
-requires = ["setuptools>=61"]
-build-backend = "setuptools.build_meta"
+requires = ["hatchling>=1.21"]
+build-backend = "hatchling.build"
 
 [project]
 name = "attention-course-student"
 version = "{version}"
 description = "The learner's side of the attention course: visible checks, widgets, data, ready-made blocks"
-requires-python = ">=3.11,<3.12"
-dependencies = ["torch==2.13.0", "ipywidgets>=8.1,<9", "matplotlib>=3.8", "numpy>=1.26"]
+requires-python = ">=3.11"
+dependencies = [
+    "torch==2.13.0",
+    "jupyterlab>=4.2,<5",
+    "ipykernel>=6.29,<8",
+    "ipywidgets>=8.1,<9",
+    "matplotlib>=3.8",
+    "numpy>=1.26",
+    "tqdm>=4.66",
+]
 
-[tool.setuptools]
-packages = ["grader", "grader.cases", "coursekit", "coursekit.widgets"]
-
-[tool.setuptools.package-data]
-grader = ["expected/*.pt"]
+[tool.hatch.build.targets.wheel]
+packages = ["grader", "coursekit"]
 '''
+
+TESTED_PYTHONS = "3.11"  # what the bundle's test installs it on (tests/pipeline/test_bundle.py)
 
 README = '''The attention course, version {version}: the student bundle.
 
-    pip install ./package          (in a Python 3.11 environment; pulls the CPU build of torch)
-    jupyter lab notebooks/
+You need Python 3.11 or newer (any version PyTorch 2.13.0 has wheels for: 3.11 to 3.14;
+tested on {tested}). In this folder:
+
+1. An environment for the course:
+
+       python3 -m venv course-env
+       source course-env/bin/activate        (Windows: course-env\\Scripts\\activate)
+       pip install --upgrade pip
+
+2. PyTorch 2.13.0, CPU build. On Linux a plain `pip install torch==2.13.0` brings the
+   CUDA build (several GB), so take it from PyTorch's CPU wheel index:
+
+       pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu
+
+   (On macOS and Windows the plain `pip install torch==2.13.0` is already the CPU build.)
+   With conda instead, steps 1 and 2 are one environment with conda-forge's CPU build:
+
+       conda create -n course -c conda-forge python=3.11 pytorch-cpu=2.13.0
+       conda activate course
+
+3. The course's package, with JupyterLab, the kernel, ipywidgets and what the notebooks use:
+
+       pip install ./package
+
+4. JupyterLab on the notebooks (it prints a URL to open):
+
+       jupyter lab notebooks/
 
 Each notebook's read-only cells check your answers. The answers, the hidden checks
 and the grading machinery are not in this bundle: your instructor grades with them.
@@ -131,5 +167,5 @@ def build(out):
     with open(os.path.join(out, "VERSION"), "w") as f:
         f.write(version + "\n")
     with open(os.path.join(out, "README.txt"), "w") as f:
-        f.write(README.format(version=version))
+        f.write(README.format(version=version, tested=TESTED_PYTHONS))
     return out

@@ -1,17 +1,27 @@
-"""The student bundle (`course bundle`): installed into a fresh virtual environment, it grades a learner's
-visible checks and holds no answer, no hidden test and no sample bug."""
+"""The student bundle (`course bundle`): installed into a fresh virtual environment as its README says, it starts
+JupyterLab on its notebooks, grades a learner's visible checks in that JupyterLab's kernel, leaves the bundle folder
+as it was, and holds no answer, no hidden test and no sample bug.
+
+Cost (one test worker, module fixtures): the bundle (every release, ~15 s of CPU), the student's environment (pip
+resolves and installs JupyterLab and the rest from the package index, ~75 s of CPU; this machine's torch is reused),
+JupyterLab's start, and 03_softmax run twice (answered in the lab's kernel, stubs through nbclient)."""
 import glob
 import inspect
 import json
 import os
-import shutil
+import shlex
+import signal
+import socket
 import subprocess
 import sys
+import time
+import tomllib
+import urllib.request
 
 import nbformat
 import pytest
 
-from coursekit.bundle import VERSION_KEY, build, course_version
+from coursekit.bundle import TESTED_PYTHONS, VERSION_KEY, build, course_version
 from coursekit.samples import answered
 from grader import EXERCISES, cells_of, resolve
 
@@ -25,23 +35,81 @@ def bundle(tmp_path_factory):
     return build(str(tmp_path_factory.mktemp("bundle") / "student-bundle"))
 
 
+def readme_command(bundle, starts):
+    """The command line of the bundle's README that starts with ``starts``, as a list of words."""
+    lines = [line.strip() for line in open(os.path.join(bundle, "README.txt")) if line.strip().startswith(starts)]
+    assert len(lines) == 1, lines
+    return shlex.split(lines[0])
+
+
+def listing(folder):
+    return sorted((os.path.relpath(os.path.join(d, name), folder), os.path.getsize(os.path.join(d, name)))
+                  for d, dirs, files in os.walk(folder) for name in dirs + files)
+
+
 @pytest.fixture(scope="module")
-def student_python(bundle, tmp_path_factory):
-    """A fresh virtual environment with the bundle's package installed. Its third-party packages (torch, Jupyter)
-    come from this environment's site-packages as a plain path: the course's own editable install is not seen."""
-    venv = tmp_path_factory.mktemp("student") / "venv"
+def student(bundle, tmp_path_factory):
+    """A fresh virtual environment, activated (its bin/ first on PATH), where the README's `pip install --upgrade
+    pip` and `pip install ./package` ran in the bundle folder. Jupyter and every other dependency come from the package index through the package's
+    dependencies. The README's step 2 (PyTorch's CPU build from PyTorch's own index, which this machine cannot
+    reach) is stood in for by this machine's CPU build of torch 2.13.0: a folder holding only torch's own packages
+    and its dist-info, put on the environment's path, so pip finds torch==2.13.0 installed and installs what torch
+    needs. Returns (python, environment variables of the activated environment)."""
+    root = tmp_path_factory.mktemp("student")
+    venv = root / "venv"
     subprocess.run([sys._base_executable, "-m", "venv", str(venv)], check=True)
     python = str(venv / "bin" / "python")
     site = subprocess.run([python, "-c", "import site; print(site.getsitepackages()[0])"], capture_output=True,
                           text=True, check=True).stdout.strip()
-    ours = [p for p in sys.path if p.endswith("site-packages") and os.path.isdir(os.path.join(p, "torch"))][0]
-    with open(os.path.join(site, "course-dependencies.pth"), "w") as f:
-        f.write(ours + "\n")
-    package = shutil.copytree(os.path.join(bundle, "package"), venv.parent / "package")  # pip builds in place
-    proc = subprocess.run([python, "-m", "pip", "install", "-q", "--no-deps", str(package)],
-                          capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
-    return python
+    import torch
+    ours = os.path.dirname(os.path.dirname(torch.__file__))
+    torch_only = root / "this-machines-torch"
+    torch_only.mkdir()
+    for name in ("torch", "torchgen", "functorch", *[os.path.basename(p) for p in
+                                                     glob.glob(os.path.join(ours, "torch-2.13.0*.dist-info"))]):
+        os.symlink(os.path.join(ours, name), torch_only / name)
+    with open(os.path.join(site, "this-machines-torch.pth"), "w") as f:
+        f.write(f"{torch_only}\n")
+    env = {**os.environ, "VIRTUAL_ENV": str(venv), "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}",
+           "HOME": str(root / "home"), "JUPYTER_CONFIG_DIR": str(root / "jupyter-config"),
+           "JUPYTER_DATA_DIR": str(root / "jupyter-data"), "JUPYTER_RUNTIME_DIR": str(root / "jupyter-runtime"),
+           "IPYTHONDIR": str(root / "ipython"), "MPLCONFIGDIR": str(root / "matplotlib")}
+    env.pop("PYTHONPATH", None)
+    (root / "home").mkdir()
+    before = listing(bundle)
+    upgrade = readme_command(bundle, "pip install --upgrade")
+    assert upgrade == ["pip", "install", "--upgrade", "pip"]
+    proc = subprocess.run(upgrade, cwd=bundle, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    command = readme_command(bundle, "pip install ./")
+    assert command == ["pip", "install", "./package"]
+    t = time.perf_counter()
+    proc = subprocess.run(command, cwd=bundle, env=env, capture_output=True, text=True, timeout=1500)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    print(f"pip install ./package: {time.perf_counter() - t:.0f} s")
+    assert listing(bundle) == before  # no build/, no egg-info: the bundle folder is as it was
+    where = subprocess.run([python, "-c", "import jupyterlab, ipykernel, ipywidgets, torch\n"
+                            "for m in (jupyterlab, ipykernel, ipywidgets, torch): print(m.__file__)"],
+                           env=env, capture_output=True, text=True, check=True).stdout.split()
+    assert [w.startswith(site) for w in where] == [True, True, True, False]  # Jupyter from the package's dependencies
+    return python, env
+
+
+@pytest.fixture(scope="module")
+def student_python(student):
+    return student[0]
+
+
+def test_the_package_asks_for_what_a_learner_needs_and_the_readme_for_a_cpu_torch(bundle):
+    project = tomllib.load(open(os.path.join(bundle, "package", "pyproject.toml"), "rb"))["project"]
+    assert project["requires-python"] == ">=3.11"  # no upper cap: torch's own wheels say which Pythons
+    names = {d.split("=")[0].split(">")[0].split("<")[0] for d in project["dependencies"]}
+    assert {"torch", "jupyterlab", "ipykernel", "ipywidgets", "matplotlib", "numpy"} <= names
+    readme = open(os.path.join(bundle, "README.txt")).read()
+    assert "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu" in readme
+    assert "conda create -n course -c conda-forge python=3.11 pytorch-cpu=2.13.0" in readme
+    assert f"tested on {TESTED_PYTHONS})" in readme and TESTED_PYTHONS == "%d.%d" % sys.version_info[:2]
+    assert "pulls the CPU build" not in readme
 
 
 def run_student(python, code, tmp_path):
@@ -84,7 +152,7 @@ def test_a_student_install_cannot_import_the_reference(student_python, tmp_path)
     assert spec == "None" and ref == "None"
 
 
-EXECUTE = '''
+EXECUTE = """
 import json, sys, nbformat
 from nbclient import NotebookClient
 nb = nbformat.read(sys.argv[1], as_version=4)
@@ -93,31 +161,149 @@ nb.cells.append(nbformat.v4.new_code_cell(
 NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=True).execute()
 print(json.dumps([[o.get("text", "") + o.get("evalue", "") for o in c.outputs] for c in nb.cells
                   if c.cell_type == "code"]))
-'''
+"""
+
+# Run a notebook's code cells, in order, in the kernel that a running JupyterLab starts for a notebook of its own
+# (a session, as opening the notebook makes), over the kernel's websocket as the browser does; prints each cell's
+# printed text and error values as JSON.
+IN_LAB = """
+import asyncio, datetime, json, sys, urllib.request, uuid
+import nbformat
+from tornado.httpclient import HTTPRequest
+from tornado.websocket import websocket_connect
+
+base, token, path, source = sys.argv[1:5]
+headers = {"Authorization": "token " + token, "Content-Type": "application/json"}
 
 
-def execute(python, nb, tmp_path):
-    path = tmp_path / "notebook.ipynb"
-    nbformat.write(nb, path)
-    proc = subprocess.run([python, "-c", EXECUTE, str(path)], capture_output=True, text=True, cwd=tmp_path,
-                          timeout=900)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    outputs = json.loads(proc.stdout.strip().splitlines()[-1])
+def api(method, rel, body=None):
+    request = urllib.request.Request(base + rel, method=method, headers=headers,
+                                     data=None if body is None else json.dumps(body).encode())
+    with urllib.request.urlopen(request, timeout=120) as response:
+        text = response.read()
+    return json.loads(text) if text else None
+
+
+async def main():
+    session = api("POST", "api/sessions", {"path": path, "type": "notebook", "name": "", "kernel": {"name": "python3"}})
+    ws = await websocket_connect(HTTPRequest(base.replace("http", "ws", 1) + "api/kernels/" + session["kernel"]["id"]
+                                             + "/channels", headers=headers))
+    nb = nbformat.read(source, as_version=4)
+    nb.cells.append(nbformat.v4.new_code_cell(
+        "import grader, importlib.util; print('GRADER', grader.__file__, importlib.util.find_spec('solutions'))"))
+    outputs, sid = [], uuid.uuid4().hex
+    for cell in [c for c in nb.cells if c.cell_type == "code"]:
+        msg_id = uuid.uuid4().hex
+        await ws.write_message(json.dumps({
+            "header": {"msg_id": msg_id, "session": sid, "username": "learner", "msg_type": "execute_request",
+                       "version": "5.3", "date": datetime.datetime.now(datetime.timezone.utc).isoformat()},
+            "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
+            "content": {"code": cell.source, "silent": False, "store_history": True, "user_expressions": {},
+                        "allow_stdin": False, "stop_on_error": False}}))
+        texts = []
+        while True:
+            raw = await asyncio.wait_for(ws.read_message(), 600)
+            if raw is None:
+                raise SystemExit("the kernel's websocket closed")
+            if isinstance(raw, bytes):
+                continue
+            msg = json.loads(raw)
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            if msg["msg_type"] == "stream":
+                texts.append(msg["content"]["text"])
+            elif msg["msg_type"] == "error":
+                texts.append(msg["content"]["evalue"])
+            elif msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+                break
+        outputs.append(texts)
+    ws.close()
+    api("DELETE", "api/sessions/" + session["id"])
+    print(json.dumps(outputs))
+
+
+asyncio.run(main())
+"""
+
+
+def _student_ran(outputs):
     grader_line = "".join(outputs[-1])
     assert grader_line.endswith("None\n") and "/student" in grader_line, grader_line  # the student's grader ran
     return outputs
 
 
-def test_a_released_notebook_passes_its_checks_with_correct_answers_and_fails_in_words_with_stubs(
-        bundle, student_python, tmp_path):
+def execute(student, nb, tmp_path):
+    python, env = student
+    path = tmp_path / "notebook.ipynb"
+    nbformat.write(nb, path)
+    proc = subprocess.run([python, "-c", EXECUTE, str(path)], capture_output=True, text=True, cwd=tmp_path,
+                          env=env, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return _student_ran(json.loads(proc.stdout.strip().splitlines()[-1]))
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def n_checks():
+    return sum(len(cells_of(name)) for name, ex in EXERCISES.items() if ex.notebook == NOTEBOOK)  # a visible part
+    # per graded cell
+
+
+def test_jupyter_lab_starts_on_the_notebooks_and_a_notebooks_checks_pass_in_its_kernel(bundle, student, tmp_path):
+    """The README's `jupyter lab notebooks/`, in the activated environment, from the bundle folder: the server
+    answers, serves the bundle's notebooks with the widgets' extension, and the kernel it starts for 03_softmax
+    runs the notebook with the right answers: every visible check passes, with the student's grader."""
+    python, env = student
+    command = readme_command(bundle, "jupyter lab")
+    assert command == ["jupyter", "lab", "notebooks/"]
+    port, token = _free_port(), "bundle-test"
+    os.makedirs(env["JUPYTER_CONFIG_DIR"], exist_ok=True)
+    with open(os.path.join(env["JUPYTER_CONFIG_DIR"], "jupyter_server_config.json"), "w") as f:
+        json.dump({"ServerApp": {"ip": "127.0.0.1", "port": port, "port_retries": 0, "open_browser": False,
+                                 "allow_root": True}, "IdentityProvider": {"token": token}}, f)
+    base = f"http://127.0.0.1:{port}/"
+    lab = subprocess.Popen(command, cwd=bundle, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           start_new_session=True)
+    try:
+        deadline, t = time.time() + 300, time.perf_counter()
+        while time.time() < deadline and lab.poll() is None:
+            try:
+                urllib.request.urlopen(f"{base}api/status?token={token}", timeout=5)
+                break
+            except OSError:
+                time.sleep(1)
+        else:
+            pytest.fail(f"JupyterLab did not answer (exit {lab.poll()})")
+        print(f"jupyter lab answered after {time.perf_counter() - t:.0f} s")
+        contents = json.load(urllib.request.urlopen(f"{base}api/contents?token={token}", timeout=30))
+        assert sorted(c["name"] for c in contents["content"]) == sorted(os.listdir(os.path.join(bundle, "notebooks")))
+        page = urllib.request.urlopen(f"{base}lab?token={token}", timeout=30).read().decode()
+        assert "@jupyter-widgets/jupyterlab-manager" in page  # ipywidgets' lab extension: widgets render
+        right = tmp_path / "answered.ipynb"
+        release = nbformat.read(os.path.join(bundle, "notebooks", NOTEBOOK, NOTEBOOK + ".ipynb"), as_version=4)
+        nbformat.write(answered(release), right)
+        proc = subprocess.run([python, "-c", IN_LAB, base, token, f"{NOTEBOOK}/{NOTEBOOK}.ipynb", str(right)],
+                              capture_output=True, text=True, env=env, timeout=900)
+    finally:
+        os.killpg(lab.pid, signal.SIGTERM)  # the server and the kernel it started
+        try:
+            lab.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(lab.pid, signal.SIGKILL)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    outputs = _student_ran(json.loads(proc.stdout.strip().splitlines()[-1]))
+    text = "\n".join("".join(o) for o in outputs)
+    assert text.count("PASSED") == n_checks() and "FAILED" not in text, text[-2000:]
+
+
+def test_a_released_notebook_fails_in_words_with_its_stubs(bundle, student, tmp_path):
     release = nbformat.read(os.path.join(bundle, "notebooks", NOTEBOOK, NOTEBOOK + ".ipynb"), as_version=4)
-    n_checks = sum(len(cells_of(name)) for name, ex in EXERCISES.items() if ex.notebook == NOTEBOOK)  # a visible
-    # part per graded cell
-    right = execute(student_python, answered(release), tmp_path)
-    text = "\n".join("".join(o) for o in right)
-    assert text.count("PASSED") == n_checks and "FAILED" not in text, text[-2000:]
-    stubs = execute(student_python, release, tmp_path)
+    stubs = execute(student, release, tmp_path)
     graded = [c for c in release.cells if c.cell_type == "code"]
     failed = [out for cell, out in zip(graded, stubs) if cell.metadata.get("nbgrader", {}).get("grade")]
-    assert len(failed) == n_checks
+    assert len(failed) == n_checks()
     assert all("not implemented yet" in "".join(out) for out in failed), failed
