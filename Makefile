@@ -55,14 +55,27 @@ sync: setup
 	$(BIN)/course sync
 	$(BIN)/course expected
 
-## instructors: grade everything in course/submitted/<student>/<assignment>/ in parallel (one worker per core)
+## instructors: grade everything in course/submitted/<student>/<assignment>/ in parallel (one worker per core);
+## make grade COURSE=dir ASSIGNMENTS="a b" for another course folder, or only some assignments
 grade: bytecode
-	$(BIN)/course grade
+	$(BIN)/course grade $(if $(COURSE),--course $(COURSE)) $(ASSIGNMENTS)
+
+## instructors: the hub's proxy, configurable-http-proxy as pinned in hub/package-lock.json (Node 20+, from npm)
+proxy: hub/node_modules/.bin/configurable-http-proxy
+
+hub/node_modules/.bin/configurable-http-proxy: hub/package.json hub/package-lock.json
+	npm ci --prefix hub --no-audit --no-fund
+
+## instructors: a JupyterHub for the class on this machine, as root (README: "A class on a JupyterHub");
+## e.g. sudo make hub HUB_ARGS="--instructor alice --roster roster.csv --create-users"
+hub: bytecode proxy
+	$(BIN)/course hub $(HUB_ARGS)
 
 bench: setup
 	$(BIN)/python bench/attention.py
 	$(BIN)/python bench/transformer.py
 	$(BIN)/python bench/kv_cache.py
+	$(BIN)/python bench/widgets.py
 	$(BIN)/python bench/isolation.py --assignments 03_softmax 05_rnn 09_kv_cache
 	$(BIN)/python bench/grading.py --sizes 10 40
 

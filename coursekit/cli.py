@@ -240,11 +240,12 @@ def cmd_validate(args):
             continue
         worst = max(worst, 1)
         print(f"{path}: {len(problems)} problem(s)")
+        from grader.plain import plain  # a learner's text and messages: no escape sequence reaches the terminal
         for _, what, cell in problems:
             first = cell["source"].splitlines()[0] if cell["source"] else ""
-            print(f"  {what}: {first}")
+            print(f"  {what}: {plain(first)}")
             for line in _shown_error(cell.get("raw_error") or ""):
-                print(f"    {line}")
+                print(f"    {plain(line)}")
     return worst
 
 
@@ -292,17 +293,120 @@ def cmd_report(args):
         report = collect(root, assignment)
         html_path, csv_path = write(report, out)
         print(as_table(report))
-        print(f"  -> {os.path.relpath(html_path)}, {os.path.relpath(csv_path)}\n")
+        print(f"  -> {_shown(html_path)}, {_shown(csv_path)}\n")
     overview = collect_overview(root, args.assignment or graded)
     index = write_overview(overview, out)
     print(overview_table(overview))
-    print(f"  -> {os.path.relpath(index)}")
+    print(f"  -> {_shown(index)}")
     return 0
+
+
+def _shown(path):
+    """``path`` relative to here when it is below here, else whole."""
+    rel = os.path.relpath(path)
+    return path if rel.startswith("..") else rel
 
 
 def cmd_expected(args):
     from grader.build import main
     return main(["--check"] if args.check else [])
+
+
+# ------------------------------------------------------------- a class on a JupyterHub (coursekit/hub.py, exchange.py)
+def _course_default():
+    """The course folder: --course, else $COURSE_ROOT (set in an instructor's server on the hub), else course/."""
+    return os.environ.get("COURSE_ROOT") or COURSE_DIR
+
+
+def _with_exchange(args):
+    if getattr(args, "exchange", None):  # the course's nbgrader_config.py reads it
+        os.environ["COURSE_EXCHANGE"] = os.path.abspath(args.exchange)
+    return os.path.abspath(args.course)
+
+
+def cmd_hub(args):
+    """Start a JupyterHub for the course on this machine (coursekit/hub.py says what each user gets)."""
+    from .hub import HubError, prepare
+    from .exchange import ExchangeError
+    try:
+        cmd, cwd, env = prepare(args)
+    except (HubError, ExchangeError) as exc:
+        print(f"course hub: {exc}", file=sys.stderr)
+        return 2
+    print("starting JupyterHub; stop it with Ctrl-C", flush=True)
+    os.chdir(cwd)
+    os.execve(sys.executable, cmd, env)  # become the hub: stopping this process stops it (and the users' servers)
+
+
+def cmd_release(args):
+    from .exchange import ExchangeError, release
+    root = _with_exchange(args)
+    try:
+        for a in args.assignment:
+            release(root, a)
+    except ExchangeError as exc:
+        print(f"course release: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def cmd_collect(args):
+    from .exchange import ExchangeError, collect
+    root = _with_exchange(args)
+    try:
+        for a in args.assignment:
+            collect(root, a)
+    except ExchangeError as exc:
+        print(f"course collect: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def cmd_return(args):
+    from .exchange import ExchangeError, return_feedback
+    root = _with_exchange(args)
+    worst = 0
+    try:
+        for a in args.assignment:
+            if not return_feedback(root, a):
+                worst = 1
+    except ExchangeError as exc:
+        print(f"course return: {exc}", file=sys.stderr)
+        return 2
+    return worst
+
+
+def instructor_settings(env):
+    """The instructor's JupyterLab settings under ``env``'s JUPYTER_CONFIG_DIR (the course's .jupyter, never
+    $HOME): no news, no update check."""
+    from .hub import NO_NEWS
+    config = env["JUPYTER_CONFIG_DIR"]
+    _write_json(os.path.join(config, "jupyter_server_config.json"), {"LabApp": dict(NO_NEWS)})
+    _write_json(os.path.join(config, "labconfig", "page_config.json"),
+                {"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}})
+    return env
+
+
+def cmd_instructor_lab(args):
+    """Instructors: JupyterLab on the course folder, with the formgrader and the exchange ready."""
+    from .exchange import ExchangeError, check_exchange, exchange_root
+    from .pipeline import nbgrader_env
+    root = _with_exchange(args)
+    try:
+        exchange = check_exchange(exchange_root(root), create=True)
+    except ExchangeError as exc:
+        print(f"course instructor-lab: {exc}", file=sys.stderr)
+        return 2
+    env = instructor_settings(nbgrader_env(root))
+    cmd = [sys.executable, "-m", "jupyter", "lab", f"--notebook-dir={root}", f"--ServerApp.ip={args.ip}",
+           f"--ServerApp.port={args.port}", f"--ServerApp.open_browser={args.browser}", *args.jupyter_args]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-root")
+    print(f"starting JupyterLab on the course {root} (exchange {exchange}); the formgrader is in the Nbgrader "
+          f"menu, or at http://{args.ip}:{args.port}/formgrader; stop it with Ctrl-C", flush=True)
+    os.chdir(root)  # the formgrader reads nbgrader_config.py from here
+    os.execve(sys.executable, cmd, env)
+
 
 
 def main(argv=None):

@@ -41,15 +41,21 @@ def test_workspace_is_built_once_and_never_overwrites_a_learners_notebook(tmp_pa
 
 
 @pytest.mark.pipeline
-def test_demo_grades_sample_submissions_headless(tmp_path):
-    """The headless main job: release, autograde reference / untouched / one-bug, feedback, grades.csv."""
-    # one grading worker: the suite runs two tests side by side on two cores
-    proc = run("demo", "--out", str(tmp_path / "demo"), "-j", "1", "02_dot_products")
+def test_demo_grades_sample_submissions_of_several_assignments_headless(tmp_path):
+    """The headless main job (`make demo` runs `course demo` on every notebook): release, autograde reference /
+    untouched / one-bug of three assignments in one run of the `course` command, feedback, grades.csv; every score
+    is the one it must be (the demo checks each and says so)."""
+    several = ["01_tokens", "02_dot_products", "03_softmax"]
+    course = os.path.join(os.path.dirname(sys.executable), "course")  # the README's `.venv/bin/course`
+    proc = subprocess.run([course, "demo", "--out", str(tmp_path / "demo"), "--no-progress", *several],
+                          capture_output=True, text=True, timeout=1500, cwd=ROOT)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "demo passed" in proc.stdout
+    assert "demo passed" in proc.stdout and "WRONG" not in proc.stdout
+    rows = [line.split() for line in proc.stdout.splitlines() if line.split()[:1] and line.split()[0] in several]
+    assert {(r[0], r[1]) for r in rows} == {(a, s) for a in several for s in ("reference", "untouched", "one-bug")}
     assert os.path.exists(tmp_path / "demo" / "course" / "grades.csv")
-    assert os.path.exists(tmp_path / "demo" / "course" / "feedback" / "one-bug" / "02_dot_products"
-                          / "02_dot_products.html")
+    for a in several:
+        assert os.path.exists(tmp_path / "demo" / "course" / "feedback" / "one-bug" / a / f"{a}.html")
 
 
 def test_sync_and_expected_checks_report_no_drift():

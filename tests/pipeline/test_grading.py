@@ -15,6 +15,8 @@ import time
 import nbformat
 import pytest
 
+from pipeline_helpers import ASSIGNMENTS, bug_students, release_nb, sample_submissions, with_test_env
+
 from coursekit.grading import grade_class, local_cluster, print_summary
 from coursekit.pipeline import CourseCopy
 from coursekit.samples import MATHS, ONE_BUG, answered, points_of, total_points, with_bug
@@ -191,3 +193,89 @@ def test_a_local_clusters_workers_run_without_dasks_profiler_and_with_slower_wat
     with _cluster(2, None, None) as client:
         seen = client.run(lambda: {key: dask.config.get(key) for key in QUIET_DASK})
     assert len(seen) == 2 and all(config == QUIET_DASK for config in seen.values()), seen
+
+
+def _free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+COURSE_COMMAND = os.path.join(os.path.dirname(sys.executable), "course")  # the README's `.venv/bin/course`
+SEVERAL = ASSIGNMENTS[:3]
+
+
+def test_course_grade_over_several_assignments_gives_each_submission_the_grade_it_gets_alone(tmp_path, course,
+                                                                                             samples):
+    """`course grade --scheduler ADDRESS A B C` on the README's cluster (`dask scheduler`, `dask worker --nworkers 2
+    --nthreads 1 --memory-limit 0`, here on 127.0.0.1): one course, three assignments, several students each, in
+    one run. Every cell of every submission scores what the same submission scores when its assignment is
+    graded alone (the pipeline's samples). (Each assignment after the first used to get the first one's payload.)"""
+    cc = with_test_env(CourseCopy(str(tmp_path / "course")))
+    students = {}
+    for a in SEVERAL:
+        mine = sample_submissions(release_nb(course, a), a)
+        students[a] = ["sample-reference", bug_students(a)[0]]
+        for student in students[a]:
+            cc.submit(student, a, mine[student])
+    # the README's cluster of grading machines, on 127.0.0.1: `dask scheduler`, `dask worker ... --nworkers N
+    # --nthreads 1 --memory-limit 0`, then `course grade --scheduler ADDRESS` over the assignments
+    bin_dir = os.path.dirname(sys.executable)
+    port = _free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    logs = open(tmp_path / "dask.log", "w")
+    scheduler = subprocess.Popen([os.path.join(bin_dir, "dask"), "scheduler", "--host", "127.0.0.1", "--port",
+                                  str(port), "--dashboard-address", "127.0.0.1:0"], stdout=logs, stderr=logs,
+                                 start_new_session=True)
+    workers = subprocess.Popen([os.path.join(bin_dir, "dask"), "worker", address, "--nworkers", "2", "--nthreads",
+                                "1", "--memory-limit", "0"], stdout=logs, stderr=logs, start_new_session=True)
+    try:
+        from distributed import Client
+        with Client(address, timeout="120s") as client:  # both workers have joined before grading starts
+            client.wait_for_workers(2, timeout=300)
+        proc = subprocess.run([COURSE_COMMAND, "grade", "--scheduler", address, "--course", cc.root,
+                               "--no-progress", *SEVERAL], capture_output=True, text=True, timeout=1200,
+                              env=cc.env)
+    finally:
+        for p in (workers, scheduler):
+            os.killpg(p.pid, signal.SIGTERM)
+            p.wait(60)
+        logs.close()
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert f"graded {sum(map(len, students.values()))} submission(s)" in proc.stdout
+    assert "on 2 worker(s)" in proc.stdout
+    for a in SEVERAL:
+        alone = samples(a)
+        for student in students[a]:
+            got = {gid: list(score) for gid, score in cc.scores(student, a).items()}
+            assert got == alone[student], (a, student)
+    # then `course report` (the README's next command): a page per assignment, and the class overview across the
+    # three, each score linking to that student's feedback
+    report = subprocess.run([COURSE_COMMAND, "report", "--course", cc.root], capture_output=True, text=True,
+                            timeout=600, env=cc.env)
+    assert report.returncode == 0, report.stdout[-3000:] + report.stderr[-3000:]
+    index = open(os.path.join(cc.root, "report", "index.html")).read()
+    for a in SEVERAL:
+        assert os.path.exists(os.path.join(cc.root, "report", f"{a}.html"))
+        for student in students[a]:
+            assert f'href="../feedback/{student}/{a}/{a}.html"' in index, (a, student)
+
+
+def test_an_assignment_that_cannot_be_released_is_named_and_the_others_are_graded(tmp_path, course):
+    """`make grade COURSE=dir ASSIGNMENTS="a b"`: several assignments in one run, one of whose source notebooks is
+    broken: its submissions are named, not graded; the other assignments' are."""
+    cc = with_test_env(CourseCopy(str(tmp_path / "course")))
+    good, bad = SEVERAL[0], SEVERAL[1]
+    cc.submit("ada", good, answered(release_nb(course, good)))
+    cc.submit("ada", bad, answered(release_nb(course, bad)))
+    with open(cc.source_path(bad), "w") as f:
+        f.write("{ this is not a notebook")
+    # as the README's `make grade` runs it, on this course folder and these assignments
+    from coursekit import ROOT
+    proc = subprocess.run(["make", "-C", ROOT, "--no-print-directory", "grade", f"COURSE={cc.root}",
+                           f"ASSIGNMENTS={good} {bad}"], capture_output=True, text=True, timeout=900, env=cc.env)
+    assert f"(every student) / {bad}: the assignment could not be released" in proc.stdout, proc.stdout[-3000:]
+    assert f"ada / {bad}: not graded: its assignment could not be released" in proc.stdout
+    assert "graded 1 submission(s)" in proc.stdout
+    assert sum(score for score, _ in cc.scores("ada", good).values()) == total_points(release_nb(course, good))
