@@ -12,14 +12,28 @@ Every widget updates in three steps, each a plain function in its own module:
 
 The ``Explorer`` subclass only wires controls to these steps and commits the new
 state after all three succeeded, so a failure anywhere keeps the last good state.
+
+Two things every widget shares so that it never reassures wrongly and answers at once:
+
+* ``visible_check(name, fn)``: before a widget says the learner's function is right, it runs the
+  notebook's own visible checks of that exercise (``grader.check``: the batch shapes, ``dim`` arguments and
+  dtypes the graded cells feed, not only the widget's one input), once per function; a failure is shown in
+  the check's own words.
+* ``Canvas``: one figure kept for the widget's life and rendered with Agg; what does not change between two
+  moves of a control (axes, ticks, legends, heatmaps) is drawn once and kept as a bitmap, and a move redraws
+  only the artists it changed (``Canvas.animate``), then encodes the PNG.
 """
+import contextlib
 import html
 import io
 import math
 import warnings
 
 import ipywidgets as W
+import torch
+from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from PIL import Image
 
 import grader
 
@@ -40,12 +54,62 @@ def new_figure(width, height, dpi=80):
 
 
 def png_bytes(fig):
-    """The figure rendered with Agg, as PNG bytes."""
+    """The figure rendered with Agg, as PNG bytes (a ``Canvas`` is faster for a figure drawn again and again)."""
+    if isinstance(fig, Canvas):
+        return fig.png()
     buf = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         fig.savefig(buf, format="png")
     return buf.getvalue()
+
+
+def encode_png(rgba):
+    """An RGBA buffer (H, W, 4) as PNG bytes, quickly (light compression: the plots are flat colours)."""
+    height, width = rgba.shape[:2]
+    buf = io.BytesIO()
+    Image.frombuffer("RGBA", (width, height), rgba, "raw", "RGBA", 0, 1).save(buf, format="png", compress_level=1)
+    return buf.getvalue()
+
+
+class Canvas:
+    """One matplotlib Figure kept for a widget's life, rendered with Agg.
+
+    ``animate(*artists)`` marks the artists a move of a control changes; ``png()`` draws the rest once (the
+    background, kept as a bitmap until ``invalidate()``), then only the animated artists on top of it. A
+    widget changes its artists in place (``set_height``, ``set_data``, ``set_text``) and calls ``png()``:
+    one draw per change, never a new figure.
+    """
+
+    def __init__(self, fig):
+        self.fig = fig
+        self.agg = FigureCanvasAgg(fig)
+        self.animated = []
+        self.background = None
+
+    def animate(self, *artists):
+        for a in artists:
+            a.set_animated(True)
+            self.animated.append(a)
+        return artists[0] if len(artists) == 1 else artists
+
+    def invalidate(self):
+        """The static parts changed (new ticks, new limits): the next ``png()`` draws everything again."""
+        self.background = None
+
+    def png(self):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if self.background is None:
+                self.agg.draw()  # every artist but the animated ones
+                self.background = self.agg.copy_from_bbox(self.fig.bbox)
+            else:
+                self.agg.restore_region(self.background)
+            renderer = self.agg.get_renderer()
+            for a in self.animated:
+                if a.get_visible():
+                    a.draw(renderer)
+        return encode_png(self.agg.buffer_rgba())
 
 
 def label(text, limit=10):
@@ -75,13 +139,79 @@ def fmt(v, digits=3):
 
 def notice_html(message, learner_message):
     """The message line above the plot: the last complaint about the input, then the one about the learner's
-    function ("" when there is neither)."""
+    function ("" when there is neither). A check's message keeps its lines."""
     parts = []
     if message:
         parts.append(f'<div style="color:#a04000"><b>Input not used:</b> {html.escape(message)}</div>')
     if learner_message:
-        parts.append(f'<div style="color:#7a1f1f"><b>Your function:</b> {html.escape(learner_message)}</div>')
+        parts.append(f'<div style="color:#7a1f1f;white-space:pre-wrap"><b>Your function:</b> '
+                     f'{html.escape(learner_message)}</div>')
     return "".join(parts)
+
+
+# ====================================================================== computing
+@contextlib.contextmanager
+def one_thread():
+    """Run PyTorch on one thread inside: the widgets' models are small, so a second thread only adds waiting
+    (on a busy machine a pass took 30x the CPU time with two threads); the count is put back after."""
+    before = torch.get_num_threads()
+    if before != 1:
+        torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        if before != 1:
+            torch.set_num_threads(before)
+
+
+# ====================================================================== the notebook's checks
+_VERDICTS = {}  # (exercise, id(fn)) -> (fn, (passed, message)); the function is kept so that its id stays its own
+
+
+def _ready_made(fn):
+    """True for the course's own functions (coursekit's ready-made parts, the reference): not the learner's."""
+    module = getattr(fn, "__module__", None) or ""
+    return module.split(".")[0] in ("coursekit", "solutions", "torch")
+
+
+def visible_check(name, fn):
+    """What the notebook's visible checks of exercise ``name`` say of the learner's ``fn``: (passed, message).
+
+    The checks are the graded cells' visible parts (``grader.check(name, fn, part)`` for "basic" and, where the
+    exercise has one, "edge"): the batch shapes, ``dim`` arguments and dtypes the notebook's checks feed, not
+    only the widget's one input. ``passed`` is True when every one passes, False with the first failing
+    check's message (its case, the first wrong position, expected vs got, the known mistake) otherwise, and
+    None when there is nothing to run (the course's own function, or a grading kernel, where checks run
+    outside). Run once per function object; a redefined function is a new one.
+    """
+    if not callable(fn) or _ready_made(fn):
+        return None, ""
+    key = (name, id(fn))
+    if key not in _VERDICTS:
+        verdict, printed = (True, ""), io.StringIO()
+        for part in [c for c in grader.cells_of(name) if c in ("basic", "edge")]:
+            try:
+                with contextlib.redirect_stdout(printed), one_thread():
+                    grader.check(name, fn, part)
+            except grader.CheckFailed as exc:
+                verdict = (False, str(exc))
+                break
+            except Exception as exc:  # the check itself could not run: say nothing rather than something wrong
+                verdict = (None, f"the notebook's check of `{name}` could not run here ({type(exc).__name__})")
+                break
+        if verdict[0] and "PASSED" not in printed.getvalue():
+            verdict = (None, "")  # a grading kernel: the checks run outside it
+        _VERDICTS[key] = (fn, verdict)
+    return _VERDICTS[key][1]
+
+
+def check_words(name, fn):
+    """"" when the notebook's visible checks pass ``fn`` (or cannot judge it); else what they say, in their
+    words, introduced as the check's."""
+    passed, message = visible_check(name, fn)
+    if passed is False:
+        return f"the notebook's check fails your `{name}`:\n{message}"
+    return ""
 
 
 # ====================================================================== the learner's function
@@ -153,7 +283,8 @@ class Explorer:
             return
         self._busy = True
         try:
-            handler(value)
+            with one_thread():
+                handler(value)
         except BadInput as exc:
             self.message = str(exc)
             self._show_notice()

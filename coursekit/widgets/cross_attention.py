@@ -3,10 +3,14 @@ source tokens each written token read.
 
 compute → draw → readout:
 
-* ``compute(model, task, sentence, layer, head, max_len)`` -> ``CrossRecord`` (raises ``BadInput`` for a
-  sentence the model cannot read; ``record.problem`` says what is wrong with the learner's block)
-* ``draw(record)`` -> a matplotlib Figure
+* ``compute(model, task, sentence, layer, head, max_len, translations)`` -> ``CrossRecord`` (raises ``BadInput``
+  for a sentence the model cannot read; ``record.problem`` says what is wrong with the learner's block, and
+  ``record.check`` what the notebook's visible checks say of it)
+* ``draw(record)`` -> a matplotlib Figure (the viewer keeps one ``CrossPlot``: another block or head changes the
+  heatmap's data in place)
 * ``readout(record)`` -> the HTML under the plot
+
+The model's pass is kept per source sentence (``translations``), so choosing a block or a head runs no model.
 """
 import html
 import warnings
@@ -16,7 +20,7 @@ import ipywidgets as W
 import torch
 
 from .. import data, plots
-from .base import BadInput, Explorer, call_learner, label, new_figure
+from .base import BadInput, Canvas, Explorer, call_learner, check_words, label, new_figure, one_thread
 
 MAX_SOURCE_TOKENS = 30
 TRANSLATION_TIME_LIMIT = 30.0  # seconds for one whole greedy translation (a dozen runs of the decoder)
@@ -47,16 +51,33 @@ class CrossRecord:
     translation: str = None
     weights: torch.Tensor = None
     readouts: dict = None
+    check: str = ""  # what the notebook's visible checks say of the model's decoder block ("" when they pass)
 
 
-def compute(model, task, sentence, layer, head, max_len=12):
-    """Translate ``sentence`` greedily with ``model`` (built on the learner's decoder block, run through the
-    guarded call) and keep block ``layer``'s cross-attention (``head``, or -1 for the mean of the heads)."""
-    words = source_tokens(task, sentence)
-    src = torch.tensor([[task.src_vocab[w] for w in words]])  # (1, T_x)
+def translate(model, ids, max_len, translations=None):
+    """(model.greedy's (tokens, cross weights) for the source token ``ids``, or None; a problem sentence or ""): the
+    model's pass, through the guarded call, kept in ``translations`` (a dict) so that choosing another block or
+    head runs no model."""
+    key = (tuple(ids), max_len)
+    if translations is not None and key in translations:
+        return translations[key]
+    src = torch.tensor([list(ids)])  # (1, T_x)
     valid = torch.ones_like(src, dtype=torch.bool)
-    out, problem = call_learner(model.greedy, "encdec_decoder_block", (src, valid, data.BOS_ID, data.EOS_ID, max_len),
-                                time_limit=TRANSLATION_TIME_LIMIT, has_reference=False)
+    done = call_learner(model.greedy, "encdec_decoder_block", (src, valid, data.BOS_ID, data.EOS_ID, max_len),
+                        time_limit=TRANSLATION_TIME_LIMIT, has_reference=False)
+    if translations is not None:
+        if len(translations) >= 32:
+            translations.pop(next(iter(translations)))
+        translations[key] = done
+    return done
+
+
+def compute(model, task, sentence, layer, head, max_len=12, translations=None):
+    """Translate ``sentence`` greedily with ``model`` (built on the learner's decoder block, run through the
+    guarded call) and keep block ``layer``'s cross-attention (``head``, or -1 for the mean of the heads).
+    ``translations``: a dict that keeps the model's passes (one per source sentence)."""
+    words = source_tokens(task, sentence)
+    out, problem = translate(model, [task.src_vocab[w] for w in words], max_len, translations)
     if problem:
         return CrossRecord(words, problem)
     tokens, cross = out  # (1, T), per block (1, H, T_y, T_x)
@@ -70,21 +91,43 @@ def compute(model, task, sentence, layer, head, max_len=12):
     strongest = [words[int(j)] for j in w.argmax(dim=-1).tolist()]
     readouts = {"translation": translation, "T_x": len(words), "T_y": n, "row_sums": w.sum(-1).tolist(),
                 "strongest": strongest}
-    return CrossRecord(words, "", written, translation, w, readouts)
+    return CrossRecord(words, "", written, translation, w, readouts, check_words("encdec_decoder_block",
+                                                                                 model.dec_block))
+
+
+class CrossPlot:
+    """The viewer's figure for one translation, kept: another block or head changes the heatmap's data in place
+    and redraws it alone."""
+
+    def __init__(self):
+        self.canvas, self.layout = None, None
+
+    def render(self, rec):
+        layout = (tuple(rec.words), tuple(rec.written))
+        if layout != self.layout:
+            self._build(rec)
+            self.layout = layout
+        self.image.set_data(rec.weights.numpy())
+        return self.canvas
+
+    def _build(self, rec):
+        """The alignment heatmap: one row per written token over the source tokens."""
+        n = len(rec.written)
+        fig = new_figure(min(2.0 + 0.45 * len(rec.words), 12.0), min(1.8 + 0.4 * n, 8.0))
+        ax = fig.add_subplot(1, 1, 1)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            plots.show_matrix(rec.weights, rows=[label(r) for r in rec.written], cols=[label(c) for c in rec.words],
+                              ax=ax, vmin=0, vmax=1, annotate=False, xlabel="source token (key)",
+                              ylabel="written token (query)",
+                              title="cross-attention: which source tokens each output token read")
+        self.canvas = Canvas(fig)
+        self.image = self.canvas.animate(ax.images[0])
 
 
 def draw(rec):
-    """The alignment heatmap: one row per written token over the source tokens."""
-    n = len(rec.written)
-    fig = new_figure(min(2.0 + 0.45 * len(rec.words), 12.0), min(1.8 + 0.4 * n, 8.0))
-    ax = fig.add_subplot(1, 1, 1)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        plots.show_matrix(rec.weights, rows=[label(r) for r in rec.written], cols=[label(c) for c in rec.words],
-                          ax=ax, vmin=0, vmax=1, annotate=False, xlabel="source token (key)",
-                          ylabel="written token (query)",
-                          title="cross-attention: which source tokens each output token read")
-    return fig
+    """The viewer's picture of ``rec`` as a new Figure."""
+    return CrossPlot().render(rec).fig
 
 
 def readout(rec):
@@ -123,21 +166,23 @@ class CrossAttentionViewer(Explorer):
         self._watch(self.layer, lambda v: self._update(self.text.value, v, self.head.value))
         self._watch(self.head, lambda v: self._update(self.text.value, self.layer.value, v))
         self.state = None
-        self._update(sentence, self.layer.value, self.head.value)
+        self.translations, self.plot = {}, CrossPlot()  # the model's passes, one per source; the kept figure
+        with one_thread():
+            self._update(sentence, self.layer.value, self.head.value)
 
     def _update(self, sentence, layer, head, revert=False):
         """compute → draw → readout, then commit; a broken block only changes the message line."""
         try:
-            rec = compute(self.model, self.task, sentence, layer, head, self.max_len)
+            rec = compute(self.model, self.task, sentence, layer, head, self.max_len, self.translations)
         except BadInput:
             if revert and self.state is not None:  # the box goes back to the date that is drawn
                 self._set(self.text, self.state[0])
             raise
-        self.learner_message = rec.problem
+        self.learner_message = rec.problem or rec.check
         if rec.problem:
             self._show_notice()
             return
-        fig, readout_html = draw(rec), readout(rec)
+        fig, readout_html = self.plot.render(rec), readout(rec)
         self.readouts = rec.readouts
         self._show(fig, readout_html)
         self.state = (sentence, layer, head)

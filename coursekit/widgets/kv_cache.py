@@ -6,7 +6,11 @@ compute → draw → readout:
 * ``start(setup, prompt)`` and ``advance(setup, generation, n_steps)`` -> a new ``Generation`` (raise
   ``BadInput`` for a prompt or a step the stepper cannot take)
 * ``kv_cache_view.draw(setup, generation, layer)`` -> a matplotlib Figure
-* ``kv_cache_view.readout(setup, generation, layer)`` -> (readouts, the HTML under the plot)
+* ``kv_cache_view.readout(setup, generation, layer, check)`` -> (readouts, the HTML under the plot)
+
+A learner's step that agrees with recomputation on the one text shown (B = 1, no padding) is also run through
+the notebook's visible checks of ``decoder_block_step`` (``base.check_words``) before the stepper stays silent;
+the widget keeps one ``KVPlot`` (``kv_cache_view``) and changes its artists in place.
 """
 from dataclasses import dataclass
 
@@ -14,8 +18,8 @@ import ipywidgets as W
 import torch
 
 from .. import blocks, data
-from .base import BadInput, Explorer, call_learner
-from .kv_cache_view import draw, learner_words, readout
+from .base import BadInput, Explorer, call_learner, check_words, one_thread
+from .kv_cache_view import KVPlot, draw, learner_words, readout
 
 MAX_PROMPT_TOKENS = 30
 AGREE_TOLERANCE = 1e-3  # max |Δ logits| (float32) under which a cached step agrees with recomputation
@@ -288,7 +292,9 @@ class KVCacheStepper(Explorer):
                                                                self.reset_button]))
 
         self.gen = None
-        self._start(prompt)  # a bad prompt raises BadInput, a ValueError
+        self.plot = KVPlot(setup)
+        with one_thread():
+            self._start(prompt)  # a bad prompt raises BadInput, a ValueError
         self._watch(self.text, lambda v: self._start(v, revert=True))
         self._click(self.step_button, lambda: self._commit(advance(self.setup, self.gen, 1), self.layer.value))
         self._click(self.run_button, lambda: self._commit(advance(self.setup, self.gen, None), self.layer.value))
@@ -310,9 +316,11 @@ class KVCacheStepper(Explorer):
 
     def _commit(self, gen, layer):
         """draw and readout of ``gen``; only then make it the stepper's state."""
-        fig = draw(self.setup, gen, layer)
-        readouts, readout_html = readout(self.setup, gen, layer)
-        self.learner_message = learner_words(self.setup, gen)
+        fig = self.plot.render(gen, layer)
+        # agreeing with recomputation on this one text (B = 1): does it pass the checks' batches and masks too?
+        check = check_words("decoder_block_step", self.fn) if gen.yours and gen.first_disagreement is None else ""
+        readouts, readout_html = readout(self.setup, gen, layer, check)
+        self.learner_message = learner_words(self.setup, gen) or check
         self._show(fig, readout_html)
         self.gen, self.readouts = gen, readouts
         if self.text.value != gen.prompt:

@@ -6,13 +6,12 @@ shown; none changes them.
 """
 import html
 import itertools
-import warnings
 
 import torch
 from matplotlib.patches import Rectangle
 
 from .. import data
-from .base import BLUE, GREY, label, new_figure
+from .base import BLUE, GREY, Canvas, label, new_figure
 
 STEP_HINT = ("a cached step must give what the decoder block gives on the whole text: check that the new query "
              "reads the cached keys and values as well as its own, and that the causal mask is shifted by T_past")
@@ -57,9 +56,10 @@ def numbers(setup, gen, layer):
             "max_abs_diff": c["max_abs_diff"], "agrees": c["agrees"]}
 
 
-def readout(setup, gen, layer):
+def readout(setup, gen, layer, check=""):
     """(the readouts, the HTML under the plot): the text so far, the step, the cache's size, the work with and
-    without the cache, and whether the learner's cached step agrees with recomputation."""
+    without the cache, and whether the learner's cached step agrees with recomputation (``check``: what the
+    notebook's visible checks say of it, "" when they pass)."""
     r = numbers(setup, gen, layer)
     last, c, T = gen.steps[-1], gen.compared, gen.T
     L, H, d_k = setup.n_layers, setup.n_heads, setup.d_k
@@ -83,7 +83,12 @@ def readout(setup, gen, layer):
              f"<b>{last['dots_cached']:,} with the cache</b> vs {last['dots_recomputed']:,} recomputing "
              f"everything; so far <b>{r['dots_cached_total']:,}</b> vs {r['dots_recomputed_total']:,}. "
              f"Keys and values projected this step: {last['kv_cached']} vs {last['kv_recomputed']} positions."]
-    if c["agrees"]:
+    if c["agrees"] and check:
+        lines.append(f'<span style="color:#7a1f1f">Your cached step agrees with recomputation on this text (the '
+                     f'same next token {html.escape(repr(r["next_token"]))}, max |Δ logits| = '
+                     f'{c["max_abs_diff"]:.1e}), but the notebook\'s check fails your decoder_block_step (see the '
+                     f'message above).</span>')
+    elif c["agrees"]:
         lines.append(f'<span style="color:#1a6b1a">Your cached step agrees with recomputation without a '
                      f'cache: the same next token {html.escape(repr(r["next_token"]))}, max |Δ logits| = '
                      f'{c["max_abs_diff"]:.1e}.</span>')
@@ -104,69 +109,113 @@ def readout(setup, gen, layer):
 
 
 # ====================================================================== draw
+class KVPlot:
+    """The stepper's figure, kept for its life. Left: layer ``layer``'s cached K and V, one column of H × d_k
+    numbers per position, the columns fed this step in red. Right: the query–key dot products per step and so
+    far, with and without the cache. A step changes the artists in place and draws the figure once; choosing
+    another layer redraws the two heatmaps, their boxes and titles alone."""
+
+    def __init__(self, setup):
+        self.setup = setup
+        H, d_k, max_len = setup.n_heads, setup.d_k, setup.max_len
+        fig = new_figure(13.0, 6.2, dpi=80)
+        gs = fig.add_gridspec(2, 2, width_ratios=[1.75, 1.0], hspace=0.42, wspace=0.2, left=0.06, right=0.97,
+                              top=0.92, bottom=0.13)
+        self.canvas = canvas = Canvas(fig)
+        self.cache_axes, self.images, self.boxes, self.T_texts = [], [], [], []
+        self.labels = [None, None]  # the token labels each cache panel shows
+        for row in range(2):
+            ax = fig.add_subplot(gs[row, 0])
+            ax.set_facecolor("0.93")  # the positions the table still has room for
+            empty = torch.full((H * d_k, max_len), float("nan")).numpy()
+            self.images.append(ax.imshow(empty, cmap="RdBu_r", vmin=-1, vmax=1, aspect="auto",
+                                         interpolation="nearest", extent=(-0.5, max_len - 0.5, H * d_k - 0.5, -0.5)))
+            self.boxes.append(ax.add_patch(Rectangle((-0.5, -0.5), 1, H * d_k, fill=False, edgecolor="red",
+                                                     lw=2.0)))
+            separators = [ax.axhline(h * d_k - 0.5, color="0.3", lw=0.6) for h in range(1, H)]
+            ax.set_xlim(-0.5, max_len - 0.5)
+            ax.set_ylim(H * d_k - 0.5, -0.5)
+            ax.set_yticks([h * d_k + d_k / 2 - 0.5 for h in range(H)])
+            ax.set_yticklabels([f"head {h}" for h in range(H)], fontsize=8)
+            self.T_texts.append(ax.text(0, H * d_k / 2, "", va="center", fontsize=9, color="0.3"))
+            # what another layer changes: drawn on top of the rest (the token labels only change with a step)
+            canvas.animate(self.images[-1], *separators, self.boxes[-1], self.T_texts[-1], ax.title)
+            self.cache_axes.append(ax)
+        self.work_axes, self.lines, self.ends = [], [], []
+        for row, title in enumerate(("query–key dot products this step\n(per head and layer)",
+                                     "so far (cumulative)")):
+            ax = fig.add_subplot(gs[row, 1])
+            recomputed, = ax.plot([], [], "s-", color=GREY, ms=4, label="recomputing everything: T(T+1)/2 a step")
+            cached, = ax.plot([], [], "o-", color=BLUE, ms=4, label="with the cache: T a step")
+            self.lines.append((cached, recomputed))
+            self.ends.append((ax.annotate("", (0, 0), textcoords="offset points", xytext=(4, 0), fontsize=8,
+                                          va="center", color=BLUE),
+                              ax.annotate("", (0, 0), textcoords="offset points", xytext=(4, 0), fontsize=8,
+                                          va="center", color="0.35")))
+            ax.xaxis.get_major_locator().set_params(integer=True)
+            ax.set_title(title, fontsize=9)
+            ax.set_xlabel("step (0 = the prompt)", fontsize=8)
+            ax.tick_params(labelsize=8)
+            if row == 0:
+                ax.legend(loc="upper left", fontsize=7, frameon=False)
+            self.work_axes.append(ax)
+        self.shown_steps = None
+
+    def render(self, gen, layer):
+        """The ``Canvas`` showing ``gen``'s cache of ``layer``: the work panels are drawn again only after a step."""
+        if self.shown_steps is None or self.shown_steps[0] is not gen.steps or self.shown_steps[1] != len(gen.steps):
+            self._work(gen)
+            self.canvas.invalidate()
+            self.shown_steps = (gen.steps, len(gen.steps))
+        self._cache(gen, layer)
+        return self.canvas
+
+    def _cache(self, gen, layer):
+        setup = self.setup
+        whose = "your" if gen.yours else "ready-made"
+        H, d_k, T, max_len = setup.n_heads, setup.d_k, gen.T, setup.max_len
+        T_new = gen.steps[-1]["fed"]
+        labels = [label(setup.inv[i], 6) for i in gen.ids[:T]]
+        k_max, v_max = gen.scale.get(layer, (1.0, 1.0))
+        K, V = gen.shown_cache[layer]  # each (1, H, T, d_k)
+        for row, (name, t, top) in enumerate((("keys K", K, k_max), ("values V", V, v_max))):
+            ax, image = self.cache_axes[row], self.images[row]
+            grid = torch.full((H * d_k, max_len), float("nan"), dtype=torch.float64)
+            grid[:, :T] = t[0].detach().to("cpu", torch.float64).permute(0, 2, 1).reshape(H * d_k, T)  # (H d_k, T)
+            image.set_data(grid.numpy())
+            image.set_clim(-top, top)
+            self.boxes[row].set_x(T - T_new - 0.5)
+            self.boxes[row].set_width(T_new)
+            if labels != self.labels[row]:
+                ax.set_xticks(range(T))
+                ax.set_xticklabels(labels if row else [], rotation=90, fontsize=7)  # the tokens once, under V
+                self.labels[row] = labels
+                self.canvas.invalidate()
+            room = T < max_len - 4  # T written right of the cache, or left of the red box near the end
+            text = self.T_texts[row]
+            text.set_text(f"T = {T}")
+            text.set_x(T - 0.3 if room else T - T_new - 0.7)
+            text.set_horizontalalignment("left" if room else "right")
+            ax.set_title(f"{whose} cache, layer {layer}: {name}, one column of {H} × {d_k} numbers per position "
+                         f"(red: fed at step {len(gen.steps) - 1})", fontsize=9)
+
+    def _work(self, gen):
+        """Query–key dot products per step (top) and cumulated (bottom): with the cache and recomputing."""
+        steps = list(range(len(gen.steps)))
+        cached = [s["dots_cached"] for s in gen.steps]
+        recomputed = [s["dots_recomputed"] for s in gen.steps]
+        for ax, (line_a, line_b), (end_a, end_b), (a, b) in zip(
+                self.work_axes, self.lines, self.ends,
+                ((cached, recomputed), (list(itertools.accumulate(cached)), list(itertools.accumulate(recomputed))))):
+            line_a.set_data(steps, a)
+            line_b.set_data(steps, b)
+            for end, values in ((end_a, a), (end_b, b)):
+                end.xy = (steps[-1], values[-1])
+                end.set_text(f"{values[-1]:,}")
+            ax.set_xlim(-0.5, max(steps[-1], 4) * 1.2 + 1)  # room for the numbers at the ends
+            ax.set_ylim(0, max(b) * 1.4 + 1)  # the top stays free for the legend
+
+
 def draw(setup, gen, layer):
-    """Left: layer ``layer``'s cached K and V, one column of H × d_k numbers per position, the columns fed
-    this step in red. Right: the query–key dot products per step and so far, with and without the cache."""
-    fig = new_figure(13.0, 6.2, dpi=80)
-    gs = fig.add_gridspec(2, 2, width_ratios=[1.75, 1.0], hspace=0.42, wspace=0.2)
-    _draw_cache(fig, gs, setup, gen, layer)
-    _draw_work(fig, gs, gen)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        fig.subplots_adjust(left=0.06, right=0.97, top=0.92, bottom=0.13)
-    return fig
-
-
-def _draw_cache(fig, gs, setup, gen, layer):
-    """The cached K (top) and V (bottom) of ``layer`` as (H d_k, T) heatmaps over the whole positional table."""
-    whose = "your" if gen.yours else "ready-made"
-    H, d_k, T, max_len = setup.n_heads, setup.d_k, gen.T, setup.max_len
-    T_new = gen.steps[-1]["fed"]
-    labels = [label(setup.inv[i], 6) for i in gen.ids[:T]]
-    k_max, v_max = gen.scale.get(layer, (1.0, 1.0))
-    K, V = gen.shown_cache[layer]  # each (1, H, T, d_k)
-    for row, (name, t, top) in enumerate((("keys K", K, k_max), ("values V", V, v_max))):
-        ax = fig.add_subplot(gs[row, 0])
-        grid = t[0].detach().to("cpu", torch.float64).permute(0, 2, 1).reshape(H * d_k, T)  # (H d_k, T)
-        ax.imshow(grid.numpy(), cmap="RdBu_r", vmin=-top, vmax=top, aspect="auto", interpolation="nearest",
-                  extent=(-0.5, T - 0.5, H * d_k - 0.5, -0.5))
-        ax.add_patch(Rectangle((T - T_new - 0.5, -0.5), T_new, H * d_k, fill=False, edgecolor="red", lw=2.0))
-        for h in range(1, H):
-            ax.axhline(h * d_k - 0.5, color="0.3", lw=0.6)
-        ax.set_facecolor("0.93")  # the positions the table still has room for
-        ax.set_xlim(-0.5, max_len - 0.5)
-        ax.set_ylim(H * d_k - 0.5, -0.5)
-        ax.set_yticks([h * d_k + d_k / 2 - 0.5 for h in range(H)])
-        ax.set_yticklabels([f"head {h}" for h in range(H)], fontsize=8)
-        ax.set_xticks(range(T))
-        ax.set_xticklabels(labels if row else [], rotation=90, fontsize=7)  # the tokens once, under V
-        room = T < max_len - 4  # T written right of the cache, or left of the red box near the end
-        ax.text(T - 0.3 if room else T - T_new - 0.7, H * d_k / 2, f"T = {T}", ha="left" if room else "right",
-                va="center", fontsize=9, color="0.3")
-        ax.set_title(f"{whose} cache, layer {layer}: {name}, one column of {H} × {d_k} numbers per position "
-                     f"(red: fed at step {len(gen.steps) - 1})", fontsize=9)
-
-
-def _draw_work(fig, gs, gen):
-    """Query–key dot products per step (top) and cumulated (bottom): with the cache and recomputing."""
-    steps = list(range(len(gen.steps)))
-    cached = [s["dots_cached"] for s in gen.steps]
-    recomputed = [s["dots_recomputed"] for s in gen.steps]
-    for row, (title, a, b) in enumerate(
-            (("query–key dot products this step\n(per head and layer)", cached, recomputed),
-             ("so far (cumulative)", list(itertools.accumulate(cached)), list(itertools.accumulate(recomputed))))):
-        ax = fig.add_subplot(gs[row, 1])
-        ax.plot(steps, b, "s-", color=GREY, ms=4, label="recomputing everything: T(T+1)/2 a step")
-        ax.plot(steps, a, "o-", color=BLUE, ms=4, label="with the cache: T a step")
-        ax.annotate(f"{b[-1]:,}", (steps[-1], b[-1]), textcoords="offset points", xytext=(4, 0), fontsize=8,
-                    va="center", color="0.35")
-        ax.annotate(f"{a[-1]:,}", (steps[-1], a[-1]), textcoords="offset points", xytext=(4, 0), fontsize=8,
-                    va="center", color=BLUE)
-        ax.set_xlim(-0.5, max(steps[-1], 4) * 1.2 + 1)  # room for the numbers at the ends
-        ax.set_ylim(0, max(b) * 1.4 + 1)  # the top stays free for the legend
-        ax.xaxis.get_major_locator().set_params(integer=True)
-        ax.set_title(title, fontsize=9)
-        ax.set_xlabel("step (0 = the prompt)", fontsize=8)
-        ax.tick_params(labelsize=8)
-        if row == 0:
-            ax.legend(loc="upper left", fontsize=7, frameon=False)
+    """The stepper's picture of ``gen`` and ``layer`` as a new Figure."""
+    return KVPlot(setup).render(gen, layer).fig

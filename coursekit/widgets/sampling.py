@@ -6,6 +6,12 @@ compute → draw → readout:
 * ``compute(setup, source, tau, top_k, top_p, seed, step)`` -> ``SamplingRecord`` (raises ``BadInput`` for a
   prompt or a setting it cannot draw)
 * ``draw(record)`` -> a matplotlib Figure: the next-token distribution at one step of the first continuation
+  (the widget keeps one ``SamplingPlot`` and changes its bars in place)
+
+The model's passes are kept (``SamplingSetup.runs``): the greedy answer once per prompt, the drawn continuations
+once per prompt and setting, so choosing another step, or coming back to a setting, runs no model. Before the
+explorer stays silent about the learner's functions it runs the notebook's visible checks of them
+(``base.check_words``), which feed batches and settings this one prompt does not.
 * ``readout(record)`` -> the HTML under the plot: every continuation, and how many are real ISO dates
 """
 import html
@@ -18,7 +24,7 @@ import torch
 
 from .. import data
 from ..data import is_iso_date
-from .base import BLUE, GREY, BadInput, Explorer, call_learner, label, new_figure
+from .base import BLUE, GREY, BadInput, Canvas, Explorer, call_learner, check_words, label, new_figure, one_thread
 from .cross_attention import source_tokens
 
 N_DRAWS = 8           # continuations drawn at once
@@ -50,6 +56,10 @@ class SamplingSetup:
     task: object
     vocab: dict
     inv: dict
+    greedy: dict = field(default_factory=dict)  # prompt ids -> the greedy continuation's text
+    runs: dict = field(default_factory=dict)    # (prompt ids, τ, top-k, top-p, seed) -> what _draw_ids gave
+
+    KEEP = 64  # runs kept (each holds N_DRAWS short texts and MAX_NEW logit rows)
 
     @classmethod
     def of(cls, sample_next, model, task, top_k_filter=None, top_p_filter=None):
@@ -126,6 +136,14 @@ def _kept(setup, z, top_k, top_p):
     return torch.isfinite(z), ""
 
 
+def _check_words(setup, top_k, top_p):
+    """What the notebook's visible checks say of the learner's functions this setting uses ("" when they pass)."""
+    used = [("sample_next", setup.sample_next)]
+    used += [(name, fn) for name, fn, on in zip(("top_k_filter", "top_p_filter"), setup.filters, (top_k, top_p))
+             if on is not None and fn is not None]
+    return "\n".join(words for words in (check_words(name, fn) for name, fn in used) if words)
+
+
 def compute(setup, source, tau, top_k=None, top_p=None, seed=0, step=0):
     """Draw N_DRAWS continuations of ``source`` with the learner's ``sample_next``; the first one's distribution at
     ``step``."""
@@ -135,8 +153,16 @@ def compute(setup, source, tau, top_k=None, top_p=None, seed=0, step=0):
     if len(prompt) + MAX_NEW > setup.model.cfg.max_len:
         raise BadInput(f"that date is {len(words)} tokens; with the {MAX_NEW} the model writes it would pass the "
                        f"model's {setup.model.cfg.max_len} positions")
-    greedy = data.to_text(setup.model.complete([prompt], MAX_NEW, data.EOS_ID)[0], setup.vocab)
-    new, firsts, problem = _draw_ids(setup, prompt, tau, top_k, top_p, seed)
+    key = tuple(prompt)
+    if key not in setup.greedy:
+        setup.greedy[key] = data.to_text(setup.model.complete([prompt], MAX_NEW, data.EOS_ID)[0], setup.vocab)
+    greedy = setup.greedy[key]
+    run = (key, tau, top_k, top_p, seed)
+    if run not in setup.runs:
+        if len(setup.runs) >= setup.KEEP:
+            setup.runs.pop(next(iter(setup.runs)))
+        setup.runs[run] = _draw_ids(setup, prompt, tau, top_k, top_p, seed)
+    new, firsts, problem = setup.runs[run]
     rec = SamplingRecord(source, tau, top_k, top_p, seed, 0, [], greedy, learner_message=problem)
     if new is not None:
         rec.texts = [data.to_text(row, setup.vocab) for row in new]
@@ -145,7 +171,7 @@ def compute(setup, source, tau, top_k=None, top_p=None, seed=0, step=0):
         z = logits.double() / tau
         rec.probs = torch.softmax(z, dim=-1)
         rec.kept, why = _kept(setup, z, top_k, top_p) if (top_k or top_p) else (torch.ones_like(z).bool(), "")
-        rec.learner_message = why
+        rec.learner_message = why or _check_words(setup, top_k, top_p)
     valid = sum(is_iso_date(t) for t in rec.texts)
     rec.readouts = {"temperature": tau, "top_k": top_k, "top_p": top_p, "seed": seed, "step": rec.step,
                     "drawn": len(rec.texts), "valid_dates": valid,
@@ -156,37 +182,57 @@ def compute(setup, source, tau, top_k=None, top_p=None, seed=0, step=0):
 
 
 # ====================================================================== draw
+class SamplingPlot:
+    """The explorer's figure, kept: SHOWN bars whose heights, colours and labels change in place, drawn in one
+    pass of the axes (the figure around it is drawn once)."""
+
+    def __init__(self):
+        fig = new_figure(8.2, 3.4, dpi=85)
+        fig.subplots_adjust(left=0.08, right=0.98, top=0.88, bottom=0.2)
+        self.canvas = Canvas(fig)
+        self.ax = ax = fig.add_subplot()
+        self.bars = list(ax.bar(range(SHOWN), [0.0] * SHOWN, 0.6, color=BLUE))
+        self.marker = ax.scatter([0], [0.0], marker="v", s=70, color="tab:red", zorder=3, label="drawn")
+        self.empty = ax.text(0.5, 0.5, "nothing drawn: see the message above", ha="center", va="center",
+                             color="#7a1f1f", transform=ax.transAxes)
+        ax.set_xticks(range(SHOWN))
+        ax.set_xlim(-0.6, SHOWN - 0.4)
+        ax.set_ylim(0, 1.1)
+        ax.set_ylabel("probability")
+        ax.legend(loc="upper right", fontsize=8, frameon=False)
+        self.canvas.animate(ax)  # every move changes the bars, their labels and the title
+
+    def render(self, rec, inv):
+        """Bars of softmax(logits / τ) at the step (the most probable SHOWN tokens): kept ones blue, removed ones
+        grey, the drawn token marked."""
+        ax = self.ax
+        drawn = rec.probs is not None
+        ax.axison = drawn
+        for artist in (*self.bars, self.marker, ax.get_legend(), ax.title):
+            artist.set_visible(drawn)
+        self.empty.set_visible(not drawn)
+        if not drawn:
+            return self.canvas
+        order = torch.argsort(rec.probs, descending=True, stable=True)[:SHOWN].tolist()
+        if rec.chosen not in order:
+            order[-1] = rec.chosen
+        heights = [float(rec.probs[j]) for j in order]
+        for bar, j, h in zip(self.bars, order, heights):
+            bar.set_height(h)
+            bar.set_color(BLUE if rec.kept is None or bool(rec.kept[j]) else GREY)
+        at = order.index(rec.chosen)
+        self.marker.set_offsets([[at, heights[at] + 0.03]])
+        ax.set_xticklabels([label(inv.get(j, "?"), 8) for j in order], rotation=30, ha="right")
+        settings = f"τ = {rec.tau:.3g}" + (f", top-k = {rec.top_k}" if rec.top_k else "") + \
+            (f", top-p = {rec.top_p:g}" if rec.top_p else "")
+        ax.set_title(f"continuation 1, step {rec.step}: softmax(logits / τ) ({settings}); grey = removed by the "
+                     f"filters", fontsize=9)
+        return self.canvas
+
+
 def draw(rec, inv):
-    """Bars of softmax(logits / τ) at the step (the most probable SHOWN tokens): kept ones blue, removed ones grey,
-    the drawn token marked."""
-    fig = new_figure(8.2, 3.4, dpi=85)
-    ax = fig.add_subplot()
-    if rec.probs is None:
-        ax.text(0.5, 0.5, "nothing drawn: see the message above", ha="center", va="center", color="#7a1f1f")
-        ax.set_axis_off()
-        return fig
-    order = torch.argsort(rec.probs, descending=True, stable=True)[:SHOWN].tolist()
-    if rec.chosen not in order:
-        order[-1] = rec.chosen
-    heights = [float(rec.probs[j]) for j in order]
-    colours = [BLUE if rec.kept is None or bool(rec.kept[j]) else GREY for j in order]
-    xs = range(len(order))
-    ax.bar(xs, heights, 0.6, color=colours)
-    ax.scatter([order.index(rec.chosen)], [heights[order.index(rec.chosen)] + 0.03], marker="v", s=70,
-               color="tab:red", zorder=3, label="drawn")
-    ax.set_xticks(list(xs))
-    ax.set_xticklabels([label(inv.get(j, "?"), 8) for j in order], rotation=30, ha="right")
-    ax.set_ylim(0, 1.1)
-    ax.set_ylabel("probability")
-    settings = f"τ = {rec.tau:.3g}" + (f", top-k = {rec.top_k}" if rec.top_k else "") + \
-        (f", top-p = {rec.top_p:g}" if rec.top_p else "")
-    ax.set_title(f"continuation 1, step {rec.step}: softmax(logits / τ) ({settings}); grey = removed by the "
-                 f"filters", fontsize=9)
-    ax.legend(loc="upper right", fontsize=8, frameon=False)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        fig.tight_layout()
-    return fig
+    """The explorer's picture of ``rec`` as a new Figure."""
+    return SamplingPlot().render(rec, inv).fig
 
 
 # ====================================================================== readout
@@ -242,8 +288,10 @@ class SamplingExplorer(Explorer):
         self._assemble(W.HBox([self.slider, self.top_k, self.top_p]),
                        W.HBox([self.source_box, self.step, self.again]))
         self.record = None
+        self.plot = SamplingPlot()
         self.settings = {"source": source, "tau": temperature, "top_k": None, "top_p": None, "seed": 0, "step": 0}
-        self._update()
+        with one_thread():
+            self._update()
         self._watch(self.slider, lambda v: self._update(tau=float(v)))
         self._watch(self.top_k, lambda v: self._update(top_k=int(v) or None))
         self._watch(self.top_p, lambda v: self._update(top_p=None if v >= 1 else round(float(v), 4)))
@@ -256,7 +304,7 @@ class SamplingExplorer(Explorer):
         """compute → draw → readout with the changed settings, then commit (a failure keeps the last good state)."""
         settings = dict(self.settings, **changes)
         rec = compute(self.setup, **settings)
-        fig, readout_html = draw(rec, self.setup.inv), readout(rec)
+        fig, readout_html = self.plot.render(rec, self.setup.inv), readout(rec)
         self.learner_message = rec.learner_message
         self._show(fig, readout_html)
         self.settings, self.record, self.readouts = settings, rec, rec.readouts

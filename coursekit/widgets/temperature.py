@@ -3,8 +3,14 @@
 compute → draw → readout:
 
 * ``compute(softmax, logits, labels, tau)`` -> ``TemperatureRecord``
-* ``draw(record)`` -> a matplotlib Figure
+* ``draw(record)`` -> a matplotlib Figure (the widget keeps one ``TemperaturePlot`` and changes its bars in
+  place: a move of τ redraws the bars and the title only)
 * ``readout(record)`` -> the HTML table under the plot
+
+Before it says "Your softmax matches the reference", the explorer runs the notebook's visible checks of
+``softmax`` (``base.visible_check``): the widget feeds one 1-D float32 row, the checks feed batches, other
+``dim`` values and float64, so a softmax that sums over the wrong axis draws the right bars here and still
+fails them; the explorer then says what the check says.
 """
 import math
 import warnings
@@ -13,7 +19,8 @@ from dataclasses import dataclass
 import ipywidgets as W
 import torch
 
-from .base import BLUE, GREY, NINF, BadInput, Explorer, call_learner, fmt, label, new_figure, sentence
+from .base import (BLUE, GREY, NINF, BadInput, Canvas, Explorer, call_learner, check_words, fmt, label, new_figure,
+                   one_thread, sentence)
 from .reference import reference_probabilities
 
 TAU_MIN, TAU_MAX = 0.05, 20.0
@@ -114,7 +121,8 @@ def learner_side(softmax, x, tau, ref, labels):
         hint = (" With every logit -inf the course's rule is all zeros, never NaN." if
                 bool((x == NINF).all()) else " Subtract the maximum before exp.")
         return None, f"your `softmax` returned {p[j].item()} at position {j}.{hint} The reference is shown alone."
-    return p, sentence(_differences(p, x, tau, ref, labels))
+    notes = sentence(_differences(p, x, tau, ref, labels))
+    return p, notes or check_words("softmax", softmax)  # right here: is it right where the checks look?
 
 
 def _differences(p, x, tau, ref, labels):
@@ -150,41 +158,82 @@ def compute(softmax, logits, labels, tau):
 
 
 # ====================================================================== draw
+def _ylim(rec):
+    """The y range: [0, 1.1], widened (on a coarse grid, so that a move of τ rarely changes it) for a learner's
+    softmax that goes below 0 or above 1."""
+    if rec.learner is None:
+        return 0.0, 1.1
+    top, low = float(rec.learner.max()) * 1.05, float(rec.learner.min()) * 1.05
+    return (0.0 if low >= 0 else math.floor(low * 4) / 4, 1.1 if top <= 1.1 else math.ceil(top * 4) / 4)
+
+
+def _title(rec):
+    return (f"softmax(logits / τ) at τ = {rec.tau:.3g}:   H = {rec.readouts['entropy']:.3f} nats,   "
+            f"max p = {rec.readouts['max_prob']:.3f}")
+
+
+class TemperaturePlot:
+    """The explorer's figure, kept: a move of τ changes the bars' heights and the title in place and redraws only
+    them; new logits, labels or y range lay the figure out again."""
+
+    def __init__(self):
+        self.canvas, self.layout = None, None
+
+    def render(self, rec):
+        """The ``Canvas`` showing ``rec`` (one draw of what changed)."""
+        layout = (tuple(map(str, rec.logits)), tuple(rec.labels), rec.learner is None, _ylim(rec))
+        if layout != self.layout:
+            self._build(rec)
+            self.layout = layout
+        if rec.learner is not None:
+            for bar, h in zip(self.learner_bars, rec.learner.tolist()):
+                bar.set_height(h)
+        for bar, h in zip(self.reference_bars, rec.reference.tolist()):
+            bar.set_height(h)
+        self.title.set_text(_title(rec))
+        return self.canvas
+
+    def _build(self, rec):
+        """Bars of both sides, the τ → ∞ (uniform) and τ → 0 (argmax) limits, −∞ marks under blocked entries."""
+        values, learner, k = rec.logits, rec.learner, rec.readouts["allowed"]
+        fig = new_figure(8.2, 3.6, dpi=85)
+        fig.subplots_adjust(left=0.08, right=0.76, top=0.9, bottom=0.1)
+        self.canvas = canvas = Canvas(fig)
+        ax = fig.add_subplot()
+        xs = list(range(len(values)))
+        self.learner_bars = []
+        if learner is not None:
+            w = 0.38
+            self.learner_bars = list(ax.bar([j - w / 2 for j in xs], learner.tolist(), w, color=BLUE,
+                                            label="your softmax"))
+            self.reference_bars = list(ax.bar([j + w / 2 for j in xs], rec.reference.tolist(), w, color=GREY,
+                                              label="reference"))
+        else:
+            self.reference_bars = list(ax.bar(xs, rec.reference.tolist(), 0.55, color=GREY, label="reference"))
+            ax.text(0.5, 0.97, "your softmax: not shown (see the message above)", transform=ax.transAxes,
+                    ha="center", va="top", color="#7a1f1f", fontsize=9)
+        canvas.animate(*self.learner_bars, *self.reference_bars)
+        if k > 0:
+            ax.axhline(1.0 / k, ls="--", lw=1.2, color="tab:green", label=f"τ → ∞: uniform, 1/{k}")
+            best = max(v for v in values if v != NINF)
+            top = [j for j in xs if values[j] == best]
+            canvas.animate(ax.scatter(top, [1.0 / len(top)] * len(top), marker="v", s=70, color="tab:red",
+                                      zorder=3, label="τ → 0: argmax"))  # drawn after the bars, on top
+        for j in xs:
+            if values[j] == NINF:
+                ax.text(j, 0.03, "−∞", ha="center", color="0.35", fontsize=9)
+        ax.set_ylim(*_ylim(rec))
+        ax.set_xlim(-0.6, len(values) - 0.4)
+        ax.set_xticks(xs)
+        ax.set_xticklabels([label(w) for w in rec.labels])
+        ax.set_ylabel("probability")
+        self.title = canvas.animate(ax.set_title(_title(rec), fontsize=10))
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
+
+
 def draw(rec):
-    """Bars of both sides, the τ → ∞ (uniform) and τ → 0 (argmax) limits, −∞ marks under blocked entries."""
-    values, learner, ref, k = rec.logits, rec.learner, rec.reference, rec.readouts["allowed"]
-    fig = new_figure(8.2, 3.6, dpi=85)
-    ax = fig.add_subplot()
-    xs = list(range(len(values)))
-    if learner is not None:
-        w = 0.38
-        ax.bar([j - w / 2 for j in xs], learner.tolist(), w, color=BLUE, label="your softmax")
-        ax.bar([j + w / 2 for j in xs], ref.tolist(), w, color=GREY, label="reference")
-    else:
-        ax.bar(xs, ref.tolist(), 0.55, color=GREY, label="reference")
-        ax.text(0.5, 0.97, "your softmax: not shown (see the message above)", transform=ax.transAxes,
-                ha="center", va="top", color="#7a1f1f", fontsize=9)
-    if k > 0:
-        ax.axhline(1.0 / k, ls="--", lw=1.2, color="tab:green", label=f"τ → ∞: uniform, 1/{k}")
-        best = max(v for v in values if v != NINF)
-        top = [j for j in xs if values[j] == best]
-        ax.scatter(top, [1.0 / len(top)] * len(top), marker="v", s=70, color="tab:red", zorder=3,
-                   label="τ → 0: argmax")
-    for j in xs:
-        if values[j] == NINF:
-            ax.text(j, 0.03, "−∞", ha="center", color="0.35", fontsize=9)
-    top_y = 1.1 if learner is None else max(1.1, float(learner.max()) * 1.05)
-    ax.set_ylim(min(0.0, 0.0 if learner is None else float(learner.min()) * 1.05), top_y)
-    ax.set_xticks(xs)
-    ax.set_xticklabels([label(w) for w in rec.labels])
-    ax.set_ylabel("probability")
-    ax.set_title(f"softmax(logits / τ) at τ = {rec.tau:.3g}:   H = {rec.readouts['entropy']:.3f} nats,   "
-                 f"max p = {rec.readouts['max_prob']:.3f}", fontsize=10)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        fig.tight_layout()
-    return fig
+    """The explorer's picture of ``rec`` as a new Figure."""
+    return TemperaturePlot().render(rec).fig
 
 
 # ====================================================================== readout
@@ -199,9 +248,12 @@ def readout(rec):
     table = "".join(f"<tr>{td}{a}</td>{td}<b>{fmt(b)}</b></td>{td}{fmt(c)}</td>{td}{d}</td></tr>"
                     for a, b, c, d in rows)
     verdict = ""
-    if rec.learner is not None and not rec.learner_message:
+    if rec.learner is not None and not rec.learner_message:  # right here, and the notebook's checks pass it
         verdict = (f'<div style="color:#1a6b1a">Your softmax matches the reference '
-                   f'(max |difference| = {r["max_abs_diff"]:.1e}).</div>')
+                   f'(max |difference| = {r["max_abs_diff"]:.1e}) and passes the notebook\'s checks.</div>')
+    elif rec.learner is not None and r["max_abs_diff"] <= 1e-4:
+        verdict = ('<div style="color:#7a1f1f">Your bars match here, but the notebook\'s check fails your softmax '
+                   '(see the message above).</div>')
     return (f'<div class="ck-readout-body"><b>τ = {rec.tau:.3g}</b>'
             f'<table style="border-collapse:collapse"><tr>'
             + "".join(f'<th style="text-align:left;padding:1px 12px 1px 0">{h}</th>'
@@ -251,7 +303,9 @@ class TemperatureExplorer(Explorer):
 
         self.temperature, self.logits, self.labels = None, None, None
         self.reference, self.learner = None, None
-        self._update(values, list(words), tau)
+        self.plot = TemperaturePlot()
+        with one_thread():
+            self._update(values, list(words), tau)
 
         self._watch(self.preset, self._on_preset)
         self._watch(self.logits_box, self._on_logits)
@@ -285,7 +339,7 @@ class TemperatureExplorer(Explorer):
     def _update(self, values, labels, tau):
         """compute → draw → readout, then commit (anything before may fail and keep the last good state)."""
         rec = compute(self.fn, values, labels, tau)
-        fig, readout_html = draw(rec), readout(rec)
+        fig, readout_html = self.plot.render(rec), readout(rec)
         self.learner_message = rec.learner_message
         self._show(fig, readout_html)
         self.temperature, self.logits, self.labels = rec.tau, rec.logits, rec.labels

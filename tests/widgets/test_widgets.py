@@ -146,8 +146,11 @@ def test_a_wrong_softmax_is_drawn_and_the_known_mistake_named():
     w = widgets.temperature_explorer(wrong, temperature=2.0)
     assert w.learner is not None
     assert "differ from the reference" in w.learner_message and "multiply by τ" in w.learner_message
-    w.slider.value = 1.0  # at τ = 1 the mistake does no harm
-    assert w.learner_message == ""
+    w.slider.value = 1.0  # at τ = 1 the bars agree, but the notebook's check still fails it, and the widget says so
+    assert "differ from the reference" not in w.learner_message and w.readouts["max_abs_diff"] < 1e-6
+    assert "the notebook's check fails your `softmax`" in w.learner_message
+    assert "the logits were multiplied by the temperature" in w.learner_message  # the check's own diagnosis
+    assert "matches the reference" not in w.readout.value and "Your bars match here" in w.readout.value
 
 
 def test_a_slow_softmax_is_stopped(monkeypatch):
@@ -167,7 +170,7 @@ def test_learner_prints_and_warnings_stay_off_the_notebook(capfd):
     def noisy(x, dim=-1, temperature=1.0):
         print("debug", x)
         warnings.warn("careful")
-        return torch.softmax(x / temperature, dim)
+        return torch.softmax(x / temperature, dim).nan_to_num(0.0)  # a row of all -inf: zeros (the course's rule)
 
     w = widgets.temperature_explorer(noisy)
     w.slider.value = 0.5
@@ -355,11 +358,13 @@ def test_the_widgets_work_without_the_solutions_package():
         "import sys; sys.modules['solutions'] = None\n"
         "import torch\n"
         "from coursekit import widgets\n"
-        "t = widgets.temperature_explorer(lambda x, dim=-1, temperature=1.0: torch.softmax(x / temperature, dim))\n"
+        "t = widgets.temperature_explorer(lambda x, dim=-1, temperature=1.0: torch.softmax(x / temperature, dim)"
+        ".nan_to_num(0.0))\n"  # the notebook's checks run from their shipped expectations, and pass it
         "t.slider.value = 0.3\n"
         "m = widgets.mask_explorer(lambda Q, K, V, mask=None: (_ for _ in ()).throw(NotImplementedError()))\n"
         "m.kind.value = 'prefix'\n"
         "assert t.learner_message == '' and 'not implemented' in m.learner_message and m.blocked_pairs > 0\n"
+        "assert 'passes the notebook' in t.readout.value\n"
         "assert 'solutions' not in [k for k, v in sys.modules.items() if v is not None]\n"
         "print('ok')\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
@@ -633,7 +638,10 @@ def test_a_garbage_returning_step_gets_a_message_and_stepping_goes_on(learner, g
 def test_a_wrong_cached_step_is_reported_as_disagreeing_with_recomputation(gpt, date_task):
     """The causal mask not shifted by T_past: the new query reads the first key only, so its output is wrong."""
     w = widgets.kv_cache_stepper(_mistake("decoder_block_step_mask_top_left"), gpt, date_task, PROMPT)
-    assert w.readouts["agrees"] is True and w.learner_message == ""  # the prompt alone needs no cache
+    assert w.readouts["agrees"] is True  # the prompt alone needs no cache, but the notebook's check fails it, and says:
+    assert "the notebook's check fails your `decoder_block_step`" in w.learner_message
+    assert "the causal mask is aligned at the top left" in w.learner_message  # the check's known mistake
+    assert "but the notebook's check fails your decoder_block_step" in w.readout.value
     w.step_button.click()
     r = w.readouts
     assert r["yours"] and r["agrees"] is False and r["max_abs_diff"] > 1e-3
@@ -738,7 +746,8 @@ def test_the_old_hand_written_references_are_gone():
 
 def test_the_widgets_call_the_learner_through_the_graders_public_call_only():
     """One guarded call of learner code (grader.call_learner) serves the checks and the widgets; the widgets use
-    nothing of the grader but its public names, and a hanging function is stopped in the widgets' words."""
+    nothing of the grader but its public names (the guarded call, and the notebook's own check with its failure
+    and its cells), and a hanging function is stopped in the widgets' words."""
     import ast
     import glob
 
@@ -753,7 +762,7 @@ def test_the_widgets_call_the_learner_through_the_graders_public_call_only():
                  and isinstance(n.value, ast.Name) and n.value.id == "grader"}
         assert not [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and (n.module or "") != "grader"
                     and (n.module or "").startswith("grader")], path
-    assert used == {"call_learner"} and used <= set(grader.__all__), used
+    assert used == {"call_learner", "check", "CheckFailed", "cells_of"} and used <= set(grader.__all__), used
 
     def forever(x, dim=-1, temperature=1.0):
         while True:
@@ -945,3 +954,123 @@ def test_the_iso_date_rule_needs_a_real_calendar_day():
     is_iso = data.is_iso_date
     assert is_iso("2014-02-01") and is_iso("2000-02-29")
     assert not any(map(is_iso, ["2014-02-30", "2001-02-29", "2014-2-01", "2014-02-01 ", "14-02-01", ""]))
+
+
+# ====================================================================== never reassure wrongly (issue 25)
+# Each widget shows the learner's function on a few inputs of its own (one 1-D row of logits, one (T_q, d_k)
+# sentence, one text with B = 1). A function can be right there and wrong where the notebook's checks look
+# (batches, other `dim` values, padding, float64). Before a widget says "matches" (or stays silent), it runs the
+# notebook's visible checks; a function they fail gets the check's own message, and never "matches".
+def _check_message(name, fn):
+    """What the notebook's visible check cells say of ``fn`` (the first failing one's message)."""
+    import grader
+    for part in [c for c in grader.cells_of(name) if c in ("basic", "edge")]:
+        try:
+            grader.check(name, fn, part)
+        except grader.CheckFailed as exc:
+            return str(exc)
+    raise AssertionError(f"the checks pass this {name}: it is not a wrong function")
+
+
+def _softmax_over_dim_0(x, dim=-1, temperature=1.0):
+    """Sums over dim 0 whatever `dim` says: on the explorer's 1-D logits it is right."""
+    z = x / temperature
+    e = torch.exp(z - z.max(dim=0, keepdim=True).values)
+    return e / e.sum(dim=0, keepdim=True)
+
+
+def test_a_softmax_over_dim_0_is_not_reported_as_matching_and_the_check_says_why(learner):
+    w = widgets.temperature_explorer(_softmax_over_dim_0)
+    assert w.learner is not None and w.readouts["max_abs_diff"] < 1e-6  # its bars are the reference's here
+    assert "matches the reference" not in w.readout.value and "Your bars match here" in w.readout.value
+    said = _check_message("softmax", _softmax_over_dim_0)
+    assert "the softmax ran over the wrong axis" in said
+    assert said in w.learner_message and "Your function" in w.notice.value  # the check's words, all of them
+    w.slider.value = 0.3  # every move keeps saying it
+    assert said in w.learner_message and "matches the reference" not in w.readout.value
+    right = widgets.temperature_explorer(learner["softmax"])
+    assert right.learner_message == "" and "matches the reference" in right.readout.value
+    assert "passes the notebook's checks" in right.readout.value
+
+
+def _attention_2d_only(Q, K, V, mask=None):
+    """K.T instead of K.transpose(-2, -1): right on one (T, d_k) sentence, wrong on the checks' batches."""
+    scores = Q @ K.T / math.sqrt(Q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    w = torch.softmax(scores, dim=-1).nan_to_num(0.0)
+    return w @ V, w
+
+
+def test_a_masked_attention_for_one_sentence_only_is_not_reported_as_matching(learner):
+    w = widgets.mask_explorer(_attention_2d_only)
+    assert w.learner is not None and w.readouts["max_abs_diff"] < 1e-6
+    assert "matches the reference" not in w.readout.value and "Your weights match here" in w.readout.value
+    assert _check_message("masked_attention", _attention_2d_only) in w.learner_message
+    w.kind.value = "padding"
+    assert "the notebook's check fails your `masked_attention`" in w.learner_message
+    right = widgets.mask_explorer(learner["masked_attention"])
+    assert right.learner_message == "" and "matches the reference" in right.readout.value
+
+
+def test_a_sample_next_that_ignores_top_k_and_top_p_is_not_passed_in_silence(learner, gpt, date_task):
+    def no_filters(logits, seed, temperature=1.0, top_k=None, top_p=None):
+        g = torch.Generator(device=logits.device).manual_seed(seed)
+        return torch.multinomial(torch.softmax(logits / temperature, -1), 1, generator=g)[:, 0]
+
+    w = widgets.sampling_explorer(no_filters, gpt, date_task)
+    assert w.readouts["drawn"] == 8  # the explorer can draw with it (filters off): it was silent before
+    assert _check_message("sample_next", no_filters) in w.learner_message
+    w.step.value = 1
+    assert "the notebook's check fails your `sample_next`" in w.learner_message
+    right = widgets.sampling_explorer(learner["sample_next"], gpt, date_task)
+    assert right.learner_message == ""
+
+
+def test_a_decoder_block_that_ignores_source_padding_is_not_passed_in_silence(learner, date_task):
+    block = learner["encdec_decoder_block"]
+
+    def no_source_padding(y, memory, tgt_valid, src_valid, params, n_heads):
+        return block(y, memory, tgt_valid, None if src_valid is None else torch.ones_like(src_valid), params,
+                     n_heads)
+
+    v = widgets.cross_attention_viewer(_translator(date_task, decoder_block=no_source_padding), date_task)
+    assert v.png and v.readouts["T_x"] == 9  # it translates the unpadded date the viewer feeds
+    assert _check_message("encdec_decoder_block", no_source_padding) in v.learner_message
+    v.head.value = 0
+    assert "the notebook's check fails your `encdec_decoder_block`" in v.learner_message
+    right = widgets.cross_attention_viewer(_translator(date_task, decoder_block=block), date_task)
+    assert right.learner_message == ""
+
+
+def test_a_cached_step_for_one_text_only_is_not_reported_as_agreeing_in_silence(learner, gpt, date_task):
+    step = learner["decoder_block_step"]
+
+    def first_row_only(x_new, params, n_heads, cache=None):
+        """Computes row 0 of the batch and copies it: right for the stepper's one text (B = 1)."""
+        B = x_new.shape[0]
+        out, (K, V) = step(x_new[:1], params, n_heads, None if cache is None else (cache[0][:1], cache[1][:1]))
+        return out.expand(B, -1, -1), (K.expand(B, -1, -1, -1), V.expand(B, -1, -1, -1))
+
+    w = widgets.kv_cache_stepper(first_row_only, gpt, date_task, PROMPT)
+    w.step_button.click()
+    assert w.readouts["yours"] and w.readouts["agrees"] is True  # it agrees with recomputation on this text
+    assert _check_message("decoder_block_step", first_row_only) in w.learner_message
+    assert "but the notebook's check fails your decoder_block_step" in w.readout.value
+    right = widgets.kv_cache_stepper(step, gpt, date_task, PROMPT)
+    assert right.learner_message == "" and "agrees with recomputation without a cache" in right.readout.value
+
+
+def test_the_check_runs_once_per_function_not_on_every_move(learner, monkeypatch):
+    import grader
+    calls = []
+    real = grader.check
+    monkeypatch.setattr(grader, "check", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
+
+    def fresh(x, dim=-1, temperature=1.0):  # a function the widgets have not checked yet
+        return _softmax_over_dim_0(x, dim, temperature)
+    w = widgets.temperature_explorer(fresh, temperature=0.7)
+    n = len(calls)
+    for tau in (0.2, 0.5, 2.0):
+        w.slider.value = tau
+    assert 1 <= n <= 2 and len(calls) == n and "wrong axis" in w.learner_message
