@@ -19,7 +19,7 @@ import torch
 
 from .. import blocks, data
 from .base import BadInput, Explorer, call_learner, check_words, one_thread
-from .kv_cache_view import KVPlot, draw, learner_words, readout
+from .kv_cache_view import KVPlot, learner_words, readout
 
 MAX_PROMPT_TOKENS = 30
 AGREE_TOLERANCE = 1e-3  # max |Δ logits| (float32) under which a cached step agrees with recomputation

@@ -9,7 +9,6 @@ compute → draw → readout:
 * ``readout(record)`` -> the HTML under the plot
 """
 import html
-import warnings
 import zlib
 from dataclasses import dataclass
 
@@ -17,7 +16,6 @@ import ipywidgets as W
 import torch
 from matplotlib.patches import Rectangle
 
-from .. import plots
 from .base import (BLUE, GREY, BadInput, Canvas, Explorer, call_learner, check_words, label, new_figure, one_thread,
                    sentence)
 from .reference import attention_weights, reference_mask, reference_masked_attention
@@ -230,80 +228,126 @@ def _row_title(rec):
     return f"row i = {rec.row} ({label(rec.q_tokens[rec.row], 16)}): its weights over the keys (x = blocked)"
 
 
-class MaskPlot:
-    """The explorer's figures, kept: one per mask, sentence, source and padding (the last few), each drawn once.
-    Moving the query row moves the red boxes and redraws the row's bars only."""
+PANELS = (("mask", "Greens", "mask: green = may attend, x = blocked"),
+          ("yours", "viridis", "your masked_attention: weights α"),
+          ("reference", "viridis", "reference: weights α"))
 
-    KEEP = 8  # figures kept, most recent first
+
+class MaskPlot:
+    """The explorer's figure, kept for its life: three heatmaps (the mask, the learner's weights, the reference's)
+    and the chosen row's weights as bars.
+
+    A new mask, sentence, source or padding changes the heatmaps' data, ticks and marks in place and draws the
+    figure once (the last few such pictures are kept as bitmaps, so coming back to one draws nothing but the
+    row); moving the query row moves the red boxes and redraws the lower panel alone.
+    """
+
+    KEEP = 8  # pictures of the heatmaps kept, most recent first
 
     def __init__(self):
-        self.kept = []  # [(layout key, Canvas, artists)]
-
-    def render(self, rec):
-        """The ``Canvas`` showing ``rec`` (one draw of what changed)."""
-        key = (rec.kind, tuple(rec.q_tokens), tuple(rec.k_tokens), rec.prefix, rec.padding,
-               None if rec.learner is None else rec.learner.numpy().tobytes())
-        hit = next((k for k in self.kept if k[0] == key), None)
-        if hit is None:
-            hit = (key, *self._build(rec))
-        self.kept = [hit] + [k for k in self.kept if k is not hit][:self.KEEP - 1]
-        _, canvas, parts = hit
-        self._show_row(rec, parts)
-        return canvas
-
-    def _build(self, rec):
-        """Three heatmaps (the mask, the learner's weights, the reference's) and the row's bars."""
-        kind, mask, learner, ref_w, prefix = rec.kind, rec.mask, rec.learner, rec.reference, rec.prefix
-        T_q, T_k = mask.shape
-        rows = [label(t) for t in rec.q_tokens]
-        cols = [label(t) for t in rec.k_tokens]
         fig = new_figure(12.5, 7.0, dpi=80)
         gs = fig.add_gridspec(2, 3, height_ratios=[3, 2], left=0.07, right=0.955, top=0.95, bottom=0.07,
                               wspace=0.38, hspace=0.42)
-        ax_mask, ax_yours, ax_ref = (fig.add_subplot(gs[0, c]) for c in range(3))
-        ax_row = fig.add_subplot(gs[1, :])
-        canvas = Canvas(fig)
-        axes = dict(rows=rows, cols=cols, xlabel="source key j" if kind == "cross" else "key j",
-                    ylabel="decoder query i" if kind == "cross" else "query i")
-        annotate = T_q * T_k <= 49
-        blocked_i, blocked_j = (~mask).nonzero(as_tuple=True)  # marked x: one scatter per panel, not a text each
-        fig.tight_layout = lambda *args, **kwargs: None  # show_matrix lays the figure out; the grid is fixed
-        boxes = []
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            plots.show_matrix(mask, ax=ax_mask, cmap="Greens", vmin=0, vmax=1, annotate=False,
-                              title="mask: green = may attend, x = blocked", **axes)
-            if learner is not None:
-                plots.show_matrix(learner, ax=ax_yours, vmin=0, vmax=1, annotate=False,
-                                  title="your masked_attention: weights α", **axes)
-                if annotate:
-                    _annotate(ax_yours, learner, mask)
-            else:
-                ax_yours.axis("off")
-                ax_yours.text(0.5, 0.5, "your masked_attention:\nnot shown\n(see the message above)",
-                              ha="center", va="center", color="#7a1f1f", transform=ax_yours.transAxes)
-            plots.show_matrix(ref_w, ax=ax_ref, vmin=0, vmax=1, annotate=False, title="reference: weights α",
-                              **axes)
-            if annotate:
-                _annotate(ax_ref, ref_w, mask)
-        del fig.tight_layout
-        for ax in (ax_mask, ax_yours, ax_ref):
-            if ax.axison:
-                ax.scatter(blocked_j.tolist(), blocked_i.tolist(), marker="x", s=40, color="0.6", linewidths=1.2)
-            if ax.axison and prefix:
-                ax.axvline(prefix - 0.5, color="tab:orange", lw=1.5, ls="--")
-            if ax.axison:
-                boxes.append(canvas.animate(ax.add_patch(Rectangle((-0.5, rec.row - 0.5), T_k, 1, fill=False,
-                                                                   edgecolor="red", lw=2.2))))
-        parts = _build_row(ax_row, rec, cols)
-        canvas.animate(ax_row)  # the whole lower panel is redrawn when the row moves
-        return canvas, dict(parts, boxes=boxes)
+        self.canvas = canvas = Canvas(fig)
+        self.panels = {}
+        for c, (name, cmap, title) in enumerate(PANELS):
+            ax = fig.add_subplot(gs[0, c])
+            image = ax.imshow([[0.0]], cmap=cmap, vmin=0, vmax=1, aspect="auto")
+            bar = fig.colorbar(image, ax=ax, fraction=0.046, pad=0.04)
+            ax.set_title(title)
+            marks = ax.scatter([], [], marker="x", s=40, color="0.6", linewidths=1.2)
+            prefix = ax.axvline(0, color="tab:orange", lw=1.5, ls="--")
+            box = canvas.animate(ax.add_patch(Rectangle((-0.5, -0.5), 1, 1, fill=False, edgecolor="red", lw=2.2)))
+            self.panels[name] = dict(ax=ax, image=image, colorbar=bar, marks=marks, prefix=prefix, box=box,
+                                     numbers=[])
+        self.not_shown = self.panels["yours"]["ax"].text(
+            0.5, 0.5, "your masked_attention:\nnot shown\n(see the message above)", ha="center", va="center",
+            color="#7a1f1f", transform=self.panels["yours"]["ax"].transAxes)
+        self.ax_row = canvas.animate(fig.add_subplot(gs[1, :]))  # the lower panel is redrawn when the row moves
+        self.ax_row.set_ylim(0, 1.05)
+        self.ax_row.set_ylabel("weight")
+        self.row_parts = None
+        self.layout, self.kept = None, {}  # layout key -> the background bitmap it drew
 
-    @staticmethod
-    def _show_row(rec, parts):
-        row = rec.row
-        for box in parts["boxes"]:
-            box.set_y(row - 0.5)
+    def render(self, rec):
+        """The ``Canvas`` showing ``rec`` (one draw of what changed)."""
+        layout = (rec.kind, tuple(rec.q_tokens), tuple(rec.k_tokens), rec.prefix, rec.padding,
+                  None if rec.learner is None else rec.learner.numpy().tobytes())
+        if layout != self.layout:
+            if self.layout is not None and self.canvas.background is not None:  # keep the picture we leave
+                self.kept[self.layout] = self.canvas.background
+                while len(self.kept) > self.KEEP:
+                    self.kept.pop(next(iter(self.kept)))
+            self.layout = None  # until the artists below are all in place
+            self._heatmaps(rec)
+            self._row_panel(rec)
+            self.canvas.background = self.kept.pop(layout, None)  # None: drawn at the next png()
+            self.layout = layout
+        self._show_row(rec)
+        return self.canvas
+
+    def _heatmaps(self, rec):
+        kind, mask, prefix = rec.kind, rec.mask, rec.prefix
+        T_q, T_k = mask.shape
+        rows = [label(t) for t in rec.q_tokens]
+        cols = [label(t) for t in rec.k_tokens]
+        annotate = T_q * T_k <= 49
+        blocked = (~mask).nonzero().flip(-1).numpy().reshape(-1, 2).astype(float)  # (j, i) of each blocked pair
+        shown = {"mask": mask.to(torch.float64), "yours": rec.learner, "reference": rec.reference}
+        for name, p in self.panels.items():
+            ax, A = p["ax"], shown[name]
+            on = A is not None
+            ax.set_axis_on() if on else ax.set_axis_off()
+            for artist in (p["image"], p["marks"], p["box"], p["colorbar"].ax):
+                artist.set_visible(on)
+            p["prefix"].set_visible(on and prefix > 0)
+            for t in p["numbers"]:
+                t.remove()
+            p["numbers"] = []
+            if not on:
+                continue
+            p["image"].set_data(A.numpy())
+            p["image"].set_extent((-0.5, T_k - 0.5, T_q - 0.5, -0.5))
+            ax.set_xlim(-0.5, T_k - 0.5)
+            ax.set_ylim(T_q - 0.5, -0.5)
+            ax.set_xticks(range(T_k))
+            ax.set_xticklabels(cols, rotation=45, ha="right")
+            ax.set_yticks(range(T_q))
+            ax.set_yticklabels(rows)
+            ax.set_xlabel("source key j" if kind == "cross" else "key j")
+            ax.set_ylabel("decoder query i" if kind == "cross" else "query i")
+            p["marks"].set_offsets(blocked)
+            p["prefix"].set_xdata([prefix - 0.5, prefix - 0.5])
+            p["box"].set_width(T_k)
+            if annotate and name != "mask":
+                p["numbers"] = _annotate(ax, A, mask)
+        self.not_shown.set_visible(rec.learner is None)
+
+    def _row_panel(self, rec):
+        """The lower panel's bars and marks for this many keys (their heights are the row's, set by _show_row)."""
+        ax, T_k = self.ax_row, rec.mask.shape[1]
+        for artist in (self.row_parts or {}).get("artists", []):
+            artist.remove()  # bar containers (and their bars, and their legend entries) and the x marks
+        xs = list(range(T_k))
+        yours = []
+        if rec.learner is not None:
+            wd = 0.38
+            yours = ax.bar([j - wd / 2 for j in xs], [0.0] * T_k, wd, color=BLUE, label="your masked_attention")
+            reference = ax.bar([j + wd / 2 for j in xs], [0.0] * T_k, wd, color=GREY, label="reference")
+        else:
+            reference = ax.bar(xs, [0.0] * T_k, 0.55, color=GREY, label="reference")
+        blocked = [ax.text(j, 0.04, "x", ha="center", color="0.45", fontsize=12) for j in xs]
+        ax.set_xticks(xs)
+        ax.set_xticklabels([label(t) for t in rec.k_tokens])
+        ax.set_xlim(-0.6, T_k - 0.4)
+        ax.legend(loc="upper right", fontsize=8, frameon=False)
+        self.row_parts = dict(yours=list(yours), reference=list(reference), blocked=blocked,
+                              artists=[c for c in (yours, reference) if c] + blocked)
+
+    def _show_row(self, rec):
+        row, parts = rec.row, self.row_parts
+        for p in self.panels.values():
+            p["box"].set_y(row - 0.5)
         if rec.learner is not None:
             for bar, h in zip(parts["yours"], rec.learner[row].tolist()):
                 bar.set_height(h)
@@ -311,42 +355,16 @@ class MaskPlot:
             bar.set_height(h)
         for j, x in enumerate(parts["blocked"]):
             x.set_visible(not bool(rec.mask[row, j]))
-        parts["title"].set_text(_row_title(rec))
+        self.ax_row.set_title(_row_title(rec), fontsize=10)
 
 
 def _annotate(ax, weights, mask):
-    """Each allowed cell's weight written in it (blocked cells carry their x)."""
+    """Each allowed cell's weight written in it (blocked cells carry their x); the texts made."""
     values = weights.tolist()
     finite = [v for row in values for v in row if v == v]
     mid = (max(finite) + min(finite)) / 2 if finite else 0
-    for i, j in mask.nonzero().tolist():
-        v = values[i][j]
-        ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=8, color="white" if v < mid else "black")
-
-
-def _build_row(ax, rec, cols):
-    """The lower panel: the chosen query row's weights over the keys, both sides as bars, blocked keys marked x
-    (every key has its mark, shown when the row blocks it)."""
-    row, T_k = rec.row, rec.mask.shape[1]
-    xs = list(range(T_k))
-    yours = []
-    if rec.learner is not None:
-        wd = 0.38
-        yours = list(ax.bar([j - wd / 2 for j in xs], rec.learner[row].tolist(), wd, color=BLUE,
-                            label="your masked_attention"))
-        reference = list(ax.bar([j + wd / 2 for j in xs], rec.reference[row].tolist(), wd, color=GREY,
-                                label="reference"))
-    else:
-        reference = list(ax.bar(xs, rec.reference[row].tolist(), 0.55, color=GREY, label="reference"))
-    blocked = [ax.text(j, 0.04, "x", ha="center", color="0.45", fontsize=12) for j in xs]
-    ax.set_xticks(xs)
-    ax.set_xticklabels(cols)
-    ax.set_xlim(-0.6, T_k - 0.4)
-    ax.set_ylim(0, 1.05)
-    ax.set_ylabel("weight")
-    title = ax.set_title(_row_title(rec), fontsize=10)
-    ax.legend(loc="upper right", fontsize=8, frameon=False)
-    return dict(yours=yours, reference=reference, blocked=blocked, title=title)
+    return [ax.text(j, i, f"{values[i][j]:.2f}", ha="center", va="center", fontsize=8,
+                    color="white" if values[i][j] < mid else "black") for i, j in mask.nonzero().tolist()]
 
 
 def draw(rec):

@@ -16,7 +16,6 @@ explorer stays silent about the learner's functions it runs the notebook's visib
 """
 import html
 import math
-import warnings
 from dataclasses import dataclass, field
 
 import ipywidgets as W

@@ -13,7 +13,6 @@ Before it says "Your softmax matches the reference", the explorer runs the noteb
 fails them; the explorer then says what the check says.
 """
 import math
-import warnings
 from dataclasses import dataclass
 
 import ipywidgets as W
