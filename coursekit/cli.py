@@ -12,6 +12,11 @@
     course bundle     instructors: the student bundle (released notebooks + a package without the answers)
     course report     instructors: the class report per assignment and the class overview (HTML and CSV in
                       course/report/, and tables here)
+    course hub        instructors: a JupyterHub for the class on this machine (as root; coursekit/hub.py)
+    course release    instructors: generate an assignment and release it to nbgrader's exchange
+    course collect    instructors: collect each student's latest submission from the exchange (earlier ones kept)
+    course return     instructors: generate the feedback and release it to the exchange
+    course instructor-lab  instructors: JupyterLab on the course folder, with the formgrader and the exchange ready
 """
 import argparse
 import os
@@ -445,7 +450,7 @@ def main(argv=None):
     p.add_argument("--timeout", type=int, default=1200, help="seconds one submission may take (then: zero, flagged)")
     p.add_argument("--train-steps", type=int, default=20,
                    help="cap on the notebooks' training steps while grading (0: no cap; default 20)")
-    p.add_argument("--course", default=COURSE_DIR, help="the course folder (default: the project's course/)")
+    p.add_argument("--course", default=None, help="the course folder (default: $COURSE_ROOT or the project's course/)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--no-isolation", action="store_true",
                    help="grade without the bubblewrap sandbox (not recommended; the summary says so)")
@@ -468,7 +473,37 @@ def main(argv=None):
     p.add_argument("--out", default=None, help="where the HTML and CSV go (default: <course>/report)")
     p.add_argument("assignment", nargs="*")
     p.set_defaults(func=cmd_report)
+    p = sub.add_parser("hub", help="instructors: a JupyterHub for the course on this machine (as root)")
+    p.add_argument("--roster", required=True, help="CSV of the students: id,name (ids are Unix user names)")
+    p.add_argument("--instructor", action="append", default=[], help="an instructor's Unix user name (repeatable)")
+    p.add_argument("--create-users", action="store_true", help="create the missing Unix users (useradd; root)")
+    p.add_argument("--ip", default="127.0.0.1", help="address the hub listens on (0.0.0.0: every interface)")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--course", default=None, help="the course folder (default: $COURSE_ROOT or course/)")
+    p.add_argument("--exchange", default="/srv/nbgrader/exchange", help="nbgrader's exchange (made 0777)")
+    p.add_argument("--state", default=os.path.join(ROOT, "hub", "state"),
+                   help="the hub's database, secret and settings (keep it: users and servers survive a restart)")
+    p.add_argument("--extra-config", default=None, help="a jupyterhub_config.py read after the course's")
+    p.set_defaults(func=cmd_hub)
+    for name, func, what in (("release", cmd_release, "generate, then release to the exchange"),
+                             ("collect", cmd_collect, "collect each student's latest submission from the exchange"),
+                             ("return", cmd_return, "generate the feedback and release it to the exchange")):
+        p = sub.add_parser(name, help=f"instructors: {what}")
+        p.add_argument("assignment", nargs="+")
+        p.add_argument("--course", default=None, help="the course folder (default: $COURSE_ROOT or course/)")
+        p.add_argument("--exchange", default=None, help="nbgrader's exchange (default: the course's setting)")
+        p.set_defaults(func=func)
+    p = sub.add_parser("instructor-lab", help="instructors: JupyterLab on the course folder with the formgrader")
+    p.add_argument("--course", default=None, help="the course folder (default: $COURSE_ROOT or course/)")
+    p.add_argument("--exchange", default=None, help="nbgrader's exchange (default: the course's setting)")
+    p.add_argument("--ip", default="127.0.0.1")
+    p.add_argument("--port", default="8888")
+    p.add_argument("--browser", action="store_true", help="open a browser window")
+    p.add_argument("jupyter_args", nargs="*", help="passed on to `jupyter lab` (after --)")
+    p.set_defaults(func=cmd_instructor_lab)
     args = parser.parse_args(argv)
+    if getattr(args, "course", "") is None:
+        args.course = _course_default()
     return args.func(args)
 
 

@@ -1,0 +1,327 @@
+"""A class on a JupyterHub, on one machine: ``course hub``.
+
+    sudo .venv/bin/course hub --instructor NAME --roster roster.csv [--create-users] [--port 8000]
+
+The course's instructors and the students of a roster (a CSV of ``id,name``) are local Unix users; they log in
+with their Unix passwords (PAM). Each user's server is the course's install (this project's ``.venv``,
+``jupyterhub-singleuser``), started as that user by JupyterHub's ``LocalProcessSpawner``:
+
+* an instructor's JupyterLab opens on the course folder, with the formgrader (Nbgrader > Formgrader) and the
+  ``course`` commands in its terminal (``COURSE_ROOT`` and ``COURSE_EXCHANGE`` set);
+* a student's JupyterLab opens on their home folder with the Assignments tab (Nbgrader > Assignment List: fetch,
+  submit, fetch feedback) and the Validate button, without the instructor's panels (formgrader, create
+  assignment, course list) and with the student bundle's packages (``course bundle``: the visible checks, no
+  reference) ahead of the project's;
+* nobody gets the news or the update pop-up.
+
+nbgrader's exchange is a folder every user reaches, mode 0777 as nbgrader documents (``--exchange``). The hub's
+own files (its database, cookie secret, generated configuration, the role settings) live in ``--state``; the
+proxy is configurable-http-proxy, installed beforehand by ``npm ci --prefix hub`` (pinned in
+``hub/package-lock.json``): nothing is downloaded when the hub starts.
+"""
+import csv
+import errno
+import json
+import os
+import pwd
+import re
+import shutil
+import socket
+import stat
+import subprocess
+import sys
+
+from . import ROOT
+
+# useradd's own rule (Debian's NAME_REGEX without --badname): a lowercase letter or '_', then lowercase letters,
+# digits, '_' and '-', at most 32 characters
+UNIX_NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+PROXY = os.path.join(ROOT, "hub", "node_modules", ".bin", "configurable-http-proxy")
+
+# what a student's JupyterLab leaves out (the Assignments tab, Validate and the Nbgrader menu stay)
+STUDENT_HIDDEN_PLUGINS = ("@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment",
+                          "@jupyter/nbgrader:course-list")
+STUDENT_OFF_SERVER_EXTENSIONS = ("nbgrader.server_extensions.formgrader", "nbgrader.server_extensions.course_list")
+NO_NEWS = {"check_for_updates_class": "jupyterlab.NeverCheckForUpdate", "news_url": None}
+
+
+class HubError(Exception):
+    """Something that stops the hub from starting, said in plain words with what to change."""
+
+
+# ------------------------------------------------------------------ users
+def read_roster(path):
+    """[(id, name)] of a roster CSV (``id,name``; a header row is optional). A row whose id is not a valid Unix
+    user name, a repeated id or an empty roster is refused with the row number."""
+    if not os.path.isfile(path):
+        raise HubError(f"no roster at {path}: a CSV file of id,name (one student a row)")
+    rows, seen = [], {}
+    with open(path, newline="", encoding="utf-8") as f:
+        for number, row in enumerate(csv.reader(f), start=1):
+            if not row or not "".join(row).strip():
+                continue
+            sid = row[0].strip()
+            name = row[1].strip() if len(row) > 1 else ""
+            if number == 1 and sid.lower() == "id":
+                continue
+            if not UNIX_NAME.match(sid):
+                raise HubError(f"{path} row {number}: {sid!r} is not a valid Unix user name (lowercase letters, "
+                               f"digits, '_' and '-', starting with a letter or '_', at most 32 characters)")
+            if sid in seen:
+                raise HubError(f"{path} row {number}: {sid!r} is already on row {seen[sid]}")
+            seen[sid] = number
+            rows.append((sid, name))
+    if not rows:
+        raise HubError(f"{path} names no student (expected rows of id,name)")
+    return rows
+
+
+def ensure_users(names, create=False, out=print):
+    """Every name is a local Unix user; with ``create`` (as root) the missing ones are made with ``useradd``
+    (a home folder only its owner may enter). Returns the names created."""
+    for name in names:
+        if not UNIX_NAME.match(name):
+            raise HubError(f"{name!r} is not a valid Unix user name")
+    missing = []
+    for name in names:
+        try:
+            pwd.getpwnam(name)
+        except KeyError:
+            missing.append(name)
+    if missing and not create:
+        raise HubError(f"no Unix user for {', '.join(missing)}: create them (`sudo useradd -m NAME` and "
+                       f"`sudo passwd NAME`), or let the hub create them with --create-users (as root)")
+    if missing and os.geteuid() != 0:
+        raise HubError(f"--create-users needs root (sudo) to create {', '.join(missing)}")
+    for name in missing:
+        subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", "--comment", "attention-course", name],
+                       check=True, capture_output=True)
+        os.chmod(pwd.getpwnam(name).pw_dir, 0o700)
+        out(f"created Unix user {name} (set a password with `passwd {name}`)")
+    return missing
+
+
+# ------------------------------------------------------------------ checks
+def check_port(ip, port):
+    """A clear error when ``ip:port`` is taken (a hub already running there, or anything else)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        # as the proxy binds: a listener there refuses us, connections of a stopped hub still closing do not
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((ip, port))
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise HubError(f"port {port} on {ip} is already in use (is a hub already running there? "
+                               f"`course hub` twice on one port): stop the other one or pass --port") from None
+            raise HubError(f"cannot listen on {ip}:{port}: {exc.strerror}") from None
+
+
+def free_port(ip="127.0.0.1"):
+    with socket.socket() as s:
+        s.bind((ip, 0))
+        return s.getsockname()[1]
+
+
+def check_course(course, instructors):
+    """The course folder is the instructors' to write, and closed to everyone else (it holds the source
+    notebooks with the answers, the submissions and the gradebook)."""
+    if not os.path.isfile(os.path.join(course, "nbgrader_config.py")):
+        raise HubError(f"{course} is not a course folder (no nbgrader_config.py)")
+    st = os.stat(course)
+    for name in instructors:
+        if pwd.getpwnam(name).pw_uid != st.st_uid and not st.st_mode & 0o020:
+            raise HubError(f"the instructor {name} cannot write the course folder {course} (owned by "
+                           f"{pwd.getpwuid(st.st_uid).pw_name}): run `chown -R {name} {course}`")
+    if stat.S_IMODE(st.st_mode) & 0o007:
+        raise HubError(f"students could read the course folder {course} (permissions "
+                       f"{stat.S_IMODE(st.st_mode):04o}; it holds the answers and everyone's submissions): "
+                       f"run `chmod o-rwx {course}`")
+
+
+def proxy_command():
+    if not os.access(PROXY, os.X_OK):
+        raise HubError(f"the hub's proxy is not installed ({PROXY}): run `npm ci --prefix {os.path.join(ROOT, 'hub')}`"
+                       f" (Node 20 or later; it installs configurable-http-proxy as pinned in hub/package-lock.json)")
+    return PROXY
+
+
+# ------------------------------------------------------------------ configuration
+def _write(path, text, mode=0o644):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path + ".tmp", "w") as f:
+        f.write(text)
+    os.chmod(path + ".tmp", mode)
+    os.replace(path + ".tmp", path)
+
+
+def role_settings(state, exchange, course):
+    """The Jupyter configuration folders of the two roles (on each server's JUPYTER_CONFIG_PATH); returns
+    {role: folder}."""
+    folders = {}
+    for role in ("student", "instructor"):
+        folder = os.path.join(state, "jupyter", role)
+        server = {"LabApp": dict(NO_NEWS)}
+        hidden = {"@jupyterlab/apputils-extension:announcements": True}
+        if role == "student":
+            server["ServerApp"] = {"jpserver_extensions": {n: False for n in STUDENT_OFF_SERVER_EXTENSIONS}}
+            hidden.update({n: True for n in STUDENT_HIDDEN_PLUGINS})
+            nbgrader = (f"c = get_config()  # noqa: F821\nc.CourseDirectory.course_id = 'attention-course'\n"
+                        f"c.Exchange.root = {exchange!r}\n")
+        else:
+            nbgrader = (f"c = get_config()  # noqa: F821\n# the course folder's nbgrader_config.py is read on top\n"
+                        f"c.CourseDirectory.root = {course!r}\n")
+        _write(os.path.join(folder, "jupyter_server_config.json"), json.dumps(server, indent=1))
+        _write(os.path.join(folder, "labconfig", "page_config.json"),
+               json.dumps({"disabledExtensions": hidden}, indent=1))
+        _write(os.path.join(folder, "nbgrader_config.py"), nbgrader)
+        for d in (folder, os.path.join(folder, "labconfig")):
+            os.chmod(d, 0o755)
+        folders[role] = folder
+    return folders
+
+
+def closed_folders(path):
+    """The folders above ``path`` (its real path) that other users may not enter, top first."""
+    closed, parent = [], os.path.dirname(os.path.realpath(path))
+    while True:
+        if not os.stat(parent).st_mode & 0o001:
+            closed.append(parent)
+        if parent == os.path.dirname(parent):
+            return closed[::-1]
+        parent = os.path.dirname(parent)
+
+
+def users_python():
+    """This install's Python, which every user's server runs; a HubError when other users cannot reach it."""
+    closed = closed_folders(sys.executable)
+    if closed:
+        raise HubError(f"other users cannot run this install's Python ({os.path.realpath(sys.executable)}): "
+                       f"{', '.join(closed)} may not be entered by them: run `chmod o+x {' '.join(closed)}` "
+                       f"(it lets them through, not list it), or install the course with a Python outside it")
+    return sys.executable
+
+
+def student_packages(state):
+    """The student bundle's packages (``course bundle``'s package/: the visible checks and the learner's helpers,
+    no reference), copied into ``state`` at each start: students' kernels import ``grader`` and ``coursekit``
+    from here."""
+    from .bundle import _copy_package
+    out = os.path.join(state, "student-packages")
+    if os.path.exists(out):
+        shutil.rmtree(out)
+    _copy_package(out)
+    for here, dirs, files in os.walk(out):
+        os.chmod(here, 0o755)
+        for f in files:
+            os.chmod(os.path.join(here, f), 0o644)
+    return out
+
+
+HUB_CONFIG = '''\
+# Generated by `course hub` at each start: change the command's options, not this file.
+c = get_config()  # noqa: F821
+
+c.JupyterHub.bind_url = {bind_url!r}
+c.JupyterHub.hub_bind_url = {hub_bind_url!r}
+c.JupyterHub.db_url = {db_url!r}
+c.JupyterHub.cookie_secret_file = {cookie!r}
+c.JupyterHub.pid_file = {pid!r}
+c.ConfigurableHTTPProxy.command = [{proxy!r}]
+c.ConfigurableHTTPProxy.api_url = {proxy_api!r}
+c.ConfigurableHTTPProxy.pid_file = {proxy_pid!r}
+
+# local passwords; the users are the course's Unix users
+c.JupyterHub.authenticator_class = "pam"
+c.Authenticator.allowed_users = {users!r}
+
+# each user's server is the course's install, started as that user
+c.JupyterHub.spawner_class = "localprocess"
+c.Spawner.cmd = [{python!r}, "-m", "jupyterhub.singleuser"]
+c.Spawner.default_url = "/lab"
+c.Spawner.http_timeout = 120
+c.Spawner.start_timeout = 180
+
+INSTRUCTORS = {instructors!r}
+ROLE_CONFIG = {roles!r}
+COURSE = {course!r}
+EXCHANGE = {exchange!r}
+STUDENT_PACKAGES = {packages!r}
+PATH = {path!r}
+
+
+def course_environment(spawner):
+    """The role's settings, and the instructor's course folder."""
+    name = spawner.user.name
+    env = dict(spawner.environment)
+    env["PATH"] = PATH
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    if name in INSTRUCTORS:
+        env.update(JUPYTER_CONFIG_PATH=ROLE_CONFIG["instructor"], COURSE_ROOT=COURSE, COURSE_EXCHANGE=EXCHANGE)
+        spawner.notebook_dir = COURSE
+    else:
+        env.update(JUPYTER_CONFIG_PATH=ROLE_CONFIG["student"], PYTHONPATH=STUDENT_PACKAGES)
+        spawner.notebook_dir = "~"
+    spawner.environment = env
+
+
+c.Spawner.pre_spawn_hook = course_environment
+'''
+
+
+def write_config(state, *, course, exchange, students, instructors, ip, port, extra_config=None):
+    """The hub's configuration in ``state`` (and the role settings beside it); returns its path."""
+    state = os.path.abspath(state)
+    os.makedirs(state, exist_ok=True)
+    os.chmod(state, 0o755)  # the users' servers read the role settings in it; the secrets below are 0600
+    roles = role_settings(state, exchange, course)
+    packages = student_packages(state)
+    python = users_python()
+    commands = os.path.dirname(python)
+    text = HUB_CONFIG.format(
+        bind_url=f"http://{ip}:{port}", hub_bind_url=f"http://127.0.0.1:{free_port()}",
+        db_url="sqlite:///" + os.path.join(state, "jupyterhub.sqlite"),
+        cookie=os.path.join(state, "jupyterhub_cookie_secret"), pid=os.path.join(state, "jupyterhub.pid"),
+        proxy=proxy_command(), proxy_api=f"http://127.0.0.1:{free_port()}",
+        proxy_pid=os.path.join(state, "proxy.pid"), users=set(students) | set(instructors),
+        python=python, instructors=set(instructors), roles=roles,
+        course=course, exchange=exchange, packages=packages,
+        path=os.pathsep.join([commands, "/usr/local/bin", "/usr/bin", "/bin"]))
+    if extra_config:
+        text += f"\n# --extra-config\nload_subconfig({os.path.abspath(extra_config)!r})  # noqa: F821\n"
+    path = os.path.join(state, "jupyterhub_config.py")
+    _write(path, text, mode=0o600)
+    return path
+
+
+def prepare(args, out=print):
+    """Everything ``course hub`` checks and writes before the hub starts; returns (command, cwd, env)."""
+    if os.geteuid() != 0:
+        raise HubError("the hub starts each user's server as that user, so it runs as root: "
+                       "`sudo .venv/bin/course hub ...`")
+    if not args.instructor:
+        raise HubError("name the course's instructor(s): --instructor NAME (a local Unix user)")
+    students = [sid for sid, _ in read_roster(args.roster)]
+    both = sorted(set(students) & set(args.instructor))
+    if both:
+        raise HubError(f"{', '.join(both)} is both an instructor and on the roster: one role each")
+    check_port(args.ip, args.port)
+    users_python()  # before anything is created
+    ensure_users(list(args.instructor) + students, create=args.create_users, out=out)
+    course = os.path.abspath(args.course)
+    check_course(course, args.instructor)
+    reference = os.path.join(ROOT, "solutions")
+    if stat.S_IMODE(os.stat(reference).st_mode) & 0o004:
+        out(f"WARNING: students can read the reference answers in {reference} (the course's install): run "
+            f"`chgrp -R {args.instructor[0]} {reference} && chmod -R g+rX,o-rwx {reference}` (students' servers "
+            f"import the student bundle's packages, which hold no answers)")
+    from .exchange import check_exchange
+    exchange = check_exchange(os.path.abspath(args.exchange), create=True, shared=True)
+    config = write_config(args.state, course=course, exchange=exchange, students=students,
+                          instructors=args.instructor, ip=args.ip, port=args.port, extra_config=args.extra_config)
+    env = dict(os.environ)
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    env["COURSE_EXCHANGE"] = exchange
+    cmd = [sys.executable, "-m", "jupyterhub", "-f", config]
+    out(f"JupyterHub for {len(students)} student(s) and {len(args.instructor)} instructor(s) on "
+        f"http://{args.ip}:{args.port}; course {course}; exchange {exchange}; state {os.path.abspath(args.state)}")
+    return cmd, os.path.abspath(args.state), env
