@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: setup bytecode lab demo test test-fast test-figures capstone sync expected grade bench clean
+.PHONY: setup bytecode lab demo test test-fast test-figures capstone sync expected grade hub proxy bench clean
 
 setup: $(STAMP)
 
