@@ -4,7 +4,7 @@ late submission, a submission of the wrong assignment, a student on the roster w
 Unix users (made here, removed after) who fetch and submit with nbgrader's own exchange classes in a process that
 runs as them.
 
-Cost: about 30 s (one release, four submissions, three collects); the whole loop through `course` commands and a
+Cost: about 20 s on 2 cores beside other suites (one release, four submissions, three collects); the whole loop through `course` commands and a
 browser is tests/hub/test_hub_class.py.
 """
 import datetime

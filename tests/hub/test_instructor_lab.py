@@ -2,7 +2,7 @@
 released anything, the exchange is made (no warning that it is missing), there is no news and no update check,
 the formgrader answers, and an assignment released with `course release` shows there as released.
 
-Cost: about 20 s (one JupyterLab server, one release)."""
+Cost: one JupyterLab server and one release; measured 37 s to 2 min 45 s on 2 cores while other suites ran."""
 import json
 import os
 import secrets
