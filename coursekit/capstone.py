@@ -8,13 +8,17 @@ Five runs, because the decoder-only transformer is run with both of its masks:
 * ``decoder_prefix``   the same, with a prefix-LM mask: the source (the prefix) reads itself both ways;
 * ``encoder_decoder``  notebook 08's transformer: a bidirectional encoder and a decoder with cross-attention.
 
-Each model's width is chosen so that its parameter count is within ``TOLERANCE`` (10%) of one budget
-(``size_for``). All train for the same number of steps with ``transformer.fit`` (AdamW, one-cycle, fixed
-threads), from the same seed, on the same batches of the same dates in the same order. Everything here is
-ready-made with PyTorch; the notebook passes the learner's ``prefix_lm_mask`` to the prefix-LM run.
+The task is the long variant of the dates (``data.make_long_date_task``): a date somewhere in a diary line of 12
+to 41 tokens, whose length says nothing about the date's format. Each model's width is chosen so that its
+parameter count is within ``TOLERANCE`` (10%) of one budget (``size_for``). All train for the same number of
+steps with ``transformer.fit`` (AdamW, one-cycle, one torch thread), from the same seeds, on the same batches of
+the same lines in the same order; the two RNNs and the encoder-decoder on every seed of ``Settings.seeds``, the
+decoder-only runs on the first. Everything here is ready-made with PyTorch; the notebook passes the learner's
+``prefix_lm_mask`` to the prefix-LM run.
 
-``run(...)`` trains them all and returns (and writes, as JSON) the results: parameters, the training curve,
-seconds per training step and per generated token, and test exact match by source length.
+``run(...)`` trains them all and returns (and writes, as JSON) an ``Experiment``: per run and seed the
+parameters, the training curve and the test exact match by source length; per run the CPU time of a training
+step and of a written token, measured with the runs taking turns (``measure_costs``).
 """
 import bisect
 import functools
@@ -34,6 +38,7 @@ KINDS = {"rnn_fixed": "RNN, fixed context", "rnn_attention": "RNN with attention
 TOLERANCE = 0.10  # every model's parameter count within 10% of the budget
 MAX_NEW = 12      # the longest answer: 10 characters and <eos>, with one to spare
 EMBED = 32        # the RNNs' embedding width (notebook 05's)
+MAX_LEN = 64      # the transformers' positional tables: a long source (41 tokens) and its answer, in one text
 
 
 # ---------------------------------------------------------------- ready-made parts
@@ -101,10 +106,22 @@ class _Seq2Seq:
 
     def loss(self, pairs):
         b = data.make_batch(pairs, self.task.src_vocab, self.task.tgt_vocab)
-        logits = self.model(b["src"], b["src_mask"], b["tgt_in"], b["tgt_mask"]) if self.kind == "encoder_decoder" \
-            else self.model(b["src"], b["src_mask"], b["tgt_in"])
+        logits = self.logits(b)
         targets = b["tgt_out"].masked_fill(~b["tgt_mask"], -100)
         return F.cross_entropy(logits.transpose(1, 2), targets, ignore_index=-100)
+
+    def logits(self, b):
+        return self.model(b["src"], b["src_mask"], b["tgt_in"], b["tgt_mask"]) if self.kind == "encoder_decoder" \
+            else self.model(b["src"], b["src_mask"], b["tgt_in"])
+
+    @torch.no_grad()
+    def right(self, pairs):
+        """For each pair, True when greedy decoding writes the target exactly: when, reading the right answer so
+        far (teacher forcing), the model's most likely next token is the right one at every place, <eos> included.
+        One pass over the targets instead of one per written token."""
+        b = data.make_batch(pairs, self.task.src_vocab, self.task.tgt_vocab)
+        hit = (self.logits(b).argmax(-1) == b["tgt_out"]) | ~b["tgt_mask"]
+        return hit.all(dim=1).tolist()
 
     @torch.no_grad()
     def translate(self, pairs):
@@ -122,14 +139,25 @@ class _DecoderOnly:
         self.vocab = data.lm_vocab(task)
         self.inverse = {i: t for t, i in self.vocab.items()}
 
-    def loss(self, pairs):
+    def _forward(self, pairs):
+        """(logits (B, T - 1, V) at every place but the last, targets (B, T - 1) with -100 off the answer)."""
         rows = [data.lm_ids(s, t, self.vocab) for s, t in pairs]
         prefix = torch.tensor([len(data.lm_ids(s, None, self.vocab)) for s, _ in pairs])
         ids, valid = data.pad_rows(rows)
         logits = self.model(ids, prefix, valid)
         targets = ids[:, 1:].masked_fill(~valid[:, 1:], -100)
         before = torch.arange(1, ids.shape[1])[None, :] < prefix[:, None]  # the prompt is given, not predicted
-        return F.cross_entropy(logits[:, :-1].transpose(1, 2), targets.masked_fill(before, -100), ignore_index=-100)
+        return logits[:, :-1], targets.masked_fill(before, -100)
+
+    def loss(self, pairs):
+        logits, targets = self._forward(pairs)
+        return F.cross_entropy(logits.transpose(1, 2), targets, ignore_index=-100)
+
+    @torch.no_grad()
+    def right(self, pairs):
+        """As ``_Seq2Seq.right``: True where every next answer token, read after the right ones, is the argmax."""
+        logits, targets = self._forward(pairs)
+        return ((logits.argmax(-1) == targets) | (targets == -100)).all(dim=1).tolist()
 
     @torch.no_grad()
     def translate(self, pairs):
@@ -160,14 +188,14 @@ def build(kind, width, task, seed=0, prefix_mask=None):
         return _Seq2Seq(kind, model, task)
     if kind == "encoder_decoder":
         cfg = transformer.EncoderDecoderConfig(V_src, V_tgt, d_model=width, n_heads=4, d_ff=2 * width, n_enc_layers=2,
-                                               n_dec_layers=2, max_len=32)
+                                               n_dec_layers=2, max_len=MAX_LEN)
         return _Seq2Seq(kind, transformer.EncoderDecoder(cfg, _encdec_block, blocks.embed_with_positions,
                                                          blocks.encoder_block, seed=seed), task)
     if kind in ("decoder_causal", "decoder_prefix"):
         mask_fn = causal_lm_mask if kind == "decoder_causal" else prefix_mask
         if mask_fn is None:
             raise ValueError("the prefix-LM run needs a mask function: prefix_mask=prefix_lm_mask")
-        model = PrefixDecoder(len(data.lm_vocab(task)), width, 4, 2 * width, 4, 48, mask_fn, seed=seed)
+        model = PrefixDecoder(len(data.lm_vocab(task)), width, 4, 2 * width, 4, MAX_LEN, mask_fn, seed=seed)
         return _DecoderOnly(kind, model, task)
     raise ValueError(f"unknown model kind {kind!r}; the kinds are {', '.join(KINDS)}")
 
@@ -210,88 +238,201 @@ def length_range(pairs):
     return min(lengths), max(lengths)
 
 
-def accuracy_by_length(translate, pairs, lengths=None):
-    """({source length: exact match}, overall exact match, the guesses) of ``translate`` on ``pairs``.
+def length_bins(lo, hi, width):
+    """Source lengths ``lo`` .. ``hi`` in consecutive bins of ``width`` tokens (the last may be shorter): [(a, b)]."""
+    if width < 1 or lo > hi:
+        raise ValueError(f"bins need a width of at least 1 and lo <= hi, got width {width}, {lo} to {hi}")
+    return [(a, min(a + width - 1, hi)) for a in range(lo, hi + 1, width)]
 
-    ``lengths`` (default: every length the pairs have) must lie in the data's range."""
+
+def bin_label(b):
+    return f"{b[0]}-{b[1]}" if b[0] != b[1] else str(b[0])
+
+
+def accuracy_by_length(right, pairs, bins=None):
+    """({(a, b): exact match of the sources of a to b tokens}, overall exact match) of the verdicts ``right``.
+
+    ``bins`` (default: one per length the pairs have) must lie in the data's range."""
+    if len(right) != len(pairs):
+        raise ValueError(f"{len(right)} verdicts for {len(pairs)} pairs")
     lo, hi = length_range(pairs)
-    if lengths is None:
-        lengths = range(lo, hi + 1)
-    outside = [n for n in lengths if not lo <= n <= hi]
+    if bins is None:
+        bins = [(n, n) for n in range(lo, hi + 1)]
+    outside = [n for b in bins for n in b if not lo <= n <= hi]
     if outside:
         raise ValueError(f"source length {outside[0]} is outside the data's range: its sources have {lo} to {hi} "
                          f"tokens")
-    guesses = translate(pairs)
+    lengths = [source_length(s) for s, _ in pairs]
     out = {}
-    for n in lengths:
-        rows = [g == t for g, (s, t) in zip(guesses, pairs) if source_length(s) == n]
-        out[n] = sum(rows) / len(rows) if rows else float("nan")
-    return out, sum(g == t for g, (_, t) in zip(guesses, pairs)) / len(pairs), guesses
+    for a, b in bins:
+        rows = [r for r, n in zip(right, lengths) if a <= n <= b]
+        out[(a, b)] = sum(rows) / len(rows) if rows else float("nan")
+    return out, sum(right) / len(right)
+
+
+def verdicts(model_run, pairs, chunk=500):
+    """``model_run.right`` over ``pairs``, ``chunk`` pairs at a time."""
+    return [r for k in range(0, len(pairs), chunk) for r in model_run.right(pairs[k:k + chunk])]
+
+
+# ---------------------------------------------------------------- cost, measured so that busy machines agree
+def _tokens_written(guesses):
+    return sum(len(g) + 1 for g in guesses)  # the characters of each answer and its <eos>
+
+
+def measure_costs(builds, task, rounds=5, steps=3, batch_size=64, sample=64):
+    """{kind: (CPU seconds per training step, CPU seconds per written token)}, medians over ``rounds``.
+
+    ``builds`` is {kind: a run of that kind}. The runs take turns (one round: ``steps`` training steps of each,
+    then greedy decoding of the same ``sample`` test dates by each), and each turn is timed in CPU time of this
+    process (``time.process_time``), not on the wall clock: a run that waits while another program has the core
+    is not charged for it, and a load that comes and goes falls on every kind alike. With one torch thread the CPU
+    time is the work done. Training steps are taken on a copy of each model, so the runs are left as they were.
+    """
+    import copy
+    chosen = task.test[:sample]
+    clones = {k: copy.deepcopy(r) for k, r in builds.items()}
+    step_times = {k: [] for k in builds}
+    token_times = {k: [] for k in builds}
+    for _ in range(rounds):
+        for kind, r in clones.items():
+            optimizer = torch.optim.AdamW(r.model.parameters(), lr=1e-4)
+            stream = data.shuffled(task.train, batch_size, seed=len(step_times[kind]))
+            r.model.train()
+            start = time.process_time()
+            for _ in range(steps):
+                loss = r.loss(next(stream))
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            step_times[kind].append((time.process_time() - start) / steps)
+            r.model.eval()
+            start = time.process_time()
+            guesses = builds[kind].translate(chosen)
+            token_times[kind].append((time.process_time() - start) / _tokens_written(guesses))
+    median = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
+    return {k: (median(step_times[k]), median(token_times[k])) for k in builds}
 
 
 # ---------------------------------------------------------------- the experiment
+TASKS = {  # name -> the task's maker; the data do not depend on the runs' seeds
+    "dates": lambda n_test: data.make_date_task(n_test=n_test, seed=0),            # notebooks 05-09's dates
+    "long_dates": lambda n_test: data.make_long_date_task(n_test=n_test, seed=0),  # dates in diary lines
+}
+
+
+def make_task(settings):
+    """The task ``settings.task`` names, with ``settings.n_test`` test pairs; a ValueError naming the tasks."""
+    if settings.task not in TASKS:
+        raise ValueError(f"unknown task {settings.task!r}; the tasks are {', '.join(TASKS)}")
+    return TASKS[settings.task](settings.n_test)
+
+
 @dataclass
 class Settings:
     budget: int = 100_000
     steps: int = 1500
     batch_size: int = 64
     lr: float = 3e-3
-    seed: int = 0
+    seeds: tuple = (0, 1, 2)                              # the seeds of every kind in ``all_seeds``
+    all_seeds: tuple = ("rnn_fixed", "rnn_attention", "encoder_decoder")  # the others: the first seed only
     n_test: int = 2000
+    task: str = "dates"                                   # a key of TASKS: the task every run learns
+    bin_width: int = 1                                    # exact match is shown per bin of this many lengths
     kinds: tuple = tuple(KINDS)
+
+    def seeds_of(self, kind):
+        return tuple(self.seeds) if kind in self.all_seeds else tuple(self.seeds[:1])
 
 
 @dataclass
 class Result:
     kind: str
     name: str
+    seed: int
     width: int
     params: int
     curve: list = field(default_factory=list)       # (step, loss)
-    seconds_per_step: float = 0.0
-    seconds_per_token: float = 0.0
-    by_length: dict = field(default_factory=dict)   # source length -> test exact match
+    by_length: dict = field(default_factory=dict)   # (a, b): exact match on the test sources of a to b tokens
     exact_match: float = 0.0
+    greedy_checked: int = 0                         # test dates also decoded greedily (the cost sample) ...
+    greedy_agrees: int = 0                          # ... whose greedy verdict is the one-pass verdict
 
 
-def _tokens_written(guesses):
-    return sum(len(g) + 1 for g in guesses)  # the characters of each answer and its <eos>
+@dataclass
+class Experiment:
+    settings: Settings
+    bins: list
+    runs: dict                                      # kind -> [Result, one per seed]
+    costs: dict = field(default_factory=dict)       # kind -> (CPU s per training step, CPU s per written token)
+
+    def summary(self, kind):
+        """{bin: (mean, lowest, highest) exact match over the seeds} of ``kind``."""
+        return {b: (sum(r.by_length[b] for r in self.runs[kind]) / len(self.runs[kind]),
+                    min(r.by_length[b] for r in self.runs[kind]), max(r.by_length[b] for r in self.runs[kind]))
+                for b in self.bins}
+
+    def exact_match(self, kind):
+        """(mean, lowest, highest) overall exact match over the seeds of ``kind``."""
+        ems = [r.exact_match for r in self.runs[kind]]
+        return sum(ems) / len(ems), min(ems), max(ems)
 
 
 def run(settings=None, prefix_mask=None, task=None, results_path=None, report_every=250):
-    """Train every run of ``settings.kinds`` and evaluate it; returns {kind: Result} (and writes ``results_path``)."""
+    """Train every run of ``settings`` (each kind on its seeds), evaluate it, measure the costs; an ``Experiment``.
+
+    All of it with ``training.training_threads()`` (one torch thread): the figures do not depend on the machine
+    or on its load, only the time they take. Each run shows a progress bar (``training.progress``). A run capped
+    by ``COURSE_MAX_TRAIN_STEPS`` (class grading, the tests' reduced run of the notebook) trains the first seed
+    only and times one round: it checks that the notebook runs, not the figures.
+    """
+    from .training import capped, training_threads
     s = settings or Settings()
-    task = task or data.make_date_task(n_test=s.n_test, seed=s.seed)
-    results = {}
-    for kind in s.kinds:
-        width = size_for(kind, s.budget, task)
-        model_run = build(kind, width, task, seed=s.seed, prefix_mask=prefix_mask)
-        r = Result(kind, KINDS[kind], width, n_params(model_run))
-        print(f"{KINDS[kind]}: width {width}, {r.params:,} parameters", flush=True)
-        start = time.perf_counter()
-        r.curve = transformer.fit(model_run.model, model_run.loss, data.shuffled(task.train, s.batch_size, s.seed),
-                                  steps=s.steps, lr=s.lr, report_every=report_every)
-        r.seconds_per_step = (time.perf_counter() - start) / len(r.curve)
-        start = time.perf_counter()
-        r.by_length, r.exact_match, guesses = accuracy_by_length(model_run.translate, task.test)
-        r.seconds_per_token = (time.perf_counter() - start) / _tokens_written(guesses)  # batched greedy decoding
-        print(f"    test exact match {r.exact_match:.1%}", flush=True)
-        results[kind] = r
+    task = task or make_task(s)
+    lo, hi = length_range(task.test)
+    exp = Experiment(s, length_bins(lo, hi, s.bin_width), {})
+    sample = task.test[:64]
+    with training_threads():
+        first = {}
+        for kind in s.kinds:
+            width = size_for(kind, s.budget, task)
+            exp.runs[kind] = []
+            for seed in s.seeds_of(kind)[:1] if capped() else s.seeds_of(kind):
+                model_run = build(kind, width, task, seed=seed, prefix_mask=prefix_mask)
+                r = Result(kind, KINDS[kind], seed, width, n_params(model_run))
+                r.curve = transformer.fit(model_run.model, model_run.loss,
+                                          data.shuffled(task.train, s.batch_size, seed), steps=s.steps, lr=s.lr,
+                                          report_every=report_every, desc=f"{KINDS[kind]}, seed {seed}")
+                right = verdicts(model_run, task.test)
+                r.by_length, r.exact_match = accuracy_by_length(right, task.test, exp.bins)
+                greedy = model_run.translate(sample)
+                r.greedy_checked = len(sample)
+                r.greedy_agrees = sum((g == t) == v for g, (_, t), v in zip(greedy, sample, right))
+                print(f"{KINDS[kind]}, seed {seed} ({r.params:,} parameters): test exact match "
+                      f"{r.exact_match:.1%}; by source length "
+                      + ", ".join(f"{bin_label(b)}: {a:.0%}" for b, a in r.by_length.items()), flush=True)
+                exp.runs[kind].append(r)
+                first.setdefault(kind, model_run)
+        exp.costs = measure_costs(first, task, rounds=1 if capped() else 5, batch_size=s.batch_size)
     if results_path:
-        write(results, s, results_path)
-    return results
+        write(exp, results_path)
+    return exp
 
 
-def write(results, settings, path):
+def write(exp, path):
     """The results and the settings that made them, as JSON."""
     with open(path, "w") as f:
-        json.dump({"settings": asdict(settings), "torch_threads": torch.get_num_threads(),
-                   "results": {k: asdict(r) for k, r in results.items()}}, f, indent=1)
+        json.dump({"settings": asdict(exp.settings), "torch_threads": torch.get_num_threads(),
+                   "bins": exp.bins,
+                   "costs": {k: {"cpu_seconds_per_step": c[0], "cpu_seconds_per_token": c[1]}
+                             for k, c in exp.costs.items()},
+                   "runs": {k: [dict(asdict(r), by_length={bin_label(b): a for b, a in r.by_length.items()})
+                                for r in rs] for k, rs in exp.runs.items()}}, f, indent=1)
 
 
-def check_budget(results):
+def check_budget(exp):
     """The parameter counts of the runs, each within TOLERANCE of their mean; a ValueError otherwise."""
-    counts = {k: r.params for k, r in results.items()}
+    counts = {k: rs[0].params for k, rs in exp.runs.items()}
     mean = sum(counts.values()) / len(counts)
     far = {k: c for k, c in counts.items() if abs(c - mean) > TOLERANCE * mean}
     if far:
@@ -299,11 +440,26 @@ def check_budget(results):
     return counts
 
 
+def ranking(costs, which, tie=0.10):
+    """The kinds from cheapest to dearest by ``costs`` (``which`` 0: per step, 1: per token), grouped: a kind
+    within ``tie`` (10%) of the cheapest of its group shares its place. [[kinds of the cheapest place], ...]"""
+    order = sorted(costs, key=lambda k: costs[k][which])
+    places = []
+    for k in order:
+        if places and costs[k][which] <= (1 + tie) * costs[places[-1][0]][which]:
+            places[-1].append(k)
+        else:
+            places.append([k])
+    return places
+
+
 if __name__ == "__main__":  # `make capstone`: the full experiment, with the reference's prefix-LM mask
     import argparse
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=Settings.steps)
     parser.add_argument("--budget", type=int, default=Settings.budget)
+    parser.add_argument("--task", default=Settings.task, choices=list(TASKS))
+    parser.add_argument("--bin-width", type=int, default=Settings.bin_width)
     parser.add_argument("--out", default="capstone_results.json")
     args = parser.parse_args()
     try:
@@ -312,8 +468,14 @@ if __name__ == "__main__":  # `make capstone`: the full experiment, with the ref
         raise SystemExit("`make capstone` runs the reference's prefix-LM mask from the instructor's checkout "
                          "(solutions/); in a student install, run notebook 10, which uses yours")
     t0 = time.perf_counter()
-    res = run(Settings(budget=args.budget, steps=args.steps), prefix_mask=prefix_lm_mask, results_path=args.out)
-    for r in res.values():
-        print(f"{r.name:30} {r.params:8,} params  {r.exact_match:6.1%}  "
-              + "  ".join(f"{n}:{a:.0%}" for n, a in r.by_length.items()))
+    res = run(Settings(budget=args.budget, steps=args.steps, task=args.task, bin_width=args.bin_width),
+              prefix_mask=prefix_lm_mask, results_path=args.out)
+    print(f"\n{'run':30} {'seeds':>5} {'exact match':>12}  by source length (mean over the seeds)")
+    for kind in res.runs:
+        mean, low, high = res.exact_match(kind)
+        print(f"{KINDS[kind]:30} {len(res.runs[kind]):5} {mean:12.1%}  "
+              + "  ".join(f"{bin_label(b)}:{m:.0%}" for b, (m, _, _) in res.summary(kind).items()))
+    print(f"\n{'run':30} {'CPU ms / step':>14} {'CPU ms / token':>15}")
+    for kind, (step, token) in res.costs.items():
+        print(f"{KINDS[kind]:30} {1000 * step:14.1f} {1000 * token:15.3f}")
     print(f"{time.perf_counter() - t0:.0f} s in all; results in {args.out}")

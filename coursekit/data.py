@@ -126,6 +126,57 @@ def make_date_task(n_train=20000, n_val=1000, n_test=2000, seed=0):
     return DateTask(train, val, test, src_vocab, tgt_vocab)
 
 
+# ---------------------------------------------------------------- the long variant (notebook 10)
+# Words of the note that follows a date in the long variant: none is a month, a weekday, a digit or a word the
+# date formats use ("the", "of", "a"), so the date is the only part of a source that tells the answer.
+NOTE_WORDS = ("meeting", "moved", "room", "call", "lunch", "team", "report", "sent", "late", "early", "office",
+              "train", "rain", "paid", "bill", "doctor", "visit", "parcel", "arrived", "left", "home", "work",
+              "party", "friends", "garden", "book", "read", "walk", "park", "dinner", "cooked", "slept", "well",
+              "busy", "quiet", "day", "and", "then", "after", "before")
+LONG_LENGTHS = (12, 41)  # the long variant's source lengths in tokens, both ends included
+
+
+def make_long_date_task(n_train=20000, n_val=1000, n_test=2000, seed=0, lengths=LONG_LENGTHS, bare=0.5):
+    """The long variant of the date task (notebook 10): diary lines, each a date and then a note.
+
+        "march 5, 2024 lunch team late paid ... walk"  ->  "2024-03-05"
+
+    Each line's length in tokens is drawn uniformly from ``lengths`` (both ends included) *before* its
+    format, and the note (words of ``NOTE_WORDS`` drawn at random) fills what the date leaves, so every
+    format comes at every length: the length of a line says nothing about its format, and the longer the
+    line, the further its date lies from the end. The validation and test sets hold diary lines only; a share
+    ``bare`` of the training pairs keep the bare date of ``make_date_task`` (no note), so that every model
+    meets dates on their own as well. The days, splits, formats and targets are those of ``make_date_task``
+    (the same days go to the same splits for the same seed); in a run capped by ``COURSE_MAX_TRAIN_STEPS`` the
+    validation and test sets hold at most ``training.REDUCED_EVAL`` dates each.
+    """
+    lo, hi = lengths
+    longest = max(len(tokenize(render(datetime.date(2023, 9, 27), f))) for f in FORMATS)  # 11 tokens
+    if not longest < lo <= hi:
+        raise ValueError(f"source lengths must run from more than {longest} tokens (the longest date, with one "
+                         f"word of note at least) up to at least that, got {lo} to {hi}")
+    if not 0 <= bare <= 1:
+        raise ValueError(f"the share of bare dates must lie between 0 and 1, got {bare}")
+    base = make_date_task(n_train, n_val, n_test, seed)
+    rng = random.Random(f"long {seed}")
+
+    def lengthen(pairs, share):
+        out = []
+        for source, target in pairs:
+            n = rng.randint(lo, hi)  # drawn alone: independent of the format
+            if rng.random() < share:
+                out.append((source, target))
+                continue
+            note = [NOTE_WORDS[rng.randrange(len(NOTE_WORDS))] for _ in range(n - len(tokenize(source)))]
+            out.append((" ".join([source, *note]), target))
+        return out
+
+    test, val, train = lengthen(base.test, 0), lengthen(base.val, 0), lengthen(base.train, bare)
+    every = [" ".join(t for t in base.src_vocab if t not in SPECIALS), " ".join(NOTE_WORDS)]  # every token
+    src_vocab = build_vocab([s for s, _ in train] + every)
+    return DateTask(train, val, test, src_vocab, base.tgt_vocab)
+
+
 # ---------------------------------------------------------------- tokens <-> ids
 TOKEN = re.compile(r"[a-z]+|[0-9]|[^\sa-z0-9]")
 

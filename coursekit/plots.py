@@ -122,3 +122,73 @@ def plot_curves(x, curves, xlabel, ylabel, title=None, logx=False):
     ax.legend(fontsize=8)
     fig.tight_layout()
     return fig
+
+
+# ---------------------------------------------------------------- notebook 10 (the capstone)
+_CAPSTONE_STYLE = {  # kind -> (colour, marker, line style): every line can be told apart where lines meet
+    "rnn_fixed": ("tab:red", "v", "-"), "rnn_attention": ("tab:blue", "o", "-"),
+    "decoder_causal": ("tab:orange", "s", "--"), "decoder_prefix": ("tab:purple", "D", "-."),
+    "encoder_decoder": ("tab:green", "^", ":")}
+
+
+def plot_capstone_accuracy(exp):
+    """Exact match against source length, one line per run: the mean over its seeds, the bar from its lowest to
+    its highest seed. The lines are shifted sideways a little, each with its own marker, so that runs at the same
+    accuracy stay visible side by side; the legend sits below the axes, off the data."""
+    from .capstone import KINDS, bin_label
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(7.5, 4.6))
+    kinds = list(exp.runs)
+    centres = [(a + b) / 2 for a, b in exp.bins]
+    shift = 0.35 * min((b - a + 1 for a, b in exp.bins), default=1) / max(1, len(kinds))
+    for k, kind in enumerate(kinds):
+        colour, marker, style = _CAPSTONE_STYLE.get(kind, (None, "o", "-"))
+        rows = exp.summary(kind)
+        xs = [c + (k - (len(kinds) - 1) / 2) * shift for c in centres]
+        mean = [100 * rows[b][0] for b in exp.bins]
+        below = [100 * (rows[b][0] - rows[b][1]) for b in exp.bins]
+        above = [100 * (rows[b][2] - rows[b][0]) for b in exp.bins]
+        n = len(exp.runs[kind])
+        ax.errorbar(xs, mean, yerr=[below, above], color=colour, marker=marker, linestyle=style, capsize=3,
+                    markersize=6, markerfacecolor="white" if k % 2 else colour,
+                    label=f"{KINDS[kind]} ({n} seed{'s' if n > 1 else ''})")
+    ax.set_xticks(centres)
+    ax.set_xticklabels([bin_label(b) for b in exp.bins])
+    ax.set_xlabel("source length (tokens)")
+    ax.set_ylabel("test exact match (%)")
+    ax.set_ylim(-3, 103)
+    ax.grid(alpha=0.3)
+    ax.set_title("Exact match by source length (mean; bars: lowest to highest seed)")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
+    fig.tight_layout()
+    return fig
+
+
+def plot_capstone_curves(exp, every=None):
+    """Training loss against step, one line per run: the mean over its seeds of the loss averaged over ``every``
+    steps, a band from the lowest to the highest seed; log scale, the legend to the right of the axes."""
+    from .capstone import KINDS
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(8.5, 4.0))
+    for kind, runs in exp.runs.items():
+        colour, marker, style = _CAPSTONE_STYLE.get(kind, (None, "o", "-"))
+        n = min(len(r.curve) for r in runs)
+        step = every or max(1, n // 40)
+        starts = range(0, n, step)
+        xs = [min(k + step, n) for k in starts]
+        per_seed = [[sum(loss for _, loss in r.curve[k:k + step]) / len(r.curve[k:k + step]) for k in starts]
+                    for r in runs]
+        mean = [sum(col) / len(col) for col in zip(*per_seed)]
+        ax.plot(xs, mean, color=colour, linestyle=style, marker=marker, markevery=max(1, len(xs) // 8),
+                markersize=5, label=KINDS[kind])
+        if len(runs) > 1:
+            ax.fill_between(xs, [min(col) for col in zip(*per_seed)], [max(col) for col in zip(*per_seed)],
+                            color=colour, alpha=0.2, linewidth=0)
+    ax.set_yscale("log")
+    ax.set_xlabel("training step")
+    ax.set_ylabel("training loss (mean over a window)")
+    ax.set_title("Training curves (mean over seeds; bands: lowest to highest seed)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
+    fig.tight_layout()
+    return fig

@@ -12,13 +12,14 @@ functions on every forward pass.
 * ``EncoderDecoder`` (T5-style / the original Transformer), trained to translate.
 """
 import math
+import sys
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from . import blocks
-from .training import step_cap, training_threads
+from .training import progress, step_cap, training_threads
 
 
 # ------------------------------------------------------------------ configs
@@ -420,16 +421,18 @@ def next_token_loss(logits, ids, valid=None):
     return nn.functional.cross_entropy(logits[:, :-1].transpose(1, 2), targets, ignore_index=-100)
 
 
-def fit(model, loss_of_batch, batches, steps, lr=3e-3, report_every=100, evaluate=None, threads=None):
-    """Train for exactly ``steps`` steps with AdamW and a one-cycle schedule, printing a text progress bar.
+def fit(model, loss_of_batch, batches, steps, lr=3e-3, report_every=100, evaluate=None, threads=None, desc=None):
+    """Train for exactly ``steps`` steps with AdamW and a one-cycle schedule, with a progress bar (``desc``).
 
     ``loss_of_batch(batch)`` returns the scalar loss of one batch (it calls the
-    model); ``evaluate()`` (optional) returns a number printed with the bar.
+    model); ``evaluate()`` (optional) returns a number printed every
+    ``report_every`` steps with the loss. The bar (``training.progress``) moves
+    at every step: a widget in JupyterLab, text elsewhere, off in a capped run.
     Returns the list of (step, loss).
 
     The run is fixed by its arguments, never by the clock: the same steps, the
     same batches (``batches`` is seeded by the caller) and a fixed number of
-    torch threads during training (``threads``, default 2: see
+    torch threads during training (``threads``, default 1: see
     ``coursekit.training``), so a figure the notebook states comes out the same
     on a slow or busy machine, only later. The first ``WARM_STEPS`` steps run at
     the schedule's starting rate, then a one-cycle schedule spans the rest.
@@ -444,6 +447,7 @@ def fit(model, loss_of_batch, batches, steps, lr=3e-3, report_every=100, evaluat
     schedule = None
     history, start = [], time.perf_counter()
     model.train()
+    bar = progress(steps, desc=desc)
     try:
         with training_threads(threads):
             for step in range(1, steps + 1):
@@ -455,19 +459,21 @@ def fit(model, loss_of_batch, batches, steps, lr=3e-3, report_every=100, evaluat
                 if schedule is not None:
                     schedule.step()
                 history.append((step, loss.item()))
+                bar.update(1)
                 if step == WARM_STEPS and steps - step >= 20:  # a one-cycle schedule needs room for its warm-up
                     schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=lr, total_steps=steps - step,
                                                                    pct_start=0.1)
                 if step % report_every == 0 or step == steps:
-                    done = round(24 * step / steps)
                     extra = ""
                     if evaluate is not None:
                         model.eval()
                         extra = f"  {evaluate()}"
                         model.train()
-                    print(f"[{'#' * done}{'.' * (24 - done)}] step {step:4d}/{steps}  loss {loss.item():7.4f}{extra}  "
-                          f"{time.perf_counter() - start:5.1f} s", flush=True)
+                    bar.set_postfix_str(f"loss {loss.item():.4f}", refresh=False)
+                    bar.write(f"{desc + ': ' if desc else ''}step {step:4d}/{steps}  loss {loss.item():7.4f}{extra}  "
+                              f"{time.perf_counter() - start:5.1f} s", file=sys.stdout)
     finally:
+        bar.close()
         model.eval()
     return history
 
