@@ -2,9 +2,11 @@
 JupyterLab on its notebooks, grades a learner's visible checks in that JupyterLab's kernel, leaves the bundle folder
 as it was, and holds no answer, no hidden test and no sample bug.
 
-Cost (one test worker, module fixtures): the bundle (every release, ~15 s of CPU), the student's environment (pip
-resolves and installs JupyterLab and the rest from the package index, ~75 s of CPU; this machine's torch is reused),
-JupyterLab's start, and 03_softmax run twice (answered in the lab's kernel, stubs through nbclient)."""
+Cost (one test worker, module fixtures; measured on 2 cores at load 9-11): the whole file 410-470 s of wall time,
+~150 s of CPU. Of that, the student's environment (pip resolves about 110 packages and installs JupyterLab and the
+rest from the package index; this machine's torch is reused) 260-330 s of wall time, ~80 s of CPU; the bundle
+(every release) ~40 s; JupyterLab's start and 03_softmax answered in its kernel ~60 s; the stubs through nbclient
+~30 s."""
 import glob
 import inspect
 import json
@@ -50,8 +52,8 @@ def listing(folder):
 @pytest.fixture(scope="module")
 def student(bundle, tmp_path_factory):
     """A fresh virtual environment, activated (its bin/ first on PATH), where the README's `pip install --upgrade
-    pip` and `pip install ./package` ran in the bundle folder. Jupyter and every other dependency come from the package index through the package's
-    dependencies. The README's step 2 (PyTorch's CPU build from PyTorch's own index, which this machine cannot
+    pip` and `pip install ./package` ran in the bundle folder. Jupyter and every other dependency come from the
+    package index through the package's dependencies. The README's step 2 (PyTorch's CPU build from PyTorch's own index, which this machine cannot
     reach) is stood in for by this machine's CPU build of torch 2.13.0: a folder holding only torch's own packages
     and its dist-info, put on the environment's path, so pip finds torch==2.13.0 installed and installs what torch
     needs. Returns (python, environment variables of the activated environment)."""
