@@ -220,13 +220,3 @@ def course_copy_for(folder):
     CourseCopy(root)
     shutil.rmtree(os.path.join(root, ".jupyter"), ignore_errors=True)
     return root
-
-
-def give(path, user, mode=0o700):
-    entry = pwd.getpwnam(user)
-    for here, dirs, files in os.walk(path):
-        os.chown(here, entry.pw_uid, entry.pw_gid)
-        for f in files:
-            os.chown(os.path.join(here, f), entry.pw_uid, entry.pw_gid)
-    os.chmod(path, mode)
-
