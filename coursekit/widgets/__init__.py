@@ -32,6 +32,17 @@ How it is built, so that it stays reliable in a real browser:
   into one ``ipywidgets.Image``. No pyplot figure is ever created, so the
   inline backend never adds a second copy; no ``Output`` widget is cleared and
   refilled, so nothing flickers or goes missing.
+* It answers at once (``bench/widgets.py`` times every control): each widget keeps
+  one figure (``base.Canvas``) and changes its artists in place; what a move does
+  not change is drawn once and kept as a bitmap, so a move redraws only its own
+  artists, in one draw. Model passes are kept per input (the sampling explorer's
+  continuations per setting, the viewer's translation per date), and PyTorch runs
+  on one thread inside a widget (the models are small; a second thread only waits).
+* It never says a learner's function is right on the strength of its own input
+  alone: before "matches" (or silence), it runs the notebook's visible checks of
+  that exercise once per function (``base.visible_check``, ``grader.check``), which
+  feed batches, other ``dim`` values, padding and float64; a failure is shown in
+  the check's own words.
 * The reference side is PyTorch's own (``torch.softmax``,
   ``torch.nn.functional.scaled_dot_product_attention``). It never comes from the
   ``solutions`` package, which learners do not have.
@@ -44,12 +55,15 @@ How it is built, so that it stays reliable in a real browser:
 Each update is compute → draw → readout: ``compute`` validates the input (raising
 ``BadInput`` with what is allowed), runs the reference and the learner's function
 and returns a small record of plain data and tensors; ``draw`` renders the record
-as a ``Figure``; ``readout`` turns it into the HTML under the plot. Adding a
-widget: write those three functions in a new module, subclass ``Explorer``, build
-the controls and call ``self._assemble(rows_of_controls)``, hook each control with
+(a plot object of the module keeps one ``base.Canvas`` and its ``render(record)``
+changes it in place; ``draw(record)`` gives the same picture as a new ``Figure``);
+``readout`` turns it into the HTML under the plot. Adding a widget: write those
+steps in a new module, subclass ``Explorer``, build the controls and call
+``self._assemble(rows_of_controls)``, hook each control with
 ``self._watch(control, handler)``, and in the handler run the three steps and
-finish with ``self._show(fig, readout_html)``; commit the new state only after
-that, so a failure anywhere keeps the last good state.
+finish with ``self._show(canvas, readout_html)``; commit the new state only after
+that, so a failure anywhere keeps the last good state. Before the readout says the
+learner's function is right, ask ``base.check_words(exercise, fn)``.
 """
 from .base import BadInput, Explorer
 from .cross_attention import CrossAttentionViewer, cross_attention_viewer

@@ -206,7 +206,7 @@ class SamplingPlot:
         grey, the drawn token marked."""
         ax = self.ax
         drawn = rec.probs is not None
-        ax.axison = drawn
+        ax.set_axis_on() if drawn else ax.set_axis_off()
         for artist in (*self.bars, self.marker, ax.get_legend(), ax.title):
             artist.set_visible(drawn)
         self.empty.set_visible(not drawn)
