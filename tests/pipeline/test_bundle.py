@@ -154,6 +154,37 @@ def test_a_student_install_cannot_import_the_reference(student_python, tmp_path)
     assert spec == "None" and ref == "None"
 
 
+IMPORTS = """
+import importlib, json, sys
+for module, name in json.loads(sys.argv[1]):
+    found = importlib.import_module(module)
+    if not hasattr(found, name):
+        importlib.import_module(module + "." + name)
+print("imported", len(json.loads(sys.argv[1])))
+"""
+
+
+def test_every_course_module_a_notebook_imports_is_in_the_student_install(bundle, student_python, tmp_path):
+    """What each of the bundle's notebooks imports from coursekit and grader (``from coursekit import capstone``)
+    imports in the student's environment, with no solutions/."""
+    import ast
+    wanted = set()
+    for path in sorted(glob.glob(os.path.join(bundle, "notebooks", "*", "*.ipynb"))):
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.cell_type != "code":
+                continue
+            try:
+                tree = ast.parse(cell.source)
+            except SyntaxError:
+                continue  # a stub the learner completes, or IPython syntax
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in ("coursekit", "grader"):
+                    wanted |= {(node.module, alias.name) for alias in node.names}
+    assert ("coursekit", "capstone") in wanted  # notebook 10's
+    out = run_student(student_python, IMPORTS.replace("sys.argv[1]", repr(json.dumps(sorted(wanted)))), tmp_path)
+    assert out.strip() == f"imported {len(wanted)}"
+
+
 EXECUTE = """
 import json, sys, nbformat
 from nbclient import NotebookClient
