@@ -17,7 +17,7 @@ import torch
 from matplotlib.patches import Rectangle
 
 from .base import (BLUE, GREY, BadInput, Canvas, Explorer, call_learner, check_words, label, new_figure, one_thread,
-                   sentence)
+                   sentence, visible_check)
 from .reference import attention_weights, reference_mask, reference_masked_attention
 
 MAX_POSITIONS = 12
@@ -109,6 +109,7 @@ class MaskRecord:
     learner_message: str
     row: int
     readouts: dict
+    checked: bool = None  # the notebook's visible checks: True passed, False failed, None not run
 
 
 def learner_side(masked_attention, Q, K, V, mask, ref_w):
@@ -184,8 +185,10 @@ def compute(masked_attention, projections, kind, sentence, source, padding, row,
                 "row_weights": None if learner is None else learner[row].tolist(),
                 "reference_row": ref_w[row].tolist(),
                 "max_abs_diff": None if learner is None else float((learner - ref_w).abs().max())}
+    checked = visible_check("masked_attention", masked_attention)[0] if learner is not None and \
+        not learner_message else None
     return MaskRecord(kind, sentence, source, padding, q_tokens, k_tokens, prefix, mask, ref_w, ref_out, learner,
-                      learner_message, row, readouts)
+                      learner_message, row, readouts, checked)
 
 
 # ====================================================================== readout
@@ -215,8 +218,8 @@ def readout(rec):
     lines.append(f"weights, reference: {row_text(rec.reference[row].tolist())}")
     if rec.learner is not None and not rec.learner_message:  # right here, and the notebook's checks pass it
         lines.append(f'<span style="color:#1a6b1a">Your masked_attention matches the reference '
-                     f'(max |difference| = {rec.readouts["max_abs_diff"]:.1e}) and passes the notebook\'s '
-                     f'checks.</span>')
+                     f'(max |difference| = {rec.readouts["max_abs_diff"]:.1e})'
+                     + (" and passes the notebook's checks" if rec.checked else "") + '.</span>')
     elif rec.learner is not None and rec.readouts["max_abs_diff"] <= 1e-4:
         lines.append('<span style="color:#7a1f1f">Your weights match here, but the notebook\'s check fails your '
                      'masked_attention (see the message above).</span>')

@@ -19,7 +19,7 @@ import ipywidgets as W
 import torch
 
 from .base import (BLUE, GREY, NINF, BadInput, Canvas, Explorer, call_learner, check_words, fmt, label, new_figure,
-                   one_thread, sentence)
+                   one_thread, sentence, visible_check)
 from .reference import reference_probabilities
 
 TAU_MIN, TAU_MAX = 0.05, 20.0
@@ -99,6 +99,7 @@ class TemperatureRecord:
     learner: torch.Tensor = None
     learner_message: str = ""
     readouts: dict = None
+    checked: bool = None  # the notebook's visible checks: True passed, False failed, None not run
 
 
 def learner_side(softmax, x, tau, ref, labels):
@@ -153,7 +154,9 @@ def compute(softmax, logits, labels, tau):
                 "learner_max_prob": None if learner is None else float(learner.max()),
                 "max_abs_diff": None if learner is None else float((learner - ref).abs().max()),
                 "allowed": int(torch.isfinite(x).sum())}
-    return TemperatureRecord(tau, list(logits), list(labels), ref, learner, learner_message, readouts)
+    return TemperatureRecord(tau, list(logits), list(labels), ref, learner, learner_message, readouts,
+                             visible_check("softmax", softmax)[0] if learner is not None and not learner_message
+                             else None)
 
 
 # ====================================================================== draw
@@ -249,7 +252,8 @@ def readout(rec):
     verdict = ""
     if rec.learner is not None and not rec.learner_message:  # right here, and the notebook's checks pass it
         verdict = (f'<div style="color:#1a6b1a">Your softmax matches the reference '
-                   f'(max |difference| = {r["max_abs_diff"]:.1e}) and passes the notebook\'s checks.</div>')
+                   f'(max |difference| = {r["max_abs_diff"]:.1e})'
+                   + (" and passes the notebook's checks" if rec.checked else "") + '.</div>')
     elif rec.learner is not None and r["max_abs_diff"] <= 1e-4:
         verdict = ('<div style="color:#7a1f1f">Your bars match here, but the notebook\'s check fails your softmax '
                    '(see the message above).</div>')
