@@ -23,7 +23,7 @@ import urllib.request
 import nbformat
 import pytest
 
-from coursekit.bundle import TESTED_PYTHONS, VERSION_KEY, build, course_version
+from coursekit.bundle import TESTED_PYTHONS, VERSION_KEY, course_version
 from coursekit.samples import answered
 from grader import EXERCISES, cells_of, resolve
 
@@ -34,7 +34,14 @@ NOTEBOOK = "03_softmax"
 
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory):
-    return build(str(tmp_path_factory.mktemp("bundle") / "student-bundle"))
+    """The bundle as the README makes it: `.venv/bin/course bundle --out student-bundle`."""
+    folder = tmp_path_factory.mktemp("bundle")
+    course = os.path.join(os.path.dirname(sys.executable), "course")
+    proc = subprocess.run([course, "bundle", "--out", "student-bundle"], cwd=folder, capture_output=True, text=True,
+                          timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "no solutions/, no hidden tests" in proc.stdout
+    return str(folder / "student-bundle")
 
 
 def readme_command(bundle, starts):
