@@ -333,10 +333,22 @@ def test_a_judge_server_that_died_is_started_again():
 
 
 # ---------------------------------------------------------------- the ready-made version of an exercise
-def _masked_attention_worker(route, hide):
-    cells = [textwrap.dedent(READY_MADE_ROUTES[route]) if name == "masked_attention" else solution_source(name)
-             for name, ex in EXERCISES.items() if ex.notebook == "04_masks_attention"]
+def _masked_attention_worker(routes, hide):
+    """One sandboxed worker holding notebook 04's answers, with ``masked_attention`` written each way of ``routes``
+    (each route as a function of its own name, ``route_<n>``)."""
+    cells = [solution_source(name) for name, ex in EXERCISES.items()
+             if ex.notebook == "04_masks_attention" and name != "masked_attention"]
+    for n, route in enumerate(routes):
+        cells.append(textwrap.dedent(READY_MADE_ROUTES[route]).replace("def masked_attention(", f"def route_{n}("))
     return remote.Worker(setup_source("04_masks_attention"), cells, hide=hide)
+
+
+@pytest.fixture(scope="module")
+def hidden_04():
+    """Notebook 04 graded: every route to its ready-made masked_attention in one sandboxed worker (one start)."""
+    hide = judge.ready_made([["masked_attention_basic", "masked_attention", "masked_attention", "basic"]])
+    with _masked_attention_worker(list(READY_MADE_ROUTES), hide) as w:
+        yield w
 
 
 def test_a_notebooks_ready_made_versions_are_hidden_while_it_is_graded_and_there_after():
@@ -352,25 +364,28 @@ def test_a_notebooks_ready_made_versions_are_hidden_while_it_is_graded_and_there
 
 
 @pytest.mark.parametrize("route", list(READY_MADE_ROUTES))
-def test_the_ready_made_version_of_the_exercise_earns_nothing_by_any_route(route):
+def test_the_ready_made_version_of_the_exercise_earns_nothing_by_any_route(hidden_04, route):
     """Copies of its code (FunctionType, marshal), wrappers (partial, wraps), calls from a thread, a generator or
     map, the profiler off or replaced, its source exec'd, its compiled file loaded, the module reloaded: while
     notebook 04 is graded, coursekit.blocks.masked_attention is not in the sandbox, so every route fails in words."""
-    hide = judge.ready_made([["masked_attention_basic", "masked_attention", "masked_attention", "basic"]])
-    with _masked_attention_worker(route, hide) as w:
-        fn = w.function("masked_attention", "masked_attention")
-        for part in ("basic", "edge"):
-            msg = failure("masked_attention", fn, part)
-            assert msg.startswith("FAILED masked_attention"), msg
+    fn = hidden_04.function(f"route_{list(READY_MADE_ROUTES).index(route)}", "masked_attention")
+    assert fn is not None
+    for part in ("basic", "edge"):
+        msg = failure("masked_attention", fn, part)
+        assert msg.startswith("FAILED masked_attention"), msg
 
 
-def test_without_hiding_a_copy_of_the_ready_made_version_would_have_passed(capsys):
-    """A copy of its code slips past the watch on calls (the code object is a new one): in a sandbox that does not
-    hide it (a later notebook's) it earns the part, so the hiding is what stops it above."""
-    with _masked_attention_worker("copy-of-its-code", ()) as w:
-        fn = w.function("masked_attention", "masked_attention")
-        check("masked_attention", fn, "basic")  # no CheckFailed
-    assert "PASSED masked_attention" in capsys.readouterr().out
+SLIP_PAST_THE_WATCH = ("copy-of-its-code", "from-a-thread-profiler-off", "profiler-replaced")
+
+
+def test_without_hiding_three_routes_to_the_ready_made_version_would_have_passed(capsys):
+    """A copy of its code (a new code object), a call from a thread with the profiler off, and a call with the
+    profiler replaced slip past the watch on calls: in a sandbox that does not hide the ready-made version (a later
+    notebook's) each earns the part, so the hiding is what stops them above."""
+    with _masked_attention_worker(SLIP_PAST_THE_WATCH, ()) as w:
+        for n, route in enumerate(SLIP_PAST_THE_WATCH):
+            check("masked_attention", w.function(f"route_{n}", "masked_attention"), "basic")  # no CheckFailed
+            assert "PASSED masked_attention" in capsys.readouterr().out, route
 
 
 def test_the_sandboxs_process_list_shows_no_host_path(tmp_path):
