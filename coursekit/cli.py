@@ -343,42 +343,24 @@ def cmd_hub(args):
     os.execve(sys.executable, cmd, env)  # become the hub: stopping this process stops it (and the users' servers)
 
 
-def cmd_release(args):
-    from .exchange import ExchangeError, release
-    root = _with_exchange(args)
-    try:
-        for a in args.assignment:
-            release(root, a)
-    except ExchangeError as exc:
-        print(f"course release: {exc}", file=sys.stderr)
-        return 2
-    return 0
-
-
-def cmd_collect(args):
-    from .exchange import ExchangeError, collect
-    root = _with_exchange(args)
-    try:
-        for a in args.assignment:
-            collect(root, a)
-    except ExchangeError as exc:
-        print(f"course collect: {exc}", file=sys.stderr)
-        return 2
-    return 0
-
-
-def cmd_return(args):
-    from .exchange import ExchangeError, return_feedback
-    root = _with_exchange(args)
-    worst = 0
-    try:
-        for a in args.assignment:
-            if not return_feedback(root, a):
-                worst = 1
-    except ExchangeError as exc:
-        print(f"course return: {exc}", file=sys.stderr)
-        return 2
-    return worst
+def _exchange_step(name):
+    """The command `course NAME A ...`: ``coursekit.exchange``'s step for each assignment in turn (release, collect,
+    return_feedback); exits 2 on the exchange's refusal, 1 when a step reports nothing done (no feedback returned)."""
+    def command(args):
+        from . import exchange
+        step = getattr(exchange, {"return": "return_feedback"}.get(name, name))
+        root = _with_exchange(args)
+        worst = 0
+        try:
+            for a in args.assignment:
+                done = step(root, a)
+                if name == "return" and not done:  # no feedback to return: said, and exit 1
+                    worst = 1
+        except exchange.ExchangeError as exc:
+            print(f"course {name}: {exc}", file=sys.stderr)
+            return 2
+        return worst
+    return command
 
 
 def instructor_settings(env):
@@ -485,14 +467,14 @@ def main(argv=None):
                    help="the hub's database, secret and settings (keep it: users and servers survive a restart)")
     p.add_argument("--extra-config", default=None, help="a jupyterhub_config.py read after the course's")
     p.set_defaults(func=cmd_hub)
-    for name, func, what in (("release", cmd_release, "generate, then release to the exchange"),
-                             ("collect", cmd_collect, "collect each student's latest submission from the exchange"),
-                             ("return", cmd_return, "generate the feedback and release it to the exchange")):
+    for name, what in (("release", "generate, then release to the exchange"),
+                       ("collect", "collect each student's latest submission from the exchange"),
+                       ("return", "generate the feedback and release it to the exchange")):
         p = sub.add_parser(name, help=f"instructors: {what}")
         p.add_argument("assignment", nargs="+")
         p.add_argument("--course", default=None, help="the course folder (default: $COURSE_ROOT or course/)")
         p.add_argument("--exchange", default=None, help="nbgrader's exchange (default: the course's setting)")
-        p.set_defaults(func=func)
+        p.set_defaults(func=_exchange_step(name))
     p = sub.add_parser("instructor-lab", help="instructors: JupyterLab on the course folder with the formgrader")
     p.add_argument("--course", default=None, help="the course folder (default: $COURSE_ROOT or course/)")
     p.add_argument("--exchange", default=None, help="nbgrader's exchange (default: the course's setting)")

@@ -229,3 +229,21 @@ def learner_namespace(notebook, overrides=None):
 def reference_as_learner(name):
     """Exercise ``name``'s reference compiled as its notebook runs it (after the set-up and the other answers)."""
     return learner_namespace(EXERCISES[name].notebook)[name]
+
+
+def stop_group(proc, wait=30):
+    """Stop a server the test started in a session of its own (``start_new_session=True``): SIGTERM to its whole
+    process group (the server and the kernels or workers it started), SIGKILL when it is still there after ``wait``
+    seconds."""
+    import os
+    import signal
+    import subprocess
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    try:
+        proc.wait(timeout=wait)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()

@@ -8,6 +8,7 @@ import sys
 
 import nbformat
 import pytest
+from helpers import stop_group
 
 from coursekit import ROOT
 from grader import check
@@ -114,12 +115,7 @@ def test_lab_serves_the_workspace_notebooks(tmp_path):
                            "notification.jupyterlab-settings").read_text())
         assert news == {"fetchNews": "false", "checkForUpdates": False}
     finally:
-        import signal
-        os.killpg(proc.pid, signal.SIGTERM)  # the server and any kernel it started
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
+        stop_group(proc)  # the server and any kernel it started
 
 
 @pytest.mark.pipeline

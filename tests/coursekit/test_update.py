@@ -2,7 +2,6 @@
 files kept in one folder (`.previous/<version>/`), and a warning about notebooks open in JupyterLab."""
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -11,6 +10,7 @@ import urllib.request
 
 import nbformat
 import pytest
+from helpers import stop_group
 
 from coursekit import ROOT
 from coursekit.notebooks import solution_source
@@ -143,11 +143,7 @@ def test_update_command_warns_about_a_notebook_open_in_jupyterlab_creates_what_i
         proc = subprocess.run([sys.executable, "-m", "coursekit", "update", "--dir", str(ws)], cwd=ROOT,
                               capture_output=True, text=True, timeout=600)
     finally:
-        os.killpg(lab.pid, signal.SIGTERM)  # the server and the kernel it started
-        try:
-            lab.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(lab.pid, signal.SIGKILL)
+        stop_group(lab)  # the server and the kernel it started
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout
     assert f"updated   {A}: your answer to softmax carried over" in out

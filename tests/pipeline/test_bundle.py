@@ -12,7 +12,6 @@ import inspect
 import json
 import os
 import shlex
-import signal
 import socket
 import subprocess
 import sys
@@ -22,6 +21,7 @@ import urllib.request
 
 import nbformat
 import pytest
+from helpers import stop_group
 
 from coursekit.bundle import TESTED_PYTHONS, VERSION_KEY, course_version
 from coursekit.samples import answered
@@ -329,11 +329,7 @@ def test_jupyter_lab_starts_on_the_notebooks_and_a_notebooks_checks_pass_in_its_
         proc = subprocess.run([python, "-c", IN_LAB, base, token, f"{NOTEBOOK}/{NOTEBOOK}.ipynb", str(right)],
                               capture_output=True, text=True, env=env, timeout=900)
     finally:
-        os.killpg(lab.pid, signal.SIGTERM)  # the server and the kernel it started
-        try:
-            lab.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(lab.pid, signal.SIGKILL)
+        stop_group(lab)  # the server and the kernel it started
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     outputs = _student_ran(json.loads(proc.stdout.strip().splitlines()[-1]))
     text = "\n".join("".join(o) for o in outputs)

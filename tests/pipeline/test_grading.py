@@ -14,7 +14,7 @@ import time
 
 import nbformat
 import pytest
-
+from helpers import stop_group
 from pipeline_helpers import ASSIGNMENTS, bug_students, release_nb, sample_submissions, with_test_env
 
 from coursekit.grading import grade_class, local_cluster, print_summary
@@ -239,8 +239,7 @@ def test_course_grade_over_several_assignments_gives_each_submission_the_grade_i
                               env=cc.env)
     finally:
         for p in (workers, scheduler):
-            os.killpg(p.pid, signal.SIGTERM)
-            p.wait(60)
+            stop_group(p, wait=60)
         logs.close()
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert f"graded {sum(map(len, students.values()))} submission(s)" in proc.stdout
