@@ -90,22 +90,10 @@ def ready_made(checks):
     """The course's ready-made versions ("module:function") of every exercise of the notebook these checks grade:
     none of them is in the sandbox while it is graded (``grader.sandbox.masked``), whatever route a student's code
     takes to them. (They are there for the notebooks after it.)"""
-    from .course import notebook_of
-    out = []
-    for notebook in {notebook_of(exercise).folder: notebook_of(exercise) for _, exercise, *_ in checks
-                     if _known(exercise)}.values():
-        for exercise in notebook.exercises:
-            out += [g for g in notebook.given.get(exercise, ()) if g not in out]
-    return out
-
-
-def _known(exercise):
-    from .course import notebook_of
-    try:
-        notebook_of(exercise)
-        return True
-    except KeyError:
-        return False
+    from .cases import EXERCISES
+    from .course import NOTEBOOKS
+    folders = sorted({EXERCISES[exercise].notebook for _, exercise, *_ in checks if exercise in EXERCISES})
+    return [g for folder in folders for given in NOTEBOOKS[folder].given.values() for g in given]
 
 
 def main():

@@ -107,20 +107,6 @@ class SandboxedKernelManager(AsyncKernelManager):
 
 
 
-# errors in the kernel's cells that are the limits' doing, not the student's logic: recorded for the instructor (a
-# cell past its time limit is recorded once, as what stopped the notebook)
-KERNEL_FAULTS = {"MemoryError": "memory", "BlockingIOError": "processes"}
-
-
-def _kernel_fault(out):
-    """The fault kind of an error output that is the sandbox's limits' doing, or None."""
-    if out.get("output_type") != "error":
-        return None
-    if "can't start new thread" in str(out.get("evalue", "")):
-        return "processes"
-    return KERNEL_FAULTS.get(out.get("ename"))
-
-
 class SandboxedExecute(Execute):
     """nbgrader's Execute, with the kernel in the sandbox; a dead kernel ends the run of this notebook only."""
 
@@ -145,11 +131,14 @@ class SandboxedExecute(Execute):
             faults.append(list(self._dead))
         for index, cell in enumerate(nb.cells):
             for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
-                kind = _kernel_fault(out)
-                if kind:
-                    limit = " (the sandbox's limit on processes)" if kind == "processes" else ""
-                    faults.append([kind, f"cell {index} in the kernel: {out.get('ename')}: "
-                                         f"{str(out.get('evalue', ''))[:200]}{limit}"])
+                # an error that is the sandbox's limits' doing, not the student's logic: recorded for the instructor
+                # (a cell past its time limit is recorded once, as what stopped the notebook)
+                limit = sandbox.limit_fault(out.get("ename"), out.get("evalue", "")) \
+                    if out.get("output_type") == "error" else None
+                if limit:
+                    said = str(out.get("evalue", ""))[:200]
+                    faults.append([limit[0], f"cell {index} in the kernel: {out.get('ename')}"
+                                             f"{': ' + said if said else ''} ({limit[1]})"])
         for kind, what in dict.fromkeys(refused):
             faults.append(["blocked", f"{kind}: {what}"])
         return nb, resources

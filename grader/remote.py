@@ -249,11 +249,10 @@ class Worker:
         out.called_reference = reply.get("called") if isinstance(reply.get("called"), str) else None
         if "error" in reply and type(reply["error"]) is dict:
             out.error = _exception(reply["error"])
-            if isinstance(out.error, MemoryError):
-                self.faults.append(("memory", f"`{function}` ran out of memory (the sandbox's limit)"))
-            elif isinstance(out.error, BlockingIOError) or "can't start new thread" in str(out.error):
-                self.faults.append(("processes", f"`{function}` reached the sandbox's limit on processes: "
-                                                 f"{type(out.error).__name__}: {str(out.error)[:200]}"))
+            limit = sandbox.limit_fault(type(out.error).__name__, out.error)
+            if limit:
+                self.faults.append((limit[0], f"`{function}` reached {limit[1]}: {type(out.error).__name__}: "
+                                              f"{str(out.error)[:200]}"))
         elif "not_plain" in reply:
             out.error = wire.NotPlain(str(reply["not_plain"]))
         elif not out.timed_out:

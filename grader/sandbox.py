@@ -104,6 +104,19 @@ class Limits:
 PYTHON = "/opt/course/python"   # where the Python installation is bound too, so argv shows no host path
 
 
+# errors that are the sandbox's limits' doing, not a student's logic: (fault kind, words), by the error's name
+LIMIT_ERRORS = {"MemoryError": ("memory", "the sandbox's limit on memory"),
+                "BlockingIOError": ("processes", "the sandbox's limit on processes")}
+
+
+def limit_fault(name, message):
+    """(fault kind, words) when an error ``name: message`` raised in a sandbox is one of its limits' doing (memory,
+    processes: a refused fork, or a thread that could not start), else None."""
+    if "can't start new thread" in str(message):
+        return LIMIT_ERRORS["BlockingIOError"]
+    return LIMIT_ERRORS.get(name)
+
+
 def sandbox_uid():
     """The uid of a sandbox when none was claimed (``COURSE_SANDBOX_UID``, 65534): see ``claim``."""
     return _env_int("COURSE_SANDBOX_UID", 65534)

@@ -365,7 +365,7 @@ def test_an_attack_around_honest_functions_still_grades_them(tampered, kind):
 @pytest.mark.parametrize("kind,fault,words", [
     ("kill-the-kernel", "kernel", "the kernel died"),
     ("kill-the-worker", "crash", "exited with code 0"),
-    ("allocate-without-limit", "memory", "ran out of memory"),
+    ("allocate-without-limit", "memory", "reached the sandbox's limit on memory"),
     ("huge-allocation-in-the-kernel", "memory", "MemoryError"),
     ("loop", "timeout", "did not finish within"),
     ("read-the-source-notebook", "blocked", "read-outside: /source/03_softmax/03_softmax.ipynb"),
