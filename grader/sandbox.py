@@ -20,16 +20,12 @@ The code runs as a non-root user with limits on memory (address space), processe
 CPU time, file size and open files (``prlimit``). ``Limits`` holds them; each can be
 set through the environment variables named there.
 
-One student's sandbox never shares a budget with another's (``Slot``, ``claim``).
-A process limit counts per user, so when the grader runs as root each sandbox that
-runs at the same time gets a user of its own: a uid from ``COURSE_SANDBOX_UID_BASE``
-(61000) up, held with a lock file for the sandbox's life and taken only when no process
-of that uid is left. Where the grader may make control groups (root, and cgroup v1
-``pids``/``memory`` or v2 with those controllers), each sandbox also runs in one of its
-own, which caps its processes and its memory *together*, across all its processes. As
-a plain user the grader cannot switch users: each sandbox then has a user namespace of
-its own (``--unshare-all``), in which the kernel counts its processes apart from the
-others' (Linux 5.14 and later), and no control group.
+One student's sandbox never shares a budget with another's (``claim``; how, in
+``grader.slots``): as root, each sandbox running at the same time has a user and, where
+possible, control groups of its own. As a plain user the grader cannot switch users:
+each sandbox then has a user namespace of its own (``--unshare-all``), in which the
+kernel counts its processes apart from the others' (Linux 5.14 and later), and no
+control group.
 
 Nothing of the grading machine shows in the sandbox's process list: bubblewrap reads
 its arguments from a file it was handed open and that is gone when the sandbox starts
@@ -45,15 +41,12 @@ sandbox, on purpose; any other value needs ``bwrap`` and stops at once, naming
 the package to install, when it is missing.
 """
 import ast
-import errno
-import fcntl
 import glob
 import importlib.util
 import os
 import shutil
 import sys
 import tempfile
-import time
 from dataclasses import dataclass, field
 
 HOME = "/home/student"          # the sandbox's home folder (an empty tmpfs)
@@ -122,146 +115,17 @@ def sandbox_uid():
     return _env_int("COURSE_SANDBOX_UID", 65534)
 
 
-class Slot:
-    """One sandbox's own budget: its uid (held with a lock for the sandbox's life) and its control groups."""
-
-    def __init__(self, uid, lock=None, groups=()):
-        self.uid, self.lock, self.groups = uid, lock, list(groups)
-
-    def release(self):
-        for group in self.groups:
-            _empty_group(group)
-        if self.lock is not None:
-            self.lock.close()
-            self.lock = None
-
-    def __repr__(self):
-        return f"Slot(uid={self.uid}, groups={self.groups})"
-
-
-def _uid_busy(uid):
-    """Whether a process of ``uid`` is still alive (one a sandbox left would share the next one's budget)."""
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/status") as f:
-                for line in f:
-                    if line.startswith("Uid:"):
-                        if int(line.split()[1]) == uid:
-                            return True
-                        break
-        except OSError:
-            continue
-    return False
-
-
-CGROUP_ROOT = "/sys/fs/cgroup"
-
-
-def _group_dirs(name):
-    """The folders of control group ``name`` for the pids and memory controllers, or [] when none can be made."""
-    if os.environ.get("COURSE_SANDBOX_CGROUPS", "1").strip().lower() in ("0", "no", "off", "none"):
-        return []
-    v1 = [os.path.join(CGROUP_ROOT, c) for c in ("pids", "memory")]
-    if all(os.path.isfile(os.path.join(d, "cgroup.procs")) for d in v1):
-        return [os.path.join(d, name) for d in v1]
-    try:  # cgroup v2: one tree, its controllers enabled for the children of the course's group
-        with open(os.path.join(CGROUP_ROOT, "cgroup.controllers")) as f:
-            if not {"pids", "memory"} <= set(f.read().split()):
-                return []
-    except OSError:
-        return []
-    return [os.path.join(CGROUP_ROOT, "course-sandbox", name)]
-
-
-def _write(path, text):
-    with open(path, "w") as f:
-        f.write(text)
-
-
-def _make_group(name, limits):
-    """The control group(s) ``name`` with the sandbox's process and memory limits; [] when this machine has none
-    the grader may make."""
-    dirs = _group_dirs(name)
-    made = []
-    try:
-        for d in dirs:
-            parent = os.path.dirname(d)
-            if os.path.basename(parent) == "course-sandbox" and not os.path.isdir(parent):
-                os.makedirs(parent, exist_ok=True)
-                _write(os.path.join(parent, "cgroup.subtree_control"), "+pids +memory")
-            os.makedirs(d, exist_ok=True)
-            if os.path.exists(os.path.join(d, "pids.max")):
-                _write(os.path.join(d, "pids.max"), str(limits.processes))
-            for knob in ("memory.limit_in_bytes", "memory.max"):  # v1, v2
-                if os.path.exists(os.path.join(d, knob)):
-                    _write(os.path.join(d, knob), str(limits.memory_bytes))
-            for knob in ("memory.memsw.limit_in_bytes", "memory.swap.max"):  # no swap beyond it
-                if os.path.exists(os.path.join(d, knob)):
-                    try:
-                        _write(os.path.join(d, knob), str(limits.memory_bytes) if "memsw" in knob else "0")
-                    except OSError:
-                        pass
-            made.append(d)
-    except OSError:
-        for d in made:
-            _empty_group(d)
-        return []
-    return made
-
-
-def _empty_group(d):
-    """Kill what is left in control group ``d`` and remove it (quietly: a group that cannot go stays, empty)."""
-    for _ in range(50):
-        try:
-            with open(os.path.join(d, "cgroup.procs")) as f:
-                pids = [int(p) for p in f.read().split()]
-        except OSError:
-            return
-        if not pids:
-            break
-        for pid in pids:
-            try:
-                os.kill(pid, 9)
-            except OSError:
-                pass
-        time.sleep(0.02)
-    try:
-        os.rmdir(d)
-    except OSError:
-        pass
-
-
-def claim(limits=None, wait=600):
-    """A ``Slot`` for one sandbox: as root, a uid no other sandbox holds (and control groups of its own where the
-    grader may make them); as a plain user, the user's own uid (see the module's docstring)."""
-    limits = limits or Limits()
+def claim(limits=None):
+    """A ``Slot`` (``grader.slots``) for one sandbox: as root, a uid no other sandbox holds and control groups of its
+    own where the grader may make them; as a plain user (or with isolation off), the user's own uid."""
+    from .slots import Slot, SlotsBusy
+    from .slots import claim as claim_as_root
     if os.geteuid() != 0 or not isolated():
         return Slot(os.getuid())
-    base, count = _env_int("COURSE_SANDBOX_UID_BASE", 61000), _env_int("COURSE_SANDBOX_SLOTS", 512)
-    locks = os.environ.get("COURSE_SANDBOX_LOCKS", "/tmp/course-sandbox-slots")
-    os.makedirs(locks, mode=0o700, exist_ok=True)
-    deadline = time.monotonic() + wait
-    while True:
-        for uid in range(base, base + count):
-            lock = open(os.path.join(locks, f"{uid}.lock"), "w")
-            try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as exc:
-                lock.close()
-                if exc.errno in (errno.EAGAIN, errno.EACCES):
-                    continue
-                raise
-            if _uid_busy(uid):
-                lock.close()
-                continue
-            groups = _make_group(f"course-sandbox-{uid}", limits)
-            return Slot(uid, lock, groups)
-        if time.monotonic() > deadline:
-            raise SandboxUnavailable(f"all {count} sandbox users ({base}-{base + count - 1}) are busy; set "
-                                     f"COURSE_SANDBOX_SLOTS to more")
-        time.sleep(0.5)
+    try:
+        return claim_as_root(limits or Limits())
+    except SlotsBusy as exc:
+        raise SandboxUnavailable(str(exc)) from exc
 
 
 def _package_dir(name):
@@ -381,7 +245,7 @@ def masked(functions):
             os.chmod(folder, 0o755)
             copy = os.path.join(folder, os.path.basename(file))
             with open(copy, "w") as f:
-                f.write(f"# {os.path.basename(file)} as a sandbox sees it: some functions are masked (grader/sandbox.py)\n")
+                f.write(f"# {os.path.basename(file)} as a sandbox sees it: functions masked (grader/sandbox.py)\n")
                 f.write(ast.unparse(tree) + "\n")
             os.chmod(copy, 0o644)
             _MASKED[key] = copy

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 import torch
@@ -401,3 +402,33 @@ def test_the_sandboxs_process_list_shows_no_host_path(tmp_path):
     assert len(lines) >= 2 and lines[0].startswith("/usr/bin/bwrap --args 3 --"), proc.stdout + proc.stderr
     for host in (project, str(tmp_path), os.path.realpath(sys.prefix), "/tmp/"):
         assert host not in proc.stdout, (host, proc.stdout)
+
+
+def test_sandboxes_at_the_same_time_never_share_a_user_and_a_users_leftover_process_keeps_it_taken():
+    """As root each sandbox claims a uid of its own (held while it lives), with control groups capping its processes
+    and memory; a uid that still has a process is not handed out. As a plain user, the user's own uid."""
+    if os.geteuid() != 0:
+        assert sandbox.claim().uid == os.getuid()
+        return
+    first, second = sandbox.claim(), sandbox.claim()
+    try:
+        assert first.uid != second.uid
+        for group in first.groups:  # this machine's grader may make them: each caps this sandbox alone
+            assert os.path.basename(group) == f"course-sandbox-{first.uid}"
+        leftover = subprocess.Popen(["setpriv", f"--reuid={first.uid}", f"--regid={first.uid}", "--clear-groups",
+                                     "sleep", "30"])
+        try:
+            for _ in range(500):  # until it runs as that user (setpriv switches after it starts)
+                if os.stat(f"/proc/{leftover.pid}").st_uid == first.uid:
+                    break
+                time.sleep(0.01)
+            first.release()
+            third = sandbox.claim()  # first.uid is free of its lock, but a process of it is still alive
+            assert third.uid not in (first.uid, second.uid)
+            third.release()
+        finally:
+            leftover.kill()
+            leftover.wait()
+    finally:
+        first.release()
+        second.release()

@@ -1,0 +1,163 @@
+"""Each sandbox's own budget (``grader.sandbox.claim``): a user of its own, and control groups where possible.
+
+A process limit (RLIMIT_NPROC) counts per user, so sandboxes that run at the same time as the same user share one:
+one student's fork bomb would stop another's kernel from starting a thread. When the grader runs as root, each
+sandbox therefore claims a uid of its own (``COURSE_SANDBOX_UID_BASE``, 61000, and up; ``COURSE_SANDBOX_SLOTS`` of
+them), held with a lock file (``COURSE_SANDBOX_LOCKS``) for the sandbox's life and taken only when no process of
+that uid is left. Where the grader may make control groups (cgroup v1 ``pids`` and ``memory``, or v2 with those
+controllers; ``COURSE_SANDBOX_CGROUPS=0`` turns them off), the sandbox also runs in one of its own, which caps its
+processes and its memory together, across all its processes.
+"""
+import errno
+import fcntl
+import os
+import time
+
+
+class SlotsBusy(RuntimeError):
+    """Every sandbox user is held by a running sandbox."""
+
+
+def _env_int(name, default):
+    value = os.environ.get(name)
+    return int(value) if value else default
+
+
+class Slot:
+    """One sandbox's own budget: its uid (held with a lock for the sandbox's life) and its control groups."""
+
+    def __init__(self, uid, lock=None, groups=()):
+        self.uid, self.lock, self.groups = uid, lock, list(groups)
+
+    def release(self):
+        for group in self.groups:
+            _empty_group(group)
+        if self.lock is not None:
+            self.lock.close()
+            self.lock = None
+
+    def __repr__(self):
+        return f"Slot(uid={self.uid}, groups={self.groups})"
+
+
+def _uid_busy(uid):
+    """Whether a process of ``uid`` is still alive (one a sandbox left would share the next one's budget)."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    if line.startswith("Uid:"):
+                        if int(line.split()[1]) == uid:
+                            return True
+                        break
+        except OSError:
+            continue
+    return False
+
+
+CGROUP_ROOT = "/sys/fs/cgroup"
+
+
+def _group_dirs(name):
+    """The folders of control group ``name`` for the pids and memory controllers, or [] when none can be made."""
+    if os.environ.get("COURSE_SANDBOX_CGROUPS", "1").strip().lower() in ("0", "no", "off", "none"):
+        return []
+    v1 = [os.path.join(CGROUP_ROOT, c) for c in ("pids", "memory")]
+    if all(os.path.isfile(os.path.join(d, "cgroup.procs")) for d in v1):
+        return [os.path.join(d, name) for d in v1]
+    try:  # cgroup v2: one tree, its controllers enabled for the children of the course's group
+        with open(os.path.join(CGROUP_ROOT, "cgroup.controllers")) as f:
+            if not {"pids", "memory"} <= set(f.read().split()):
+                return []
+    except OSError:
+        return []
+    return [os.path.join(CGROUP_ROOT, "course-sandbox", name)]
+
+
+def _write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def _make_group(name, limits):
+    """The control group(s) ``name`` with the sandbox's process and memory limits; [] when this machine has none
+    the grader may make."""
+    dirs = _group_dirs(name)
+    made = []
+    try:
+        for d in dirs:
+            parent = os.path.dirname(d)
+            if os.path.basename(parent) == "course-sandbox" and not os.path.isdir(parent):
+                os.makedirs(parent, exist_ok=True)
+                _write(os.path.join(parent, "cgroup.subtree_control"), "+pids +memory")
+            os.makedirs(d, exist_ok=True)
+            if os.path.exists(os.path.join(d, "pids.max")):
+                _write(os.path.join(d, "pids.max"), str(limits.processes))
+            for knob in ("memory.limit_in_bytes", "memory.max"):  # v1, v2
+                if os.path.exists(os.path.join(d, knob)):
+                    _write(os.path.join(d, knob), str(limits.memory_bytes))
+            for knob in ("memory.memsw.limit_in_bytes", "memory.swap.max"):  # no swap beyond it
+                if os.path.exists(os.path.join(d, knob)):
+                    try:
+                        _write(os.path.join(d, knob), str(limits.memory_bytes) if "memsw" in knob else "0")
+                    except OSError:
+                        pass
+            made.append(d)
+    except OSError:
+        for d in made:
+            _empty_group(d)
+        return []
+    return made
+
+
+def _empty_group(d):
+    """Kill what is left in control group ``d`` and remove it (quietly: a group that cannot go stays, empty)."""
+    for _ in range(50):
+        try:
+            with open(os.path.join(d, "cgroup.procs")) as f:
+                pids = [int(p) for p in f.read().split()]
+        except OSError:
+            return
+        if not pids:
+            break
+        for pid in pids:
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
+        time.sleep(0.02)
+    try:
+        os.rmdir(d)
+    except OSError:
+        pass
+
+
+def claim(limits, wait=600):
+    """A ``Slot`` for one sandbox run by root: a uid no other sandbox holds, and control groups of its own where the
+    grader may make them. ``limits`` (``grader.sandbox.Limits``) sizes the groups; waits up to ``wait`` seconds for
+    a free uid."""
+    base, count = _env_int("COURSE_SANDBOX_UID_BASE", 61000), _env_int("COURSE_SANDBOX_SLOTS", 512)
+    locks = os.environ.get("COURSE_SANDBOX_LOCKS", "/tmp/course-sandbox-slots")
+    os.makedirs(locks, mode=0o700, exist_ok=True)
+    deadline = time.monotonic() + wait
+    while True:
+        for uid in range(base, base + count):
+            lock = open(os.path.join(locks, f"{uid}.lock"), "w")
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                lock.close()
+                if exc.errno in (errno.EAGAIN, errno.EACCES):
+                    continue
+                raise
+            if _uid_busy(uid):
+                lock.close()
+                continue
+            groups = _make_group(f"course-sandbox-{uid}", limits)
+            return Slot(uid, lock, groups)
+        if time.monotonic() > deadline:
+            raise SlotsBusy(f"all {count} sandbox users ({base}-{base + count - 1}) are busy; set "
+                            f"COURSE_SANDBOX_SLOTS to more")
+        time.sleep(0.5)
