@@ -101,7 +101,7 @@ def clean_output(out):
                 if kept:
                     metadata[key] = kept
         else:
-            notes.append(_note(key if key != WIDGET else WIDGET, "" if key == WIDGET else value))
+            notes.append(_note(key, "" if key == WIDGET else value))
     if notes:
         # what was not shown, said in words; a plain value the output also carried stays after it
         data["text/plain"] = "\n".join(notes + ([data["text/plain"]] if "text/plain" in data else []))
@@ -160,10 +160,9 @@ def neutralise(nb, trusted_texts, known_ids):
             count = cell.get("execution_count")
             new.execution_count = count if isinstance(count, int) and count >= 0 else None
         elif kind in ("markdown", "raw") and source in trusted_texts:
+            # the course's own cell; a raw cell's mimetype is not carried, so nothing is emitted raw
             new = (nbformat.v4.new_markdown_cell if kind == "markdown" else nbformat.v4.new_raw_cell)(
                 source, metadata=keep_md)
-            if kind == "raw" and isinstance(md.get("raw_mimetype"), str):
-                pass  # the instructor's own raw cell: its mimetype is not carried either (nothing is emitted raw)
         else:
             new = nbformat.v4.new_markdown_cell(as_plain_text(source), metadata=keep_md)
         cell_id = cell.get("id")
