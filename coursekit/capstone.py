@@ -479,3 +479,71 @@ if __name__ == "__main__":  # `make capstone`: the full experiment, with the ref
     for kind, (step, token) in res.costs.items():
         print(f"{KINDS[kind]:30} {1000 * step:14.1f} {1000 * token:15.3f}")
     print(f"{time.perf_counter() - t0:.0f} s in all; results in {args.out}")
+
+
+# ---------------------------------------------------------------- what a run shows, in words (notebook 10, section 5-7)
+def summary_table(results):
+    """One line per run: parameters, seeds, exact match (mean, lowest-highest seed), CPU ms per step and per token."""
+    lines = [f"{'run':30} {'parameters':>10} {'seeds':>5} {'exact match (lowest-highest)':>29} {'CPU ms / step':>14} "
+             f"{'CPU ms / token':>15}"]
+    for kind, runs in results.runs.items():
+        mean, low, high = results.exact_match(kind)
+        step, token = results.costs[kind]
+        lines.append(f"{KINDS[kind]:30} {runs[0].params:10,} {len(runs):5} {mean:11.1%} ({low:5.1%}-{high:6.1%})"
+                     f"     {1000 * step:14.1f} {1000 * token:15.3f}")
+    return "\n".join(lines)
+
+
+def findings(results):
+    """The four numbered findings of a run: the most accurate on the longest sources, the fixed context's fall, the
+    decoder-only runs' final losses, the cheapest step and token."""
+    shortest, longest = results.bins[0], results.bins[-1]
+    mean_at = {k: results.summary(k) for k in results.runs}
+    best = max(results.runs, key=lambda k: mean_at[k][longest][0])
+    fixed = mean_at["rnn_fixed"]
+    final = {k: sum(sum(loss for _, loss in r.curve[-100:]) / len(r.curve[-100:]) for r in rs) / len(rs)
+             for k, rs in results.runs.items()}
+
+    def names(place):
+        return " and ".join(KINDS[k] for k in place)
+    steps_first, tokens_first = ranking(results.costs, 0)[0], ranking(results.costs, 1)[0]
+    return "\n".join([
+        f"1. most accurate on {bin_label(longest)}-token sources (mean over seeds): {KINDS[best]} "
+        f"({mean_at[best][longest][0]:.1%}); "
+        + ", ".join(f"{KINDS[k]} {mean_at[k][longest][0]:.1%}" for k in results.runs if k != best),
+        f"2. the fixed-context RNN: {fixed[shortest][0]:.1%} on {bin_label(shortest)}-token sources, "
+        f"{fixed[longest][0]:.1%} on {bin_label(longest)}-token ones: "
+        f"{100 * (fixed[shortest][0] - fixed[longest][0]):+.0f} points from the shortest to the longest",
+        f"3. final training loss (mean of the last 100 steps): causal {final['decoder_causal']:.4f}, "
+        f"prefix-LM {final['decoder_prefix']:.4f}",
+        f"4. cheapest training step: {names(steps_first)}; cheapest generated token: {names(tokens_first)} "
+        "(runs within 10% of each other share a place)"])
+
+
+def by_length(results):
+    """Exact match by source length for every run (the mean over its seeds, and the lowest to the highest seed), the
+    fixed context's fall, the attention runs' lowest, and where the decoder-only runs stand against the
+    encoder-decoder."""
+    shortest, longest = results.bins[0], results.bins[-1]
+
+    def mean_low_high(kind, b):
+        mean, low, high = results.summary(kind)[b]
+        return f"{mean:.0%}" + (f" ({low:.0%}-{high:.0%})" if len(results.runs[kind]) > 1 else "")
+    lines = [f"{KINDS[kind]:30} " + "  ".join(f"{bin_label(b)}: {mean_low_high(kind, b)}" for b in results.bins)
+             for kind in results.runs]
+    fixed = results.summary("rnn_fixed")
+    fall = 100 * (fixed[shortest][0] - fixed[longest][0])
+    lines.append(f"\nThe fixed context {'falls' if fall > 0 else 'rises'} by {abs(fall):.0f} points from the shortest "
+                 f"sources to the longest (mean of {len(results.runs['rnn_fixed'])} seeds).")
+    for kind in ("rnn_attention", "encoder_decoder"):
+        worst = min(low for _, low, _ in results.summary(kind).values())
+        lines.append(f"{KINDS[kind]}: its lowest exact match, any seed at any length, is {worst:.1%}.")
+    encdec = results.exact_match("encoder_decoder")
+    for kind in ("decoder_causal", "decoder_prefix"):
+        mean = results.exact_match(kind)[0]
+        gap = 100 * (mean - encdec[0])
+        where = ("within the encoder-decoder's spread over its seeds" if encdec[1] <= mean <= encdec[2]
+                 else f"{abs(gap):.1f} points {'above' if gap > 0 else 'below'} the encoder-decoder's mean")
+        lines.append(f"{KINDS[kind]} (one seed): {mean:.1%} overall, {results.summary(kind)[longest][0]:.1%} on the "
+                     f"longest sources; {where}.")
+    return "\n".join(lines)
