@@ -128,7 +128,7 @@ and the grading machinery are not in this bundle: your instructor grades with th
 '''
 
 
-def _copy_package(package_dir):
+def copy_package(package_dir):
     import glob
     for package, patterns in STUDENT_FILES.items():
         src_root = os.path.join(ROOT, package)
@@ -161,7 +161,7 @@ def build(out):
             os.makedirs(os.path.dirname(dest))
             nbformat.write(nb, dest)
     package_dir = os.path.join(out, "package")
-    _copy_package(package_dir)
+    copy_package(package_dir)
     with open(os.path.join(package_dir, "pyproject.toml"), "w") as f:
         f.write(PYPROJECT.format(version=version))
     with open(os.path.join(out, "VERSION"), "w") as f:

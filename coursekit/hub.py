@@ -205,11 +205,11 @@ def student_packages(state):
     """The student bundle's packages (``course bundle``'s package/: the visible checks and the learner's helpers,
     no reference), copied into ``state`` at each start: students' kernels import ``grader`` and ``coursekit``
     from here."""
-    from .bundle import _copy_package
+    from .bundle import copy_package
     out = os.path.join(state, "student-packages")
     if os.path.exists(out):
         shutil.rmtree(out)
-    _copy_package(out)
+    copy_package(out)
     for here, dirs, files in os.walk(out):
         os.chmod(here, 0o755)
         for f in files:
