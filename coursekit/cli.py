@@ -249,8 +249,8 @@ def cmd_validate(args):
         for _, what, cell in problems:
             first = cell["source"].splitlines()[0] if cell["source"] else ""
             print(f"  {what}: {plain(first)}")
-            for line in _shown_error(cell.get("raw_error") or ""):
-                print(f"    {plain(line)}")
+            for line in _shown_error(cell.get("raw_error") or ""):  # made plain there
+                print(f"    {line}")
     return worst
 
 
@@ -259,7 +259,9 @@ def _shown_error(raw, most=40):
     failing case and what was wrong there, the known mistake, the other kinds of failure), or for any other error
     its last line (``NameError: ...``), without the terminal colours."""
     import re
-    text = re.sub(r"\x1b\[[0-9;]*[A-Za-z]", "", raw).strip()
+
+    from grader.plain import plain
+    text = plain(raw).strip()
     if not text:
         return []
     checks = list(re.finditer(r"^(?:\S+\.)?CheckFailed: ", text, re.M))

@@ -33,9 +33,11 @@ from urllib.parse import quote
 
 import nbformat
 
+from grader.plain import plain as _plain
+from grader.untrusted import CSP  # the feedback pages' policy: no script, nothing from outside
+
 COURSE_ID = "attention-course"
 MISTAKE = re.compile(r"(?:looks like a known mistake|matches a known mistake): (.+?)\.?$", re.M)
-CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
 STYLE = ("body{font-family:sans-serif;margin:2em} table{border-collapse:collapse;margin-bottom:1.5em} "
          "td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top} "
          "td.n{text-align:right;white-space:nowrap} .missing{color:#999}")
@@ -44,19 +46,10 @@ NAME_COLUMN = 32   # terminal columns at most for a student id, a name or an exe
 ASSIGNMENT_COLUMN = 12  # terminal columns at most for an assignment's name over the overview's column of scores
 
 # ------------------------------------------------------------------ untrusted text
-_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]"            # CSI: colours, cursor moves, erasing
-                      r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC: window titles, hyperlinks
-                      r"|\x1b[PX^_][^\x1b]*(?:\x1b\\)?"       # DCS, SOS, PM, APC strings
-                      r"|\x1b[ -/]*[0-~]?"                    # any other escape
-                      r"|\x9b[0-?]*[ -/]*[@-~]")              # 8-bit CSI
-_BIDI = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")  # text-direction overrides
-
-
 def plain(text):
-    """``text`` safe to print in a terminal: escape sequences and text-direction overrides removed, every other
-    control character (newlines and tabs included) made a space."""
-    text = _BIDI.sub("", _ESCAPES.sub("", str(text)))
-    return "".join(" " if unicodedata.category(ch) == "Cc" else ch for ch in text)
+    """``text`` safe to print in a terminal on one line (``grader.plain``: no escape sequence, no control
+    character, newlines and tabs made spaces)."""
+    return _plain(text, one_line=True)
 
 
 def esc(text):
