@@ -198,6 +198,9 @@ def test_a_reduced_run_keeps_the_budget_writes_its_results_and_shows_the_wide_ma
 
 @pytest.mark.figures
 @pytest.mark.timeout(3600)
+@pytest.mark.xfail(strict=True, reason="issue 25, not met yet: on the short dates the fixed-context RNN falls about 23 "
+                                       "points (seeds 0/1/2), not 40; the task needs another design (strict: a pass "
+                                       "is reported, so this mark goes when it holds)")
 def test_the_full_experiment_shows_the_claim_notebook_10_states(tmp_path):
     """`make test-figures`: the full run, as `make capstone` and the notebook run it: the fixed-context RNN falls by
     at least 40 points from the shortest sources to the longest (mean over its seeds), while the RNN with attention
