@@ -28,6 +28,7 @@ def _start_rank(item):
     return 2 if item.get_closest_marker("pipeline") else 3
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the xdist_group marks this adds
 def pytest_collection_modifyitems(items):
     """Side by side (``pytest -n 2 --dist loadgroup``): the tests of one pipeline assignment stay on one worker,
     so the other rarely waits for the grading they share (which runs once anyway, under a file lock); the tamper
@@ -43,6 +44,25 @@ def pytest_collection_modifyitems(items):
         elif module in ("test_browser", "test_widgets"):
             item.add_marker(pytest.mark.xdist_group(module))
     items.sort(key=_start_rank)  # stable: the order within each rank is the collection's
+
+
+UNGROUPED = pytest.StashKey[bool]()
+
+
+def pytest_collection_finish(session):
+    """Under ``--dist loadgroup`` pytest-xdist keeps a group on one worker by adding ``@group`` to its tests' ids.
+    A pytest it does not match (9.2 with xdist 3.8.0) drops that silently, and the groups' shared set-ups (the
+    student's environment, the hub) then run on every worker: each such test fails instead, saying why."""
+    if os.environ.get("PYTEST_XDIST_WORKER") and getattr(session.config.option, "loadgroup", False):
+        for item in session.items:
+            if any(True for _ in item.iter_markers("xdist_group")) and "@" not in item.nodeid:
+                item.stash[UNGROUPED] = True
+
+
+def pytest_runtest_setup(item):
+    if item.stash.get(UNGROUPED, False):
+        pytest.fail("pytest-xdist did not keep this test's xdist_group on one worker (its id has no @group): "
+                    "install the pytest and pytest-xdist that constraints.txt pins (make setup)", pytrace=False)
 
 
 @pytest.fixture(autouse=True, scope="session")

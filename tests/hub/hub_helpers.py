@@ -179,8 +179,10 @@ def run_in_kernel(hub, name, token, code, timeout=120):
             "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
             "content": {"code": code, "silent": False, "store_history": False, "user_expressions": {},
                         "allow_stdin": False, "stop_on_error": True}}))
-        printed, error = [], None
-        while True:
+        # the reply comes on the shell channel and the printed text on iopub: their order is not fixed (under load
+        # the reply can come first), so wait for both the reply and iopub's "idle", which follows the last output
+        printed, error, replied, idle = [], None, False, False
+        while not (replied and idle):
             msg = json.loads(await asyncio.wait_for(ws.read_message(), timeout))
             if msg.get("parent_header", {}).get("msg_id") != msg_id:
                 continue
@@ -190,8 +192,11 @@ def run_in_kernel(hub, name, token, code, timeout=120):
             elif kind == "error":
                 error = "\n".join(msg["content"]["traceback"])
             elif kind == "execute_reply":
-                ws.close()
-                return "".join(printed), error
+                replied = True
+            elif kind == "status" and msg["content"].get("execution_state") == "idle":
+                idle = True
+        ws.close()
+        return "".join(printed), error
     try:
         printed, error = asyncio.run(go())
     finally:
