@@ -30,11 +30,11 @@ lab: setup
 demo: bytecode
 	$(BIN)/course demo
 
-## maintainers: the whole test suite, four groups side by side on 2 cores (the third and fourth fill the time the
-## others wait on a browser, a hub, a download or a lock; the 15 slowest tests are listed at the end); the notebooks run with
-## training capped (a reduced run): `make test-figures` trains them in full
+## maintainers: the whole test suite, five groups side by side on 2 cores (they keep both cores busy while one
+## waits on a browser, a hub, a time limit or a lock; the 15 slowest tests are listed at the end); the notebooks run
+## with training capped (a reduced run): `make test-figures` trains them in full
 test: bytecode
-	$(BIN)/python -m pytest -n 4 --dist loadgroup --no-loadscope-reorder --durations=15 -m "not figures"
+	$(BIN)/python -m pytest -n 5 --dist loadgroup --no-loadscope-reorder --durations=15 -m "not figures"
 
 ## maintainers: the fast loop while you work: everything but what drives real nbgrader, Jupyter kernels,
 ## JupyterLab or the browser (make test runs those too)

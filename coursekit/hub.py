@@ -138,6 +138,26 @@ def check_course(course, instructors):
                        f"run `chmod o-rwx {course}`")
 
 
+REFERENCE = os.path.join(ROOT, "solutions")
+
+
+def check_reference(instructors, reference=REFERENCE):
+    """The reference answers (the install's ``solutions/``) are closed to students, who log in to this machine,
+    and open to the instructors, whose ``course grade`` compares against them. Students' servers import the
+    student bundle's packages, which hold no answers, so they never need it."""
+    st = os.stat(reference)
+    fix = f"`chgrp -R {instructors[0]} {reference} && chmod -R g+rX,o-rwx {reference}`"
+    if stat.S_IMODE(st.st_mode) & 0o005:
+        raise HubError(f"students could read the reference answers in {reference} (permissions "
+                       f"{stat.S_IMODE(st.st_mode):04o}; the course's install): run {fix}")
+    for name in instructors:
+        user = pwd.getpwnam(name)
+        groups = {user.pw_gid, *os.getgrouplist(name, user.pw_gid)}
+        if not (user.pw_uid == st.st_uid or (st.st_gid in groups and st.st_mode & 0o050 == 0o050)):
+            raise HubError(f"the instructor {name} cannot read the reference answers in {reference}, which "
+                           f"`course grade` compares against: run {fix}")
+
+
 def proxy_command():
     if not os.access(PROXY, os.X_OK):
         raise HubError(f"the hub's proxy is not installed ({PROXY}): run `npm ci --prefix {os.path.join(ROOT, 'hub')}`"
@@ -309,11 +329,7 @@ def prepare(args, out=print):
     ensure_users(list(args.instructor) + students, create=args.create_users, out=out)
     course = os.path.abspath(args.course)
     check_course(course, args.instructor)
-    reference = os.path.join(ROOT, "solutions")
-    if stat.S_IMODE(os.stat(reference).st_mode) & 0o004:
-        out(f"WARNING: students can read the reference answers in {reference} (the course's install): run "
-            f"`chgrp -R {args.instructor[0]} {reference} && chmod -R g+rX,o-rwx {reference}` (students' servers "
-            f"import the student bundle's packages, which hold no answers)")
+    check_reference(args.instructor)
     from .exchange import check_exchange
     exchange = check_exchange(os.path.abspath(args.exchange), create=True, shared=True)
     config = write_config(args.state, course=course, exchange=exchange, students=students,

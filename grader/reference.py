@@ -24,7 +24,7 @@ def _load():
     """({exercise: reference function}, {mistake path: function}), or None without ``solutions``."""
     try:
         import solutions
-    except ImportError:
+    except (ImportError, PermissionError):  # not installed; or closed to this user (a student on the course's hub)
         return None
     _safe.forbid_calls_into(os.path.dirname(os.path.abspath(solutions.__file__)))
     funcs = {name: resolve(ex.ref) for name, ex in EXERCISES.items()}

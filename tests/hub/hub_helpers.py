@@ -161,6 +161,19 @@ class Hub:
         return self.api(method, f"/user/{name}{path}", body, token=token)
 
 
+def modes_of(folder):
+    """{path: (mode, gid)} of ``folder`` and everything in it, to put back with ``restore_modes``."""
+    paths = [folder] + [os.path.join(d, n) for d, dirs, files in os.walk(folder) for n in dirs + files]
+    return {p: (stat.S_IMODE(os.lstat(p).st_mode), os.lstat(p).st_gid) for p in paths}
+
+
+def restore_modes(modes):
+    for path, (mode, gid) in modes.items():
+        if os.path.exists(path):
+            os.chown(path, -1, gid)
+            os.chmod(path, mode)
+
+
 def run_in_kernel(hub, name, token, code, timeout=120):
     """Run ``code`` in a new kernel of ``name``'s own server (as that user); returns what it printed."""
     import asyncio

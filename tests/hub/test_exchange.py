@@ -86,6 +86,26 @@ def test_an_exchange_with_the_wrong_permissions_is_named_with_what_to_change(tmp
         exchange.check_exchange(str(root), shared=True)  # a hub's: every student must reach it
 
 
+def test_reference_answers_that_students_could_read_or_an_instructor_could_not_are_refused(tmp_path):
+    """`course hub` checks the install's solutions/ before it starts (here a folder standing in for it): closed to
+    others, open to every instructor (their `course grade` reads it); the refusal gives the command to run."""
+    reference = tmp_path / "solutions"
+    reference.mkdir()
+    fix = f"`chgrp -R root {reference} && chmod -R g+rX,o-rwx {reference}`"
+    for mode in (0o755, 0o751, 0o754):  # listing it, or entering it to open a file whose name is known
+        os.chmod(reference, mode)
+        with pytest.raises(hub.HubError, match=re.escape(f"students could read the reference answers in {reference} "
+                                                         f"(permissions {mode:04o}; the course's install): run {fix}")):
+            hub.check_reference(["root"], reference=str(reference))
+    os.chmod(reference, 0o750)
+    hub.check_reference(["root"], reference=str(reference))  # its owner
+    nobody = pwd.getpwuid(65534).pw_name  # in no group of root's folder
+    with pytest.raises(hub.HubError, match=re.escape(f"the instructor {nobody} cannot read the reference answers")):
+        hub.check_reference(["root", nobody], reference=str(reference))
+    os.chown(reference, 0, pwd.getpwuid(65534).pw_gid)
+    hub.check_reference(["root", nobody], reference=str(reference))  # in its group, with g+rx
+
+
 def test_collect_names_nothing_submitted_takes_the_latest_keeps_the_history_and_refuses_the_wrong_assignment(
         class_folder, capsys):
     remove_users(STUDENTS + ["ckex-teach"])

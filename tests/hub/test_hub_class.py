@@ -1,4 +1,5 @@
-"""A class on the hub, end to end, in a real browser: `course hub` on 127.0.0.1 with Unix users it creates, the
+"""A class on the hub, end to end, in a real browser: `course hub` on 127.0.0.1 with Unix users it creates (who log
+in with the Unix passwords the test sets, through the hub's PAM login, which refuses a wrong one), the
 instructor's loop (`course release / collect / grade / return`, as the instructor, in the environment of a terminal
 of their JupyterLab on the hub) and three students who fetch, submit and fetch their feedback in the Assignments
 tab of their own JupyterLab in headless Chromium.
@@ -21,8 +22,9 @@ import urllib.parse
 
 import nbformat
 import pytest
-from hub_helpers import Hub, as_instructor, course_copy_for, remove_users, run_in_kernel
+from hub_helpers import Hub, as_instructor, course_copy_for, modes_of, remove_users, restore_modes, run_in_kernel
 
+from coursekit.hub import REFERENCE
 from coursekit.samples import ONE_BUG_COSTS, answered, points_of, total_points, with_bug
 from grader import EXERCISES
 
@@ -60,10 +62,10 @@ def answer(release, kind):
     return nb
 
 
-def login(page, hub, name):
+def login(page, hub, name, password=None):
     page.goto(f"{hub.base}/hub/login?next=/user/{name}/lab")
     page.fill("#username_input", name)
-    page.fill("#password_input", hub.password)
+    page.fill("#password_input", password or hub.password)
     page.click("#login_submit")
 
 
@@ -90,6 +92,7 @@ def test_a_class_on_the_hub_releases_submits_grades_returns_and_survives_a_resta
     users = [INSTRUCTOR, *STUDENTS]
     remove_users(users)  # a run stopped half-way may have left them
     hub = Hub(class_folder, INSTRUCTOR, list(STUDENTS))
+    reference_modes = None
     try:
         course_copy_for(class_folder)
         # --create-users makes the users; the course folder is not yet the instructor's, so the hub refuses to start
@@ -99,8 +102,17 @@ def test_a_class_on_the_hub_releases_submits_grades_returns_and_survives_a_resta
         for name in users:
             home = os.path.expanduser(f"~{name}")
             assert os.path.isdir(home) and os.stat(home).st_mode & 0o077 == 0, f"{name}: home not made private"
+        # each user's Unix password, as an administrator sets it (`passwd NAME`): the hub logs them in with PAM
+        subprocess.run(["chpasswd"], input="".join(f"{name}:{hub.password}\n" for name in users), text=True,
+                       check=True)
         for command in (["chown", "-R", INSTRUCTOR, hub.course], ["chmod", "o-rwx", hub.course]):  # as the README
             subprocess.run(command, check=True)
+        # the install's reference answers are readable by everyone in a fresh checkout: refused too, until closed
+        refused = subprocess.run(hub.command(), env=hub.env(), capture_output=True, text=True, timeout=300)
+        fix = f"chgrp -R {INSTRUCTOR} {REFERENCE} && chmod -R g+rX,o-rwx {REFERENCE}"
+        assert refused.returncode == 2 and f"run `{fix}`" in refused.stderr, refused.stdout + refused.stderr
+        reference_modes = modes_of(REFERENCE)
+        subprocess.run(fix, shell=True, check=True)  # as the README
         hub.start()
         for name in users:  # the servers start side by side while the browser logs in
             hub.spawn(name)
@@ -122,6 +134,9 @@ def test_a_class_on_the_hub_releases_submits_grades_returns_and_survives_a_resta
             pages = {}
             for name in STUDENTS:
                 pages[name] = browser.new_context().new_page()
+                if len(pages) == 1:  # PAM refuses a wrong password (the first student tries one)
+                    login(pages[name], hub, name, password=hub.password[::-1])
+                    pages[name].get_by_text("Invalid username or password").wait_for(timeout=60_000)
                 login(pages[name], hub, name)
             for name, page in pages.items():  # fetch in the Assignments tab
                 open_assignments(page)
@@ -181,7 +196,8 @@ for what, path in {{"the exchange's submissions": {os.path.join(hub.exchange, 'a
                     "the exchange's feedback": {os.path.join(hub.exchange, 'attention-course', 'feedback')!r},
                     "the other's home": os.path.expanduser("~{other}"),
                     "the collected submissions": {os.path.join(hub.course, 'submitted')!r},
-                    "the graded feedback": {os.path.join(hub.course, 'feedback')!r}}}.items():
+                    "the graded feedback": {os.path.join(hub.course, 'feedback')!r},
+                    "the reference answers": {REFERENCE!r}}}.items():
     try:
         os.listdir(path)
         out[what] = "read"
@@ -192,11 +208,12 @@ try:
     out["the other's notebook"] = "read"
 except PermissionError:
     out["the other's notebook"] = "permission denied"
-print(json.dumps(out))
+import grader  # the notebooks' set-up cell: it runs, with no reference for this student
+print(json.dumps({{"paths": out, "reference": grader.reference_available()}}))
 """
         seen = json.loads(run_in_kernel(hub, "ckhub-right", tokens["ckhub-right"], probe))
-        assert set(seen.values()) == {"permission denied"}, seen
-        assert len(seen) == 6
+        assert set(seen["paths"].values()) == {"permission denied"}, seen
+        assert len(seen["paths"]) == 7 and seen["reference"] is False, seen
 
         # the instructor's formgrader on the hub shows the assignment as released
         listed = hub.server(INSTRUCTOR, "GET", "/formgrader/api/assignments", token=tokens[INSTRUCTOR])
@@ -218,4 +235,6 @@ print(json.dumps(out))
         phase("restarted and checked")
     finally:
         hub.stop()
+        if reference_modes:
+            restore_modes(reference_modes)
         remove_users(users)
