@@ -418,13 +418,13 @@ def main(argv=None):
     p = sub.add_parser("demo", help="headless: release, grade sample submissions, check the scores")
     p.add_argument("--no-isolation", action="store_true", help="grade without the bubblewrap sandbox")
     p.add_argument("--out", default=os.path.join(ROOT, "demo-output"))
-    p.add_argument("-j", "--jobs", type=int, default=None, help="grading workers (default: one per core)")
+    p.add_argument("-j", "--jobs", type=int, default=None, help="grading workers (default: one per core, at most one per submission)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("assignment", nargs="*")
     p.set_defaults(func=cmd_demo)
     p = sub.add_parser("grade", help="instructors: grade everything in course/submitted, in parallel")
     p.add_argument("assignment", nargs="*", help="only these assignments (default: all)")
-    p.add_argument("-j", "--jobs", type=int, default=None, help="grading workers on this machine (default: one per core)")
+    p.add_argument("-j", "--jobs", type=int, default=None, help="grading workers on this machine (default: one per core, at most one per submission)")
     p.add_argument("--scheduler", default=None,
                    help="address of an existing Dask scheduler (tcp://host:8786 or tls://host:8786) instead of a "
                         "local cluster")

@@ -19,12 +19,13 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 def _start_rank(item):
     """Longest first, so the workers finish together (``--no-loadscope-reorder`` keeps this order): the tamper
-    class (each worker grades a part of it at once), the browser, the pipeline, the rest."""
+    class (each worker grades a part of it at once), the browser and the widgets' group, the pipeline, the
+    rest."""
     module = item.module.__name__.rsplit(".", 1)[-1]
     if module == "test_pipeline" and "tampered" in item.fixturenames:
         return 0
-    if module == "test_browser":
-        return 1
+    if module in ("test_browser", "test_widgets"):  # the widgets: one group of a minute, which started last would
+        return 1                                     # keep one worker busy after the others are done
     return 2 if item.get_closest_marker("pipeline") else 3
 
 

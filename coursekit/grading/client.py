@@ -196,7 +196,9 @@ def grade_class(course_root=COURSE_DIR, assignments=None, *, jobs=None, schedule
                               set(unreleased))
     summary.problems += problems
     passed = _passed_env(isolated, env)
-    jobs = jobs or os.cpu_count() or 1
+    # one worker per core, and no more than there are submissions: each worker starts PyTorch, nbgrader and a
+    # judge before its first submission (a late submission graded alone needs one)
+    jobs = jobs or max(1, min(os.cpu_count() or 1, len(tasks)))
     if tasks:
         with _cluster(jobs, scheduler, security) as client:
             summary.workers = len(client.scheduler_info()["workers"])

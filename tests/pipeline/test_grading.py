@@ -277,4 +277,5 @@ def test_an_assignment_that_cannot_be_released_is_named_and_the_others_are_grade
     assert f"(every student) / {bad}: the assignment could not be released" in proc.stdout, proc.stdout[-3000:]
     assert f"ada / {bad}: not graded: its assignment could not be released" in proc.stdout
     assert "graded 1 submission(s)" in proc.stdout
+    assert "on 1 worker(s)" in proc.stdout  # one worker per core, but no more than there are submissions
     assert sum(score for score, _ in cc.scores("ada", good).values()) == total_points(release_nb(course, good))
