@@ -122,6 +122,13 @@ def free_port(ip="127.0.0.1"):
         return s.getsockname()[1]
 
 
+def _instructor_has(name, st, group_bits):
+    """Whether the user ``name`` owns the file of ``st``, or is in its group and the group has ``group_bits``."""
+    user = pwd.getpwnam(name)
+    groups = {user.pw_gid, *os.getgrouplist(name, user.pw_gid)}
+    return user.pw_uid == st.st_uid or (st.st_gid in groups and st.st_mode & group_bits == group_bits)
+
+
 def check_course(course, instructors):
     """The course folder is the instructors' to write, and closed to everyone else (it holds the source
     notebooks with the answers, the submissions and the gradebook)."""
@@ -129,7 +136,7 @@ def check_course(course, instructors):
         raise HubError(f"{course} is not a course folder (no nbgrader_config.py)")
     st = os.stat(course)
     for name in instructors:
-        if pwd.getpwnam(name).pw_uid != st.st_uid and not st.st_mode & 0o020:
+        if not _instructor_has(name, st, 0o030):
             raise HubError(f"the instructor {name} cannot write the course folder {course} (owned by "
                            f"{pwd.getpwuid(st.st_uid).pw_name}): run `chown -R {name} {course}`")
     if stat.S_IMODE(st.st_mode) & 0o007:
@@ -151,9 +158,7 @@ def check_reference(instructors, reference=REFERENCE):
         raise HubError(f"students could read the reference answers in {reference} (permissions "
                        f"{stat.S_IMODE(st.st_mode):04o}; the course's install): run {fix}")
     for name in instructors:
-        user = pwd.getpwnam(name)
-        groups = {user.pw_gid, *os.getgrouplist(name, user.pw_gid)}
-        if not (user.pw_uid == st.st_uid or (st.st_gid in groups and st.st_mode & 0o050 == 0o050)):
+        if not _instructor_has(name, st, 0o050):
             raise HubError(f"the instructor {name} cannot read the reference answers in {reference}, which "
                            f"`course grade` compares against: run {fix}")
 

@@ -56,7 +56,7 @@ def pytest_collection_finish(session):
     student's environment, the hub) then run on every worker: each such test fails instead, saying why."""
     if os.environ.get("PYTEST_XDIST_WORKER") and getattr(session.config.option, "loadgroup", False):
         for item in session.items:
-            if any(True for _ in item.iter_markers("xdist_group")) and "@" not in item.nodeid:
+            if item.get_closest_marker("xdist_group") and "@" not in item.nodeid:
                 item.stash[UNGROUPED] = True
 
 
