@@ -1,5 +1,6 @@
 """The client of a class grading run: the Dask cluster, the tasks sent to it, and what comes back written into the
 course (only the client writes: gradebook, autograded, feedback, grading log, hidden seeds)."""
+import collections
 import contextlib
 import datetime
 import html
@@ -206,10 +207,13 @@ def grade_class(course_root=COURSE_DIR, assignments=None, *, jobs=None, schedule
                         for a in sorted({t["assignment"] for t in tasks})}
             # at most a few tasks per worker in flight: their files are read when they are sent
             waiting, futures, numbers = iter(tasks), {}, itertools.count()
+            # a submission stopped by the time limit is graded once more after the others, when the machine is less
+            # busy: a loaded machine (other work beside the grading, a worker restarting) must not zero an honest one
+            again = collections.deque()
             done = as_completed(loop=client.loop)
 
             def send():
-                task = next(waiting, None)
+                task = next(waiting, None) or (again.popleft() if again else None)
                 if task is not None:
                     future = client.submit(grade_submission, payloads[task["assignment"]], with_files(task), timeout,
                                            passed, pure=False, key=f"grade-{task['assignment']}-{task['student']}-"
@@ -228,7 +232,15 @@ def grade_class(course_root=COURSE_DIR, assignments=None, *, jobs=None, schedule
                               "error": ("worker", f"the grading workers failed on it: {type(exc).__name__}: "
                                                   f"{str(exc)[:200]}")}
                 future.release()
+                timed_out = (result.get("error") or ("",))[0] == "timeout"
+                if timed_out and not task.get("again"):
+                    again.append(dict(task, again=True))
                 send()
+                if timed_out and not task.get("again"):
+                    continue
+                if timed_out:
+                    kind, text = result["error"]
+                    result["error"] = (kind, f"{text}, twice (once among the others, once again after them)")
                 score, faults = record(course_root, task, result)
                 summary.graded[(task["student"], task["assignment"])] = score
                 summary.graded_by[(task["student"], task["assignment"])] = (result.get("host"), result.get("pid"))
