@@ -235,6 +235,7 @@ def grade_class(course_root=COURSE_DIR, assignments=None, *, jobs=None, schedule
                 timed_out = (result.get("error") or ("",))[0] == "timeout"
                 if timed_out and not task.get("again"):
                     again.append(dict(task, again=True))
+                    summary.again.append((task["student"], task["assignment"]))
                 send()
                 if timed_out and not task.get("again"):
                     continue

@@ -22,6 +22,7 @@ class Summary:
     seeds: dict = field(default_factory=dict)       # {(student, assignment): the seed of the hidden cases}
     problems: list = field(default_factory=list)    # [Problem]
     faults: list = field(default_factory=list)      # [(student, assignment, kind, text)]
+    again: list = field(default_factory=list)       # [(student, assignment)] stopped by the time limit once
     seconds: float = 0.0
     workers: int = 0
     isolated: bool = True
@@ -42,6 +43,11 @@ def print_summary(summary, course_root, out=None):
         p(f"{len(summary.problems)} problem(s) with the submissions:")
         for pr in summary.problems:
             p(f"  {pr.student} / {pr.assignment}: {pr.reason}")
+    if summary.again:
+        p(f"{len(summary.again)} submission(s) ran past the time limit once and were graded again after the others "
+          f"(a busy machine, or a limit too tight: see --timeout):")
+        named = [f"{student} / {a}" for student, a in summary.again]
+        p("  " + ", ".join(named[:20]) + (f", and {len(named) - 20} more" if len(named) > 20 else ""))
     if summary.faults:
         p(f"{len(summary.faults)} fault(s) flagged for a human (details in "
           f"{os.path.join(course_root, 'grading_log.jsonl')}):")

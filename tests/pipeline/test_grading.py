@@ -128,6 +128,7 @@ def test_a_class_with_broken_files_and_a_dying_worker_is_graded_once_and_every_p
     faults = {(s, kind) for s, _, kind, _ in summary.faults}
     assert ("crash", "kernel") in faults and ("loop", "timeout") in faults
     assert "twice" in next(t for s, _, k, t in summary.faults if (s, k) == ("loop", "timeout"))
+    assert ("loop", A) in summary.again and "were graded again after the others" in said
     assert not any(s in ("ref", "bug", "stranger") for s, _ in faults)
     for student in ("json", "other", "missing", "stranger", "loop", "crash"):
         assert student in said, f"the summary does not name {student}"
