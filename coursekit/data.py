@@ -177,6 +177,61 @@ def make_long_date_task(n_train=20000, n_val=1000, n_test=2000, seed=0, lengths=
     return DateTask(train, val, test, src_vocab, base.tgt_vocab)
 
 
+# ---------------------------------------------------------------- the diary (notebook 10's experiment)
+DIARY_FORMATS = ("dd.mm.yyyy", "mm/dd/yyyy")  # 10 tokens each (8 digits, 2 marks): the separator says the order
+DIARY_LENGTHS = (10, 44)  # the diary's source lengths in tokens, both ends included
+
+
+def make_diary_task(n_train=20000, n_val=1000, n_test=2000, seed=0, lengths=DIARY_LENGTHS, bare=0.5):
+    """Notebook 10's task: a numeric date somewhere in a diary line of 10 to 44 tokens, to be written in ISO.
+
+        "lunch team 23.10.1962 late paid"  ->  "1962-10-23"
+        "07/28/1994 friends slept team"     ->  "1994-07-28"
+
+    Each line's length n is drawn uniformly from ``lengths`` (both ends included) and its format from
+    ``DIARY_FORMATS`` (both 10 tokens long), each on its own: a line's length says nothing about its format.
+    A note of n - 10 words of ``NOTE_WORDS`` (drawn at random) goes around the date. The date ends the line
+    with a chance that falls in a straight line with the length, from 1 for the shortest lines to 0 for the
+    longest; otherwise at least one word of the note follows it, and the words before it are drawn uniformly
+    from what the note allows. So the longer a line, the more of it a reader goes through after the date: a
+    fixed context, the last state of a recurrent encoder, has to carry the date through all of it, and
+    attention reads it where it stands.
+
+    The validation and test sets hold lines only; a share ``bare`` of the training pairs keep the bare date (no
+    note). The days, splits and targets are those of ``make_date_task`` for the same seed; in a run capped by
+    ``COURSE_MAX_TRAIN_STEPS`` the validation and test sets hold at most ``training.REDUCED_EVAL`` dates each.
+    """
+    lo, hi = lengths
+    date_length = 10
+    if not date_length <= lo < hi:
+        raise ValueError(f"source lengths must run from at least {date_length} tokens (a date alone) to more than "
+                         f"that, got {lo} to {hi}")
+    if not 0 <= bare <= 1:
+        raise ValueError(f"the share of bare dates must lie between 0 and 1, got {bare}")
+    base = make_date_task(n_train, n_val, n_test, seed)
+    rng = random.Random(f"diary {seed}")
+
+    def lines(pairs, share):
+        out = []
+        for _, target in pairs:
+            d = datetime.date.fromisoformat(target)
+            n, fmt = rng.randint(lo, hi), DIARY_FORMATS[rng.randrange(len(DIARY_FORMATS))]
+            date = render(d, fmt)
+            if rng.random() < share:
+                out.append((date, target))
+                continue
+            note = [NOTE_WORDS[rng.randrange(len(NOTE_WORDS))] for _ in range(n - date_length)]
+            last = not note or rng.random() < (hi - n) / (hi - lo)
+            before = len(note) if last else rng.randrange(len(note))  # some word after it, when not last
+            out.append((" ".join([*note[:before], date, *note[before:]]), target))
+        return out
+
+    test, val, train = lines(base.test, 0), lines(base.val, 0), lines(base.train, bare)
+    every = ["0 1 2 3 4 5 6 7 8 9 . /", " ".join(NOTE_WORDS)]  # every token a line can hold
+    src_vocab = build_vocab([s for s, _ in train] + every)
+    return DateTask(train, val, test, src_vocab, base.tgt_vocab)
+
+
 # ---------------------------------------------------------------- tokens <-> ids
 TOKEN = re.compile(r"[a-z]+|[0-9]|[^\sa-z0-9]")
 
