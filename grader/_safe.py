@@ -54,6 +54,21 @@ class TimeLimit(BaseException):
     """Raised inside learner code when a call runs past its time limit."""
 
 
+IMPORT_GRACE = 10.0  # seconds past its limit a call may spend finishing an import it is in the middle of
+_POLL = 0.05
+
+
+def _importing(frame):
+    """Whether ``frame`` is inside an import (importlib's machinery is on the stack): a library that PyTorch loads
+    on first use (torch._dynamo, sympy) stopped half-way stays half-loaded in this process, and every later call
+    that needs it fails, whoever makes it."""
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib"):
+            return True
+        frame = frame.f_back
+    return False
+
+
 class Outcome:
     """What one call of a learner function did."""
 
@@ -124,7 +139,13 @@ def call(fn, args=(), kwargs=None, time_limit=None):
     use_alarm = _current_thread() is _main_thread() and time_limit
     old_handlers = {}
     if use_alarm:
+        grace = [int(IMPORT_GRACE / _POLL)]
+
         def on_alarm(signum, frame):
+            if grace[0] > 0 and _importing(frame):  # past the limit in an import: stop once it is done
+                grace[0] -= 1
+                _setitimer(signal.ITIMER_REAL, _POLL)
+                return
             raise TimeLimit()
         old_handlers = {sig: _signal(sig, on_alarm) for sig in (signal.SIGPROF, signal.SIGALRM)}
     old_profile = _getprofile()

@@ -286,6 +286,31 @@ def test_the_time_limit_counts_computing_not_waiting():
     assert 0.3 * _safe.WALL_FACTOR - 0.05 <= time.monotonic() - t0 < 5  # a wait is stopped on the clock, not before
 
 
+def test_a_call_past_its_limit_in_the_middle_of_an_import_is_stopped_after_the_import_not_inside_it(tmp_path,
+                                                                                                     monkeypatch):
+    """A library PyTorch loads on first use (torch._dynamo, then sympy) interrupted half-way stays half-loaded, and
+    every later call in the process that needs it fails ("module 'sympy' has no attribute 'printing'"): a call
+    past its limit inside an import is stopped once the import is done; a call that goes on computing after it is
+    still stopped."""
+    import importlib
+    from grader import _safe
+    (tmp_path / "slow_to_load.py").write_text(
+        "import time\nstart = time.process_time()\nwhile time.process_time() - start < 0.6:\n    pass\nLOADED = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "slow_to_load", raising=False)
+    _safe.call(lambda: importlib.import_module("slow_to_load"), time_limit=0.1)
+    assert sys.modules["slow_to_load"].LOADED  # loaded whole, though its loading took six times the limit
+
+    def load_then_spin():
+        importlib.import_module("slow_to_load_too")
+        while True:
+            pass
+    (tmp_path / "slow_to_load_too.py").write_text((tmp_path / "slow_to_load.py").read_text())
+    monkeypatch.delitem(sys.modules, "slow_to_load_too", raising=False)
+    assert _safe.call(load_then_spin, time_limit=0.1).timed_out
+    assert sys.modules["slow_to_load_too"].LOADED
+
+
 def test_a_wrong_shape_is_reported_with_both_shapes():
     fn = learner_fn("def pairwise_scores(Q, K):\n    return K @ Q.transpose(-2, -1)\n", "pairwise_scores")
     msg = failure("pairwise_scores", fn, "basic")
