@@ -136,6 +136,16 @@ NOTE_WORDS = ("meeting", "moved", "room", "call", "lunch", "team", "report", "se
 LONG_LENGTHS = (12, 41)  # the long variant's source lengths in tokens, both ends included
 
 
+def _check_bare(bare):
+    if not 0 <= bare <= 1:
+        raise ValueError(f"the share of bare dates must lie between 0 and 1, got {bare}")
+
+
+def _note(rng, k):
+    """``k`` words of ``NOTE_WORDS`` drawn at random."""
+    return [NOTE_WORDS[rng.randrange(len(NOTE_WORDS))] for _ in range(k)]
+
+
 def make_long_date_task(n_train=20000, n_val=1000, n_test=2000, seed=0, lengths=LONG_LENGTHS, bare=0.5):
     """The long variant of the date task (notebook 10): diary lines, each a date and then a note.
 
@@ -155,8 +165,7 @@ def make_long_date_task(n_train=20000, n_val=1000, n_test=2000, seed=0, lengths=
     if not longest < lo <= hi:
         raise ValueError(f"source lengths must run from more than {longest} tokens (the longest date, with one "
                          f"word of note at least) up to at least that, got {lo} to {hi}")
-    if not 0 <= bare <= 1:
-        raise ValueError(f"the share of bare dates must lie between 0 and 1, got {bare}")
+    _check_bare(bare)
     base = make_date_task(n_train, n_val, n_test, seed)
     rng = random.Random(f"long {seed}")
 
@@ -167,7 +176,7 @@ def make_long_date_task(n_train=20000, n_val=1000, n_test=2000, seed=0, lengths=
             if rng.random() < share:
                 out.append((source, target))
                 continue
-            note = [NOTE_WORDS[rng.randrange(len(NOTE_WORDS))] for _ in range(n - len(tokenize(source)))]
+            note = _note(rng, n - len(tokenize(source)))
             out.append((" ".join([source, *note]), target))
         return out
 
@@ -206,8 +215,7 @@ def make_diary_task(n_train=20000, n_val=1000, n_test=2000, seed=0, lengths=DIAR
     if not date_length <= lo < hi:
         raise ValueError(f"source lengths must run from at least {date_length} tokens (a date alone) to more than "
                          f"that, got {lo} to {hi}")
-    if not 0 <= bare <= 1:
-        raise ValueError(f"the share of bare dates must lie between 0 and 1, got {bare}")
+    _check_bare(bare)
     base = make_date_task(n_train, n_val, n_test, seed)
     rng = random.Random(f"diary {seed}")
 
@@ -220,7 +228,7 @@ def make_diary_task(n_train=20000, n_val=1000, n_test=2000, seed=0, lengths=DIAR
             if rng.random() < share:
                 out.append((date, target))
                 continue
-            note = [NOTE_WORDS[rng.randrange(len(NOTE_WORDS))] for _ in range(n - date_length)]
+            note = _note(rng, n - date_length)
             last = not note or rng.random() < (hi - n) / (hi - lo)
             before = len(note) if last else rng.randrange(len(note))  # some word after it, when not last
             out.append((" ".join([*note[:before], date, *note[before:]]), target))

@@ -233,15 +233,15 @@ def grade_class(course_root=COURSE_DIR, assignments=None, *, jobs=None, schedule
                                                   f"{str(exc)[:200]}")}
                 future.release()
                 timed_out = (result.get("error") or ("",))[0] == "timeout"
-                if timed_out and not task.get("again"):
+                if timed_out and not task.get("again"):  # once more, after the others
                     again.append(dict(task, again=True))
                     summary.again.append((task["student"], task["assignment"]))
                 send()
                 if timed_out and not task.get("again"):
                     continue
-                if timed_out:
-                    kind, text = result["error"]
-                    result["error"] = (kind, f"{text}, twice (once among the others, once again after them)")
+                if timed_out:  # the second time
+                    result["error"] = ("timeout", f"{result['error'][1]}, twice (once among the others, once "
+                                                  f"again after them)")
                 score, faults = record(course_root, task, result)
                 summary.graded[(task["student"], task["assignment"])] = score
                 summary.graded_by[(task["student"], task["assignment"])] = (result.get("host"), result.get("pid"))
