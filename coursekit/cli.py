@@ -21,7 +21,6 @@
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -130,6 +129,8 @@ def cmd_demo(args):
     if os.path.exists(out):
         shutil.rmtree(out)
     cc = CourseCopy(os.path.join(out, "course"))
+    if args.train_steps:  # graded as `course grade` grades a class: the notebooks' training capped
+        cc.env.setdefault("COURSE_MAX_TRAIN_STEPS", str(args.train_steps))
     wanted = args.assignment or assignments()
     t0 = time.perf_counter()
     if args.assignment:
@@ -197,8 +198,8 @@ def cmd_grade(args):
     summary = grade_class(root, args.assignment or None, jobs=args.jobs, scheduler=args.scheduler,
                           security=security_from(args), timeout=args.timeout, isolated=not args.no_isolation,
                           progress=not args.no_progress, env=env)
-    subprocess.run([sys.executable, "-m", "nbgrader", "export", "--to", "grades.csv"], cwd=root, env=env,
-                   check=True, capture_output=True)
+    from .pipeline import CourseCopy
+    CourseCopy.existing(root).export("grades.csv")  # what `nbgrader export --to grades.csv` writes, in this process
     print_summary(summary, root)
     print("grades written to", os.path.join(root, "grades.csv"))
     return 0
@@ -420,6 +421,8 @@ def main(argv=None):
     p.add_argument("--out", default=os.path.join(ROOT, "demo-output"))
     p.add_argument("-j", "--jobs", type=int, default=None, help="grading workers (default: one per core, at most one per submission)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--train-steps", type=int, default=20,
+                   help="cap on the notebooks' training steps while grading, as `course grade` (0: no cap; default 20)")
     p.add_argument("assignment", nargs="*")
     p.set_defaults(func=cmd_demo)
     p = sub.add_parser("grade", help="instructors: grade everything in course/submitted, in parallel")

@@ -39,3 +39,34 @@ def tensors(obj):
     elif isinstance(obj, dict):
         for o in obj.values():
             yield from tensors(o)
+
+
+def spare_dynamo():
+    """Let PyTorch's eager kernels run without loading ``torch._dynamo`` (over a second of CPU per process).
+
+    Many of PyTorch's Python kernels (the meta device's, which the device probe runs) are wrapped by
+    ``torch._compile._disable_dynamo``: on its first call such a wrapper imports ``torch._dynamo`` only to build
+    ``torch._dynamo.disable(fn)``, and caches that on ``fn.__dynamo_disable``. Outside ``torch.compile`` that
+    disabled function does exactly what ``fn`` does, so this caches ``fn`` itself on every such wrapper that
+    exists now; a wrapper made later, or a PyTorch laid out otherwise, takes PyTorch's own path. A sandboxed worker
+    starts once per submission, so this is paid back on every submission graded. Returns how many were cached.
+    """
+    import gc
+    import types
+    try:
+        import torch._compile
+        codes = {c for c in torch._compile._disable_dynamo.__code__.co_consts
+                 if isinstance(c, types.CodeType) and "fn" in c.co_freevars}
+    except Exception:
+        return 0
+    cached = 0
+    for obj in gc.get_objects():
+        if type(obj) is types.FunctionType and obj.__code__ in codes:
+            try:
+                fn = obj.__closure__[obj.__code__.co_freevars.index("fn")].cell_contents
+                if getattr(fn, "__dynamo_disable", None) is None:
+                    fn.__dynamo_disable = fn
+                    cached += 1
+            except (AttributeError, TypeError, ValueError):
+                continue
+    return cached

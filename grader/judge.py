@@ -19,7 +19,7 @@ cell with this verdict, so nbgrader records it and nothing the kernel printed.
 
 ``python -I -m grader.judge --serve`` is the same judge, started once per grading
 process (``JudgeServer``): it captures the reference and loads what the checks load
-lazily (PyTorch's meta-device kernels pull in ``torch._dynamo``, seconds of imports),
+lazily (PyTorch's meta-device kernels pull in sympy, and ``torch._dynamo`` unless it is spared),
 then forks one child per submission. Each child is a judge that has seen no other
 submission, as a fresh process would be, without paying for the imports again.
 
@@ -114,7 +114,9 @@ def _warm():
     """Load, before any submission, what the checks would otherwise load on first use in every judge."""
     import grader  # noqa: F401  (the reference and the grader's primitives, captured)
     import torch
-    import torch._dynamo  # noqa: F401  (the meta device's Python kernels import it on their first call)
+
+    from grader import devices
+    devices.spare_dynamo()  # the meta device's Python kernels would import torch._dynamo on their first call
     x = torch.ones(2, 3, device="meta")
     (x / 2).softmax(-1).masked_fill(x > 0, 0.0).matmul(x.T)  # no thread pool starts for the meta device
 

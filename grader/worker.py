@@ -248,11 +248,12 @@ def _on_meta(args, kwargs):
 def warm_up():
     """Load now what PyTorch loads on a first call on the meta device, so that no student's call is charged for it.
 
-    The meta device's Python kernels import ``torch._dynamo`` on their first call, over a second of CPU: inside a
-    call under a short time limit (the tamper class's 2 s) an honest function was stopped for it when the machine
-    was busy. It is loaded here, outside the time limit, when the first call on the meta device arrives (the device
-    probe, after the hidden cases), so a worker whose functions never get that far (a stub, a function that fails,
-    a worker started again after a crash) never pays for it.
+    The meta device's Python kernels import sympy on their first call (and ``torch._dynamo``, over a second more,
+    which ``devices.spare_dynamo`` spares this worker): inside a call under a short time limit (the tamper class's
+    2 s) an honest function was stopped for such imports when the machine was busy. It is loaded here, outside the
+    time limit, when the first call on the meta device arrives (the device probe, after the hidden cases), so a
+    worker whose functions never get that far (a stub, a function that fails, a worker started again after a
+    crash) never pays for it.
     """
     import torch
     import torch.nn.functional as F
@@ -282,7 +283,8 @@ def main():
     if threads:
         torch.set_num_threads(int(threads))
     import grader  # noqa: F401  (captures its primitives before any student code exists)
-    from grader import wire  # noqa: F401
+    from grader import devices, wire  # noqa: F401
+    devices.spare_dynamo()
 
     channel = _Channel(rx, tx)
     namespace = {}

@@ -151,16 +151,46 @@ def test_a_known_mistake_gets_the_same_message_in_the_sandbox_as_in_the_kernel()
             assert failure("softmax", w.function("softmax", "softmax"), part) == failure("softmax", local, part)
 
 
-def test_the_worker_loads_torchs_lazy_parts_before_the_first_meta_device_call_of_a_students_function():
-    """PyTorch imports torch._dynamo on the first call of a meta-device kernel (the grader's device probe), over a
-    second of CPU: the worker loads it when the first call with inputs on the meta device arrives, before the
-    student's function runs under its time limit, and not before (a worker whose functions are never probed never
-    pays for it)."""
-    probe = "def softmax(x, dim=-1, temperature=1.0):\n    import sys\n    return 'torch._dynamo' in sys.modules\n"
+def test_the_worker_loads_torchs_lazy_parts_before_the_first_meta_device_call_and_never_loads_dynamo():
+    """PyTorch's meta-device kernels (the grader's device probe) import torch._dynamo on their first call, over a
+    second of CPU, only to wrap themselves for torch.compile: the worker spares that import (``spare_dynamo``), and
+    loads what those kernels still need (sympy) when the first call with inputs on the meta device arrives, before
+    the student's function runs under its time limit, and not before (a worker whose functions are never probed
+    never pays for it). The device probe itself still catches a tensor made on the wrong device."""
+    probe = ("def softmax(x, dim=-1, temperature=1.0):\n    import sys\n"
+             "    return ['torch._dynamo' in sys.modules, 'sympy' in sys.modules]\n")
     with worker_for("03_softmax", {"softmax": probe}) as w:
         fn = w.function("softmax", "softmax")
-        assert fn(torch.zeros(2, 3)) is False
-        assert fn(torch.zeros(2, 3, device="meta")) is True
+        assert fn(torch.zeros(2, 3)) == [False, False]
+        assert fn(torch.zeros(2, 3, device="meta")) == [False, True]
+
+
+def test_sparing_dynamo_leaves_what_pytorchs_kernels_compute_unchanged():
+    """The meta device's shapes and dtypes, and CPU values through the same Python kernels, are the same with
+    ``spare_dynamo`` as without it, in two fresh processes; only the spared one never loads torch._dynamo."""
+    script = textwrap.dedent("""
+        import json, sys, torch, torch.nn.functional as F
+        from grader import devices
+        spared = devices.spare_dynamo() if sys.argv[1] == "spare" else 0
+        g = torch.Generator().manual_seed(0)
+        q, k, v = (torch.randn(2, 3, 4, 8, generator=g) for _ in range(3))
+        out = []
+        for device in ("meta", "cpu"):
+            a, b, c = q.to(device), k.to(device), v.to(device)
+            mask = torch.ones(4, 4, dtype=torch.bool, device=device).tril()
+            for y in ((a / 2).softmax(-1), F.layer_norm(a, (8,)), torch.cat([a, b]).masked_fill(~mask[:, :1], 0.0),
+                      F.scaled_dot_product_attention(a, b, c, attn_mask=mask), torch.log_softmax(a @ b.mT, -1)):
+                out.append([list(y.shape), str(y.dtype), None if device == "meta" else y.double().sum().item()])
+        print(json.dumps({"spared": spared, "dynamo": "torch._dynamo" in sys.modules, "out": out}))
+    """)
+    runs = {}
+    for how in ("spare", "plain"):
+        proc = subprocess.run([sys.executable, "-c", script, how], capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        runs[how] = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert runs["spare"]["spared"] > 0 and not runs["spare"]["dynamo"]
+    assert runs["plain"]["dynamo"]  # PyTorch's own path loads it (so the first assertion can fail)
+    assert runs["spare"]["out"] == runs["plain"]["out"]
 
 
 # ---------------------------------------------------------------- what a function body can try

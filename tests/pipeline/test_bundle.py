@@ -82,7 +82,10 @@ def student(bundle, tmp_path_factory):
     env = {**os.environ, "VIRTUAL_ENV": str(venv), "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}",
            "HOME": str(root / "home"), "JUPYTER_CONFIG_DIR": str(root / "jupyter-config"),
            "JUPYTER_DATA_DIR": str(root / "jupyter-data"), "JUPYTER_RUNTIME_DIR": str(root / "jupyter-runtime"),
-           "IPYTHONDIR": str(root / "ipython"), "MPLCONFIGDIR": str(root / "matplotlib")}
+           "IPYTHONDIR": str(root / "ipython"), "MPLCONFIGDIR": str(root / "matplotlib"),
+           # pip's byte-compiling of every installed module (about 110 packages) is CPU a learner's machine spends
+           # once; here only what `jupyter lab` and the kernel import is compiled, as Python compiles on import
+           "PIP_NO_COMPILE": "1"}
     env.pop("PYTHONPATH", None)
     (root / "home").mkdir()
     before = listing(bundle)
