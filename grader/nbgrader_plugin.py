@@ -65,7 +65,10 @@ class SandboxedKernelManager(AsyncKernelManager):
     async def _async_pre_start_kernel(self, **kw):
         if sandbox.isolated():
             sandbox.bwrap_path()  # stops here, naming the package, when bwrap is missing
-            self._box = tempfile.mkdtemp(prefix="course-kernel-")
+            base = tempfile.gettempdir()
+            if len(os.path.join(base, "course-kernel-12345678", "k-99")) > 100:  # a socket's path: 107 bytes at most
+                base = "/tmp"
+            self._box = tempfile.mkdtemp(prefix="course-kernel-", dir=base)
             SandboxedKernelManager.boxes.append(self._box)
             os.chmod(self._box, 0o711)
             self.transport = "ipc"

@@ -41,6 +41,7 @@ sandbox, on purpose; any other value needs ``bwrap`` and stops at once, naming
 the package to install, when it is missing.
 """
 import ast
+import atexit
 import glob
 import importlib.util
 import os
@@ -242,6 +243,7 @@ def masked(functions):
                            f"graded: it is not available while that notebook is graded, so write your own")
                     node.body = [ast.parse(f"raise NotImplementedError({why!r})").body[0]]
             folder = tempfile.mkdtemp(prefix="course-masked-")
+            atexit.register(shutil.rmtree, folder, True)  # one folder per mask and process, gone with the process
             os.chmod(folder, 0o755)
             copy = os.path.join(folder, os.path.basename(file))
             with open(copy, "w") as f:

@@ -16,6 +16,7 @@ import time
 
 from .files import write_files
 
+SERVE_TMP = "course-tmp-"
 PASSED_ENV = ("COURSE_ISOLATION", "COURSE_MAX_TRAIN_STEPS", "COURSE_TRAIN_THREADS", "COURSE_TORCH_THREADS",
               "COURSE_SANDBOX_MEMORY_MB", "COURSE_CALL_TIME_LIMIT", "COURSE_DEVICE", "OMP_NUM_THREADS",
               "MKL_NUM_THREADS")
@@ -34,9 +35,12 @@ class Nbgrader:
     def __init__(self, passed):
         self.passed = passed
         self.home = tempfile.mkdtemp(prefix="course-nbgrader-")
+        # the process's temporary folder (its kernels' folders, the judge's, masked modules): its own, removed with
+        # it even when it is killed at a time limit; beside home, not in it, as a kernel's socket path must stay short
+        self.tmp = tempfile.mkdtemp(prefix=SERVE_TMP)
         self.log = open(os.path.join(self.home, "nbgrader.log"), "w+b")
         self.proc = subprocess.Popen([sys.executable, "-m", "coursekit.grading", "serve"], cwd=self.home,
-                                     env=_env(self.home, passed), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     env=_env(self.home, self.tmp, passed), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self.log, start_new_session=True)
         self.templates = {}  # {source digest: a private course folder with the assignment released}
 
@@ -72,6 +76,7 @@ class Nbgrader:
         self.proc.wait()
         self.log.close()
         shutil.rmtree(self.home, ignore_errors=True)
+        shutil.rmtree(self.tmp, ignore_errors=True)
 
     def template(self, payload):
         """The private course folder where ``payload``'s assignment is released, made once per process."""
@@ -92,13 +97,22 @@ class Nbgrader:
 
 
 
-def _env(root, passed):
+def _env(root, tmp, passed):
     from ..pipeline import nbgrader_env
     env = nbgrader_env(root)
     for var in PASSED_ENV:
         env.pop(var, None)
     env.update(passed)
+    env["TMPDIR"] = tmp
     return env
+
+
+def _remove_own_folders(home):
+    """The serving process's folders, as it ends: its home and its temporary folder (``Nbgrader`` made both)."""
+    shutil.rmtree(home, ignore_errors=True)
+    tmp = os.environ.get("TMPDIR", "")
+    if os.path.basename(tmp).startswith(SERVE_TMP):
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 
@@ -133,18 +147,22 @@ def serve():
     def orphaned():  # the worker that started us is gone: so are we, and our private folder
         while os.getppid() == parent:
             time.sleep(1)
-        shutil.rmtree(home, ignore_errors=True)
+        _remove_own_folders(home)
         os._exit(1)
     threading.Thread(target=orphaned, daemon=True).start()
     import nbgrader.apps  # noqa: F401  (imported once, for every request)
     import grader.nbgrader_plugin  # noqa: F401
-    for line in sys.stdin:
-        try:
-            ok, message = _steps(json.loads(line))
-        except Exception as exc:
-            ok, message = False, f"{type(exc).__name__}: {str(exc)[:300]}"
-        print(json.dumps({"ok": ok, "message": message}), file=answers, flush=True)
-    shutil.rmtree(home, ignore_errors=True)
+    try:
+        for line in sys.stdin:
+            try:
+                ok, message = _steps(json.loads(line))
+            except Exception as exc:
+                ok, message = False, f"{type(exc).__name__}: {str(exc)[:300]}"
+            print(json.dumps({"ok": ok, "message": message}), file=answers, flush=True)
+    except BrokenPipeError:  # the worker went while we answered
+        return 1
+    finally:
+        _remove_own_folders(home)
     return 0
 
 

@@ -5,6 +5,8 @@ graded is graded with real nbgrader in the sandbox, each problem is named in the
 writes the gradebook. A worker killed mid-task has its submission graded again elsewhere, once.
 """
 import os
+import pathlib
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -72,10 +74,17 @@ def _kill_a_busy_worker(client, avoid):
     raise AssertionError("no worker was grading an ordinary submission")
 
 
-def test_a_class_with_broken_files_and_a_dying_worker_is_graded_once_and_every_problem_is_named(tmp_path, capsys):
+def test_a_class_with_broken_files_and_a_dying_worker_is_graded_once_and_every_problem_is_named(tmp_path, capsys,
+                                                                                                monkeypatch, request):
     """One class on a real Dask cluster (two workers on 127.0.0.1): honest, buggy, crashing and looping
-    submissions, broken files, a student off the roster; one worker is killed in the middle of a task."""
+    submissions, broken files, a student off the roster; one worker is killed in the middle of a task. The
+    grading leaves nothing of its own in the temporary folder, not even for the processes killed."""
+    import tempfile
     from distributed import Client
+    scratch = pathlib.Path(tempfile.mkdtemp(dir="/tmp"))  # short: a kernel's socket path is at most 107 bytes
+    request.addfinalizer(lambda: shutil.rmtree(scratch, ignore_errors=True))
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # read again from TMPDIR, here and in the workers
     cc, release = _course(tmp_path / "course")
     full, (bug, _, _) = total_points(release), ONE_BUG[A]
     with cc.gradebook() as gb:  # the roster: everyone but "stranger"
@@ -107,6 +116,12 @@ def test_a_class_with_broken_files_and_a_dying_worker_is_graded_once_and_every_p
         victim, interrupted = _kill_a_busy_worker(client, avoid="-loop-")
         grading.join(900)
         assert not grading.is_alive()
+    # each grading process's folders (its kernels', its judges', masked modules) go with it, killed or not; a
+    # process whose worker was killed notices within a second
+    deadline = time.monotonic() + 30
+    while (left := sorted(n for n in os.listdir(scratch) if n.startswith("course-"))) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not left, left
     summary = out["summary"]
     print_summary(summary, cc.root)
     said = capsys.readouterr().out
