@@ -67,6 +67,7 @@ class Generation:
         self.compared = None       # the last step's comparison with recomputation without a cache
         self.first_disagreement = None
         self.scale = {}            # layer -> (|K| max, |V| max) at the prompt: one colour scale per text
+        self.horizon = 0           # the steps after the prompt the ready-made cache takes to finish the text
 
     @property
     def T(self):
@@ -171,8 +172,21 @@ def start(setup, prompt):
     ids = prompt_ids(setup, prompt)
     gen = Generation(prompt, len(ids))
     gen.ids = ids
-    _feed(setup, gen, 0)
+    _compare(setup, gen, [_feed(setup, gen, 0)])
+    gen.horizon = _reference_steps(setup, gen)
     return gen
+
+
+def _reference_steps(setup, gen):
+    """How many steps after the prompt the model takes to finish ``gen`` greedily with the ready-made cache (to
+    <eos> or the end of the positional table): what the picture's work panels span from the prompt on."""
+    model, cache, token, T, steps = setup.model, gen.ref_cache, gen.ids[-1], gen.T, 0
+    device = model.embed.E.device
+    with torch.no_grad():
+        while token != data.EOS_ID and T + 1 <= setup.max_len:
+            logits, cache = _run_step(model, blocks.decoder_block_step, torch.tensor([[token]], device=device), cache)
+            token, T, steps = int(logits[0, -1].argmax()), T + 1, steps + 1
+    return steps
 
 
 def advance(setup, gen, n_steps):
@@ -184,10 +198,10 @@ def advance(setup, gen, n_steps):
     if gen.T + 1 > setup.max_len:
         raise BadInput(f"the positional table ends at {setup.max_len} positions: Reset to start again")
     gen = gen.copy()
-    done = 0
-    while (n_steps is None or done < n_steps) and not gen.finished and gen.T + 1 <= setup.max_len:
-        _feed(setup, gen, gen.T)
-        done += 1
+    fed = []
+    while (n_steps is None or len(fed) < n_steps) and not gen.finished and gen.T + 1 <= setup.max_len:
+        fed.append(_feed(setup, gen, gen.T))
+    _compare(setup, gen, fed)
     return gen
 
 
@@ -221,37 +235,51 @@ def _learner_step(setup, gen, x, step):
 
 
 def _feed(setup, gen, T_past):
-    """Feed positions T_past .. of ``gen.ids`` with both caches, recompute without one, append the next token."""
+    """Feed positions T_past .. of ``gen.ids`` with both caches and append the next token; what the step gave,
+    to compare with recomputation (``_compare``): (step, T_past, T_new, the learner's logits or None)."""
     model = setup.model
-    device = model.embed.E.device
     fed = gen.ids[T_past:]
-    x = torch.tensor([fed], device=device)  # (1, T_new)
+    x = torch.tensor([fed], device=model.embed.E.device)  # (1, T_new)
     ref_logits, ref_cache = _run_step(model, blocks.decoder_block_step, x, gen.ref_cache)
-    with torch.no_grad():
-        full = model(torch.tensor([gen.ids], device=device))[0, T_past:]  # (T_new, V): no cache
     step = len(gen.steps)
     yours = _learner_step(setup, gen, x, step) if gen.yours else None
     gen.ref_cache = ref_cache
-    reference_token = int(full[-1].argmax())
     if yours is not None:
-        yours = yours[0].detach().to(full.device, torch.float64)  # (T_new, V)
-        diff = float((yours - full.to(torch.float64)).abs().max())
+        yours = yours[0].detach().to("cpu", torch.float64)  # (T_new, V)
         token = int(yours[-1].argmax())
-        agrees = diff <= AGREE_TOLERANCE and token == reference_token
-        gen.compared = {"step": step, "max_abs_diff": diff, "token": token, "reference_token": reference_token,
-                        "agrees": agrees}
-        if not agrees and gen.first_disagreement is None:
-            gen.first_disagreement = step
     else:
         token = int(ref_logits[0, -1].argmax())
-        gen.compared = {"step": step, "max_abs_diff": None, "token": None, "reference_token": reference_token,
-                        "agrees": None}
     T_new, T = len(fed), len(gen.ids)
     gen.steps.append({"fed": T_new, "T": T, "dots_cached": T_new * T_past + T_new * (T_new + 1) // 2,
                       "dots_recomputed": T * (T + 1) // 2, "kv_cached": T_new, "kv_recomputed": T})
     if T_past == 0:
         gen.scale = {k: tuple(float(t.abs().max()) or 1.0 for t in kv) for k, kv in enumerate(gen.shown_cache)}
     gen.ids = gen.ids + [token]
+    return step, T_past, T_new, yours
+
+
+def _compare(setup, gen, fed):
+    """Recompute the steps ``fed`` (``_feed``'s records) without a cache and compare: one forward of the model
+    on the whole text fed, as the model is causal (its row t sees what the step that fed position t saw)."""
+    if not fed:
+        return
+    model = setup.model
+    with torch.no_grad():
+        full = model(torch.tensor([gen.ids[:gen.T]], device=model.embed.E.device))[0].to("cpu", torch.float64)
+    for step, T_past, T_new, yours in fed:
+        rows = full[T_past:T_past + T_new]  # (T_new, V)
+        reference_token = int(rows[-1].argmax())
+        if yours is None:
+            gen.compared = {"step": step, "max_abs_diff": None, "token": None, "reference_token": reference_token,
+                            "agrees": None}
+            continue
+        diff = float((yours - rows).abs().max())
+        token = int(yours[-1].argmax())
+        agrees = diff <= AGREE_TOLERANCE and token == reference_token
+        gen.compared = {"step": step, "max_abs_diff": diff, "token": token, "reference_token": reference_token,
+                        "agrees": agrees}
+        if not agrees and gen.first_disagreement is None:
+            gen.first_disagreement = step
 
 
 # ====================================================================== the widget

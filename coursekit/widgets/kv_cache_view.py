@@ -9,6 +9,7 @@ import itertools
 
 import torch
 from matplotlib.patches import Rectangle
+from matplotlib.transforms import ScaledTranslation, blended_transform_factory
 
 from .. import data
 from .base import BLUE, GREY, Canvas, label, new_figure
@@ -111,9 +112,14 @@ def readout(setup, gen, layer, check=""):
 # ====================================================================== draw
 class KVPlot:
     """The stepper's figure, kept for its life. Left: layer ``layer``'s cached K and V, one column of H × d_k
-    numbers per position, the columns fed this step in red. Right: the query–key dot products per step and so
-    far, with and without the cache. A step changes the artists in place and draws the figure once; choosing
-    another layer redraws the two heatmaps, their boxes and titles alone."""
+    numbers per position, the columns fed this step in red, the tokens under V. Right: the query–key dot products
+    per step and so far, with and without the cache.
+
+    Everything a step changes (the heatmaps, the tokens, the curves and their end numbers, the titles) is drawn
+    over a kept background, so a Step or a Run draws those alone. The work panels' axes span the steps the model
+    takes to finish the prompt with the ready-made cache (``Generation.horizon``), or every step the positional
+    table leaves once a text runs past them (a learner's step that disagrees); only a new span draws the whole
+    figure again."""
 
     def __init__(self, setup):
         self.setup = setup
@@ -123,7 +129,6 @@ class KVPlot:
                               top=0.92, bottom=0.13)
         self.canvas = canvas = Canvas(fig)
         self.cache_axes, self.images, self.boxes, self.T_texts = [], [], [], []
-        self.labels = [None, None]  # the token labels each cache panel shows
         for row in range(2):
             ax = fig.add_subplot(gs[row, 0])
             ax.set_facecolor("0.93")  # the positions the table still has room for
@@ -135,23 +140,29 @@ class KVPlot:
             separators = [ax.axhline(h * d_k - 0.5, color="0.3", lw=0.6) for h in range(1, H)]
             ax.set_xlim(-0.5, max_len - 0.5)
             ax.set_ylim(H * d_k - 0.5, -0.5)
+            ax.set_xticks([])  # the tokens are written under V (self.tokens)
             ax.set_yticks([h * d_k + d_k / 2 - 0.5 for h in range(H)])
             ax.set_yticklabels([f"head {h}" for h in range(H)], fontsize=8)
             self.T_texts.append(ax.text(0, H * d_k / 2, "", va="center", fontsize=9, color="0.3"))
-            # what another layer changes: drawn on top of the rest (the token labels only change with a step)
             canvas.animate(self.images[-1], *separators, self.boxes[-1], self.T_texts[-1], ax.title)
             self.cache_axes.append(ax)
+        # the tokens, once, under V: where tick labels would be, one text per position of the table
+        under = blended_transform_factory(ax.transData, ax.transAxes) + ScaledTranslation(0, -6 / 72,
+                                                                                           fig.dpi_scale_trans)
+        self.tokens = [canvas.animate(ax.text(i, 0, "", rotation=90, fontsize=7, ha="center", va="top",
+                                              transform=under, clip_on=False)) for i in range(max_len)]
         self.work_axes, self.lines, self.ends = [], [], []
         for row, title in enumerate(("query–key dot products this step\n(per head and layer)",
                                      "so far (cumulative)")):
             ax = fig.add_subplot(gs[row, 1])
             recomputed, = ax.plot([], [], "s-", color=GREY, ms=4, label="recomputing everything: T(T+1)/2 a step")
             cached, = ax.plot([], [], "o-", color=BLUE, ms=4, label="with the cache: T a step")
-            self.lines.append((cached, recomputed))
-            self.ends.append((ax.annotate("", (0, 0), textcoords="offset points", xytext=(4, 0), fontsize=8,
-                                          va="center", color=BLUE),
-                              ax.annotate("", (0, 0), textcoords="offset points", xytext=(4, 0), fontsize=8,
-                                          va="center", color="0.35")))
+            self.lines.append(canvas.animate(cached, recomputed))
+            self.ends.append(canvas.animate(
+                ax.annotate("", (0, 0), textcoords="offset points", xytext=(4, 0), fontsize=8, va="center",
+                            color=BLUE),
+                ax.annotate("", (0, 0), textcoords="offset points", xytext=(4, 0), fontsize=8, va="center",
+                            color="0.35")))
             ax.xaxis.get_major_locator().set_params(integer=True)
             ax.set_title(title, fontsize=9)
             ax.set_xlabel("step (0 = the prompt)", fontsize=8)
@@ -159,23 +170,35 @@ class KVPlot:
             if row == 0:
                 ax.legend(loc="upper left", fontsize=7, frameon=False)
             self.work_axes.append(ax)
-        self.shown_steps = None
+        self.horizon = None
 
     def render(self, gen, layer):
-        """The ``Canvas`` showing ``gen``'s cache of ``layer``: the work panels are drawn again only after a step."""
-        if self.shown_steps is None or self.shown_steps[0] is not gen.steps or self.shown_steps[1] != len(gen.steps):
-            self._work(gen)
-            self.canvas.invalidate()
-            self.shown_steps = (gen.steps, len(gen.steps))
+        """The ``Canvas`` showing ``gen``'s cache of ``layer``."""
+        self._horizon(gen)
+        self._work(gen)
         self._cache(gen, layer)
         return self.canvas
+
+    def _horizon(self, gen):
+        """The work panels' limits: for the prompt's length and the steps it may take (see the class)."""
+        n, room = gen.n_prompt, self.setup.max_len - gen.n_prompt
+        steps = gen.horizon if len(gen.steps) - 1 <= gen.horizon else room
+        if self.horizon == (n, steps):
+            return
+        self.horizon = (n, steps)
+        per_step = [(n + k) * (n + k + 1) // 2 for k in range(steps + 1)]  # recomputing everything, T = n + k
+        for ax, top in zip(self.work_axes, (max(per_step), sum(per_step))):
+            ax.set_xlim(-0.5, max(steps, 4) * 1.2 + 1)  # room for the numbers at the ends
+            ax.set_ylim(0, top * 1.4 + 1)  # the top stays free for the legend
+        self.canvas.invalidate()
 
     def _cache(self, gen, layer):
         setup = self.setup
         whose = "your" if gen.yours else "ready-made"
         H, d_k, T, max_len = setup.n_heads, setup.d_k, gen.T, setup.max_len
         T_new = gen.steps[-1]["fed"]
-        labels = [label(setup.inv[i], 6) for i in gen.ids[:T]]
+        for i, text in enumerate(self.tokens):
+            text.set_text(label(setup.inv[gen.ids[i]], 6) if i < T else "")
         k_max, v_max = gen.scale.get(layer, (1.0, 1.0))
         K, V = gen.shown_cache[layer]  # each (1, H, T, d_k)
         for row, (name, t, top) in enumerate((("keys K", K, k_max), ("values V", V, v_max))):
@@ -186,11 +209,6 @@ class KVPlot:
             image.set_clim(-top, top)
             self.boxes[row].set_x(T - T_new - 0.5)
             self.boxes[row].set_width(T_new)
-            if labels != self.labels[row]:
-                ax.set_xticks(range(T))
-                ax.set_xticklabels(labels if row else [], rotation=90, fontsize=7)  # the tokens once, under V
-                self.labels[row] = labels
-                self.canvas.invalidate()
             room = T < max_len - 4  # T written right of the cache, or left of the red box near the end
             text = self.T_texts[row]
             text.set_text(f"T = {T}")
@@ -204,16 +222,14 @@ class KVPlot:
         steps = list(range(len(gen.steps)))
         cached = [s["dots_cached"] for s in gen.steps]
         recomputed = [s["dots_recomputed"] for s in gen.steps]
-        for ax, (line_a, line_b), (end_a, end_b), (a, b) in zip(
-                self.work_axes, self.lines, self.ends,
+        for (line_a, line_b), (end_a, end_b), (a, b) in zip(
+                self.lines, self.ends,
                 ((cached, recomputed), (list(itertools.accumulate(cached)), list(itertools.accumulate(recomputed))))):
             line_a.set_data(steps, a)
             line_b.set_data(steps, b)
             for end, values in ((end_a, a), (end_b, b)):
                 end.xy = (steps[-1], values[-1])
                 end.set_text(f"{values[-1]:,}")
-            ax.set_xlim(-0.5, max(steps[-1], 4) * 1.2 + 1)  # room for the numbers at the ends
-            ax.set_ylim(0, max(b) * 1.4 + 1)  # the top stays free for the legend
 
 
 def draw(setup, gen, layer):

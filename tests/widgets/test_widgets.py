@@ -649,6 +649,29 @@ def test_a_wrong_cached_step_is_reported_as_disagreeing_with_recomputation(gpt, 
     assert "disagrees with recomputation" in w.readout.value
 
 
+@pytest.mark.parametrize("step", ["right", "decoder_block_step_mask_top_left"])
+def test_a_run_compares_every_step_as_stepping_one_at_a_time_does(step, learner, gpt, date_task, no_figures):
+    """Run to <eos> recomputes the whole text once (the model is causal) rather than once a step: it finds the
+    same tokens and the same verdict at every step as Step clicked again and again, and the work panels' span
+    set at the prompt (the ready-made cache's run) is the run's length when the learner's step is right."""
+    from coursekit.widgets import kv_cache as K
+    fn = learner["decoder_block_step"] if step == "right" else _mistake(step)
+    setup = K.Setup.of(fn, gpt, date_task)
+    gen = K.start(setup, PROMPT)
+    run = K.advance(setup, gen, None)
+    one, verdicts = gen, []
+    while not one.finished and one.T + 1 <= setup.max_len:
+        one = K.advance(setup, one, 1)
+        verdicts.append((one.compared["token"], one.compared["reference_token"], one.compared["agrees"]))
+    assert one.ids == run.ids and one.first_disagreement == run.first_disagreement
+    assert verdicts[-1] == (run.compared["token"], run.compared["reference_token"], run.compared["agrees"])
+    assert run.compared["max_abs_diff"] == pytest.approx(one.compared["max_abs_diff"], abs=1e-5)
+    if step == "right":
+        assert all(agrees for *_, agrees in verdicts) and len(run.steps) - 1 == gen.horizon
+    else:
+        assert run.first_disagreement == 1 and not all(agrees for *_, agrees in verdicts)
+
+
 def test_the_stepper_is_one_container_with_exactly_one_plot_image_and_no_pyplot_figure(stepper):
     before = plt.get_fignums()
     stepper.step_button.click()
