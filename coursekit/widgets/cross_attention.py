@@ -96,17 +96,24 @@ def compute(model, task, sentence, layer, head, max_len=12, translations=None):
 
 
 class CrossPlot:
-    """The viewer's figure for one translation, kept: another block or head changes the heatmap's data in place
-    and redraws it alone."""
+    """The viewer's figures, one per translation (its source and written tokens), the last ``KEEP`` kept: another
+    block or head changes the heatmap's data in place and redraws it alone, and coming back to a date shown
+    before builds nothing."""
+
+    KEEP = 8
 
     def __init__(self):
-        self.canvas, self.layout = None, None
+        self.canvas, self.image, self.kept = None, None, {}  # layout -> (Canvas, its heatmap), oldest first
 
     def render(self, rec):
         layout = (tuple(rec.words), tuple(rec.written))
-        if layout != self.layout:
-            self._build(rec)
-            self.layout = layout
+        if layout in self.kept:
+            self.kept[layout] = self.kept.pop(layout)  # the most recent now
+        else:
+            self.kept[layout] = self._build(rec)
+            while len(self.kept) > self.KEEP:
+                self.kept.pop(next(iter(self.kept)))
+        self.canvas, self.image = self.kept[layout]
         self.image.set_data(rec.weights.numpy())
         return self.canvas
 
@@ -121,8 +128,8 @@ class CrossPlot:
                               ax=ax, vmin=0, vmax=1, annotate=False, xlabel="source token (key)",
                               ylabel="written token (query)",
                               title="cross-attention: which source tokens each output token read")
-        self.canvas = Canvas(fig)
-        self.image = self.canvas.animate(ax.images[0])
+        canvas = Canvas(fig)
+        return canvas, canvas.animate(ax.images[0])
 
 
 def draw(rec):

@@ -318,7 +318,8 @@ class MaskPlot:
             ax.set_yticks(range(T_q))
             ax.set_yticklabels(rows)
             ax.set_xlabel("source key j" if kind == "cross" else "key j")
-            ax.set_ylabel("decoder query i" if kind == "cross" else "query i")
+            ax.set_ylabel(("decoder query i" if kind == "cross" else "query i") if name == "mask" else "")  # the
+            # same rows in the three panels, named once (beside the next panel's colour bar it would sit on it)
             p["marks"].set_offsets(blocked)
             p["prefix"].set_xdata([prefix - 0.5, prefix - 0.5])
             p["box"].set_width(T_k)
