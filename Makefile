@@ -45,8 +45,8 @@ test-fast: bytecode
 test-figures: bytecode
 	$(BIN)/python -m pytest -p no:xdist --durations=5 -m figures
 
-## maintainers: notebook 10's full experiment (eleven runs of 1500 steps, one torch thread; about 21 minutes of
-## one core; it prints its total) with the reference's prefix-LM mask: the table by source length
+## maintainers: notebook 10's full experiment (eleven runs of 1500 steps, one process and one torch thread each,
+## one per core at a time: 9 min 29 s on 2 cores; it prints its total) with the reference's prefix-LM mask: the table by source length
 ## (mean over the seeds), CPU ms per step and per token, and capstone_results.json (make test runs it reduced)
 capstone: setup
 	$(BIN)/python -m coursekit.capstone --out capstone_results.json

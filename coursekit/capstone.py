@@ -23,6 +23,7 @@ step and of a written token, measured with the runs taking turns (``measure_cost
 import bisect
 import functools
 import json
+import os
 import time
 from dataclasses import asdict, dataclass, field
 
@@ -370,6 +371,7 @@ class Experiment:
     bins: list
     runs: dict                                      # kind -> [Result, one per seed]
     costs: dict = field(default_factory=dict)       # kind -> (CPU s per training step, CPU s per written token)
+    trained_by: dict = field(default_factory=dict)  # (kind, seed) -> the id of the process that trained it
 
     def summary(self, kind):
         """{bin: (mean, lowest, highest) exact match over the seeds} of ``kind``."""
@@ -383,45 +385,106 @@ class Experiment:
         return sum(ems) / len(ems), min(ems), max(ems)
 
 
-def run(settings=None, prefix_mask=None, task=None, results_path=None, report_every=250):
+def run(settings=None, prefix_mask=None, task=None, results_path=None, report_every=250, jobs=1):
     """Train every run of ``settings`` (each kind on its seeds), evaluate it, measure the costs; an ``Experiment``.
 
     All of it with ``training.training_threads()`` (one torch thread): the figures do not depend on the machine
     or on its load, only the time they take. Each run shows a progress bar (``training.progress``). A run capped
     by ``COURSE_MAX_TRAIN_STEPS`` (class grading, the tests' reduced run of the notebook) trains the first seed
     only and times one round: it checks that the notebook runs, not the figures.
+
+    ``jobs`` > 1 trains that many runs at a time, each in a process of its own with one torch thread (``make
+    capstone`` gives one per core): every run is seeded on its own, so the figures are the same as one at a time.
+    The costs are measured afterwards, in this process, with the runs taking turns.
     """
     from .training import capped, training_threads
     s = settings or Settings()
     task = task or make_task(s)
     lo, hi = length_range(task.test)
     exp = Experiment(s, length_bins(lo, hi, s.bin_width), {})
-    sample = task.test[:64]
+    widths = {kind: size_for(kind, s.budget, task) for kind in s.kinds}
+    plan = [(kind, seed) for kind in s.kinds for seed in (s.seeds_of(kind)[:1] if capped() else s.seeds_of(kind))]
+    if jobs > 1 and len(plan) > 1 and not capped():
+        trained = _train_in_processes(plan, widths, s, task, exp.bins, prefix_mask, report_every, jobs)
+    else:
+        trained = {(kind, seed): (*_train_one(kind, seed, widths[kind], s, task, exp.bins, prefix_mask, report_every),
+                                  os.getpid()) for kind, seed in plan}
+    first = {}
+    for kind, seed in plan:
+        r, model_run, exp.trained_by[(kind, seed)] = trained[(kind, seed)]
+        exp.runs.setdefault(kind, []).append(r)
+        if kind not in first:
+            first[kind] = model_run
     with training_threads():
-        first = {}
-        for kind in s.kinds:
-            width = size_for(kind, s.budget, task)
-            exp.runs[kind] = []
-            for seed in s.seeds_of(kind)[:1] if capped() else s.seeds_of(kind):
-                model_run = build(kind, width, task, seed=seed, prefix_mask=prefix_mask)
-                r = Result(kind, KINDS[kind], seed, width, n_params(model_run))
-                r.curve = transformer.fit(model_run.model, model_run.loss,
-                                          data.shuffled(task.train, s.batch_size, seed), steps=s.steps, lr=s.lr,
-                                          report_every=report_every, desc=f"{KINDS[kind]}, seed {seed}")
-                right = verdicts(model_run, task.test)
-                r.by_length, r.exact_match = accuracy_by_length(right, task.test, exp.bins)
-                greedy = model_run.translate(sample)
-                r.greedy_checked = len(sample)
-                r.greedy_agrees = sum((g == t) == v for g, (_, t), v in zip(greedy, sample, right))
-                print(f"{KINDS[kind]}, seed {seed} ({r.params:,} parameters): test exact match "
-                      f"{r.exact_match:.1%}; by source length "
-                      + ", ".join(f"{bin_label(b)}: {a:.0%}" for b, a in r.by_length.items()), flush=True)
-                exp.runs[kind].append(r)
-                first.setdefault(kind, model_run)
         exp.costs = measure_costs(first, task, rounds=1 if capped() else 5, batch_size=s.batch_size)
     if results_path:
         write(exp, results_path)
     return exp
+
+
+def _train_one(kind, seed, width, s, task, bins, prefix_mask, report_every):
+    """Train, evaluate and report one run: (its ``Result``, the trained ``build``)."""
+    from .training import training_threads
+    with training_threads():
+        model_run = build(kind, width, task, seed=seed, prefix_mask=prefix_mask)
+        r = Result(kind, KINDS[kind], seed, width, n_params(model_run))
+        r.curve = transformer.fit(model_run.model, model_run.loss, data.shuffled(task.train, s.batch_size, seed),
+                                  steps=s.steps, lr=s.lr, report_every=report_every,
+                                  desc=f"{KINDS[kind]}, seed {seed}")
+        right = verdicts(model_run, task.test)
+        r.by_length, r.exact_match = accuracy_by_length(right, task.test, bins)
+        sample = task.test[:64]
+        greedy = model_run.translate(sample)
+        r.greedy_checked = len(sample)
+        r.greedy_agrees = sum((g == t) == v for g, (_, t), v in zip(greedy, sample, right))
+    print(f"{KINDS[kind]}, seed {seed} ({r.params:,} parameters): test exact match {r.exact_match:.1%}; by source "
+          f"length " + ", ".join(f"{bin_label(b)}: {a:.0%}" for b, a in r.by_length.items()), flush=True)
+    return r, model_run
+
+
+def _train_in_processes(plan, widths, s, task, bins, prefix_mask, report_every, jobs):
+    """``_train_one`` for every (kind, seed) of ``plan``, ``jobs`` at a time in processes of their own, the
+    longest runs first; {(kind, seed): (Result, the trained build, rebuilt here from its weights, the process's
+    id)}."""
+    import concurrent.futures
+    import multiprocessing
+    cost = {"decoder_causal": 2, "decoder_prefix": 2, "rnn_attention": 1.4}  # measured: CPU per step, roughly
+    order = sorted(plan, key=lambda ks: -cost.get(ks[0], 1))
+    context = multiprocessing.get_context("spawn")  # a fresh interpreter: no thread pool inherited from this one
+    jobs = min(jobs, len(plan))
+    slots, started = context.Queue(), context.Barrier(jobs)
+    for k in range(jobs):
+        slots.put(k)
+    out = {}
+    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=context, initializer=_worker_start,
+                                                initargs=(slots, started)) as pool:
+        futures = {pool.submit(_train_in_worker, kind, seed, widths[kind], s, task, bins, prefix_mask,
+                               report_every): (kind, seed) for kind, seed in order}
+        for future in concurrent.futures.as_completed(futures):
+            kind, seed = futures[future]
+            r, weights, pid = future.result()
+            model_run = build(kind, widths[kind], task, seed=seed, prefix_mask=prefix_mask)
+            model_run.model.load_state_dict(weights)
+            model_run.model.eval()
+            out[(kind, seed)] = (r, model_run, pid)
+    return out
+
+
+def _worker_start(slots, started):
+    """A training process: one torch thread, its progress bar on a line of its own; it takes its first run once
+    every process has started (the first up would otherwise take the runs of one still importing torch)."""
+    import threading
+    os.environ["COURSE_PROGRESS_POSITION"] = str(slots.get())
+    torch.set_num_threads(1)
+    try:
+        started.wait(timeout=120)
+    except threading.BrokenBarrierError:  # one did not start: the others go on without it
+        pass
+
+
+def _train_in_worker(kind, seed, width, s, task, bins, prefix_mask, report_every):
+    r, model_run = _train_one(kind, seed, width, s, task, bins, prefix_mask, report_every)
+    return r, model_run.model.state_dict(), os.getpid()
 
 
 def write(exp, path):
@@ -466,6 +529,8 @@ if __name__ == "__main__":  # `make capstone`: the full experiment, with the ref
     parser.add_argument("--task", default=Settings.task, choices=list(TASKS))
     parser.add_argument("--bin-width", type=int, default=Settings.bin_width)
     parser.add_argument("--out", default="capstone_results.json")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                        help="runs trained at a time, one process and one torch thread each (default: one per core)")
     args = parser.parse_args()
     try:
         from solutions.capstone import prefix_lm_mask
@@ -474,7 +539,7 @@ if __name__ == "__main__":  # `make capstone`: the full experiment, with the ref
                          "(solutions/); in a student install, run notebook 10, which uses yours")
     t0 = time.perf_counter()
     res = run(Settings(budget=args.budget, steps=args.steps, task=args.task, bin_width=args.bin_width),
-              prefix_mask=prefix_lm_mask, results_path=args.out)
+              prefix_mask=prefix_lm_mask, results_path=args.out, jobs=args.jobs)
     print(f"\n{'run':30} {'seeds':>5} {'exact match':>12}  by source length (mean over the seeds)")
     for kind in res.runs:
         mean, low, high = res.exact_match(kind)

@@ -173,6 +173,9 @@ def collect(course_root, assignment, roster=None, out=print):
     mine = [r for r in records if r[1] == assignment and r[0] is not None]
     if not mine:
         out(f"nothing submitted for {assignment} yet (the exchange's inbound folder {inbound} holds none)")
+        everyone = sorted(roster if roster is not None else _roster(course_root))
+        if everyone:
+            out(f"  no submission from {len(everyone)} student(s) on the roster: {', '.join(everyone)}")
         return {}
     latest, counts = {}, {}
     for student, _, stamp, name in mine:

@@ -145,6 +145,28 @@ def check_course(course, instructors):
                        f"run `chmod o-rwx {course}`")
 
 
+def enrol(course, roster, out=print):
+    """The roster's students in the course's gradebook (``course collect`` names those who did not submit, the
+    formgrader lists them): added, or their names brought up to date; a gradebook made here is the course
+    folder's owner's, as the rest of the folder."""
+    import grader.nbgrader_plugin  # noqa: F401  (a new gradebook's revision read in-process, not by `alembic`)
+    from nbgrader.api import Gradebook
+    path = os.path.join(course, "gradebook.db")
+    new = not os.path.exists(path)
+    with Gradebook("sqlite:///" + path, course_id="attention-course") as gb:
+        before = {s.id for s in gb.students}
+        for sid, name in roster:
+            first, _, last = name.partition(" ")
+            gb.update_or_create_student(sid, first_name=first or None, last_name=last or None)
+    if new and os.geteuid() == 0:
+        st = os.stat(course)
+        os.chown(path, st.st_uid, st.st_gid)
+        os.chmod(path, 0o660)
+    added = [sid for sid, _ in roster if sid not in before]
+    out(f"gradebook: {len(roster)} student(s) on the roster, {len(added)} new")
+    return added
+
+
 REFERENCE = os.path.join(ROOT, "solutions")
 
 
@@ -325,7 +347,8 @@ def prepare(args, out=print):
                        "`sudo .venv/bin/course hub ...`")
     if not args.instructor:
         raise HubError("name the course's instructor(s): --instructor NAME (a local Unix user)")
-    students = [sid for sid, _ in read_roster(args.roster)]
+    roster = read_roster(args.roster)
+    students = [sid for sid, _ in roster]
     both = sorted(set(students) & set(args.instructor))
     if both:
         raise HubError(f"{', '.join(both)} is both an instructor and on the roster: one role each")
@@ -335,6 +358,7 @@ def prepare(args, out=print):
     course = os.path.abspath(args.course)
     check_course(course, args.instructor)
     check_reference(args.instructor)
+    enrol(course, roster, out=out)
     from .exchange import check_exchange
     exchange = check_exchange(os.path.abspath(args.exchange), create=True, shared=True)
     config = write_config(args.state, course=course, exchange=exchange, students=students,

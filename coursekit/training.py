@@ -78,5 +78,8 @@ def progress(steps, desc=None, unit="step", **kwargs):
     import sys
 
     from tqdm.auto import tqdm
+    position = os.environ.get("COURSE_PROGRESS_POSITION", "").strip()  # runs side by side: a line each
+    if position:
+        kwargs = {"position": int(position), "leave": False, **kwargs}
     return tqdm(total=steps, desc=desc, unit=unit, disable=capped(), mininterval=0.5, file=sys.stdout,
                 dynamic_ncols=True, **kwargs)

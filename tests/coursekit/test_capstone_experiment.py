@@ -6,6 +6,7 @@ import collections
 import datetime
 import json
 import math
+import os
 
 import pytest
 import torch
@@ -264,6 +265,22 @@ def test_a_reduced_run_keeps_the_budget_writes_its_results_and_shows_the_wide_ma
     acc = {k: exp.exact_match(k)[0] for k in kinds}
     assert acc["rnn_attention"] >= acc["rnn_fixed"] + 0.3, acc
     assert acc["encoder_decoder"] >= acc["rnn_fixed"] + 0.3, acc
+
+
+@pytest.mark.experiment
+def test_runs_trained_side_by_side_in_processes_give_the_figures_of_one_at_a_time(task):
+    """`make capstone` trains its runs in processes of their own, one per core: each run is seeded on its own, so
+    the curves, the verdicts by length and the greedy checks are those of the same runs trained one after another,
+    and the costs are measured afterwards for every kind."""
+    settings = capstone.Settings(steps=20, n_test=100, kinds=("rnn_fixed", "encoder_decoder"), seeds=(0, 1))
+    alone = capstone.run(settings, task=task, report_every=20)
+    side_by_side = capstone.run(settings, task=task, report_every=20, jobs=2)
+    for kind in settings.kinds:
+        assert [r.seed for r in side_by_side.runs[kind]] == [0, 1]
+        assert side_by_side.runs[kind] == alone.runs[kind], kind
+    assert set(side_by_side.costs) == set(settings.kinds)
+    assert set(alone.trained_by.values()) == {os.getpid()}
+    assert len(set(side_by_side.trained_by.values())) == 2 and os.getpid() not in side_by_side.trained_by.values()
 
 
 @pytest.mark.figures

@@ -127,6 +127,9 @@ def test_a_class_on_the_hub_releases_submits_grades_returns_and_survives_a_resta
         nothing = as_instructor(hub, "collect", A)
         assert nothing.returncode == 0 and f"nothing submitted for {A} yet" in nothing.stdout, \
             nothing.stdout + nothing.stderr
+        # course hub put the roster in the gradebook: collect names who has not submitted
+        assert f"no submission from {len(STUDENTS)} student(s) on the roster: {', '.join(sorted(STUDENTS))}" in \
+            nothing.stdout, nothing.stdout
         assert done.returncode == 0, done.stdout + done.stderr
         tokens = {name: hub.user_token(name) for name in users}
         with sync_playwright() as p:
