@@ -283,14 +283,13 @@ def cmd_bundle(args):
 
 
 def cmd_report(args):
-    from nbgrader.api import Gradebook
-
+    from .pipeline import gradebook
     from .report import as_table, collect, collect_overview, overview_table, write, write_overview
     root = os.path.abspath(args.course)
     if not os.path.exists(os.path.join(root, "gradebook.db")):
         print(f"no gradebook in {root}: grade first (`course grade`)")
         return 2
-    with Gradebook("sqlite:///" + os.path.join(root, "gradebook.db"), course_id="attention-course") as gb:
+    with gradebook(root) as gb:
         graded = sorted(a.name for a in gb.assignments)
     unknown = [a for a in args.assignment if a not in graded]
     if unknown:

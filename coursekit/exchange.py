@@ -18,6 +18,8 @@ import stat
 
 from nbgrader.utils import capture_log, parse_utc, temp_attrs
 
+from .pipeline import gradebook
+
 EXCHANGE_MODE = 0o777  # nbgrader's release_assignment sets the root to this (everyone reads, writes, enters)
 
 
@@ -131,18 +133,17 @@ def _timestamp_of(folder):
 
 
 def _roster(course_root):
-    from nbgrader.api import Gradebook
     if not os.path.exists(os.path.join(course_root, "gradebook.db")):
         return set()
-    with Gradebook("sqlite:///" + os.path.join(course_root, "gradebook.db"), course_id="attention-course") as gb:
+    with gradebook(course_root) as gb:
         return {s.id for s in gb.students}
 
 
 def _duedate(course_root, assignment):
-    from nbgrader.api import Gradebook, MissingEntry
+    from nbgrader.api import MissingEntry
     if not os.path.exists(os.path.join(course_root, "gradebook.db")):
         return None
-    with Gradebook("sqlite:///" + os.path.join(course_root, "gradebook.db"), course_id="attention-course") as gb:
+    with gradebook(course_root) as gb:
         try:
             return gb.find_assignment(assignment).duedate
         except MissingEntry:
@@ -173,9 +174,7 @@ def collect(course_root, assignment, roster=None, out=print):
     mine = [r for r in records if r[1] == assignment and r[0] is not None]
     if not mine:
         out(f"nothing submitted for {assignment} yet (the exchange's inbound folder {inbound} holds none)")
-        everyone = sorted(roster if roster is not None else _roster(course_root))
-        if everyone:
-            out(f"  no submission from {len(everyone)} student(s) on the roster: {', '.join(everyone)}")
+        _name_missing(course_root, roster, set(), out)
         return {}
     latest, counts = {}, {}
     for student, _, stamp, name in mine:
@@ -223,11 +222,15 @@ def collect(course_root, assignment, roster=None, out=print):
     _, problems = gradable(course_root, {assignment}, None, set(status))
     for p in problems:
         out(f"  {'NOT GRADED' if not p.graded else 'note'}: {p.student} / {p.assignment}: {p.reason}")
-    everyone = set(roster if roster is not None else _roster(course_root))
-    missing = sorted(everyone - set(latest))
+    _name_missing(course_root, roster, set(latest), out)
+    return status
+
+
+def _name_missing(course_root, roster, submitted, out):
+    """Say who on the roster (``roster``, or the gradebook's students) has not submitted."""
+    missing = sorted(set(roster if roster is not None else _roster(course_root)) - submitted)
     if missing:
         out(f"  no submission from {len(missing)} student(s) on the roster: {', '.join(missing)}")
-    return status
 
 
 def return_feedback(course_root, assignment, out=print):

@@ -150,10 +150,10 @@ def enrol(course, roster, out=print):
     formgrader lists them): added, or their names brought up to date; a gradebook made here is the course
     folder's owner's, as the rest of the folder."""
     import grader.nbgrader_plugin  # noqa: F401  (a new gradebook's revision read in-process, not by `alembic`)
-    from nbgrader.api import Gradebook
+    from .pipeline import gradebook
     path = os.path.join(course, "gradebook.db")
     new = not os.path.exists(path)
-    with Gradebook("sqlite:///" + path, course_id="attention-course") as gb:
+    with gradebook(course) as gb:
         before = {s.id for s in gb.students}
         for sid, name in roster:
             first, _, last = name.partition(" ")

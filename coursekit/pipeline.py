@@ -36,6 +36,15 @@ def nbgrader_env(root):
 # How a class is graded: training capped (no graded cell depends on a trained model) and one torch thread per
 # kernel, so that several grading processes share the cores. `course grade` sets the cap (--train-steps); the
 # benchmarks and the tests grade their copies with all of it.
+COURSE_ID = "attention-course"  # the course's id in its nbgrader gradebook
+
+
+def gradebook(course_root):
+    """nbgrader's Gradebook on ``course_root``'s SQLite file (use it in a ``with``)."""
+    from nbgrader.api import Gradebook
+    return Gradebook("sqlite:///" + os.path.join(course_root, "gradebook.db"), course_id=COURSE_ID)
+
+
 CLASS_GRADING_ENV = {"COURSE_MAX_TRAIN_STEPS": "20", "COURSE_TRAIN_THREADS": "1", "COURSE_TORCH_THREADS": "1",
                      "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
@@ -146,8 +155,7 @@ class CourseCopy:
 
     def gradebook(self):
         """nbgrader's Gradebook on this copy's SQLite file (use it in a ``with``)."""
-        from nbgrader.api import Gradebook
-        return Gradebook("sqlite:///" + os.path.join(self.root, "gradebook.db"), course_id="attention-course")
+        return gradebook(self.root)
 
     def scores(self, student, assignment):
         """{grade_id: (score, max_score)} from the SQLite gradebook."""

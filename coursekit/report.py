@@ -36,7 +36,7 @@ import nbformat
 from grader.plain import plain as _plain
 from grader.untrusted import CSP  # the feedback pages' policy: no script, nothing from outside
 
-COURSE_ID = "attention-course"
+from .pipeline import COURSE_ID, gradebook  # noqa: F401
 MISTAKE = re.compile(r"(?:looks like a known mistake|matches a known mistake): (.+?)\.?$", re.M)
 STYLE = ("body{font-family:sans-serif;margin:2em} table{border-collapse:collapse;margin-bottom:1.5em} "
          "td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top} "
@@ -172,12 +172,12 @@ class AssignmentReport:
 
 def collect(course_root, assignment):
     """The report of ``assignment`` from the gradebook, the autograded notebooks and the grading log."""
-    from nbgrader.api import Gradebook, MissingEntry
+    from nbgrader.api import MissingEntry
 
     from grader.course import NOTEBOOKS
     from grader.seeds import recorded
     scores, max_points, students, totals, max_total = defaultdict(dict), {}, [], {}, 0.0
-    with Gradebook("sqlite:///" + os.path.join(course_root, "gradebook.db"), course_id=COURSE_ID) as gb:
+    with gradebook(course_root) as gb:
         names = _names(gb)
         for student in sorted(names):
             try:
@@ -377,8 +377,8 @@ class Overview:
 
 def collect_overview(course_root, assignments=None):
     """Every student's score in each of ``assignments`` (default: every assignment in the gradebook)."""
-    from nbgrader.api import Gradebook, MissingEntry
-    with Gradebook("sqlite:///" + os.path.join(course_root, "gradebook.db"), course_id=COURSE_ID) as gb:
+    from nbgrader.api import MissingEntry
+    with gradebook(course_root) as gb:
         names = _names(gb)
         known = {a.name: a for a in gb.assignments}
         assignments = list(assignments) if assignments else sorted(known)

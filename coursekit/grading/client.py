@@ -20,12 +20,8 @@ from .submissions import collect, course_payload, with_files
 from .summary import Problem, Summary
 from .worker import grade_submission
 
-COURSE_ID = "attention-course"
-
-
-def _gradebook(course_root):
-    from nbgrader.api import Gradebook
-    return Gradebook("sqlite:///" + os.path.join(course_root, "gradebook.db"), course_id=COURSE_ID)
+from ..pipeline import COURSE_ID  # noqa: F401  (re-exported by coursekit.grading)
+from ..pipeline import gradebook as _gradebook
 
 
 def _retry_locked(write, tries=20):
