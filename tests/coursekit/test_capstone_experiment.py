@@ -261,7 +261,7 @@ def test_a_reduced_run_keeps_the_budget_writes_its_results_and_shows_the_wide_ma
         assert len(r["curve"]) == REDUCED_STEPS
         assert list(r["by_length"]) == [capstone.bin_label(b) for b in exp.bins]
         assert not any(math.isnan(a) for a in r["by_length"].values())
-        assert r["greedy_agrees"] == r["greedy_checked"] == 64, (kind, r["greedy_agrees"])
+        assert r["greedy_agrees"] == r["greedy_checked"] == capstone.GREEDY_SAMPLE, (kind, r["greedy_agrees"])
     acc = {k: exp.exact_match(k)[0] for k in kinds}
     assert acc["rnn_attention"] >= acc["rnn_fixed"] + 0.3, acc
     assert acc["encoder_decoder"] >= acc["rnn_fixed"] + 0.3, acc

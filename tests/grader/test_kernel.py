@@ -2,6 +2,9 @@
 notebooks: a real ipykernel inside the real sandbox, without a course around it. What a cell does to the kernel ends
 the run of that notebook with a note, never the grading of the submission (the grade is decided outside the kernel,
 by the judge; the tamper class in tests/pipeline/ checks that through nbgrader)."""
+import subprocess
+import sys
+
 import nbformat
 import pytest
 
@@ -67,3 +70,20 @@ def test_graded_test_cells_never_run_in_the_students_kernel(tmp_path):
                      "print(any('END HIDDEN' + ' TESTS' in s for s in seen), 'secret' in globals())", timeout=30)
     assert nb.cells[1].outputs == [] and faults == []
     assert names(nb.cells[2]) == ["False False"]
+
+
+def test_the_kernels_launcher_ends_with_atexit_run_output_flushed_and_the_exit_status_ipykernel_gives(tmp_path):
+    """The sandboxed kernel's launcher (``python -m grader.audit``) ends its process with ``os._exit`` once ipykernel
+    returns, skipping the second of CPU that tearing down PyTorch and matplotlib costs a kernel at every graded
+    submission; what ``atexit`` holds still runs, buffered output still comes out, and the exit status is the one
+    ipykernel's own launcher gives."""
+    ended = subprocess.run([sys.executable, "-c", "import atexit, sys\nfrom grader import audit\n"
+                            "atexit.register(lambda: print('atexit ran'))\nsys.stdout.write('buffered, ')\n"
+                            "audit.end(3)\nprint('not reached')"], capture_output=True, text=True, timeout=120,
+                           cwd=tmp_path)
+    assert (ended.returncode, ended.stdout) == (3, "buffered, atexit ran\n"), ended.stderr[-2000:]
+    plain, launched = (subprocess.run([sys.executable, "-m", module, "--no-such-option"], capture_output=True,
+                                      text=True, timeout=120, cwd=tmp_path)
+                       for module in ("ipykernel_launcher", "grader.audit"))
+    assert launched.returncode == plain.returncode != 0
+    assert "unrecognized arguments: --no-such-option" in launched.stderr

@@ -75,8 +75,8 @@ def test_the_reference_submission_runs_top_to_bottom_with_its_training_capped(co
     """The reduced run of every notebook: the reference's answers, executed cell by cell by grading's kernel with
     training capped (``CLASS_GRADING_ENV``), write no error and nothing on stderr; each graded cell's verdict is
     PASSED; the translators reach every training loop through the cap and print their test exact match; 08 and 09
-    print that their cached decoding writes what recomputing writes. (`make test-figures` runs each source notebook
-    in full and checks the figure it states.)"""
+    print that their cached decoding writes what recomputing writes; 10's capped run decodes a few test dates per
+    kind greedily. (`make test-figures` runs each source notebook in full and checks the figure it states.)"""
     samples(a)
     nb = nbformat.read(course[a].autograded_path("sample-reference", a), as_version=4)
     errors, text = run_outputs(nb)
@@ -89,6 +89,10 @@ def test_the_reference_submission_runs_top_to_bottom_with_its_training_capped(co
         assert re.findall(r"test exact match:? ([0-9.]+)%", text)
     if a == "09_kv_cache":
         assert "the same translations as recomputing everything: True" in text
+    if a == "10_capstone":  # capped: the first seed of each kind, a few test dates decoded greedily
+        from coursekit.capstone import CAPPED_GREEDY_SAMPLE, KINDS
+        agreed = re.search(r"greedy decoding agrees with the one-pass verdicts on (.*)", text).group(1)
+        assert [int(n) for n in re.findall(r"/(\d+)", agreed)] == [CAPPED_GREEDY_SAMPLE] * len(KINDS), agreed
     if a == "08_encoder_decoder":
         assert "the same tokens: True" in text
         assert "max |decode (your block) - decode_kv (keys and values given)|" in text
