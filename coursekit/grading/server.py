@@ -107,12 +107,41 @@ def _env(root, tmp, passed):
     return env
 
 
-def _remove_own_folders(home):
-    """The serving process's folders, as it ends: its home and its temporary folder (``Nbgrader`` made both)."""
-    shutil.rmtree(home, ignore_errors=True)
+def _descendants(pid):
+    """The process ids of every process below ``pid`` (children, theirs, and so on), from /proc."""
+    parents = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+    found, frontier = [], [pid]
+    while frontier:
+        below = [p for p, parent in parents.items() if parent in frontier and p not in found]
+        found += below
+        frontier = below
+    return found
+
+
+def _remove_own_folders(home, attempts=20):
+    """The serving process's folders, as it ends: its home and its temporary folder (``Nbgrader`` made both).
+
+    A server whose worker died in the middle of a submission still has that submission's kernel and judge running,
+    writing into these folders: they are stopped first (every process below this one), or a file they write while
+    the folders are being removed would leave them behind. What is still there is tried again a few times."""
     tmp = os.environ.get("TMPDIR", "")
-    if os.path.basename(tmp).startswith(SERVE_TMP):
-        shutil.rmtree(tmp, ignore_errors=True)
+    folders = [home] + ([tmp] if os.path.basename(tmp).startswith(SERVE_TMP) else [])
+    for attempt in range(attempts):
+        for pid in _descendants(os.getpid()):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        for folder in folders:
+            shutil.rmtree(folder, ignore_errors=True)
+        if not any(os.path.exists(folder) for folder in folders):
+            return
+        time.sleep(0.25)
 
 
 

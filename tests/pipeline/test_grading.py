@@ -169,6 +169,42 @@ def test_a_class_with_broken_files_and_a_dying_worker_is_graded_once_and_every_p
     assert sum(sc for sc, _ in cc.scores("ref", A).values()) == full
 
 
+WRITER = """
+import os, sys, time
+i, end = 0, time.monotonic() + 60
+while time.monotonic() < end:  # a kernel and a judge still at work: new folders and files in both, flat out
+    for folder in sys.argv[1:]:
+        os.makedirs(os.path.join(folder, f"box{i % 50}", "work"), exist_ok=True)
+        with open(os.path.join(folder, f"box{i % 50}", "work", f"out{i}.txt"), "w") as f:
+            f.write("x" * 1000)
+    i += 1
+"""
+REMOVE_WHILE_WRITING = """
+import os, subprocess, sys, time
+from coursekit.grading.server import _remove_own_folders
+home, tmp = sys.argv[1], os.environ["TMPDIR"]
+writer = subprocess.Popen([sys.executable, "-c", sys.argv[2], home, tmp], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL)
+while not all(os.path.isdir(os.path.join(f, "box49")) for f in (home, tmp)):
+    time.sleep(0.05)
+_remove_own_folders(home)
+print("writer stopped:", writer.wait(timeout=90) != 0)  # killed, not at the end of its minute
+"""
+
+
+def test_a_grading_server_removes_its_folders_though_its_kernels_still_write_in_them(tmp_path):
+    """A grading server whose worker died in the middle of a submission removes its home and its temporary folder
+    while that submission's kernel and judge are still at work in them: it stops every process below it first,
+    so no file they write leaves a folder behind (the class with a dying worker above left two)."""
+    home, tmp = tmp_path / "course-nbgrader-x", tmp_path / "course-tmp-x"
+    home.mkdir()
+    tmp.mkdir()
+    proc = subprocess.run([sys.executable, "-c", REMOVE_WHILE_WRITING, str(home), WRITER], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "TMPDIR": str(tmp)})
+    assert proc.returncode == 0 and "writer stopped: True" in proc.stdout, proc.stdout + proc.stderr[-3000:]
+    assert not home.exists() and not tmp.exists()
+
+
 def _certificates(folder):
     """A CA and one certificate for 127.0.0.1 signed by it (openssl), for every role of a TLS cluster."""
     def openssl(*args):
