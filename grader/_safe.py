@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import warnings
 
 import torch
@@ -31,6 +32,8 @@ float32, float64, bool_, long = torch.float32, torch.float64, torch.bool, torch.
 _setprofile = sys.setprofile
 _getprofile = sys.getprofile
 _setitimer = signal.setitimer
+_process_time = time.process_time
+_monotonic = time.monotonic
 _signal = signal.signal
 _StringIO = io.StringIO
 _isfinite = math.isfinite
@@ -41,8 +44,10 @@ _current_thread = threading.current_thread
 DEFAULT_TIME_LIMIT = float(os.environ.get("COURSE_CALL_TIME_LIMIT", "10"))
 # A call's limit counts the CPU time the process spends (ITIMER_PROF), not the clock: on a busy machine a correct
 # function only waits longer for a core, and is never stopped for it. A call that blocks without computing (a sleep,
-# a wait) is stopped on the clock after WALL_FACTOR times its limit.
+# a wait) is stopped on the clock after WALL_FACTOR times its limit; one that computed for at least COMPUTING_SHARE
+# of that time is computing, only slowed down by the machine, and gets another WALL_FACTOR times its limit.
 WALL_FACTOR = 3.0
+COMPUTING_SHARE = 0.02
 
 
 def wall_limit(time_limit):
@@ -115,7 +120,8 @@ def call(fn, args=(), kwargs=None, time_limit=None):
     stdout / stderr are captured and warnings recorded, so correct code that
     warns does not put text on the notebook's stderr (which nbgrader scores 0).
     A call that computes for more than ``time_limit`` seconds of CPU time, or blocks for more than
-    ``wall_limit(time_limit)`` seconds on the clock, is interrupted (main thread).
+    ``wall_limit(time_limit)`` seconds on the clock (computing less than ``COMPUTING_SHARE`` of a core meanwhile),
+    is interrupted (main thread).
     """
     if REMOTE_TYPES and type(fn) in REMOTE_TYPES:  # runs in the sandbox, which keeps its own time
         return fn.remote_call(tuple(args), dict(kwargs or {}), time_limit)
@@ -141,11 +147,23 @@ def call(fn, args=(), kwargs=None, time_limit=None):
     if use_alarm:
         grace = [int(IMPORT_GRACE / _POLL)]
 
+        start = _process_time()
+        mark = [start, _monotonic()]  # CPU time and clock at the start, then at each look on the clock
+
         def on_alarm(signum, frame):
             if grace[0] > 0 and _importing(frame):  # past the limit in an import: stop once it is done
                 grace[0] -= 1
                 _setitimer(signal.ITIMER_REAL, _POLL)
                 return
+            if signum == signal.SIGALRM:  # on the clock: stop a call that waits, not one waiting for a core
+                cpu, now = _process_time(), _monotonic()
+                computing = cpu - mark[0] >= COMPUTING_SHARE * (now - mark[1])
+                mark[:] = [cpu, now]
+                # slow because the machine is busy: its CPU time limit (SIGPROF) decides; unless it computed past
+                # that limit already (the call turned SIGPROF off), when the clock stops it as before
+                if computing and cpu - start < time_limit + _POLL:
+                    _setitimer(signal.ITIMER_REAL, wall_limit(time_limit))
+                    return
             raise TimeLimit()
         old_handlers = {sig: _signal(sig, on_alarm) for sig in (signal.SIGPROF, signal.SIGALRM)}
     old_profile = _getprofile()

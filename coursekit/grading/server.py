@@ -14,6 +14,8 @@ import sys
 import tempfile
 import time
 
+from grader.processes import descendants
+
 from .files import write_files
 
 SERVE_TMP = "course-tmp-"
@@ -107,24 +109,6 @@ def _env(root, tmp, passed):
     return env
 
 
-def _descendants(pid):
-    """The process ids of every process below ``pid`` (children, theirs, and so on), from /proc."""
-    parents = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    parents[int(entry)] = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-    found, frontier = [], [pid]
-    while frontier:
-        below = [p for p, parent in parents.items() if parent in frontier and p not in found]
-        found += below
-        frontier = below
-    return found
-
-
 def _remove_own_folders(home, attempts=20):
     """The serving process's folders, as it ends: its home and its temporary folder (``Nbgrader`` made both).
 
@@ -134,7 +118,7 @@ def _remove_own_folders(home, attempts=20):
     tmp = os.environ.get("TMPDIR", "")
     folders = [home] + ([tmp] if os.path.basename(tmp).startswith(SERVE_TMP) else [])
     for attempt in range(attempts):
-        for pid in _descendants(os.getpid()):
+        for pid in descendants(os.getpid()):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
         for folder in folders:

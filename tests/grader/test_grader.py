@@ -285,6 +285,58 @@ def test_the_time_limit_counts_computing_not_waiting():
     assert _safe.call(lambda: time.sleep(30), time_limit=0.3).timed_out
     assert 0.3 * _safe.WALL_FACTOR - 0.05 <= time.monotonic() - t0 < 5  # a wait is stopped on the clock, not before
 
+    def spin_with_its_cpu_limit_off():  # computing is no reason for more time once past the CPU limit
+        import signal
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        while True:
+            pass
+    t0 = time.monotonic()
+    assert _safe.call(spin_with_its_cpu_limit_off, time_limit=0.3).timed_out
+    assert time.monotonic() - t0 < 5
+
+
+STARVED = """
+import os, sys, time
+from grader import _safe
+
+def compute():  # 0.8 s of CPU: under its limit of 1 s, but slowed past the clock's limit by the processes beside it
+    start = time.process_time()
+    while time.process_time() - start < 0.8:
+        pass
+    return "done"
+
+os.sched_setaffinity(0, {0})
+hogs = []
+for _ in range(5):
+    pid = os.fork()
+    if pid == 0:  # a hog computes on the same core for at most 60 s, then goes
+        end = time.monotonic() + 60
+        while time.monotonic() < end:
+            pass
+        os._exit(0)
+    hogs.append(pid)
+t0 = time.monotonic()
+out = _safe.call(compute, time_limit=1.0)
+print(out.timed_out, out.value, time.monotonic() - t0)
+for pid in hogs:
+    os.kill(pid, 9)
+"""
+
+
+def test_a_correct_function_slowed_past_the_clocks_limit_by_a_busy_machine_is_not_stopped():
+    """Principle 9, under load: sharing one core with five busy processes, a call computing 0.8 s of its 1 s limit
+    takes longer on the clock than _safe.wall_limit allows a call that waits, and finishes with its value: the
+    clock stops only a call that is not computing."""
+    import subprocess
+    import sys
+
+    from grader import _safe
+    proc = subprocess.run([sys.executable, "-c", STARVED], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    timed_out, value, seconds = proc.stdout.split()
+    assert float(seconds) > _safe.wall_limit(1.0), seconds  # it was slowed past the clock's limit
+    assert (timed_out, value) == ("False", "done")
+
 
 def test_a_call_past_its_limit_in_the_middle_of_an_import_is_stopped_after_the_import_not_inside_it(tmp_path,
                                                                                                      monkeypatch):

@@ -1,0 +1,39 @@
+"""Processes below a given one, and the CPU time they have used, read from /proc (Linux).
+
+The grading server stops everything below it before removing its folders (``coursekit.grading.server``), and the
+judge tells a sandboxed worker that computes slowly on a busy machine from one that waits (``grader.remote``).
+"""
+import os
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _stats():
+    """{pid: (parent pid, CPU seconds of user and system time)} of every process now."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                found[int(entry)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / _TICK)
+            except (OSError, ValueError, IndexError):
+                continue
+    return found
+
+
+def descendants(pid, stats=None):
+    """The process ids of every process below ``pid`` (children, theirs, and so on)."""
+    stats = _stats() if stats is None else stats
+    found, frontier = [], {pid}
+    while frontier:
+        below = [p for p, (parent, _) in stats.items() if parent in frontier and p not in found]
+        found += below
+        frontier = set(below)
+    return found
+
+
+def cpu_seconds(pid):
+    """CPU seconds used so far by ``pid`` and every process below it that is still there."""
+    stats = _stats()
+    return sum(stats[p][1] for p in [pid, *descendants(pid, stats)] if p in stats)
