@@ -25,21 +25,13 @@ matches; a passed check prints one line. The grader never crashes on a bad
 learner function: errors, hangs, wrong shapes, dtypes, devices and NaN are all
 reported as failures in words.
 """
+import importlib
+import importlib.util
 import os
-
-from . import _safe, reference, runner
-from .cases import CELLS, EXERCISES, cells_of as _cells_of
-from .course import NOTEBOOKS
-from .devices import grading_devices
-from .report import CheckFailed, Failure, Report
-from .shipped import expected_path, load_expected, read_expected
+import threading
 
 __all__ = ["check", "call_learner", "CheckFailed", "EXERCISES", "PARTS", "CELLS", "cells_of", "parts_of",
            "reference_available"]
-
-# the one guarded call of a learner's function (time limit, prints and warnings kept, errors as values): the
-# checks use it, and so do the widgets
-call_learner = _safe.call
 
 PARTS = ("basic", "edge", "errors", "hidden-basic", "hidden", "hidden-errors")
 _CELLS_OF = {}
@@ -48,6 +40,7 @@ _CELLS_OF = {}
 def cells_of(name):
     """The graded cells of exercise ``name``: ["basic"], then "edge" and "errors" when it has them."""
     if name not in _CELLS_OF:
+        load()
         _CELLS_OF[name] = _cells_of(EXERCISES[name])
     return list(_CELLS_OF[name])
 
@@ -69,15 +62,70 @@ def parts_of(name):
 #   sandbox, worker, remote,   grading time: the sandbox, the student's functions inside it, the trusted
 #   wire, audit, judge,        side's stand-ins for them, what may cross, notes of refused attempts, the
 #   nbgrader_plugin, seeds     verdict of one notebook, nbgrader's side of it, and each student's hidden seed
-resolve = reference.resolve
-reference_available = reference.available
 
-for _name in EXERCISES:
-    reference.capture_given(_name)
+# ------------------------------------------------------------------ the grader's half that needs PyTorch
+# Importing ``grader`` is light: the processes that grade a class without running a check (the `course` command's
+# client, the Dask workers, nbgrader's process and the nbgrader apps that load grader.nbgrader_plugin) use only its
+# light modules (course, seeds, processes, sandbox, audit, untrusted, plain, nbgrader_plugin), and each would
+# otherwise spend 2 CPU-s importing PyTorch for nothing. The rest (the checks, the reference captured, the guarded
+# call) is loaded by ``load()``, on first use of any of its names (``from grader import check``, ``grader.EXERCISES``)
+# or explicitly: a process that must capture its primitives before student code exists (the sandboxed worker, the
+# judge, the grading kernel's launcher) calls ``load()`` first.
+_HEAVY = {"check", "CELLS", "EXERCISES", "NOTEBOOKS", "grading_devices", "CheckFailed",
+          "Failure", "Report", "expected_path", "load_expected", "read_expected", "call_learner", "resolve",
+          "reference_available", "_where_raised", "_capture_given", "_cells_of"}
+_LOADING = threading.RLock()
+_loaded = False
+_loading = False  # this thread is inside load(): a module it imports asks for the grader's names
 
-# names the grading worker and older callers use
-_where_raised = runner.where_raised
-_capture_given = reference.capture_given
+
+def load():
+    """Import the grader's half that needs PyTorch (once): the reference and the ready-made versions captured, the
+    guarded call's primitives captured, the cases."""
+    global _loaded, _loading
+    if _loaded:
+        return
+    with _LOADING:
+        if _loaded or _loading:
+            return
+        _loading = True
+        try:
+            _safe, reference, runner = (importlib.import_module(f"{__name__}.{m}")
+                                        for m in ("_safe", "reference", "runner"))
+            from .cases import CELLS, EXERCISES, cells_of as _cells_of
+            from .course import NOTEBOOKS
+            from .devices import grading_devices
+            from .report import CheckFailed, Failure, Report
+            from .shipped import expected_path, load_expected, read_expected
+            for name in EXERCISES:
+                reference.capture_given(name)
+            globals().update(
+                CELLS=CELLS, EXERCISES=EXERCISES, _cells_of=_cells_of, NOTEBOOKS=NOTEBOOKS,
+                grading_devices=grading_devices, CheckFailed=CheckFailed, Failure=Failure, Report=Report,
+                expected_path=expected_path, load_expected=load_expected, read_expected=read_expected,
+                # the one guarded call of a learner's function (time limit, prints and warnings kept, errors as
+                # values): the checks use it, and so do the widgets
+                call_learner=_safe.call,
+                resolve=reference.resolve, reference_available=reference.available,
+                # names the grading worker and older callers use
+                _where_raised=runner.where_raised, _capture_given=reference.capture_given, check=_check)
+            _loaded = True
+        finally:
+            _loading = False
+
+
+def __getattr__(name):
+    if name in _HEAVY:
+        load()
+        if name in globals():
+            return globals()[name]
+    if importlib.util.find_spec(f"{__name__}.{name}") is not None:  # a module of the grader's, as `grader.devices`
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | _HEAVY)
 
 
 # ------------------------------------------------------------------ the public call
@@ -90,6 +138,7 @@ def check(name, fn, part="basic", seed=0):
     (``grader.seeds.student_seed``), so a grade can be reproduced from it.
     """
     __tracebackhide__ = True
+    load()
     if name not in EXERCISES:
         raise ValueError(f"unknown exercise {name!r}; known: {', '.join(EXERCISES)}")
     if part not in PARTS:
@@ -113,3 +162,9 @@ def check(name, fn, part="basic", seed=0):
     if run.failures:
         run.notes.extend(runner.failing_dependencies(ex, fn))
     run.finish()
+
+
+# ``from grader import check`` loads the grader (``__getattr__``): a notebook's set-up cell captures the reference and
+# the grader's primitives before the learner's code exists, as it always did
+_check = check
+del check

@@ -44,6 +44,7 @@ from .worker import definitions  # noqa: F401  (the rule for what of a cell is k
 
 def run(request):
     import grader  # first: the grader captures its primitives and the reference before student code exists
+    grader.load()
     from grader import CheckFailed, remote, sandbox
 
     results, faults = {}, []
@@ -112,7 +113,8 @@ def main():
 # ------------------------------------------------------------------ one judge per submission, forked
 def _warm():
     """Load, before any submission, what the checks would otherwise load on first use in every judge."""
-    import grader  # noqa: F401  (the reference and the grader's primitives, captured)
+    import grader
+    grader.load()  # the reference and the grader's primitives, captured
     import torch
 
     from grader import devices

@@ -275,6 +275,8 @@ def main():
     sys.stdin = open(os.devnull)
     sys.stdout = open(os.devnull, "w")
     sys.path[:] = [p for p in sys.path if p not in ("", ".", os.getcwd())]
+    import grader
+    grader.load()  # captures its primitives and the reference before any student code exists, and before the hook
     from grader import audit
     audit.install()
 
@@ -282,7 +284,6 @@ def main():
     threads = os.environ.get("COURSE_TORCH_THREADS")
     if threads:
         torch.set_num_threads(int(threads))
-    import grader  # noqa: F401  (captures its primitives before any student code exists)
     from grader import devices, wire  # noqa: F401
     devices.spare_dynamo()
 

@@ -1,5 +1,6 @@
 """The grader: what it accepts, what it rejects, and what it says."""
 import importlib
+import json
 import inspect
 import re
 import subprocess
@@ -635,3 +636,31 @@ def test_a_new_gradebook_is_stamped_with_nbgraders_alembic_head_without_a_subpro
     nbgrader.api.Gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}", course_id="c").close()
     with create_engine(f"sqlite:///{tmp_path / 'gradebook.db'}").connect() as db:
         assert db.execute(text("SELECT version_num FROM alembic_version")).scalar() == printed.split()[0]
+
+
+def test_the_processes_that_grade_a_class_without_a_check_never_import_pytorch():
+    """The `course` client, the Dask workers, nbgrader's process and the nbgrader apps that load the course's plugin
+    import only the grader's light half: each would spend 2 CPU-s importing PyTorch for nothing. A notebook's set-up
+    cell (``from grader import check``), a first use of the grader's names and the sandboxed worker's
+    ``grader.load()`` load it all at once: PyTorch, the cases, and the ready-made versions captured."""
+    script = textwrap.dedent("""
+        import json, sys
+        import coursekit.grading, coursekit.grading.server, coursekit.cli, coursekit.pipeline
+        import grader.nbgrader_plugin, grader.untrusted, grader.judge, grader.audit, grader.sandbox
+        from grader import seeds, processes
+        seeds.student_seed("ada", "03_softmax")
+        light = {"torch": "torch" in sys.modules, "loaded": grader._loaded}
+        HOW
+        print(json.dumps({"light": light, "torch": "torch" in sys.modules, "loaded": grader._loaded,
+                          "captured": sorted(grader.reference._GIVEN)}))
+    """)
+    runs = {}
+    for how in ("from grader import check", "grader.load()", "grader.EXERCISES"):
+        proc = subprocess.run([sys.executable, "-c", script.replace("HOW", how)], capture_output=True, text=True,
+                              timeout=300)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        runs[how] = json.loads(proc.stdout.strip().splitlines()[-1])
+    for how, run in runs.items():
+        assert run["light"] == {"torch": False, "loaded": False}, (how, run)
+        assert run["torch"] and run["loaded"], (how, run)
+        assert set(run["captured"]) == set(EXERCISES), (how, run)  # every exercise's ready-made versions
