@@ -641,8 +641,8 @@ def test_a_new_gradebook_is_stamped_with_nbgraders_alembic_head_without_a_subpro
 def test_the_processes_that_grade_a_class_without_a_check_never_import_pytorch():
     """The `course` client, the Dask workers, nbgrader's process and the nbgrader apps that load the course's plugin
     import only the grader's light half: each would spend 2 CPU-s importing PyTorch for nothing. A notebook's set-up
-    cell (``from grader import check``), a first use of the grader's names and the sandboxed worker's
-    ``grader.load()`` load it all at once: PyTorch, the cases, and the ready-made versions captured."""
+    cell (``from grader import check``) loads it all at once (as a first use of any of the grader's names, and the
+    sandboxed worker's ``grader.load()``, do): PyTorch, the cases, and every ready-made version captured."""
     script = textwrap.dedent("""
         import json, sys
         import coursekit.grading, coursekit.grading.server, coursekit.cli, coursekit.pipeline
@@ -650,17 +650,13 @@ def test_the_processes_that_grade_a_class_without_a_check_never_import_pytorch()
         from grader import seeds, processes
         seeds.student_seed("ada", "03_softmax")
         light = {"torch": "torch" in sys.modules, "loaded": grader._loaded}
-        HOW
+        from grader import check
         print(json.dumps({"light": light, "torch": "torch" in sys.modules, "loaded": grader._loaded,
                           "captured": sorted(grader.reference._GIVEN)}))
     """)
-    runs = {}
-    for how in ("from grader import check", "grader.load()", "grader.EXERCISES"):
-        proc = subprocess.run([sys.executable, "-c", script.replace("HOW", how)], capture_output=True, text=True,
-                              timeout=300)
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        runs[how] = json.loads(proc.stdout.strip().splitlines()[-1])
-    for how, run in runs.items():
-        assert run["light"] == {"torch": False, "loaded": False}, (how, run)
-        assert run["torch"] and run["loaded"], (how, run)
-        assert set(run["captured"]) == set(EXERCISES), (how, run)  # every exercise's ready-made versions
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    run = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert run["light"] == {"torch": False, "loaded": False}, run
+    assert run["torch"] and run["loaded"], run
+    assert set(run["captured"]) == set(EXERCISES), run  # every exercise's ready-made versions, before learner code

@@ -201,8 +201,8 @@ ATTACKS = BODY_ATTACKS
 def test_a_function_body_cannot_earn_a_pass_from_inside_the_sandbox(attack, monkeypatch):
     """Each attack, written in the function's own body, fails every part of the check in words (the pipeline's tamper
     class grades some of them through nbgrader as well: BODY_ATTACKS_THROUGH_NBGRADER)."""
-    if "loop" in attack:  # a loop is stopped at any limit: 2 s (+ 1 s) rather than the learner's 10 s (+ 5 s)
-        monkeypatch.setattr(_safe, "DEFAULT_TIME_LIMIT", 2.0)
+    if "loop" in attack:  # a loop is stopped at any limit: 1 s (+ 1 s) rather than the learner's 10 s (+ 5 s)
+        monkeypatch.setattr(_safe, "DEFAULT_TIME_LIMIT", 1.0)
         monkeypatch.setattr(remote, "GRACE", 1.0)
     mem = os.environ.get("COURSE_SANDBOX_MEMORY_MB")
     os.environ["COURSE_SANDBOX_MEMORY_MB"] = "2560"  # the worker uses under 1 GB; an allocation attack zeroes the rest
