@@ -8,10 +8,11 @@ import os
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
-def _stats():
-    """{pid: (parent pid, CPU seconds of user and system time)} of every process now."""
+def _stats(pids=None):
+    """{pid: (parent pid, CPU seconds of user and system time)} of every process now (or of ``pids``, those that
+    are still there)."""
     found = {}
-    for entry in os.listdir("/proc"):
+    for entry in (os.listdir("/proc") if pids is None else map(str, pids)):
         if entry.isdigit():
             try:
                 with open(f"/proc/{entry}/stat") as f:
@@ -33,7 +34,6 @@ def descendants(pid, stats=None):
     return found
 
 
-def cpu_seconds(pid):
-    """CPU seconds used so far by ``pid`` and every process below it that is still there."""
-    stats = _stats()
-    return sum(stats[p][1] for p in [pid, *descendants(pid, stats)] if p in stats)
+def cpu_of(pids):
+    """CPU seconds used so far by the processes ``pids`` that are still there (each one's own, not its children's)."""
+    return sum(cpu for _, cpu in _stats(pids).values())

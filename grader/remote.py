@@ -101,6 +101,7 @@ class Worker:
         self.faults = []          # (kind, text): crashes, time-outs, refused outputs
         self.calls = 0
         self._returned = []
+        self._tree = None  # the worker's processes (sandbox and Python), found once: see _cpu
 
     # ---------------------------------------------------------- process
     def start(self):
@@ -120,6 +121,7 @@ class Worker:
             raise SandboxFault(self._why_stopped("while defining your functions"))
         self.defined = set(reply.get("defined", []))
         self.define_errors = list(reply.get("errors", []))
+        self._tree = None
 
     def stop(self):
         if self.proc is not None:
@@ -136,6 +138,7 @@ class Worker:
                     pass
             self.stderr.close()
             self.proc = None
+            self._tree = None
         if self.slot is not None:
             self.slot.release()
             self.slot = None
@@ -187,6 +190,15 @@ class Worker:
         except (BrokenPipeError, EOFError, OSError, TimeoutError):
             return None
 
+    def _cpu(self):
+        """CPU seconds the worker's processes have used. Which processes those are is read from /proc once per
+        worker (a scan of every process: milliseconds on a busy grading machine, too much for each of a
+        notebook's hundreds of calls); each call then reads only their own lines. (A process a student's function
+        starts is not counted: a call that waits for it is a call that waits.)"""
+        if self._tree is None:
+            self._tree = [self.proc.pid, *processes.descendants(self.proc.pid)]
+        return processes.cpu_of(self._tree)
+
     # ---------------------------------------------------------- calls
     def function(self, name, exercise):
         """The student's ``name`` as a RemoteFunction, or None when no ``def`` defines it."""
@@ -214,14 +226,14 @@ class Worker:
         # machine) gets more time, as the worker's own clock limit gives it (_safe.call), and one that waits does not
         window = _safe.wall_limit(time_limit) + GRACE
         deadline = time.monotonic() + window
-        cpu = start_cpu = processes.cpu_seconds(self.proc.pid)
+        cpu = start_cpu = self._cpu()
         try:
             wire.write_frame(self.proc.stdin, msg)
             while True:
                 try:
                     reply = self.reader.frame(deadline)
                 except TimeoutError:
-                    now_cpu = processes.cpu_seconds(self.proc.pid)
+                    now_cpu = self._cpu()
                     # waiting, or computed past its limit (the worker's own CPU limit was turned off): stopped
                     if now_cpu - cpu < _safe.COMPUTING_SHARE * window or now_cpu - start_cpu > time_limit + GRACE:
                         raise

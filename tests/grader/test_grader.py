@@ -1,7 +1,8 @@
 """The grader: what it accepts, what it rejects, and what it says."""
 import importlib
-import json
 import inspect
+import json
+import os
 import re
 import subprocess
 import sys
@@ -660,3 +661,30 @@ def test_the_processes_that_grade_a_class_without_a_check_never_import_pytorch()
     assert run["light"] == {"torch": False, "loaded": False}, run
     assert run["torch"] and run["loaded"], run
     assert set(run["captured"]) == set(EXERCISES), run  # every exercise's ready-made versions, before learner code
+
+
+def test_a_processs_cpu_is_read_from_its_own_line_and_grows_only_while_it_computes():
+    """What the judge reads at each call of a sandboxed worker (``grader.remote.Worker._cpu``): the CPU of the
+    worker's own processes, found once (a scan of every process at each of a notebook's hundreds of calls cost the
+    judge more than the checks did). A process that computes gains its CPU; one that sleeps gains none; one that has
+    gone counts nothing."""
+    import time
+
+    from grader import processes
+    spin = subprocess.Popen([sys.executable, "-c", "import time\nt = time.process_time()\n"
+                                                   "while time.process_time() - t < 0.6:\n    pass\ntime.sleep(60)"])
+    nap = subprocess.Popen([sys.executable, "-c", "import time\ntime.sleep(60)"])
+    try:
+        time.sleep(0.2)  # both have started Python
+        before = processes.cpu_of([spin.pid]), processes.cpu_of([nap.pid])
+        time.sleep(1.5)
+        after = processes.cpu_of([spin.pid]), processes.cpu_of([nap.pid])
+        assert after[0] - before[0] >= 0.3, (before, after)
+        assert after[1] - before[1] < 0.05, (before, after)
+        assert processes.cpu_of([spin.pid, nap.pid]) == sum(after)
+        assert spin.pid in processes.descendants(os.getpid()) and nap.pid in processes.descendants(os.getpid())
+    finally:
+        for p in (spin, nap):
+            p.kill()
+            p.wait()
+    assert processes.cpu_of([spin.pid, nap.pid]) == 0
