@@ -119,8 +119,8 @@ def __getattr__(name):
         load()
         if name in globals():
             return globals()[name]
-    if importlib.util.find_spec(f"{__name__}.{name}") is not None:  # a module of the grader's, as `grader.devices`
-        return importlib.import_module(f"{__name__}.{name}")
+    if name.isidentifier() and importlib.util.find_spec(f"{__name__}.{name}") is not None:  # a module of the
+        return importlib.import_module(f"{__name__}.{name}")                                 # grader's: grader.devices
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 

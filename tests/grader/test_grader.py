@@ -650,7 +650,8 @@ def test_the_processes_that_grade_a_class_without_a_check_never_import_pytorch()
         import grader.nbgrader_plugin, grader.untrusted, grader.judge, grader.audit, grader.sandbox
         from grader import seeds, processes
         seeds.student_seed("ada", "03_softmax")
-        light = {"torch": "torch" in sys.modules, "loaded": grader._loaded}
+        light = {"torch": "torch" in sys.modules, "loaded": grader._loaded,
+                 "absent": [hasattr(grader, n) for n in ("nothing_here", "not.a.module")]}
         from grader import check
         print(json.dumps({"light": light, "torch": "torch" in sys.modules, "loaded": grader._loaded,
                           "captured": sorted(grader.reference._GIVEN)}))
@@ -658,7 +659,7 @@ def test_the_processes_that_grade_a_class_without_a_check_never_import_pytorch()
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     run = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert run["light"] == {"torch": False, "loaded": False}, run
+    assert run["light"] == {"torch": False, "loaded": False, "absent": [False, False]}, run
     assert run["torch"] and run["loaded"], run
     assert set(run["captured"]) == set(EXERCISES), run  # every exercise's ready-made versions, before learner code
 
