@@ -33,6 +33,7 @@ import os
 import re
 
 import nbformat
+from jinja2 import BytecodeCache
 from nbconvert.exporters import HTMLExporter
 from nbgrader.preprocessors import NbGraderPreprocessor
 from traitlets import Unicode
@@ -260,3 +261,49 @@ class FeedbackExporter(HTMLExporter):
         resources = super()._init_resources(resources)
         resources["course_csp"] = CSP
         return resources
+
+    def _create_environment(self):
+        """nbconvert's template environment, with the templates compiled once per process (``_COMPILED``) rather
+        than once per feedback page: a grading server writes one page per submission, and compiling the ten
+        templates of the page took about 0.3 s of CPU each time."""
+        environment = super()._create_environment()
+        environment.bytecode_cache = _COMPILED
+        return environment
+
+    def from_notebook_node(self, nb, resources=None, **kw):
+        """The page as ``HTMLExporter`` writes it, without its last pass: that parses the whole page with
+        BeautifulSoup (about 0.45 s of CPU a page, with Bootstrap's CSS inlined) to give an ``alt`` text to images
+        that lack one and a ``tabindex`` to JupyterLab's cells, which the classic template this one extends has
+        not. The ``alt`` text is added here to every ``<img`` tag that has none."""
+        from nbconvert.exporters.templateexporter import TemplateExporter
+        from nbconvert.filters.highlight import Highlight2HTML
+        from nbconvert.filters.widgetsdatatypefilter import WidgetsDataTypeFilter
+        langinfo = nb.metadata.get("language_info", {})
+        lexer = langinfo.get("pygments_lexer", langinfo.get("name", None))
+        resources = self._init_resources(resources)
+        self.register_filter("highlight_code", self.filters.get("highlight_code",
+                                                                Highlight2HTML(pygments_lexer=lexer, parent=self)))
+        self.register_filter("filter_data_type", WidgetsDataTypeFilter(notebook_metadata=self._nb_metadata,
+                                                                       parent=self, resources=resources))
+        html, resources = TemplateExporter.from_notebook_node(self, nb, resources, **kw)
+        return IMG_WITHOUT_ALT.sub(f'<img alt="{IMG_ALT}"', html), resources
+
+
+class _CompiledTemplates(BytecodeCache):
+    """Jinja's compiled templates kept in memory, keyed by Jinja (template name and a checksum of its source)."""
+
+    def __init__(self):
+        self.compiled = {}
+
+    def load_bytecode(self, bucket):
+        code = self.compiled.get(bucket.key)
+        if code is not None and code[0] == bucket.checksum:
+            bucket.code = code[1]
+
+    def dump_bytecode(self, bucket):
+        self.compiled[bucket.key] = (bucket.checksum, bucket.code)
+
+
+_COMPILED = _CompiledTemplates()
+IMG_ALT = "No description has been provided for this image"
+IMG_WITHOUT_ALT = re.compile(r"<img(?=[\s/>])(?![^>]*\salt=)", re.IGNORECASE)

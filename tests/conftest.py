@@ -4,7 +4,7 @@ import os
 import pytest
 import torch
 
-from helpers import as_learner
+from helpers import TOGETHER, as_learner
 from grader import EXERCISES, CheckFailed, check, parts_of
 
 
@@ -33,7 +33,8 @@ def _start_rank(item):
 def pytest_collection_modifyitems(items):
     """Side by side (``pytest -n 2 --dist loadgroup``): the tests of one pipeline assignment stay on one worker,
     so the other rarely waits for the grading they share (which runs once anyway, under a file lock); the tamper
-    class is graded in parts by both workers; the browser and widget tests each keep their own worker."""
+    class is graded in parts by both workers; the browser and widget tests each keep their own worker. The
+    assignments whose samples are graded together (``TOGETHER``) share one group."""
     for item in items:
         module = item.module.__name__.rsplit(".", 1)[-1]
         if module == "test_pipeline":
@@ -41,7 +42,9 @@ def pytest_collection_modifyitems(items):
             if "tampered" in item.fixturenames:
                 continue  # both workers grade a part of the tamper class, then share the results
             group = params.params["a"] if params and "a" in params.params else "03_softmax"
-            item.add_marker(pytest.mark.xdist_group(f"pipeline-{group}"))
+            item.add_marker(pytest.mark.xdist_group(f"pipeline-{'together' if group in TOGETHER else group}"))
+        elif module == "test_grading" and "together" in item.fixturenames:
+            item.add_marker(pytest.mark.xdist_group("pipeline-together"))  # graded together (conftest's together)
         elif module in ("test_browser", "test_widgets"):
             item.add_marker(pytest.mark.xdist_group(module))
     items.sort(key=_start_rank)  # stable: the order within each rank is the collection's

@@ -247,3 +247,11 @@ def stop_group(proc, wait=30):
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+# The assignments whose sample submissions are graded together, in one course copy, by one `course grade` run over
+# the three on the README's cluster of grading machines (tests/pipeline: ``grade_on_a_dask_cluster``, in conftest's
+# ``together``); every other assignment's samples are graded in a copy of their own. So the tests that check each
+# sample's score cell by cell (test_pipeline) check a run over several assignments as closely as one over a single
+# assignment.
+TOGETHER = ("01_tokens", "02_dot_products", "04_masks_attention")

@@ -184,7 +184,7 @@ def pages():
         nb, resources={**resources, "base_url": "", "mathjax_url": "", "submission_id": "1", "index": 0,
                        "total": 1, "notebook_id": A, "assignment_id": A, "last_name": "", "first_name": "",
                        "student": "s"})
-    return {"feedback": feedback, "formgrade": formgrade, "png": png}
+    return {"feedback": feedback, "formgrade": formgrade, "png": png, "nb": nb, "resources": resources}
 
 
 @pytest.mark.parametrize("page", ["feedback", "formgrade"])
@@ -205,6 +205,29 @@ def test_the_feedback_page_loads_nothing_from_outside_and_forbids_scripts(pages)
     assert parser.loads == []  # no stylesheet, image, frame or font from a URL
     assert parser.metas == [{"http-equiv": "Content-Security-Policy", "content": CSP}]  # the page's only policy
     assert "script-src" not in CSP and "default-src 'none'" in CSP  # so no script of any kind may run
+
+
+def test_the_feedback_page_is_nbconverts_with_alt_text_and_its_templates_compiled_once_per_process(pages):
+    """The course's exporter leaves out HTMLExporter's BeautifulSoup pass over the page and compiles its templates
+    once per process: the page holds the same text and the same elements as nbconvert's own exporter makes, each
+    image has its alternative text, and a second page from a fresh exporter is the same page."""
+    from bs4 import BeautifulSoup
+    from nbconvert.exporters import HTMLExporter
+
+    from grader.untrusted import _COMPILED, IMG_ALT
+
+    class Nbconverts(FeedbackExporter):
+        from_notebook_node = HTMLExporter.from_notebook_node
+    ours, theirs = (BeautifulSoup(page, "html.parser") for page in (
+        pages["feedback"], Nbconverts().from_notebook_node(pages["nb"], resources=dict(pages["resources"]))[0]))
+    assert ours.get_text() == theirs.get_text()
+    assert [t.name for t in ours.find_all(True)] == [t.name for t in theirs.find_all(True)]
+    images = ours.find_all("img")
+    assert images and all(i.get("alt") == IMG_ALT for i in images)
+    assert [i.get("alt") for i in images] == [i.get("alt") for i in theirs.find_all("img")]
+    assert len(_COMPILED.compiled) >= 5  # the page's templates (the page extends a chain of them)
+    again, _ = FeedbackExporter().from_notebook_node(pages["nb"], resources=dict(pages["resources"]))
+    assert again == pages["feedback"]
 
 
 def test_the_courses_maths_becomes_mathml_and_code_keeps_its_dollars():

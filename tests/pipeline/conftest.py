@@ -4,7 +4,7 @@ import contextlib
 import os
 
 import pytest
-from pipeline_helpers import Courses, grade, release_nb, sample_submissions
+from pipeline_helpers import TOGETHER, Courses, grade, grade_on_a_dask_cluster, release_nb, sample_submissions
 
 
 @pytest.fixture(scope="session")
@@ -33,10 +33,35 @@ def cluster():
 
 
 @pytest.fixture(scope="session")
-def samples(course, cluster):
+def together(course):
+    """The ``TOGETHER`` assignments' sample submissions, graded in one course copy by one `course grade` run over
+    the three, on the README's cluster (``grade_on_a_dask_cluster``: a scheduler and two workers, on 127.0.0.1),
+    the first time a test asks: {"scores": {assignment: {student: scores}}, "students": {assignment: [student]},
+    "printed": what `course grade` printed}."""
+    def build():
+        cc = course[TOGETHER[0]]
+        students = {}
+        for a in TOGETHER:
+            submissions = sample_submissions(release_nb(course, a), a)
+            for student, nb in submissions.items():
+                cc.submit(student, a, nb)
+            students[a] = list(submissions)
+        proc = grade_on_a_dask_cluster(cc, TOGETHER, os.path.join(course.folder, "together-dask.log"))
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        return {"scores": {a: {s: cc.scores(s, a) for s in students[a]} for a in TOGETHER}, "students": students,
+                "printed": proc.stdout}
+    return lambda: course.once("samples-together", build)
+
+
+@pytest.fixture(scope="session")
+def samples(course, cluster, together):
     """``samples(a)``: {student: scores} of an assignment's sample submissions (``sample_submissions``), graded as a
-    class is (one parallel `course grade` call, feedback included), the first time a test asks."""
+    class is (one parallel `course grade` call, feedback included), the first time a test asks; those of the
+    ``TOGETHER`` assignments by one run over the three (``together``)."""
     def graded(a):
+        if a in TOGETHER:
+            return together()["scores"][a]
+
         def build():
             cc = course[a]
             submissions = sample_submissions(release_nb(course, a), a)

@@ -4,9 +4,12 @@ bugs they carry."""
 import fcntl
 import json
 import os
+import subprocess
+import sys
 import textwrap
 
 import nbformat
+from helpers import TOGETHER
 
 from coursekit.grading import grade_class
 from coursekit.pipeline import CourseCopy, assignments
@@ -39,18 +42,21 @@ class Courses:
             with open(result) as f:
                 return json.load(f)
 
-    def copy(self, name, a):
-        """The course copy ``name`` with assignment ``a`` released in it."""
+    def copy(self, name, *assignments):
+        """The course copy ``name`` with ``assignments`` released in it."""
         root = os.path.join(self.folder, name)
 
         def release():
-            with_test_env(CourseCopy(root)).release(a)
+            cc = with_test_env(CourseCopy(root))
+            for a in assignments:
+                cc.release(a)
             return root
         self.once(f"{name}-released", release)
         return with_test_env(CourseCopy.existing(root))
 
     def __getitem__(self, a):
-        return self.copy(f"course-{a}", a)
+        """The copy where ``a``'s samples are graded: the one the ``TOGETHER`` assignments share, or ``a``'s own."""
+        return self.copy("course-together", *TOGETHER) if a in TOGETHER else self.copy(f"course-{a}", a)
 
     def release_path(self, a):
         return self[a].release_path(a)
@@ -80,6 +86,43 @@ def grade(cc, a, students, cluster):
                           release_first=False, only_students=students)
     assert set(summary.graded) == {(s, a) for s in students}, summary.problems
     return summary
+
+
+def _free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def grade_on_a_dask_cluster(cc, assignments, log_path, workers=2):
+    """`course grade --scheduler ADDRESS --course ROOT --no-progress A B C` on the README's cluster of grading
+    machines, here on 127.0.0.1: `dask scheduler`, then `dask worker ADDRESS --nworkers N --nthreads 1
+    --memory-limit 0`, each started as the README writes it. Returns the finished `course grade` process."""
+    from helpers import stop_group
+    bin_dir = os.path.dirname(sys.executable)
+    port = _free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    with open(log_path, "w") as logs:
+        scheduler = subprocess.Popen([os.path.join(bin_dir, "dask"), "scheduler", "--host", "127.0.0.1", "--port",
+                                      str(port), "--dashboard-address", "127.0.0.1:0"], stdout=logs, stderr=logs,
+                                     start_new_session=True)
+        cluster = subprocess.Popen([os.path.join(bin_dir, "dask"), "worker", address, "--nworkers", str(workers),
+                                    "--nthreads", "1", "--memory-limit", "0"], stdout=logs, stderr=logs,
+                                   start_new_session=True)
+        try:
+            from distributed import Client
+            with Client(address, timeout="120s") as client:  # every worker has joined before grading starts
+                client.wait_for_workers(workers, timeout=300)
+            return subprocess.run([COURSE_COMMAND, "grade", "--scheduler", address, "--course", cc.root,
+                                   "--no-progress", *assignments], capture_output=True, text=True, timeout=1500,
+                                  env=cc.env)
+        finally:
+            for p in (cluster, scheduler):
+                stop_group(p, wait=60)
+
+
+COURSE_COMMAND = os.path.join(os.path.dirname(sys.executable), "course")  # the README's `.venv/bin/course`
 
 
 def bug_students(a):

@@ -16,8 +16,7 @@ import time
 
 import nbformat
 import pytest
-from helpers import stop_group
-from pipeline_helpers import ASSIGNMENTS, bug_students, release_nb, sample_submissions, with_test_env
+from pipeline_helpers import COURSE_COMMAND, TOGETHER, release_nb, with_test_env
 
 from coursekit.grading import grade_class, local_cluster, print_summary
 from coursekit.pipeline import CourseCopy
@@ -249,62 +248,31 @@ def test_a_local_clusters_workers_run_without_dasks_profiler_and_with_slower_wat
     assert len(seen) == 2 and all(config == QUIET_DASK for config in seen.values()), seen
 
 
-def _free_port():
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+SEVERAL = TOGETHER
 
 
-COURSE_COMMAND = os.path.join(os.path.dirname(sys.executable), "course")  # the README's `.venv/bin/course`
-SEVERAL = ASSIGNMENTS[:3]
-
-
-def test_course_grade_over_several_assignments_gives_each_submission_the_grade_it_gets_alone(tmp_path, course,
-                                                                                             samples):
+def test_course_grade_over_several_assignments_grades_each_submission_on_its_own_assignment_then_reports(course, together):
     """`course grade --scheduler ADDRESS A B C` on the README's cluster (`dask scheduler`, `dask worker --nworkers 2
-    --nthreads 1 --memory-limit 0`, here on 127.0.0.1): one course, three assignments, several students each, in
-    one run. Every cell of every submission scores what the same submission scores when its assignment is
-    graded alone (the pipeline's samples). (Each assignment after the first used to get the first one's payload.)"""
-    cc = with_test_env(CourseCopy(str(tmp_path / "course")))
-    students = {}
+    --nthreads 1 --memory-limit 0`, here on 127.0.0.1): one course, three assignments, the sample submissions of
+    each (several students), in one run (``together`` in conftest). Each assignment's submissions are graded on its
+    own cells, the reference's with full marks; test_pipeline checks every cell of every one of them as it checks
+    an assignment graded alone (the reference full, each bug costing exactly its exercise, feedback naming it).
+    (Each assignment after the first used to get the first one's payload, and scored 0.)
+    Then `course report` (the README's next command) over the three."""
+    graded = together()
+    printed, students = graded["printed"], graded["students"]
+    cc = course[SEVERAL[0]]
+    assert f"graded {sum(map(len, students.values()))} submission(s)" in printed, printed[-3000:]
+    assert "on 2 worker(s)" in printed
     for a in SEVERAL:
-        mine = sample_submissions(release_nb(course, a), a)
-        students[a] = ["sample-reference", bug_students(a)[0]]
+        release = release_nb(course, a)
+        cells = {c.metadata["nbgrader"]["grade_id"] for c in release.cells
+                 if c.metadata.get("nbgrader", {}).get("grade")}
+        assert len(students[a]) >= 2
         for student in students[a]:
-            cc.submit(student, a, mine[student])
-    # the README's cluster of grading machines, on 127.0.0.1: `dask scheduler`, `dask worker ... --nworkers N
-    # --nthreads 1 --memory-limit 0`, then `course grade --scheduler ADDRESS` over the assignments
-    bin_dir = os.path.dirname(sys.executable)
-    port = _free_port()
-    address = f"tcp://127.0.0.1:{port}"
-    logs = open(tmp_path / "dask.log", "w")
-    scheduler = subprocess.Popen([os.path.join(bin_dir, "dask"), "scheduler", "--host", "127.0.0.1", "--port",
-                                  str(port), "--dashboard-address", "127.0.0.1:0"], stdout=logs, stderr=logs,
-                                 start_new_session=True)
-    workers = subprocess.Popen([os.path.join(bin_dir, "dask"), "worker", address, "--nworkers", "2", "--nthreads",
-                                "1", "--memory-limit", "0"], stdout=logs, stderr=logs, start_new_session=True)
-    try:
-        from distributed import Client
-        with Client(address, timeout="120s") as client:  # both workers have joined before grading starts
-            client.wait_for_workers(2, timeout=300)
-        proc = subprocess.run([COURSE_COMMAND, "grade", "--scheduler", address, "--course", cc.root,
-                               "--no-progress", *SEVERAL], capture_output=True, text=True, timeout=1200,
-                              env=cc.env)
-    finally:
-        for p in (workers, scheduler):
-            stop_group(p, wait=60)
-        logs.close()
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert f"graded {sum(map(len, students.values()))} submission(s)" in proc.stdout
-    assert "on 2 worker(s)" in proc.stdout
-    for a in SEVERAL:
-        alone = samples(a)
-        for student in students[a]:
-            got = {gid: list(score) for gid, score in cc.scores(student, a).items()}
-            assert got == alone[student], (a, student)
-    # then `course report` (the README's next command): a page per assignment, and the class overview across the
-    # three, each score linking to that student's feedback
+            assert set(graded["scores"][a][student]) == cells, (a, student)
+        assert sum(s for s, _ in graded["scores"][a]["sample-reference"].values()) == total_points(release)
+    # a page per assignment, and the class overview across the three, each score linking to that student's feedback
     report = subprocess.run([COURSE_COMMAND, "report", "--course", cc.root], capture_output=True, text=True,
                             timeout=600, env=cc.env)
     assert report.returncode == 0, report.stdout[-3000:] + report.stderr[-3000:]
