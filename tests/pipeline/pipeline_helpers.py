@@ -12,6 +12,7 @@ import nbformat
 from helpers import TOGETHER
 
 from coursekit.grading import grade_class
+from coursekit.hub import free_port
 from coursekit.pipeline import CourseCopy, assignments
 from coursekit.samples import ONE_BUG, answered, edited_source
 
@@ -88,20 +89,13 @@ def grade(cc, a, students, cluster):
     return summary
 
 
-def _free_port():
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def grade_on_a_dask_cluster(cc, assignments, log_path, workers=2):
     """`course grade --scheduler ADDRESS --course ROOT --no-progress A B C` on the README's cluster of grading
     machines, here on 127.0.0.1: `dask scheduler`, then `dask worker ADDRESS --nworkers N --nthreads 1
     --memory-limit 0`, each started as the README writes it. Returns the finished `course grade` process."""
     from helpers import stop_group
     bin_dir = os.path.dirname(sys.executable)
-    port = _free_port()
+    port = free_port()
     address = f"tcp://127.0.0.1:{port}"
     with open(log_path, "w") as logs:
         scheduler = subprocess.Popen([os.path.join(bin_dir, "dask"), "scheduler", "--host", "127.0.0.1", "--port",
