@@ -83,10 +83,13 @@ def student(bundle, tmp_path_factory):
            "HOME": str(root / "home"), "JUPYTER_CONFIG_DIR": str(root / "jupyter-config"),
            "JUPYTER_DATA_DIR": str(root / "jupyter-data"), "JUPYTER_RUNTIME_DIR": str(root / "jupyter-runtime"),
            "IPYTHONDIR": str(root / "ipython"), "MPLCONFIGDIR": str(root / "matplotlib"),
-           # pip's byte-compiling of every installed module (about 110 packages) is CPU a learner's machine spends
-           # once; here only what `jupyter lab` and the kernel import is compiled, as Python compiles on import
-           "PIP_NO_COMPILE": "1"}
+           # pip byte-compiles every module it installs (about 110 packages, 6,900 files) unless told not to; here
+           # Python compiles what `jupyter lab` and the kernels import (about 1,600 files) and writes it, as a
+           # learner's Python does. `PIP_COMPILE=0`, not `PIP_NO_COMPILE=1`: pip stores the truth value of
+           # `PIP_NO_COMPILE` as its `compile` setting, so that one turns compiling on.
+           "PIP_COMPILE": "0"}
     env.pop("PYTHONPATH", None)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # set on some machines (this one); a learner's Python writes its bytecode
     (root / "home").mkdir()
     before = listing(bundle)
     upgrade = readme_command(bundle, "pip install --upgrade")
