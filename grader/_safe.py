@@ -29,6 +29,8 @@ Generator = torch.Generator
 finfo = torch.finfo
 equal = torch.equal
 float32, float64, bool_, long = torch.float32, torch.float64, torch.bool, torch.long
+_cuda_initialized = torch.cuda.is_initialized
+_cuda_synchronize = torch.cuda.synchronize
 _setprofile = sys.setprofile
 _getprofile = sys.getprofile
 _setitimer = signal.setitimer
@@ -179,6 +181,8 @@ def call(fn, args=(), kwargs=None, time_limit=None):
                         _setprofile(profiler)
                     try:
                         out.value = fn(*args, **kwargs)
+                        if _cuda_initialized():  # a CUDA error surfaces at the next synchronisation: as this call's
+                            _cuda_synchronize()
                     finally:
                         _setprofile(old_profile)
                         if use_alarm:

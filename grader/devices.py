@@ -16,6 +16,29 @@ def grading_devices():
     return devices
 
 
+def gpu_fault(exc):
+    """Whether ``exc`` is a CUDA error after which this process cannot use the GPU again.
+
+    On the CPU an index past a table's end, or probabilities ``torch.multinomial`` cannot sample from, raise an
+    ordinary error. On a GPU the same call trips an assertion inside the kernel ("device-side assert
+    triggered"): it is reported asynchronously, at a later call, and every CUDA call of the process fails after it.
+    """
+    if exc is None:
+        return False
+    names = [c.__name__ for c in type(exc).__mro__]
+    try:
+        text = str(exc)
+    except Exception:
+        text = ""
+    return "AcceleratorError" in names or "CUDA error" in text or "device-side assert" in text
+
+
+GPU_FAULT = ("on the GPU it caused a CUDA error after which the process cannot use the GPU again ({what}). An index "
+             "out of range (an embedding or gather with an id past the table's end) or probabilities that "
+             "torch.multinomial cannot sample from (negative, NaN, or every one zero) are the usual causes; on the "
+             "CPU the same call raises an error that says which")
+
+
 def move(obj, device):
     """``obj`` with every tensor in it moved to ``device`` (tuples, lists and dicts rebuilt)."""
     if _safe.is_tensor(obj):

@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 
-from . import _safe, audit, processes, sandbox, wire
+from . import _safe, audit, devices, processes, sandbox, wire
 
 GRACE = 5.0          # seconds past a call's limit on the clock (_safe.wall_limit) before the worker is stopped
 START_LIMIT = 120.0  # seconds the worker may take to start and define the student's functions
@@ -277,6 +277,13 @@ class Worker:
             if limit:
                 self.faults.append((limit[0], f"`{function}` reached {limit[1]}: {type(out.error).__name__}: "
                                               f"{str(out.error)[:200]}"))
+            elif devices.gpu_fault(out.error):
+                # the worker's GPU is unusable from now on: its next call gets a fresh worker, so this costs only
+                # the exercise it happened in
+                said = (str(out.error).strip().splitlines() or [type(out.error).__name__])[0][:200]
+                self.faults.append(("crash", f"`{function}` caused a CUDA error on the GPU ({said}); its process "
+                                             f"was started again"))
+                self.stop()
         elif "not_plain" in reply:
             out.error = wire.NotPlain(str(reply["not_plain"]))
         elif not out.timed_out:

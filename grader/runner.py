@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from . import _safe, reference
 from .compare import compare, same
-from .devices import grading_devices, move, tensors
+from .devices import GPU_FAULT, gpu_fault, grading_devices, move, tensors
 from .cases import EXERCISES, hidden_cases, visible_cases
 from .cases.common import Case, NotAnAnswer, digest_of, stub_message
 from .report import Report
@@ -48,6 +48,10 @@ def problem(fn_name, outcome, expected, raises, ref_message, device, input_scale
         return "timeout", (f"it did not finish within {_safe.DEFAULT_TIME_LIMIT:g} s of computing and was stopped: look for a loop "
                            f"that never ends. The remaining cases of this check were skipped.")
     err = outcome.error
+    if gpu_fault(err):
+        first = next((line.strip() for line in str(err).splitlines() if line.strip()), type(err).__name__)
+        return "crash", (GPU_FAULT.format(what=first[:120]) + ". The remaining cases of this check were skipped (in "
+                         "a notebook, restart the kernel: the GPU stays unusable in it).")
     if type(err).__name__ == "SandboxFault":
         return "crash", f"{err}. The remaining cases of this check were skipped."
     if type(err).__name__ == "NotPlain":
@@ -119,6 +123,8 @@ def judge_case(run, ex, fn, index, case, expected, device):
     outcome = _safe.call(fn, case.args, case.kwargs)
     if ex.answer is not None:
         return judge_answer(run, ex, index, case, outcome, expected, device)
+    if gpu_fault(outcome.error):  # nothing more on this process's GPU: no reference, no comparison
+        return run.record(index, case.what, device, outcome, problem(ex.name, outcome, None, None, "", device), None)
     scale = ex.conditioning(case.args, case.kwargs) if ex.conditioning and not case.raises else 0.0
     value = expected.value() if callable(expected.value) else expected.value
     wrong = problem(ex.name, outcome, value, case.raises, expected.message, device, scale)
@@ -233,9 +239,23 @@ def run_hidden(run, ex, fn, part, seed=0):
         cases = visible_cases(ex, "edge") + hidden_cases(ex, seed)
     index = 0
     for device in (["cpu"] if ex.answer is not None else grading_devices()):  # a question has no tensors
+        if device != "cpu" and run.failures:
+            # a function wrong on the CPU is not run on the GPU: there its failures would only repeat, and an
+            # index out of range stops the process's GPU for good instead of raising (devices.gpu_fault)
+            break
         for case in cases:
+            if run.stopped:
+                break
             index += 1
-            args, kwargs = move(case.args, device), move(case.kwargs, device)
+            try:
+                args, kwargs = move(case.args, device), move(case.kwargs, device)
+            except Exception as exc:  # an earlier CUDA error in this process (a learner's own kernel)
+                if not gpu_fault(exc):
+                    raise
+                run.record(index, case.what, device, None, ("crash", (
+                    f"this process cannot use the GPU since an earlier CUDA error ({str(exc).splitlines()[0][:120]}"
+                    f"). Restart the kernel to check on the GPU again; the remaining cases were skipped.")), None)
+                break
 
             # the learner's function runs first; the reference only afterwards, so no expected
             # value exists anywhere while learner code runs
@@ -243,7 +263,11 @@ def run_hidden(run, ex, fn, part, seed=0):
                 value, _ = reference_call(ref, args, kwargs)
                 return digest_of(ex, value)
 
-            def mistakes(args=args, kwargs=kwargs):
+            def mistakes(args=args, kwargs=kwargs, device=device):
+                # on CPU copies: a known mistake may index past a table, which on a GPU would stop this (trusted)
+                # process's GPU for good; ``same`` compares across devices
+                if device != "cpu":
+                    args, kwargs = move(args, "cpu"), move(kwargs, "cpu")
                 out = {}
                 for mname, _ in ex.mistakes:
                     value, err = reference_call(mistake_fns[mname], args, kwargs)

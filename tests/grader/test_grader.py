@@ -378,8 +378,10 @@ def test_a_wrong_dtype_is_reported():
     assert "dtype torch.float32, expected torch.float64" in msg
 
 
-def test_a_tensor_made_on_the_wrong_device_is_caught_without_a_gpu():
-    """The meta-device probe catches a helper tensor created without device=..."""
+def test_a_tensor_made_on_the_wrong_device_is_caught_without_a_gpu(monkeypatch):
+    """The meta-device probe catches a helper tensor created without device=... (graded on the CPU only, as on a
+    machine without a GPU: with one, its CUDA cases catch it first)."""
+    monkeypatch.setenv("COURSE_DEVICE", "cpu")
     fn = learner_fn('''
         def additive_mask(mask, dtype=torch.float32):
             if mask.dtype != torch.bool or not dtype.is_floating_point:
@@ -564,6 +566,73 @@ def test_hidden_checks_run_on_cuda_too(learner, capsys):
     assert "cuda" in grader.grading_devices()
     check("masked_attention", learner["masked_attention"], "hidden")
     check("softmax", learner["softmax"], "hidden")
+
+
+# Right on the CPU; on a GPU it reads past the end of a table, which trips an assertion inside the kernel: after one,
+# the process cannot use the GPU again (grader.devices.gpu_fault).
+SOFTMAX_TRIPPING_ON_CUDA = """
+def softmax(x, dim=-1, temperature=1.0):
+    if x.is_cuda:
+        torch.zeros(2, device=x.device)[torch.tensor([7], device=x.device)]
+    return torch.softmax(x / temperature, dim=dim).nan_to_num(0.0)
+"""
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_cuda_error_in_the_sandboxed_worker_is_named_and_costs_only_its_own_check(monkeypatch):
+    """A function that trips a device-side assert on the GPU fails its check with the cause in words, its worker is
+    started again, and the next exercise, graded by the same Worker, passes every case on CUDA. (Without bwrap on
+    the GPU machine, the worker runs unsandboxed: what is tested is the worker's process, not the sandbox.)"""
+    import shutil
+
+    from coursekit.notebooks import setup_source, solution_source
+    from grader import remote
+    if shutil.which("bwrap") is None:
+        monkeypatch.setenv("COURSE_ISOLATION", "none")
+    cells = [textwrap.dedent(SOFTMAX_TRIPPING_ON_CUDA), solution_source("log_softmax")]
+    with remote.Worker(setup_source("03_softmax"), cells) as w:
+        w.start()
+        msg = failure("softmax", w.function("softmax", "softmax"), "hidden")
+        assert "(device cuda)" in msg and "cannot use the GPU again" in msg and "index out of range" in msg, msg
+        assert any(kind == "crash" and "CUDA error" in text for kind, text in w.faults), w.faults
+        before = len(w.faults)
+        check("log_softmax", w.function("log_softmax", "log_softmax"), "hidden")  # a fresh worker, on CUDA too
+        assert len(w.faults) == before, w.faults[before:]
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_cuda_error_in_the_learners_own_kernel_is_named_in_words():
+    """The learner's own check, in their kernel (its own process here, since its GPU is lost after it): the failure
+    names the cause and says to restart the kernel, and nothing raises past the check."""
+    code = f"""
+import textwrap
+from helpers import as_learner
+from grader import CheckFailed, check
+fn = as_learner({{"softmax": textwrap.dedent({SOFTMAX_TRIPPING_ON_CUDA!r})}})["softmax"]
+try:
+    check("softmax", fn, "hidden")
+except CheckFailed as exc:
+    print(exc)
+"""
+    tests = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = [os.path.dirname(tests), tests, os.environ.get("PYTHONPATH")]  # the course's packages before tests/'s
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600,
+                          env={**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, path))})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "FAILED softmax [hidden]" in proc.stdout and "(device cuda)" in proc.stdout, proc.stdout
+    assert "cannot use the GPU again" in proc.stdout and "restart the kernel" in proc.stdout, proc.stdout
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_function_wrong_on_the_cpu_is_not_run_on_the_gpu():
+    """Its failures name only CPU cases: on the GPU they would repeat, and an index out of range there would stop
+    the process's GPU for good instead of raising."""
+    fn = learner_fn("def softmax(x, dim=-1, temperature=1.0):\n    return x\n", "softmax")
+    msg = failure("softmax", fn, "hidden")
+    assert "(device cpu)" in msg and "cuda" not in msg, msg
 
 
 @pytest.mark.parametrize("name", list(EXERCISES))
