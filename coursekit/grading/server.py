@@ -73,12 +73,19 @@ class Nbgrader:
                                         + (f": {tail[-1][:300]}" if tail else "")}
 
     def stop(self):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, signal.SIGKILL)
+        """Kill the process and every process below it, then remove its folders. Its kernels run in sessions of
+        their own (jupyter_client starts each so), so killing its process group alone left a kernel at work in
+        them, and a file it wrote as they were removed left a folder behind. It is stopped first, so that it starts
+        nothing more; then what is below it is found through it, while it is there."""
+        if self.proc.poll() is None:  # still ours (a process reaped already may have given its id to another)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.proc.pid, signal.SIGSTOP)
+            remove_below(self.proc.pid, [self.home, self.tmp])
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
         self.log.close()
-        shutil.rmtree(self.home, ignore_errors=True)
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        remove_below(None, [self.home, self.tmp])  # what the last kill left (its id may be another's by now)
 
     def template(self, payload):
         """The private course folder where ``payload``'s assignment is released, made once per process."""
@@ -109,23 +116,29 @@ def _env(root, tmp, passed):
     return env
 
 
+def remove_below(pid, folders, attempts=20):
+    """Kill every process below ``pid`` (None: none) and remove ``folders``, again while anything is left (a process
+    still at work in them could write a file as they are removed); True when they are gone."""
+    for attempt in range(attempts):
+        for below in descendants(pid) if pid is not None else ():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(below, signal.SIGKILL)
+        for folder in folders:
+            shutil.rmtree(folder, ignore_errors=True)
+        if not any(os.path.exists(folder) for folder in folders):
+            return True
+        time.sleep(0.25)
+    return False
+
+
 def _remove_own_folders(home, attempts=20):
     """The serving process's folders, as it ends: its home and its temporary folder (``Nbgrader`` made both).
 
     A server whose worker died in the middle of a submission still has that submission's kernel and judge running,
     writing into these folders: they are stopped first (every process below this one), or a file they write while
-    the folders are being removed would leave them behind. What is still there is tried again a few times."""
+    the folders are being removed would leave them behind."""
     tmp = os.environ.get("TMPDIR", "")
-    folders = [home] + ([tmp] if os.path.basename(tmp).startswith(SERVE_TMP) else [])
-    for attempt in range(attempts):
-        for pid in descendants(os.getpid()):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-        for folder in folders:
-            shutil.rmtree(folder, ignore_errors=True)
-        if not any(os.path.exists(folder) for folder in folders):
-            return
-        time.sleep(0.25)
+    remove_below(os.getpid(), [home] + ([tmp] if os.path.basename(tmp).startswith(SERVE_TMP) else []), attempts)
 
 
 

@@ -204,6 +204,55 @@ def test_a_grading_server_removes_its_folders_though_its_kernels_still_write_in_
     assert not home.exists() and not tmp.exists()
 
 
+STOPPED_SERVER_CONFIG = """
+import os, subprocess, sys, time
+# a submission's kernel: a process in a session of its own (jupyter_client starts kernels so), writing into the
+# server's home and temporary folder
+writer = subprocess.Popen([sys.executable, "-c", {writer!r}, {home!r}, {tmp!r}], start_new_session=True,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+while not all(os.path.isdir(os.path.join(f, "box49")) for f in ({home!r}, {tmp!r})):
+    time.sleep(0.05)
+with open({pid_file!r}, "w") as f:
+    f.write(str(writer.pid))
+time.sleep(600)  # the request runs past its time limit
+"""
+
+
+def test_a_grading_server_stopped_at_a_time_limit_takes_its_kernels_and_folders_with_it(tmp_path, monkeypatch):
+    """A request past its time limit stops the grading server (``Nbgrader.stop``): a kernel it started, in a session
+    of its own and still writing into the server's home and temporary folder, is killed too, and both folders are
+    gone. (Killing the server's process group alone left the kernel writing, and the class with a dying worker
+    above left a home and a temporary folder.)"""
+    import json
+    import tempfile
+
+    from coursekit.grading.server import Nbgrader
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    server = Nbgrader({})
+    root = os.path.join(server.home, "course")
+    os.makedirs(root)
+    pid_file = tmp_path / "kernel.pid"
+    with open(os.path.join(root, "nbgrader_config.py"), "w") as f:  # nbgrader runs its config: the request starts it
+        f.write(STOPPED_SERVER_CONFIG.format(writer=WRITER, home=server.home, tmp=server.tmp, pid_file=str(pid_file)))
+    server.proc.stdin.write(json.dumps({"what": "release", "root": root, "assignment": "a"}).encode() + b"\n")
+    server.proc.stdin.flush()
+    deadline = time.monotonic() + 300
+    while not pid_file.exists() and server.alive() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert pid_file.exists(), "the server did not start the request's kernel"
+    kernel = int(pid_file.read_text())
+    server.stop()
+    assert not os.path.exists(server.home) and not os.path.exists(server.tmp), os.listdir(tmp_path)
+    deadline = time.monotonic() + 30
+    while os.path.exists(f"/proc/{kernel}") and time.monotonic() < deadline:
+        with open(f"/proc/{kernel}/stat") as f:
+            if f.read().rsplit(")", 1)[1].split()[0] == "Z":  # killed, not yet reaped
+                break
+        time.sleep(0.1)
+    else:
+        assert not os.path.exists(f"/proc/{kernel}"), "the kernel still runs"
+
+
 def _certificates(folder):
     """A CA and one certificate for 127.0.0.1 signed by it (openssl), for every role of a TLS cluster."""
     def openssl(*args):
