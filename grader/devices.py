@@ -17,20 +17,23 @@ def grading_devices():
 
 
 def gpu_fault(exc):
-    """Whether ``exc`` is a CUDA error after which this process cannot use the GPU again.
+    """The first line of ``exc``'s message when it is a CUDA error after which this process cannot use the GPU
+    again, else None.
 
     On the CPU an index past a table's end, or probabilities ``torch.multinomial`` cannot sample from, raise an
     ordinary error. On a GPU the same call trips an assertion inside the kernel ("device-side assert
     triggered"): it is reported asynchronously, at a later call, and every CUDA call of the process fails after it.
     """
     if exc is None:
-        return False
-    names = [c.__name__ for c in type(exc).__mro__]
+        return None
     try:
         text = str(exc)
     except Exception:
         text = ""
-    return "AcceleratorError" in names or "CUDA error" in text or "device-side assert" in text
+    if not ("AcceleratorError" in [c.__name__ for c in type(exc).__mro__] or "CUDA error" in text
+            or "device-side assert" in text):
+        return None
+    return next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)[:200]
 
 
 GPU_FAULT = ("on the GPU it caused a CUDA error after which the process cannot use the GPU again ({what}). An index "

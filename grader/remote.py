@@ -280,9 +280,8 @@ class Worker:
             elif devices.gpu_fault(out.error):
                 # the worker's GPU is unusable from now on: its next call gets a fresh worker, so this costs only
                 # the exercise it happened in
-                said = (str(out.error).strip().splitlines() or [type(out.error).__name__])[0][:200]
-                self.faults.append(("crash", f"`{function}` caused a CUDA error on the GPU ({said}); its process "
-                                             f"was started again"))
+                self.faults.append(("crash", f"`{function}` caused a CUDA error on the GPU "
+                                             f"({devices.gpu_fault(out.error)}); its process was started again"))
                 self.stop()
         elif "not_plain" in reply:
             out.error = wire.NotPlain(str(reply["not_plain"]))

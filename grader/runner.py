@@ -49,9 +49,8 @@ def problem(fn_name, outcome, expected, raises, ref_message, device, input_scale
                            f"that never ends. The remaining cases of this check were skipped.")
     err = outcome.error
     if gpu_fault(err):
-        first = next((line.strip() for line in str(err).splitlines() if line.strip()), type(err).__name__)
-        return "crash", (GPU_FAULT.format(what=first[:120]) + ". The remaining cases of this check were skipped (in "
-                         "a notebook, restart the kernel: the GPU stays unusable in it).")
+        return "crash", (GPU_FAULT.format(what=gpu_fault(err)) + ". The remaining cases of this check were skipped "
+                         "(in a notebook, restart the kernel: the GPU stays unusable in it).")
     if type(err).__name__ == "SandboxFault":
         return "crash", f"{err}. The remaining cases of this check were skipped."
     if type(err).__name__ == "NotPlain":
@@ -253,8 +252,8 @@ def run_hidden(run, ex, fn, part, seed=0):
                 if not gpu_fault(exc):
                     raise
                 run.record(index, case.what, device, None, ("crash", (
-                    f"this process cannot use the GPU since an earlier CUDA error ({str(exc).splitlines()[0][:120]}"
-                    f"). Restart the kernel to check on the GPU again; the remaining cases were skipped.")), None)
+                    f"this process cannot use the GPU since an earlier CUDA error ({gpu_fault(exc)}). Restart the "
+                    f"kernel to check on the GPU again; the remaining cases were skipped.")), None)
                 break
 
             # the learner's function runs first; the reference only afterwards, so no expected
