@@ -434,7 +434,8 @@ def main(argv=None):
     p.add_argument("--tls-cert", default=None, help="with a tls:// scheduler: this client's certificate")
     p.add_argument("--tls-key", default=None, help="with a tls:// scheduler: this client's private key")
     p.add_argument("--timeout", type=int, default=1200, help="seconds one submission may take (past it: graded "
-                                                             "once more after the others; past it twice: zero, flagged)")
+                                                             "once more after the others, with twice the limit; past "
+                                                             "both: zero, flagged)")
     p.add_argument("--train-steps", type=int, default=20,
                    help="cap on the notebooks' training steps while grading (0: no cap; default 20)")
     p.add_argument("--course", default=None, help="the course folder (default: $COURSE_ROOT or the project's course/)")

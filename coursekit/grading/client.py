@@ -203,21 +203,31 @@ def grade_class(course_root=COURSE_DIR, assignments=None, *, jobs=None, schedule
                         for a in sorted({t["assignment"] for t in tasks})}
             # at most a few tasks per worker in flight: their files are read when they are sent
             waiting, futures, numbers = iter(tasks), {}, itertools.count()
-            # a submission stopped by the time limit is graded once more after the others, when the machine is less
-            # busy: a loaded machine (other work beside the grading, a worker restarting) must not zero an honest one
+            # a submission stopped by the time limit is graded once more, with twice the limit, once every first
+            # grading has finished and with at most half the workers on such retries: a loaded machine (other work
+            # beside the grading, a worker restarting) must not zero an honest submission
             again = collections.deque()
+            cap, retry_slots = max(4, 3 * summary.workers), max(1, summary.workers // 2)
             done = as_completed(loop=client.loop)
 
-            def send():
-                task = next(waiting, None) or (again.popleft() if again else None)
+            def next_task():
+                task = next(waiting, None)
                 if task is not None:
-                    future = client.submit(grade_submission, payloads[task["assignment"]], with_files(task), timeout,
+                    return task
+                in_flight = list(futures.values())
+                if again and len(in_flight) < retry_slots and all(t.get("again") for t in in_flight):
+                    return again.popleft()
+                return None
+
+            def top_up():
+                while len(futures) < cap and (task := next_task()) is not None:
+                    limit = 2 * timeout if task.get("again") else timeout
+                    future = client.submit(grade_submission, payloads[task["assignment"]], with_files(task), limit,
                                            passed, pure=False, key=f"grade-{task['assignment']}-{task['student']}-"
                                                                    f"{os.getpid()}-{next(numbers)}")
                     futures[future] = task
                     done.add(future)
-            for _ in range(max(4, 3 * summary.workers)):
-                send()
+            top_up()
             bar = tqdm(total=len(tasks), unit="submission", desc="grading", disable=not progress, file=sys.stderr)
             for future in done:
                 task = futures.pop(future)
@@ -232,12 +242,13 @@ def grade_class(course_root=COURSE_DIR, assignments=None, *, jobs=None, schedule
                 if timed_out and not task.get("again"):  # once more, after the others
                     again.append(dict(task, again=True))
                     summary.again.append((task["student"], task["assignment"]))
-                send()
+                top_up()
                 if timed_out and not task.get("again"):
                     continue
                 if timed_out:  # the second time
-                    result["error"] = ("timeout", f"{result['error'][1]}, twice (once among the others, once "
-                                                  f"again after them)")
+                    result["error"] = ("timeout", f"grading took over the time limit of {timeout} s per submission, "
+                                                  f"and over twice that ({2 * timeout} s) graded again after the "
+                                                  f"others")
                 score, faults = record(course_root, task, result)
                 summary.graded[(task["student"], task["assignment"])] = score
                 summary.graded_by[(task["student"], task["assignment"])] = (result.get("host"), result.get("pid"))

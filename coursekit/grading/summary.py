@@ -44,8 +44,8 @@ def print_summary(summary, course_root, out=None):
         for pr in summary.problems:
             p(f"  {pr.student} / {pr.assignment}: {pr.reason}")
     if summary.again:
-        p(f"{len(summary.again)} submission(s) ran past the time limit once and were graded again after the others "
-          f"(a busy machine, or a limit too tight: see --timeout):")
+        p(f"{len(summary.again)} submission(s) ran past the time limit once and were graded again after the others, "
+          f"with twice the limit (a busy machine, or a limit too tight: see --timeout):")
         named = [f"{student} / {a}" for student, a in summary.again]
         p("  " + ", ".join(named[:20]) + (f", and {len(named) - 20} more" if len(named) > 20 else ""))
     if summary.faults:

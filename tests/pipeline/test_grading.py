@@ -92,9 +92,11 @@ def test_a_class_with_broken_files_and_a_dying_worker_is_graded_once_and_every_p
     cc.submit("ref", A, answered(release))
     cc.submit("bug", A, with_bug(release, A))
     cc.submit("crash", A, _with_cell(answered(release), "import os\nos._exit(3)"))
-    # a kernel that never finishes: it waits rather than computes, so that the minute it holds one grading worker
-    # costs no CPU that the tests beside it need (a computing loop is stopped in the tamper class of test_pipeline)
-    cc.submit("loop", A, _with_cell(answered(release), "import time\nwhile True:\n    time.sleep(1)"))
+    # a kernel that never finishes: it waits rather than computes, so that the minutes it holds one grading worker
+    # cost no CPU that the tests beside it need (a computing loop is stopped in the tamper class of test_pipeline);
+    # it ignores the interrupt of its cell's own limit (120 s), so only the per-submission limit can stop it
+    cc.submit("loop", A, _with_cell(answered(release), "import signal, time\nsignal.signal(signal.SIGINT, "
+                                                       "signal.SIG_IGN)\nwhile True:\n    time.sleep(1)"))
     cc.submit("stranger", A, release)  # the untouched release: cheap to grade, and enough to be named
     cc.submit("two", A, release)
     _put(cc, "two", {"01_tokens (copy).ipynb": nbformat.writes(answered(release))})
@@ -106,8 +108,7 @@ def test_a_class_with_broken_files_and_a_dying_worker_is_graded_once_and_every_p
         assert cluster.scheduler_address.startswith("tcp://127.0.0.1:")
         out = {}
         # the per-submission time limit (60 s: honest submissions take 10-25 s on a quiet machine, and one stopped
-        # by it under load is graded again after the others) stops the looping kernel, twice, each time before its
-        # cell's own limit (120 s)
+        # by it under load is graded again after the others, with 120 s) stops the looping kernel, twice
         grading = threading.Thread(target=lambda: out.update(summary=grade_class(
             cc.root, [A], scheduler=cluster.scheduler_address, timeout=60, env=cc.env, progress=False,
             release_first=False)))
@@ -158,7 +159,7 @@ def test_a_class_with_broken_files_and_a_dying_worker_is_graded_once_and_every_p
     # a submission that could not be graded has no autograded notebook, and feedback that says why
     assert not os.path.exists(cc.autograded_path("loop", A))
     told = open(cc.feedback_path("loop", A)).read()
-    assert "could not be graded" in told and "time limit of 60 s" in told
+    assert "could not be graded" in told and "time limit of 60 s" in told and "(120 s)" in told
 
     # a later submission that cannot be read loses nothing already in the gradebook
     _put(cc, "ref", {f"{A}.ipynb": "not a notebook"})
