@@ -742,17 +742,26 @@ def test_a_processs_cpu_is_read_from_its_own_line_and_grows_only_while_it_comput
     import time
 
     from grader import processes
-    spin = subprocess.Popen([sys.executable, "-c", "import time\nt = time.process_time()\n"
-                                                   "while time.process_time() - t < 0.6:\n    pass\ntime.sleep(60)"])
-    nap = subprocess.Popen([sys.executable, "-c", "import time\ntime.sleep(60)"])
+    # each says when it is ready; the spinner computes 0.6 s of CPU only when told, and says when it has, so the
+    # readings below wait on the processes, not on the clock (a busy machine only makes the test take longer)
+    spin = subprocess.Popen([sys.executable, "-c", "import sys, time\nprint('ready', flush=True)\nsys.stdin.readline()\n"
+                                                   "t = time.process_time()\nwhile time.process_time() - t < 0.6:\n    pass\n"
+                                                   "print('done', flush=True)\ntime.sleep(60)"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    nap = subprocess.Popen([sys.executable, "-c", "import time\nprint('ready', flush=True)\ntime.sleep(60)"],
+                           stdout=subprocess.PIPE, text=True)
     try:
-        time.sleep(0.2)  # both have started Python
+        assert spin.stdout.readline().strip() == "ready" and nap.stdout.readline().strip() == "ready"
         before = processes.cpu_of([spin.pid]), processes.cpu_of([nap.pid])
-        time.sleep(1.5)
+        spin.stdin.write("go\n")
+        spin.stdin.flush()
+        assert spin.stdout.readline().strip() == "done"
         after = processes.cpu_of([spin.pid]), processes.cpu_of([nap.pid])
-        assert after[0] - before[0] >= 0.3, (before, after)
+        assert after[0] - before[0] >= 0.5, (before, after)  # 0.6 s of CPU, read in clock ticks
         assert after[1] - before[1] < 0.05, (before, after)
         assert processes.cpu_of([spin.pid, nap.pid]) == sum(after)
+        time.sleep(0.5)
+        assert processes.cpu_of([spin.pid]) - after[0] < 0.05  # asleep now: no more
         assert spin.pid in processes.descendants(os.getpid()) and nap.pid in processes.descendants(os.getpid())
     finally:
         for p in (spin, nap):
