@@ -40,6 +40,9 @@ c.OverwriteCells.add_missing_cells = True
 # grader) and for a toy training cell; a learner function that hangs in a demo cell costs this much.
 c.Execute.timeout = 120
 c.Execute.interrupt_on_timeout = True
+# After a cell's reply, nbclient waits 4 s for its last output and nbgrader then stops the notebook as if the cell
+# had timed out: on a machine busy with a whole class that could cost an honest student every cell after it.
+c.Execute.iopub_timeout = 30
 
 # Grading isolates the student's code (grader/sandbox.py, bubblewrap): the notebook runs in a
 # sandboxed kernel that cannot see source/, the gradebook or the reference, and the grade of
@@ -62,6 +65,7 @@ c.Autograde.autograde_preprocessors = [
 c.NeutraliseSubmission.course_root = HERE
 c.SandboxedExecute.timeout = 120
 c.SandboxedExecute.interrupt_on_timeout = True
+c.SandboxedExecute.iopub_timeout = 30
 c.TrustedVerdict.course_root = HERE
 
 # Every release records the course version; grading names a submission released with another one.

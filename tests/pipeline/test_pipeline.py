@@ -321,13 +321,14 @@ def tampered(course, cluster):
             mine = tamper_part(everyone, part)
             for student in mine:
                 cc.submit(student, TAMPER_A, *everyone[student])
-            # notebook 03's cells take under a second each, and each call of its functions milliseconds: a cell that
-            # hangs (a demo calling a looping answer) is stopped at 10 s rather than the course's 120 s, and a looping
-            # call in the judge after 4 s of computing rather than 10. The kernel and the worker get 2.5 GB (they use
+            # notebook 03's cells take under a second each on a quiet machine (a few where 5 test workers share 2
+            # cores), and each call of its functions milliseconds: a cell that hangs (a demo calling a looping
+            # answer) is stopped at 20 s rather than the course's 120 s, and a looping call in the judge after 4 s of
+            # computing rather than 10. The kernel and the worker get 2.5 GB (they use
             # under 1 GB): an allocation attack zeroes gigabytes of pages before it reaches the limit, which took
             # 2 s alone but 12-29 s for three at 4 GB side by side, past both limits on time (at 2.5 GB: 1 GB each).
             with open(os.path.join(cc.root, "nbgrader_config.py"), "a") as f:
-                f.write("\nc.SandboxedExecute.timeout = 10\n")
+                f.write("\nc.SandboxedExecute.timeout = 20\n")
             cc.env["COURSE_CALL_TIME_LIMIT"] = "4"
             cc.env["COURSE_SANDBOX_MEMORY_MB"] = "2560"
             grade(cc, TAMPER_A, mine, cluster)
