@@ -42,7 +42,7 @@ def free_port():
 
 def api(base, token, path, method="GET"):
     req = urllib.request.Request(f"{base}{path}", method=method, headers={"Authorization": f"token {token}"})
-    with urllib.request.urlopen(req, timeout=10) as resp:
+    with urllib.request.urlopen(req, timeout=60) as resp:  # a DELETE waits for its kernel to stop (slow when busy)
         body = resp.read()
     return json.loads(body) if body else None
 

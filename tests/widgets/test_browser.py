@@ -149,8 +149,13 @@ def _drive_temperature(page):
     page.mouse.down()
     page.mouse.move(x - 90, y, steps=6)
     page.mouse.up()
+    # where the drag left the handle (log10 τ): the kernel gets each value of the drag in turn, so wait for the
+    # readout of the last one, not for a pause between two updates (long on a busy machine)
+    final = f"τ = {10 ** float(handle.get_attribute('aria-valuetext')):.3g}"
     _wait_changed(page, root, src0, text0)
+    readout.get_by_text(final, exact=False).first.wait_for(timeout=UPDATE_TIMEOUT_MS)
     src1, text1 = _settle(page, root)
+    assert final in text1, (final, text1)
     h1 = _entropies(text1)
     tau = float(re.search(r"τ = ([\d.]+)", text1).group(1))
     assert tau < 1 and h1[0] < h0[0] and h1[1] < h0[1], (text0, text1)
