@@ -34,6 +34,7 @@ _cuda_synchronize = torch.cuda.synchronize
 _setprofile = sys.setprofile
 _getprofile = sys.getprofile
 _setitimer = signal.setitimer
+_getitimer = signal.getitimer
 _process_time = time.process_time
 _monotonic = time.monotonic
 _signal = signal.signal
@@ -146,6 +147,8 @@ def call(fn, args=(), kwargs=None, time_limit=None):
 
     use_alarm = _current_thread() is _main_thread() and time_limit
     old_handlers = {}
+    # the caller's own alarm (pytest-timeout's, say) is put back afterwards, less the time the call took
+    outer_alarm, called_at = (_getitimer(signal.ITIMER_REAL), _monotonic()) if use_alarm else ((0.0, 0.0), 0.0)
     if use_alarm:
         grace = [int(IMPORT_GRACE / _POLL)]
 
@@ -196,6 +199,8 @@ def call(fn, args=(), kwargs=None, time_limit=None):
     finally:
         for sig, handler in old_handlers.items():
             _signal(sig, handler)
+        if outer_alarm[0] > 0:  # due during the call: it goes off now
+            _setitimer(signal.ITIMER_REAL, max(outer_alarm[0] - (_monotonic() - called_at), 0.001), outer_alarm[1])
     out.printed = sink.getvalue()
     out.called_reference = seen.get("ref")
     return out

@@ -298,6 +298,33 @@ def test_the_time_limit_counts_computing_not_waiting():
     assert time.monotonic() - t0 < 5
 
 
+
+def test_a_call_puts_back_the_callers_own_alarm():
+    """A call's clock limit borrows the process's one real-time alarm; the caller's (pytest-timeout's, a notebook's)
+    is set again afterwards with what was left of it, and one that fell due during the call goes off at once."""
+    import signal
+    import time
+
+    from grader import _safe
+    rang = []
+    timeout = signal.getitimer(signal.ITIMER_REAL)  # pytest-timeout's own, while this test has the alarm
+    old = signal.signal(signal.SIGALRM, lambda *_: rang.append(time.monotonic()))
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 30)
+        assert _safe.call(lambda: time.sleep(0.2) or "done", time_limit=1).value == "done"
+        left = signal.getitimer(signal.ITIMER_REAL)[0]
+        assert 28 < left < 29.81 and not rang, left
+        signal.setitimer(signal.ITIMER_REAL, 0.1)
+        assert _safe.call(lambda: time.sleep(0.3) or "done", time_limit=1).value == "done"  # due meanwhile
+        back = time.monotonic()
+        deadline = back + 5
+        while not rang and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(rang) == 1 and rang[0] - back < 1, rang
+    finally:
+        signal.signal(signal.SIGALRM, old)
+        signal.setitimer(signal.ITIMER_REAL, *timeout)
+
 STARVED = """
 import os, sys, time
 from grader import _safe
