@@ -199,7 +199,7 @@ def call(fn, args=(), kwargs=None, time_limit=None):
     finally:
         for sig, handler in old_handlers.items():
             _signal(sig, handler)
-        if outer_alarm[0] > 0:  # due during the call: it goes off now
+        if outer_alarm[0] > 0:  # the caller's alarm, less the call's time (one due meanwhile goes off at once)
             _setitimer(signal.ITIMER_REAL, max(outer_alarm[0] - (_monotonic() - called_at), 0.001), outer_alarm[1])
     out.printed = sink.getvalue()
     out.called_reference = seen.get("ref")
