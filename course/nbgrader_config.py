@@ -14,7 +14,7 @@ c.CourseDirectory.course_id = "attention-course"
 c.CourseDirectory.root = HERE
 c.CourseDirectory.db_url = "sqlite:///" + os.path.join(HERE, "gradebook.db")
 # nbgrader's exchange defaults to /srv and its cache to $HOME: keep both here. On a JupyterHub the exchange is a
-# folder every user reaches, mode 0777 (`course hub --exchange DIR` sets COURSE_EXCHANGE in the instructors' servers).
+# folder every user reaches, mode 1777 (`course hub --exchange DIR` sets COURSE_EXCHANGE in the instructors' servers).
 c.Exchange.root = os.environ.get("COURSE_EXCHANGE") or os.path.join(HERE, "exchange")
 c.Exchange.cache = os.path.join(HERE, "exchange", ".cache")
 c.Exchange.assignment_dir = HERE
@@ -27,7 +27,19 @@ c.CourseDirectory.ignore = [
     "*.py", "*.pth", "*.so", "*.pyd",
     "grader", "solutions", "coursekit", "torch", "numpy", "math", "nbgrader", "sitecustomize*", "usercustomize*",
 ]
+# What a submission may hold (coursekit/course_exchange.py): a file over max_file_size is left out of it, a
+# submission over max_dir_size is refused whole; both named by `course collect`.
 c.CourseDirectory.max_file_size = 10_000  # kB
+c.CourseDirectory.max_dir_size = 50_000  # kB
+
+# The exchange is untrusted input (coursekit/inbound.py): collect takes a folder as a student's only when that
+# student's account wrote it, never follows a link, and handles each student on their own; release closes the
+# exchange's course folder (inbound 3773: students add, never list); feedback goes out only as the pages grading
+# wrote, each readable by its student alone. A student's own submit (coursekit/submit.py) keeps it private.
+c.ExchangeFactory.release_assignment = "coursekit.course_exchange.CourseReleaseAssignment"
+c.ExchangeFactory.collect = "coursekit.course_exchange.CourseCollect"
+c.ExchangeFactory.release_feedback = "coursekit.course_exchange.CourseReleaseFeedback"
+c.ExchangeFactory.submit = "coursekit.submit.PrivateSubmit"
 
 # The stub learners see in place of each solution region.
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}

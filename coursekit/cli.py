@@ -347,7 +347,8 @@ def cmd_hub(args):
 
 def _exchange_step(name):
     """The command `course NAME A ...`: ``coursekit.exchange``'s step for each assignment in turn (release, collect,
-    return_feedback); exits 2 on the exchange's refusal, 1 when a step reports nothing done (no feedback returned)."""
+    return_feedback); exits 2 on the exchange's refusal, 1 when collect refused a folder or return returned
+    nothing."""
     def command(args):
         from . import exchange
         step = getattr(exchange, {"return": "return_feedback"}.get(name, name))
@@ -356,7 +357,7 @@ def _exchange_step(name):
         try:
             for a in args.assignment:
                 done = step(root, a)
-                if name == "return" and not done:  # no feedback to return: said, and exit 1
+                if (name == "return" and not done) or (name == "collect" and done.refused):  # said, and exit 1
                     worst = 1
         except exchange.ExchangeError as exc:
             print(f"course {name}: {exc}", file=sys.stderr)

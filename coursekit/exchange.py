@@ -3,24 +3,29 @@
     course release A   generate the student version of A, then release it to the exchange
     course collect A   collect each student's latest submission of A into submitted/ (earlier ones kept)
     course grade A     grade what was collected (coursekit.grading: parallel and sandboxed)
-    course return A    generate the feedback of A and release it to the exchange
+    course return A    release the feedback that grading wrote for A to the exchange
 
-The exchange is nbgrader's own (``nbgrader.exchange.default``) at the root that the course's
-``nbgrader_config.py`` names (``$COURSE_EXCHANGE``, else ``<course>/exchange``): what these commands do is what
-the formgrader's Release, Collect and Release-feedback buttons do, plus the checks and the names a class needs
-(who has not submitted, who submitted late, which submission is of another assignment, what an earlier
-submission became). nbgrader documents the exchange root as writable by everyone (``chmod ugo+rw``; its release
-sets it to 0777): ``check_exchange`` says what to change when it is not.
+The exchange is nbgrader's own at the root that the course's ``nbgrader_config.py`` names (``$COURSE_EXCHANGE``,
+else ``<course>/exchange``), through the course's classes (``coursekit.course_exchange``: the same ones the
+formgrader's Release, Collect and Release-feedback buttons use), which read what students wrote as untrusted
+input. These commands add the checks and the names a class needs (who has not submitted, who submitted late,
+which folder was refused and why, which submission is of another assignment, what an earlier submission became).
+The root is writable by everyone with the sticky bit (1777): ``check_exchange`` says what to change when it is not.
 """
+import contextlib
+import logging
 import os
-import shutil
 import stat
+from dataclasses import dataclass, field
 
-from nbgrader.utils import capture_log, parse_utc, temp_attrs
+from nbgrader.utils import capture_log, temp_attrs
 
+from .inbound import shown
 from .pipeline import gradebook
 
-EXCHANGE_MODE = 0o777  # nbgrader's release_assignment sets the root to this (everyone reads, writes, enters)
+# nbgrader's release makes the root 0777 (everyone reads, writes and enters it); the sticky bit on top lets only an
+# entry's owner remove or rename it, so no student can move the course's folder aside and put one of their own there
+EXCHANGE_MODE = 0o1777
 
 
 class ExchangeError(Exception):
@@ -46,24 +51,32 @@ def exchange_root(course_root):
     return os.path.abspath(config.Exchange.root)
 
 
+def course_id_of(course_root):
+    """The course id that the course's ``nbgrader_config.py`` names (its folder's name in the exchange)."""
+    from traitlets.config.loader import PyFileConfigLoader
+    config = PyFileConfigLoader("nbgrader_config.py", path=course_root).load_config()
+    return config.CourseDirectory.course_id
+
+
 def check_exchange(root, create=False, shared=False):
-    """The exchange root as nbgrader needs it, or an ``ExchangeError`` that says what to change. With ``create``, a
-    missing root is made (mode 0777, as nbgrader's release makes it); with ``shared`` (a hub: several users), every
-    folder above it must also let others in."""
+    """The exchange root as a class needs it, or an ``ExchangeError`` that says what to change. With ``create``, a
+    missing root is made (mode 1777); with ``shared`` (a hub: several users), every folder above it must also let
+    others in."""
     if not os.path.exists(root):
         if not create:
             raise ExchangeError(f"the exchange {root} does not exist: create it with `mkdir -p {root} && "
-                                f"chmod 0777 {root}` (or run `course release`, which creates it)")
+                                f"chmod 1777 {root}` (or run `course release`, which creates it)")
         os.makedirs(root)
         os.chmod(root, EXCHANGE_MODE)
     if not os.path.isdir(root):
         raise ExchangeError(f"the exchange {root} is not a folder: move that file away, or name another "
                             f"exchange (--exchange)")
     mode = stat.S_IMODE(os.stat(root).st_mode)
-    if mode & 0o777 != EXCHANGE_MODE:
-        raise ExchangeError(f"the exchange {root} has permissions {mode & 0o7777:04o}; nbgrader needs everyone to "
-                            f"read, write and enter it (students submit into it): run `chmod 0777 {root}` "
-                            f"(as its owner or root)")
+    if mode & 0o1777 != EXCHANGE_MODE:
+        raise ExchangeError(f"the exchange {root} has permissions {mode:04o}; a class needs {EXCHANGE_MODE:04o}: "
+                            f"everyone reads, writes and enters it (students submit into it), and only the owner of "
+                            f"an entry may remove or rename it (the sticky bit): run `chmod 1777 {root}` (as its "
+                            f"owner or root)")
     parent = os.path.dirname(root)
     while shared and parent and parent != os.path.dirname(parent):
         pmode = stat.S_IMODE(os.stat(parent).st_mode)
@@ -88,11 +101,12 @@ def release(course_root, assignment, out=print):
     if assignment not in assignments_of(course_root):
         raise ExchangeError(f"there is no assignment {assignment!r} in {os.path.join(course_root, 'source')} "
                             f"(there are: {', '.join(assignments_of(course_root))})")
+    from .course_exchange import CourseReleaseAssignment
     root = check_exchange(exchange_root(course_root), create=True)
     generate(course_root, assignment)
     api = _api(course_root)
     with temp_attrs(api.coursedir, assignment_id=assignment):
-        app = api.exchange.ReleaseAssignment(coursedir=api.coursedir, authenticator=api.authenticator, parent=api)
+        app = CourseReleaseAssignment(coursedir=api.coursedir, authenticator=api.authenticator, parent=api)
         app.force = True  # a release after a fix replaces the previous one; students' fetched copies stay theirs
         _ok(capture_log(app), f"release_assignment {assignment}")
     out(f"released {assignment} to {os.path.join(root, api.coursedir.course_id, 'outbound', assignment)}")
@@ -102,41 +116,6 @@ def release(course_root, assignment, out=print):
 def _inbound(course_root):
     api = _api(course_root)
     return os.path.join(exchange_root(course_root), api.coursedir.course_id, "inbound"), api
-
-
-def _records(inbound):
-    """[(student, assignment, timestamp, entry name)] of every submission in the inbound folder, as nbgrader's
-    collect parses its names (``student+assignment+timestamp[+random]``); unparsable names come back with None."""
-    out = []
-    for name in sorted(os.listdir(inbound)):
-        parts = name.rsplit("+", 3)
-        if len(parts) == 4:
-            student, a, stamp = parts[0], parts[1], parts[2]
-        elif len(parts) == 3:
-            student, a, stamp = parts
-        else:
-            out.append((None, None, None, name))
-            continue
-        try:
-            out.append((student, a, parse_utc(stamp), name))
-        except Exception:
-            out.append((student, a, None, name))
-    return out
-
-
-def _timestamp_of(folder):
-    try:
-        with open(os.path.join(folder, "timestamp.txt")) as f:
-            return parse_utc(f.read().strip())
-    except Exception:
-        return None
-
-
-def _roster(course_root):
-    if not os.path.exists(os.path.join(course_root, "gradebook.db")):
-        return set()
-    with gradebook(course_root) as gb:
-        return {s.id for s in gb.students}
 
 
 def _duedate(course_root, assignment):
@@ -150,80 +129,101 @@ def _duedate(course_root, assignment):
             return None
 
 
+@dataclass
+class Collected:
+    """What ``collect`` did: {student: "new" | "updated" | "unchanged"}, and the refused inbound entries."""
+    status: dict = field(default_factory=dict)
+    refused: list = field(default_factory=list)
+
+
+REFUSALS_SHOWN_PER_OWNER = 10
+
+
 def collect(course_root, assignment, roster=None, out=print):
-    """Collect each student's latest submission of ``assignment`` into ``submitted/`` (nbgrader's collect); an
-    earlier submission already collected is moved to ``submitted_history/<student>/<assignment>/<timestamp>/``
-    first, and every submission stays in the exchange. Returns {student: "new" | "updated" | "unchanged"}; prints
-    who has not submitted, who submitted late, and every submission that will not be graded, by name."""
+    """Collect each student's latest submission of ``assignment`` into ``submitted/`` (``CourseCollect``: the
+    exchange read as untrusted input); an earlier submission already collected is moved to
+    ``submitted_history/<student>/<assignment>/<time>/`` first, and every submission stays in the exchange. Prints
+    who was collected, every refused folder (its name, its owner, why), what was left out of a submission, who has
+    not submitted, who submitted late, and every submission that will not be graded. Returns a ``Collected``."""
+    from nbgrader.exchange import ExchangeError as NbgraderExchangeError
+
+    from .course_exchange import CourseCollect
     from .grading import collect as gradable
     inbound, api = _inbound(course_root)
     if not os.path.isdir(inbound):
         out(f"nothing submitted: {assignment} has not been released to {os.path.dirname(inbound)} yet "
             f"(`course release {assignment}`)")
-        return {}
-    try:
-        records = _records(inbound)
-    except PermissionError:
-        raise ExchangeError(f"cannot list {inbound}: collect as the instructor who released the course (its owner)")
-    known = set(assignments_of(course_root))
-    for student, a, stamp, name in records:
-        if student is None:
-            out(f"  not collected: {name} in the exchange is not a submission (student+assignment+time)")
-        elif a not in known:
-            out(f"  not collected: {student} submitted {a!r}, which is no assignment of this course ({name})")
-    mine = [r for r in records if r[1] == assignment and r[0] is not None]
-    if not mine:
+        return Collected()
+    check_exchange(os.path.dirname(os.path.dirname(inbound)))
+    with temp_attrs(api.coursedir, assignment_id=assignment):
+        app = CourseCollect(coursedir=api.coursedir, authenticator=api.authenticator, parent=api)
+        if roster is not None:
+            app.roster = list(roster)
+        try:
+            with _quiet(app):
+                app.start()
+        except NbgraderExchangeError as exc:
+            raise ExchangeError(str(exc)) from None
+    result = app.result
+    status = {s: state for s, (state, _) in result["collected"].items()}
+    done = Collected(status, result["refused"])
+    if not status and not done.refused:
         out(f"nothing submitted for {assignment} yet (the exchange's inbound folder {inbound} holds none)")
         _name_missing(course_root, roster, set(), out)
-        return {}
-    latest, counts = {}, {}
-    for student, _, stamp, name in mine:
-        counts[student] = counts.get(student, 0) + 1
-        if stamp is None:
-            out(f"  not collected: {name} has no readable time in its name")
-            continue
-        if student not in latest or stamp > latest[student][0]:
-            latest[student] = (stamp, name)
-    status = {}
-    for student, (stamp, name) in sorted(latest.items()):
-        folder = os.path.join(course_root, "submitted", student, assignment)
-        if not os.access(os.path.join(inbound, name), os.R_OK | os.X_OK):
-            out(f"  not collected: {student}'s submission {name} cannot be read (permissions)")
-            continue
-        if not os.path.isdir(folder):
-            status[student] = "new"
-            continue
-        before = _timestamp_of(folder)
-        if before is not None and before >= stamp:
-            status[student] = "unchanged"
-            continue
-        keep = os.path.join(course_root, "submitted_history", student, assignment,
-                            (before.strftime("%Y-%m-%dT%H-%M-%S.%f") if before else "unknown-time"))
-        os.makedirs(os.path.dirname(keep), exist_ok=True)
-        if os.path.exists(keep):
-            shutil.rmtree(keep)
-        shutil.copytree(folder, keep)
-        status[student] = "updated"
-    with temp_attrs(api.coursedir, assignment_id=assignment):
-        app = api.exchange.Collect(coursedir=api.coursedir, authenticator=api.authenticator, parent=api)
-        app.update = True
-        app.check_owner = True
-        _ok(capture_log(app), f"collect {assignment}")
+        return done
     due = _duedate(course_root, assignment)
     out(f"collected {assignment}: {sum(s != 'unchanged' for s in status.values())} new or updated, "
-        f"{sum(s == 'unchanged' for s in status.values())} unchanged")
-    for student, state in sorted(status.items()):
-        stamp = latest[student][0]
-        extra = f"; {counts[student]} submissions, the latest collected" if counts[student] > 1 else ""
+        f"{sum(s == 'unchanged' for s in status.values())} unchanged, {len(done.refused)} refused")
+    for student, (state, stamp) in sorted(result["collected"].items()):
+        count = result["counts"].get(student, 1)
+        extra = f"; {count} submissions, the latest collected" if count > 1 else ""
         late = f"; LATE by {stamp - due}" if due is not None and stamp > due else ""
         history = (f"; the earlier one kept in submitted_history/{student}/{assignment}/" if state == "updated"
                    else "")
         out(f"  {student:<24} {state:<9} submitted {stamp:%Y-%m-%d %H:%M:%S}{extra}{late}{history}")
+        if student in result["notes"]:
+            out(f"    note: {result['notes'][student]}")
+        for path, why in result["left_out"].get(student, []):
+            out(f"    left out of {student}'s submission: {shown(path)}: {why}")
+    _name_refused(done.refused, out)
     _, problems = gradable(course_root, {assignment}, None, set(status))
     for p in problems:
         out(f"  {'NOT GRADED' if not p.graded else 'note'}: {p.student} / {p.assignment}: {p.reason}")
-    _name_missing(course_root, roster, set(latest), out)
-    return status
+    _name_missing(course_root, roster, set(status) | {e.student for e in done.refused if e.student}, out)
+    if done.refused:
+        out(f"{len(done.refused)} folder(s) in the exchange were refused: each stays there, untouched, for you to "
+            f"look at; nothing of them was collected, and no submission collected before was replaced by one")
+    return done
+
+
+def _name_refused(refused, out):
+    """Every refused entry by name, owner and reason; past ``REFUSALS_SHOWN_PER_OWNER`` of one owner, a count."""
+    per_owner = {}
+    for entry in refused:
+        per_owner.setdefault(entry.owner, []).append(entry)
+    for owner, entries in sorted(per_owner.items()):
+        for entry in entries[:REFUSALS_SHOWN_PER_OWNER]:
+            out(f"  REFUSED: {shown(entry.name)} (owned by {owner}): {entry.problem}; not collected")
+        if len(entries) > REFUSALS_SHOWN_PER_OWNER:
+            out(f"  REFUSED: {len(entries) - REFUSALS_SHOWN_PER_OWNER} more folders owned by {owner}, not collected")
+
+
+@contextlib.contextmanager
+def _quiet(app):
+    """nbgrader's log lines of the app off the terminal: ``collect`` prints its own summary of the same things."""
+    level = app.log.level
+    app.log.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        app.log.setLevel(level)
+
+
+def _roster(course_root):
+    if not os.path.exists(os.path.join(course_root, "gradebook.db")):
+        return set()
+    with gradebook(course_root) as gb:
+        return {s.id for s in gb.students}
 
 
 def _name_missing(course_root, roster, submitted, out):
@@ -234,38 +234,48 @@ def _name_missing(course_root, roster, submitted, out):
 
 
 def return_feedback(course_root, assignment, out=print):
-    """Generate the feedback of every graded submission of ``assignment`` (nbgrader's generate_feedback) and
-    release it to the exchange, where each student fetches their own. Returns the students it was released for."""
-    autograded = os.path.join(course_root, "autograded")
-    graded = sorted(s for s in (os.listdir(autograded) if os.path.isdir(autograded) else [])
-                    if os.path.isdir(os.path.join(autograded, s, assignment)))
+    """Release to the exchange the feedback that grading wrote for ``assignment`` (``CourseReleaseFeedback``: each
+    notebook's page and nothing else, readable by its student alone), where each student fetches their own. A
+    submission graded without its feedback page (nbgrader's own autograde, the formgrader's button) gets it made
+    first. Returns the students it was released for."""
+    from nbgrader.exchange import ExchangeError as NbgraderExchangeError
+
+    from .course_exchange import CourseReleaseFeedback
     check_exchange(exchange_root(course_root))
     api = _api(course_root)
-    if graded:
-        _ok(api.generate_feedback(assignment), f"generate_feedback {assignment}")
-    # a submission whose grading failed has a feedback page saying why (course grade) but none of the files
-    # nbgrader's release needs: they come from the submission itself
-    feedback = os.path.join(course_root, "feedback")
-    students = sorted(s for s in (os.listdir(feedback) if os.path.isdir(feedback) else [])
-                      if os.path.isdir(os.path.join(feedback, s, assignment)))
-    released, skipped = [], []
-    for student in students:
-        folder = os.path.join(feedback, student, assignment)
-        submitted = os.path.join(course_root, "submitted", student, assignment)
-        for name in ("timestamp.txt", "submission_secret.txt"):
-            if not os.path.exists(os.path.join(folder, name)) and os.path.exists(os.path.join(submitted, name)):
-                shutil.copy(os.path.join(submitted, name), os.path.join(folder, name))
-        if all(os.path.exists(os.path.join(folder, n)) for n in ("timestamp.txt", "submission_secret.txt")):
-            released.append(student)
-        else:
-            skipped.append(student)
-    if not released:
+    missing = _without_feedback(course_root, assignment)
+    for student in missing:
+        _ok(api.generate_feedback(assignment, student), f"generate_feedback {assignment} for {student}")
+    with temp_attrs(api.coursedir, assignment_id=assignment, student_id="*"):
+        app = CourseReleaseFeedback(coursedir=api.coursedir, authenticator=api.authenticator, parent=api)
+        try:
+            with _quiet(app):
+                app.start()
+        except NbgraderExchangeError as exc:
+            raise ExchangeError(str(exc)) from None
+    released, skipped = app.result["released"], app.result["skipped"]
+    if not released and not skipped:
         out(f"no feedback to return for {assignment}: nothing has been graded (`course grade {assignment}`)")
         return []
-    api.coursedir.student_id_exclude = ",".join(skipped)
-    _ok(api.release_feedback(assignment), f"release_feedback {assignment}")
-    out(f"returned the feedback of {assignment} to {len(released)} student(s): {', '.join(released)}")
-    for student in skipped:
-        out(f"  not returned: {student}: the submission was not collected through the exchange (no "
-            f"submission_secret.txt), so there is no place to return its feedback to")
+    if released:
+        out(f"returned the feedback of {assignment} to {len(released)} student(s): {', '.join(released)}")
+    for student, why in skipped:
+        out(f"  not returned: {student}: {why}")
     return released
+
+
+def _without_feedback(course_root, assignment):
+    """The students whose autograded notebook of ``assignment`` has no feedback page, or one older than it."""
+    autograded = os.path.join(course_root, "autograded")
+    out = []
+    for student in sorted(os.listdir(autograded)) if os.path.isdir(autograded) else []:
+        folder = os.path.join(autograded, student, assignment)
+        if not os.path.isdir(folder):
+            continue
+        for name in os.listdir(folder):
+            if name.endswith(".ipynb"):
+                page = os.path.join(course_root, "feedback", student, assignment, name[:-len(".ipynb")] + ".html")
+                if not os.path.exists(page) or os.path.getmtime(page) < os.path.getmtime(os.path.join(folder, name)):
+                    out.append(student)
+                    break
+    return out

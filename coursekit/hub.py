@@ -185,6 +185,25 @@ def check_reference(instructors, reference=REFERENCE):
                            f"`course grade` compares against: run {fix}")
 
 
+def exchange_for_class(root, course, instructors, students):
+    """nbgrader's exchange at ``root`` as a class needs it (mode 1777, reachable by everyone), and the course's
+    folder in it made now, as root, the first instructor's and the course folder's group's: a student who made it
+    first could otherwise read or replace what the others hand in. Returns the root."""
+    from .course_exchange import close_course_folder, problems_of_course_folder
+    from .exchange import check_exchange, course_id_of
+    root = check_exchange(root, create=True, shared=True)
+    folder = os.path.join(root, course_id_of(course))
+    owner, gid = pwd.getpwnam(instructors[0]).pw_uid, os.stat(course).st_gid
+    if os.path.lexists(folder) and os.lstat(folder).st_uid not in (owner, 0):
+        raise HubError(f"{folder} is owned by {pwd.getpwuid(os.lstat(folder).st_uid).pw_name}, not by the instructor "
+                       f"{instructors[0]}: someone made it before the course; move it away and start the hub again")
+    close_course_folder(folder, gid=gid, uid=owner)
+    problems = problems_of_course_folder(folder, gid, students)
+    if problems:
+        raise HubError("the exchange's course folder is not as a class needs it:\n  " + "\n  ".join(problems))
+    return root
+
+
 def proxy_command():
     if not os.access(PROXY, os.X_OK):
         raise HubError(f"the hub's proxy is not installed ({PROXY}): run `npm ci --prefix {os.path.join(ROOT, 'hub')}`"
@@ -213,7 +232,9 @@ def role_settings(state, exchange, course):
             server["ServerApp"] = {"jpserver_extensions": {n: False for n in STUDENT_OFF_SERVER_EXTENSIONS}}
             hidden.update({n: True for n in STUDENT_HIDDEN_PLUGINS})
             nbgrader = (f"c = get_config()  # noqa: F821\nc.CourseDirectory.course_id = 'attention-course'\n"
-                        f"c.Exchange.root = {exchange!r}\n")
+                        f"c.Exchange.root = {exchange!r}\n"
+                        f"# a submission only its student and the instructors may read\n"
+                        f"c.ExchangeFactory.submit = 'coursekit.submit.PrivateSubmit'\n")
         else:
             nbgrader = (f"c = get_config()  # noqa: F821\n# the course folder's nbgrader_config.py is read on top\n"
                         f"c.CourseDirectory.root = {course!r}\n")
@@ -359,8 +380,7 @@ def prepare(args, out=print):
     check_course(course, args.instructor)
     check_reference(args.instructor)
     enrol(course, roster, out=out)
-    from .exchange import check_exchange
-    exchange = check_exchange(os.path.abspath(args.exchange), create=True, shared=True)
+    exchange = exchange_for_class(os.path.abspath(args.exchange), course, args.instructor, students)
     config = write_config(args.state, course=course, exchange=exchange, students=students,
                           instructors=args.instructor, ip=args.ip, port=args.port, extra_config=args.extra_config)
     env = dict(os.environ)

@@ -98,9 +98,9 @@ def test_an_exchange_with_the_wrong_permissions_is_named_with_what_to_change(tmp
     root = tmp_path / "exchange"
     root.mkdir(mode=0o755)
     os.chmod(root, 0o755)
-    with pytest.raises(exchange.ExchangeError, match=re.escape(f"run `chmod 0777 {root}`")):
+    with pytest.raises(exchange.ExchangeError, match=re.escape(f"run `chmod 1777 {root}`")):
         exchange.check_exchange(str(root))
-    os.chmod(root, 0o777)
+    os.chmod(root, 0o1777)
     os.chmod(tmp_path, 0o700)  # others may not enter the folder above it
     assert exchange.check_exchange(str(root)) == str(root)  # one person's exchange: nobody else comes in
     with pytest.raises(exchange.ExchangeError, match=re.escape(f"run `chmod o+x {tmp_path}`")):
@@ -136,7 +136,7 @@ def test_collect_names_nothing_submitted_takes_the_latest_keeps_the_history_and_
         ex = os.path.join(class_folder, "exchange")
         os.environ["COURSE_EXCHANGE"] = ex
         exchange.release(root, A)
-        assert exchange.collect(root, A) == {}
+        assert exchange.collect(root, A).status == {}
         assert f"nothing submitted for {A} yet" in capsys.readouterr().out
 
         def mark(text):
@@ -153,7 +153,7 @@ def test_collect_names_nothing_submitted_takes_the_latest_keeps_the_history_and_
             as_student(name, ex, "fetch")
         as_student("ckex-twice", ex, "submit", mark("first try"))
         as_student("ckex-wrong", ex, "submit", other_assignment)
-        first = exchange.collect(root, A, roster=STUDENTS)
+        first = exchange.collect(root, A, roster=STUDENTS).status
         said = capsys.readouterr().out
         assert first == {"ckex-twice": "new", "ckex-wrong": "new"}, said
         assert re.search(r"NOT GRADED: ckex-wrong / 03_softmax: 03_softmax.ipynb is the notebook of assignment "
@@ -165,7 +165,7 @@ def test_collect_names_nothing_submitted_takes_the_latest_keeps_the_history_and_
             now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
             gb.update_or_create_assignment(A, duedate=now)  # due now: the next submission is late
         as_student("ckex-twice", ex, "submit", mark("second try"))
-        second = exchange.collect(root, A, roster=STUDENTS)
+        second = exchange.collect(root, A, roster=STUDENTS).status
         said = capsys.readouterr().out
         assert second == {"ckex-twice": "updated", "ckex-wrong": "unchanged"}, said
         assert re.search(r"ckex-twice +updated +submitted .*; 2 submissions, the latest collected; LATE by ", said), \
