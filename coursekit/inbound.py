@@ -323,6 +323,8 @@ def _read_at_most(fd, most):
 def _os_reason(exc, what):
     if exc.errno == errno.ELOOP:
         return f"{what} is a link, never followed"
+    if exc.errno == errno.ENOTDIR:  # O_DIRECTORY | O_NOFOLLOW on what is now a link or a file
+        return f"{what} is no longer a folder (a link or a file took its place), never followed"
     if exc.errno in (errno.EACCES, errno.EPERM):
         return f"{what} cannot be read by the instructor (permission denied): the student can submit again"
     if exc.errno == errno.ENOENT:

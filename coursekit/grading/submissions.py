@@ -4,6 +4,7 @@ import os
 
 import nbformat
 
+from ..inbound import shown, valid_student_id
 from .files import files_of
 from .summary import Problem
 
@@ -43,10 +44,14 @@ def collect(course_root, only=None, roster=None, students=None, unreleased=()):
     for student in (s for s in found if not students or s in students):
         if not os.path.isdir(os.path.join(submitted, student)):
             continue
+        if not valid_student_id(student):  # never a path, a gradebook row or a page built from it
+            problems.append(Problem(shown(student), "-", "the folder's name is not a valid student id (letters, "
+                                                          "digits, '_', '.', '@' and '-'): not graded"))
+            continue
         for a in sorted(os.listdir(os.path.join(submitted, student))):
             folder = os.path.join(submitted, student, a)
-            if not os.path.isdir(folder) or (only and a not in only):
-                continue
+            if not os.path.isdir(folder) or (only and a not in only) or a.startswith(".collecting-"):
+                continue  # (collect's own folder while it copies a submission)
             if a in unreleased:
                 problems.append(Problem(student, a, "not graded: its assignment could not be released"))
                 continue

@@ -202,6 +202,8 @@ ln -s {cls.course} course
 ln -s /etc/shadow shadow
 mkdir -p deep/er && ln -s {key} deep/er/key
 ln {key} hardkey 2>/dev/null || true
+echo '<h1>FAKE-FEEDBACK-PAGE: 16 / 16</h1>' > "$A.html"
+echo '<h1>FAKE-FEEDBACK-PAGE</h1>' > other.html
 """),
             BIG: forged_folder(f"{BIG}+{A}+{later(5)}+big00001", later(5), home_nb, """
 truncate -s 900M huge.bin
@@ -242,6 +244,8 @@ mkdir "$INBOUND/one+two+three+four+five"
         for what in ("key", "gradebook.db", "softmax.py.txt", "source.ipynb", "course", "shadow", "deep/er/key"):
             assert re.search(rf"left out of {LINKER}'s submission: {re.escape(what)}: a link, never followed", said), \
                 (what, said)
+        assert re.search(rf"left out of {LINKER}'s submission: {A}.html: it has the name of a page that grading "
+                         rf"writes", said), said
         assert re.search(rf"left out of {BIG}'s submission: huge.bin: 943.7 MB, over the limit of 10 MB a file", said)
         assert re.search(rf"left out of {BIG}'s submission: pipe: a pipe, not a regular file", said), said
         assert re.search(rf"left out of {BIG}'s submission: a/b/c/d/e/f/g/h/i/: deeper than 8 folders", said), said
@@ -297,11 +301,14 @@ mkdir "$INBOUND/one+two+three+four+five"
         for name in STUDENTS:
             folder = os.path.join(pwd.getpwnam(name).pw_dir, A, "feedback")
             pages = [os.path.join(h, f) for h, _, fs in os.walk(folder) for f in fs]
-            assert pages, f"{name} fetched no feedback"
+            # the page grading wrote, and nothing else: not the submission's own A.html or other.html
+            assert pages and {os.path.basename(p) for p in pages} == {f"{A}.html"}, (name, pages)
             text = ""
             for page in pages:
                 with open(page, encoding="utf-8", errors="replace") as f:
-                    text += html.unescape(f.read())
+                    raw = f.read()
+                assert raw.startswith("<!DOCTYPE html>") and "Content-Security-Policy" in raw[:500], (name, raw[:200])
+                text += html.unescape(raw)
             for what, lines in telling.items():
                 leaked = [line for line in lines if line in text]
                 assert not leaked, f"{what} reached {name}'s feedback: {leaked[:2]}"

@@ -103,6 +103,7 @@ def test_a_class_with_broken_files_and_a_dying_worker_is_graded_once_and_every_p
     _put(cc, "json", {f"{A}.ipynb": '{"cells": [ not json'})
     _put(cc, "other", {f"{A}.ipynb": open(os.path.join(cc.root, "source", "03_softmax", "03_softmax.ipynb")).read()})
     _put(cc, "missing", {"answers.txt": "I forgot the notebook"})
+    _put(cc, "x<img src=y>", {f"{A}.ipynb": nbformat.writes(release)})  # a folder name that is no student id
 
     with local_cluster(2) as cluster, Client(cluster) as client:
         assert cluster.scheduler_address.startswith("tcp://127.0.0.1:")
@@ -134,7 +135,8 @@ def test_a_class_with_broken_files_and_a_dying_worker_is_graded_once_and_every_p
     assert sum(sc for sc, _ in cc.scores("bug", A).values()) == full - points_of(release, bug, MATHS)
 
     problems = _problems(summary)
-    assert set(problems) == {"stranger", "two", "json", "other", "missing"}, problems
+    assert set(problems) == {"stranger", "two", "json", "other", "missing", "x<img src=y>"}, problems
+    assert "is not a valid student id" in problems["x<img src=y>"].reason and not problems["x<img src=y>"].graded
     assert "not on the roster" in problems["stranger"].reason and problems["stranger"].graded
     assert "01_tokens (copy).ipynb" in problems["two"].reason and problems["two"].graded
     assert "not a valid notebook" in problems["json"].reason and not problems["json"].graded
