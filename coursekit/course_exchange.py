@@ -56,19 +56,21 @@ def close_course_folder(course_path, gid=None, uid=None):
             try:
                 os.chown(path, -1 if uid is None else uid, -1 if gid is None else gid, follow_symlinks=False)
             except PermissionError:
-                pass  # not a group of ours: the folder keeps the caller's, which check_course_folder accepts
+                pass  # not a group of ours: the folder keeps the caller's
         if stat.S_IMODE(os.lstat(path).st_mode) != mode:
             os.chmod(path, mode)
 
 
-def problems_of_course_folder(course_path, gid, roster=()):
+def problems_of_course_folder(course_path, gid, roster=(), owners=None):
     """What is wrong with the exchange's course folder for a class (a student could list, change or replace what
     others hand in), each as a sentence with the command that fixes it; [] when all is well. ``gid``: the
     instructors' group (the course folder's), whose members may own these folders and read what students hand in;
-    ``roster``: the students, none of whom may be in it."""
+    ``roster``: the students, none of whom may be in it; ``owners``: who may own the folders (default: the group's
+    members and the caller)."""
     problems = []
     me = os.geteuid()
     staff = group_members(gid)
+    owners = set(owners) if owners is not None else staff | {untrusted.owner_name(me)}
     students = sorted(set(roster) & staff)
     if students:
         group = _group_name(gid)
@@ -86,9 +88,10 @@ def problems_of_course_folder(course_path, gid, roster=()):
             problems.append(f"{path} is {untrusted.kind_of(st.st_mode)}, not a folder: remove it (as root) and run "
                             f"`course release` again")
             continue
-        if st.st_uid not in (me, 0) and untrusted.owner_name(st.st_uid) not in staff:
-            problems.append(f"{path} is owned by {untrusted.owner_name(st.st_uid)}, not by you: a student may have "
-                            f"made it before the first release; remove it (as root) and run `course release` again")
+        if st.st_uid != 0 and untrusted.owner_name(st.st_uid) not in owners:
+            problems.append(f"{path} is owned by {untrusted.owner_name(st.st_uid)}, not by an instructor: a student "
+                            f"may have made it before the first release; remove it (as root) and run `course release` "
+                            f"again")
         have = stat.S_IMODE(st.st_mode)
         if have & 0o7777 != mode:
             problems.append(f"{path} has permissions {have:04o}; a class needs {mode:04o}: run `chmod {mode:04o} "

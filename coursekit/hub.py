@@ -21,6 +21,7 @@ proxy is configurable-http-proxy, installed beforehand by ``npm ci --prefix hub`
 """
 import csv
 import errno
+import grp
 import json
 import os
 import pwd
@@ -37,6 +38,7 @@ from . import ROOT
 # digits, '_' and '-', at most 32 characters
 UNIX_NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 PROXY = os.path.join(ROOT, "hub", "node_modules", ".bin", "configurable-http-proxy")
+REFERENCE = os.path.join(ROOT, "solutions")
 
 # what a student's JupyterLab leaves out (the Assignments tab, Validate and the Nbgrader menu stay)
 STUDENT_HIDDEN_PLUGINS = ("@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment",
@@ -129,20 +131,80 @@ def _instructor_has(name, st, group_bits):
     return user.pw_uid == st.st_uid or (st.st_gid in groups and st.st_mode & group_bits == group_bits)
 
 
-def check_course(course, instructors):
-    """The course folder is the instructors' to write, and closed to everyone else (it holds the source
-    notebooks with the answers, the submissions and the gradebook)."""
+def staff_group(course):
+    """The Unix group of the course's instructors: ``<course id>-staff``. The course folder, the exchange's course
+    folder and the reference answers are theirs; no student may be in it."""
+    from .exchange import course_id_of
+    return f"{course_id_of(course)}-staff"[:32]
+
+
+def _fixes(course, instructors, group, reference):
+    """The commands that give the course folder and the reference answers to the instructors' group."""
+    add = " && ".join(f"usermod -aG {group} {name}" for name in instructors)
+    return [f"groupadd -f {group} && {add}",
+            f"chown -R {instructors[0]}:{group} {course} && chmod -R g+rwX,o-rwx {course}",
+            f"chgrp -R {group} {reference} && chmod -R g+rX,o-rwx {reference}"]
+
+
+def course_problems(course, instructors, students=(), reference=REFERENCE):
+    """What keeps the course folder and the reference answers from being the instructors' alone, each a sentence:
+    the course folder holds the source notebooks with the answers, the submissions and the gradebook; the reference
+    (the install's ``solutions/``) is what ``course grade`` compares against. Students' servers import the student
+    bundle's packages, which hold no answers, so they never need either."""
     if not os.path.isfile(os.path.join(course, "nbgrader_config.py")):
-        raise HubError(f"{course} is not a course folder (no nbgrader_config.py)")
-    st = os.stat(course)
+        return [f"{course} is not a course folder (no nbgrader_config.py)"]
+    problems = []
+    for path, what, bits in ((course, "the course folder", 0o070), (reference, "the reference answers", 0o050)):
+        st = os.stat(path)
+        mode = stat.S_IMODE(st.st_mode)
+        if mode & 0o007:
+            problems.append(f"students could read {what} {path} (permissions {mode:04o})")
+        for name in instructors:
+            if _instructor_has(name, st, bits if path == reference else 0o030):
+                continue
+            problems.append(f"the instructor {name} cannot {'write' if path == course else 'read'} {what} {path} "
+                            f"(owned by {pwd.getpwuid(st.st_uid).pw_name}, group {_group_name(st.st_gid)})")
+    from .course_exchange import group_members
+    inside = sorted(set(students) & group_members(os.stat(course).st_gid))
+    if inside:
+        problems.append(f"the students {', '.join(inside)} are in the group {_group_name(os.stat(course).st_gid)} "
+                        f"of the course folder, so they could read every submission and the answers")
+    return problems
+
+
+def _group_name(gid):
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:
+        return str(gid)
+
+
+def give_to_staff(course, instructors, reference=REFERENCE, out=print):
+    """As root: the instructors' group (made if missing, the instructors added), the course folder the first
+    instructor's and the group's (closed to others), the reference answers the group's to read (closed to others).
+    What `course hub --create-users` does instead of asking for the commands of ``_fixes``."""
+    group = staff_group(course)
+    try:
+        gid = grp.getgrnam(group).gr_gid
+    except KeyError:
+        subprocess.run(["groupadd", group], check=True, capture_output=True)
+        gid = grp.getgrnam(group).gr_gid
+        out(f"created the group {group} of the course's instructors")
     for name in instructors:
-        if not _instructor_has(name, st, 0o030):
-            raise HubError(f"the instructor {name} cannot write the course folder {course} (owned by "
-                           f"{pwd.getpwuid(st.st_uid).pw_name}): run `chown -R {name} {course}`")
-    if stat.S_IMODE(st.st_mode) & 0o007:
-        raise HubError(f"students could read the course folder {course} (permissions "
-                       f"{stat.S_IMODE(st.st_mode):04o}; it holds the answers and everyone's submissions): "
-                       f"run `chmod o-rwx {course}`")
+        if name not in grp.getgrgid(gid).gr_mem:
+            subprocess.run(["usermod", "-aG", group, name], check=True, capture_output=True)
+    owner = pwd.getpwnam(instructors[0]).pw_uid
+    for top, uid, dirs_mode, files_mode in ((course, owner, 0o2770, 0o660), (reference, -1, 0o2750, 0o640)):
+        for here, dirs, files in os.walk(top):
+            os.chown(here, uid, gid)
+            os.chmod(here, dirs_mode)
+            for name in files:
+                path = os.path.join(here, name)
+                if not os.path.islink(path):
+                    os.chown(path, uid, gid)
+                    os.chmod(path, files_mode | (stat.S_IMODE(os.stat(path).st_mode) & 0o100))
+    out(f"the course folder {course} is {instructors[0]}'s and {group}'s, the reference answers {reference} "
+        f"{group}'s to read; both closed to everyone else")
 
 
 def enrol(course, roster, out=print):
@@ -167,24 +229,6 @@ def enrol(course, roster, out=print):
     return added
 
 
-REFERENCE = os.path.join(ROOT, "solutions")
-
-
-def check_reference(instructors, reference=REFERENCE):
-    """The reference answers (the install's ``solutions/``) are closed to students, who log in to this machine,
-    and open to the instructors, whose ``course grade`` compares against them. Students' servers import the
-    student bundle's packages, which hold no answers, so they never need it."""
-    st = os.stat(reference)
-    fix = f"`chgrp -R {instructors[0]} {reference} && chmod -R g+rX,o-rwx {reference}`"
-    if stat.S_IMODE(st.st_mode) & 0o005:
-        raise HubError(f"students could read the reference answers in {reference} (permissions "
-                       f"{stat.S_IMODE(st.st_mode):04o}; the course's install): run {fix}")
-    for name in instructors:
-        if not _instructor_has(name, st, 0o050):
-            raise HubError(f"the instructor {name} cannot read the reference answers in {reference}, which "
-                           f"`course grade` compares against: run {fix}")
-
-
 def exchange_for_class(root, course, instructors, students):
     """nbgrader's exchange at ``root`` as a class needs it (mode 1777, reachable by everyone), and the course's
     folder in it made now, as root, the first instructor's and the course folder's group's: a student who made it
@@ -198,7 +242,7 @@ def exchange_for_class(root, course, instructors, students):
         raise HubError(f"{folder} is owned by {pwd.getpwuid(os.lstat(folder).st_uid).pw_name}, not by the instructor "
                        f"{instructors[0]}: someone made it before the course; move it away and start the hub again")
     close_course_folder(folder, gid=gid, uid=owner)
-    problems = problems_of_course_folder(folder, gid, students)
+    problems = problems_of_course_folder(folder, gid, students, owners=set(instructors))
     if problems:
         raise HubError("the exchange's course folder is not as a class needs it:\n  " + "\n  ".join(problems))
     return root
@@ -260,8 +304,10 @@ def closed_folders(path):
 
 
 def users_python():
-    """This install's Python, which every user's server runs; a HubError when other users cannot reach it."""
-    closed = closed_folders(sys.executable)
+    """This install's Python, which every user's server runs; a HubError when other users cannot reach it (its
+    interpreter, the virtual environment's packages, or the course's own packages)."""
+    closed = sorted(set(closed_folders(sys.executable)) | set(closed_folders(os.path.join(sys.prefix, "x")))
+                    | set(closed_folders(os.path.join(ROOT, "x"))))
     if closed:
         raise HubError(f"other users cannot run this install's Python ({os.path.realpath(sys.executable)}): "
                        f"{', '.join(closed)} may not be entered by them: run `chmod o+x {' '.join(closed)}` "
@@ -362,23 +408,40 @@ def write_config(state, *, course, exchange, students, instructors, ip, port, ex
 
 
 def prepare(args, out=print):
-    """Everything ``course hub`` checks and writes before the hub starts; returns (command, cwd, env)."""
+    """Everything ``course hub`` checks and writes before the hub starts; returns (command, cwd, env). Every problem
+    it finds is named in one HubError, each with what to change."""
     if os.geteuid() != 0:
         raise HubError("the hub starts each user's server as that user, so it runs as root: "
                        "`sudo .venv/bin/course hub ...`")
     if not args.instructor:
         raise HubError("name the course's instructor(s): --instructor NAME (a local Unix user)")
-    roster = read_roster(args.roster)
-    students = [sid for sid, _ in roster]
+    problems, students, roster = [], [], []
+    course = os.path.abspath(args.course)
+    try:
+        roster = read_roster(args.roster)
+        students = [sid for sid, _ in roster]
+    except HubError as exc:
+        problems.append(str(exc))
     both = sorted(set(students) & set(args.instructor))
     if both:
-        raise HubError(f"{', '.join(both)} is both an instructor and on the roster: one role each")
-    check_port(args.ip, args.port)
-    users_python()  # before anything is created
+        problems.append(f"{', '.join(both)} is both an instructor and on the roster: one role each")
+    for check in (lambda: check_port(args.ip, args.port), users_python, proxy_command):
+        try:
+            check()
+        except HubError as exc:
+            problems.append(str(exc))
+    if not os.path.isfile(os.path.join(course, "nbgrader_config.py")):
+        problems.append(f"{course} is not a course folder (no nbgrader_config.py): give --course")
+    if problems:  # nothing is created while the basics are wrong
+        raise HubError(_listed(problems))
     ensure_users(list(args.instructor) + students, create=args.create_users, out=out)
-    course = os.path.abspath(args.course)
-    check_course(course, args.instructor)
-    check_reference(args.instructor)
+    if args.create_users:
+        give_to_staff(course, args.instructor, out=out)
+    problems = course_problems(course, args.instructor, students)
+    if problems:
+        fixes = "\n".join(f"    {c}" for c in _fixes(course, args.instructor, staff_group(course), REFERENCE))
+        raise HubError(_listed(problems) + f"\nas root, either run `course hub` with --create-users, which does "
+                                           f"this itself, or:\n{fixes}")
     enrol(course, roster, out=out)
     exchange = exchange_for_class(os.path.abspath(args.exchange), course, args.instructor, students)
     config = write_config(args.state, course=course, exchange=exchange, students=students,
@@ -390,3 +453,8 @@ def prepare(args, out=print):
     out(f"JupyterHub for {len(students)} student(s) and {len(args.instructor)} instructor(s) on "
         f"http://{args.ip}:{args.port}; course {course}; exchange {exchange}; state {os.path.abspath(args.state)}")
     return cmd, os.path.abspath(args.state), env
+
+
+def _listed(problems):
+    return problems[0] if len(problems) == 1 else f"{len(problems)} problems:\n" + "\n".join(
+        f"  - {p}" for p in problems)

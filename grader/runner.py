@@ -16,7 +16,7 @@ from . import _safe, reference
 from .compare import compare, same
 from .devices import GPU_FAULT, gpu_fault, grading_devices, move, tensors
 from .cases import EXERCISES, hidden_cases, visible_cases
-from .cases.common import Case, NotAnAnswer, digest_of, stub_message
+from .cases.common import GAVE_UP, Case, NotAnAnswer, digest_of, stub_message
 from .report import Report
 from .shipped import load_expected
 
@@ -165,10 +165,14 @@ def run_properties(run, ex, fn, part):
     for ppart, prop in ex.properties:
         if ppart != part or run.stopped:
             continue
+        gave_up = GAVE_UP[0]
         try:
             message = prop(fn)
         except Exception as exc:  # a property that cannot even run the learner code
             message = f"the property check could not run your function: {type(exc).__name__}: {exc}"
+        if message is None and GAVE_UP[0] > gave_up:  # it checked nothing: no credit for it
+            message = ("not checked: your function gave no usable result on this check's input (the failures above "
+                       "say why), so nothing could be checked")
         doc = (prop.__doc__ or prop.__name__.strip("_").replace("_", " ")).strip().splitlines()[0]
         run.record(run.n + 1, f"property: {doc}", "cpu", None, ("property", message) if message else None, None)
 
@@ -304,19 +308,22 @@ def meta_probe(run, ex, fn, ref, cases):
         if ref_err is not None:
             continue
         outcome = _safe.call(fn, args, kwargs)
-        probed += 1
         wrong = None
         if outcome.error is not None:
             text = str(outcome.error)
-            if "device" in text and ("meta" in text or "same device" in text):
-                wrong = ("device", f"it mixes devices: with inputs on device X, a tensor made inside the function "
-                                   f"without device=X lands on the CPU. PyTorch said: {text[:200]}")
-        elif not outcome.timed_out:
+            if not ("device" in text and ("meta" in text or "same device" in text)):
+                continue  # it raised for another reason (it needs real data, or it is a stub): nothing probed
+            wrong = ("device", f"it mixes devices: with inputs on device X, a tensor made inside the function "
+                               f"without device=X lands on the CPU. PyTorch said: {text[:200]}")
+        elif outcome.timed_out:
+            continue
+        else:
             for t in tensors(outcome.value):
                 if t.device.type != "meta":
                     wrong = ("device", f"with inputs on the 'meta' device the output came back on {t.device}: "
                                        f"create new tensors with device=<input>.device (and dtype=...)")
                     break
+        probed += 1
         if wrong is not None:  # one failure is enough to teach the rule
             run.record(run.n + 1, f"device probe on: {case.what}", "meta", outcome, wrong, None)
             return

@@ -272,13 +272,21 @@ def stub_message(fn_name):
             f"`raise NotImplementedError()` line in the exercise cell with your code.")
 
 
+# How many times a check gave up on the learner's function (it raised, ran out of time or returned no usable tensor):
+# a property check that gave up has checked nothing, so it is not counted as passed (grader.runner.run_properties).
+GAVE_UP = [0]
+
+
 def learner_call(fn, args, kwargs=None):
     """The outcome of ``fn(*args, **kwargs)`` (a ``_safe.Outcome``), or None when it raised or ran out of time.
 
     None means: give up, the case checks report what went wrong.
     """
     out = _safe.call(fn, args, kwargs or {})
-    return None if out.error is not None or out.timed_out else out
+    if out.error is not None or out.timed_out:
+        GAVE_UP[0] += 1
+        return None
+    return out
 
 
 def tensor_in(value, item=None, shape=None, dim=None):
@@ -300,7 +308,12 @@ def tensor_in(value, item=None, shape=None, dim=None):
 def learner_tensor(fn, args, kwargs=None, item=None, shape=None, dim=None):
     """Call the learner's ``fn``; the tensor it returned (see ``tensor_in``), or None to give up."""
     out = learner_call(fn, args, kwargs)
-    return None if out is None else tensor_in(out.value, item, shape, dim)
+    if out is None:
+        return None
+    value = tensor_in(out.value, item, shape, dim)
+    if value is None:
+        GAVE_UP[0] += 1
+    return value
 
 
 def nested(t):

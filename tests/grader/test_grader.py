@@ -666,11 +666,15 @@ def test_a_function_wrong_on_the_cpu_is_not_run_on_the_gpu(monkeypatch):
 
 @pytest.mark.parametrize("name", list(EXERCISES))
 def test_every_part_fails_on_the_released_stub(name):
-    """No part of any exercise can pass a function that still raises NotImplementedError."""
+    """No part of any exercise can pass a function that still raises NotImplementedError, and no single check of
+    it passes either: a property check that could not call the function is not counted as passed."""
     def stub(*args, **kwargs):
         raise NotImplementedError()
     for part in grader.parts_of(name):
-        assert "not implemented yet" in failure(name, stub, part)
+        said = failure(name, stub, part)
+        assert "not implemented yet" in said
+        counts = re.match(r"FAILED \S+ \[\S+\]: (\d+) of (\d+) checks failed", said)  # absent for one check
+        assert counts is None or counts.group(1) == counts.group(2), said.splitlines()[0]
 
 
 def test_a_function_that_looks_up_the_shipped_expectations_fails_every_graded_cell(learner):

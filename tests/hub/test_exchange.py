@@ -8,6 +8,7 @@ Cost: about 20 s on 2 cores beside other suites (one release, four submissions, 
 browser is tests/hub/test_hub_class.py.
 """
 import datetime
+import grp
 import os
 import pwd
 import re
@@ -107,24 +108,31 @@ def test_an_exchange_with_the_wrong_permissions_is_named_with_what_to_change(tmp
         exchange.check_exchange(str(root), shared=True)  # a hub's: every student must reach it
 
 
-def test_reference_answers_that_students_could_read_or_an_instructor_could_not_are_refused(tmp_path):
-    """`course hub` checks the install's solutions/ before it starts (here a folder standing in for it): closed to
-    others, open to every instructor (their `course grade` reads it); the refusal gives the command to run."""
-    reference = tmp_path / "solutions"
-    reference.mkdir()
-    fix = f"`chgrp -R root {reference} && chmod -R g+rX,o-rwx {reference}`"
-    for mode in (0o755, 0o751, 0o754):  # listing it, or entering it to open a file whose name is known
-        os.chmod(reference, mode)
-        with pytest.raises(hub.HubError, match=re.escape(f"students could read the reference answers in {reference} "
-                                                         f"(permissions {mode:04o}; the course's install): run {fix}")):
-            hub.check_reference(["root"], reference=str(reference))
-    os.chmod(reference, 0o750)
-    hub.check_reference(["root"], reference=str(reference))  # its owner
-    nobody = pwd.getpwuid(65534).pw_name  # in no group of root's folder
-    with pytest.raises(hub.HubError, match=re.escape(f"the instructor {nobody} cannot read the reference answers")):
-        hub.check_reference(["root", nobody], reference=str(reference))
+def test_a_course_folder_or_reference_others_could_read_or_an_instructor_could_not_is_refused_all_at_once(tmp_path):
+    """`course hub` checks the course folder and the install's solutions/ before it starts (here folders standing in
+    for them): closed to others, open to every instructor; every problem is named in one list."""
+    course, reference = tmp_path / "course", tmp_path / "solutions"
+    for folder in (course, reference):
+        folder.mkdir()
+    (course / "nbgrader_config.py").write_text("c = get_config()\n")
+    nobody = pwd.getpwuid(65534).pw_name  # in no group of root's folders
+    os.chmod(course, 0o755)
+    os.chmod(reference, 0o754)
+    problems = hub.course_problems(str(course), ["root", nobody], reference=str(reference))
+    assert problems == [f"students could read the course folder {course} (permissions 0755)",
+                        f"the instructor {nobody} cannot write the course folder {course} (owned by root, group root)",
+                        f"students could read the reference answers {reference} (permissions 0754)",
+                        f"the instructor {nobody} cannot read the reference answers {reference} (owned by root, group "
+                        f"root)"]
+    os.chmod(course, 0o2770)
+    os.chmod(reference, 0o2750)
+    os.chown(course, 0, pwd.getpwuid(65534).pw_gid)
     os.chown(reference, 0, pwd.getpwuid(65534).pw_gid)
-    hub.check_reference(["root", nobody], reference=str(reference))  # in its group, with g+rx
+    assert hub.course_problems(str(course), ["root", nobody], reference=str(reference)) == []
+    # a student in the instructors' group reads everything
+    assert hub.course_problems(str(course), ["root"], students=[nobody], reference=str(reference)) == [
+        f"the students {nobody} are in the group {grp.getgrgid(pwd.getpwuid(65534).pw_gid).gr_name} of the course "
+        f"folder, so they could read every submission and the answers"]
 
 
 def test_collect_names_nothing_submitted_takes_the_latest_keeps_the_history_and_refuses_the_wrong_assignment(
