@@ -26,6 +26,7 @@ import json
 import os
 import pwd
 import re
+import shlex
 import shutil
 import socket
 import stat
@@ -45,6 +46,10 @@ STUDENT_HIDDEN_PLUGINS = ("@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:cre
                           "@jupyter/nbgrader:course-list")
 STUDENT_OFF_SERVER_EXTENSIONS = ("nbgrader.server_extensions.formgrader", "nbgrader.server_extensions.course_list")
 NO_NEWS = {"check_for_updates_class": "jupyterlab.NeverCheckForUpdate", "news_url": None}
+# nbgrader's formgrader plugin frames the formgrader in the lab, which a hub's servers refuse; the course's hub-lab
+# extension (on every user's JUPYTER_PATH) opens it in a browser tab of its own instead
+INSTRUCTOR_FRAMED_FORMGRADER = "@jupyter/nbgrader:formgrader"
+LAB_EXTENSIONS = os.path.join(ROOT, "hub", "share", "jupyter")
 
 
 class HubError(Exception):
@@ -264,6 +269,13 @@ def _write(path, text, mode=0o644):
     os.replace(path + ".tmp", path)
 
 
+def login_shell_with_course(bin_dir):
+    """The instructor's terminal: a login shell (the system's and the user's profile read as usual), then an
+    interactive shell with the course's commands first on PATH. Debian's and Ubuntu's /etc/profile set PATH anew in
+    every login shell, so a PATH given to the server alone does not reach a terminal."""
+    return ["/bin/bash", "-l", "-c", f'PATH={shlex.quote(bin_dir)}:"$PATH"; export PATH; exec /bin/bash -i']
+
+
 def role_settings(state, exchange, course):
     """The Jupyter configuration folders of the two roles (on each server's JUPYTER_CONFIG_PATH); returns
     {role: folder}."""
@@ -272,6 +284,12 @@ def role_settings(state, exchange, course):
         folder = os.path.join(state, "jupyter", role)
         server = {"LabApp": dict(NO_NEWS)}
         hidden = {"@jupyterlab/apputils-extension:announcements": True}
+        if role == "instructor":
+            # the formgrader in a tab of its own (hub-lab's command), with its links to this server's lab
+            hidden[INSTRUCTOR_FRAMED_FORMGRADER] = True
+            server["ServerApp"] = {"jpserver_extensions": {"coursekit.formgrader_links": True},
+                                   "terminado_settings": {
+                                       "shell_command": login_shell_with_course(os.path.dirname(sys.executable))}}
         if role == "student":
             server["ServerApp"] = {"jpserver_extensions": {n: False for n in STUDENT_OFF_SERVER_EXTENSIONS}}
             hidden.update({n: True for n in STUDENT_HIDDEN_PLUGINS})
@@ -361,6 +379,7 @@ COURSE = {course!r}
 EXCHANGE = {exchange!r}
 STUDENT_PACKAGES = {packages!r}
 PATH = {path!r}
+LAB_EXTENSIONS = {lab_extensions!r}
 
 
 def course_environment(spawner):
@@ -369,6 +388,7 @@ def course_environment(spawner):
     env = dict(spawner.environment)
     env["PATH"] = PATH
     env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["JUPYTER_PATH"] = LAB_EXTENSIONS  # the course's hub-lab plugins
     if name in INSTRUCTORS:
         env.update(JUPYTER_CONFIG_PATH=ROLE_CONFIG["instructor"], COURSE_ROOT=COURSE, COURSE_EXCHANGE=EXCHANGE)
         spawner.notebook_dir = COURSE
@@ -399,7 +419,7 @@ def write_config(state, *, course, exchange, students, instructors, ip, port, ex
         proxy_pid=os.path.join(state, "proxy.pid"), users=set(students) | set(instructors),
         python=python, instructors=set(instructors), roles=roles,
         course=course, exchange=exchange, packages=packages,
-        path=os.pathsep.join([commands, "/usr/local/bin", "/usr/bin", "/bin"]))
+        path=os.pathsep.join([commands, "/usr/local/bin", "/usr/bin", "/bin"]), lab_extensions=LAB_EXTENSIONS)
     if extra_config:
         text += f"\n# --extra-config\nload_subconfig({os.path.abspath(extra_config)!r})  # noqa: F821\n"
     path = os.path.join(state, "jupyterhub_config.py")

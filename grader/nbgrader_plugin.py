@@ -284,24 +284,45 @@ class TrustedVerdict(NbGraderPreprocessor):
 
 class StampVersion(NbGraderPreprocessor):
     """A release carries the course version (``course_version`` in its metadata), so that grading can say by name
-    when a submission was made from a release of another version."""
+    when a submission was made from a release of another version; and the language the course's kernel reports,
+    whole, so that JupyterLab, which writes the kernel's ``language_info`` into a notebook it opens, finds nothing to
+    change: an untouched notebook opens unmodified and closes without "Save changes?"."""
 
     def preprocess(self, nb, resources):
         nb.metadata["course_version"] = version()
+        nb.metadata["language_info"] = kernel_language_info()
         return nb, resources
 
 
-class ShortenTracebacks(NbGraderPreprocessor):
-    """Feedback: show a failed test cell's error as its message only.
+def kernel_language_info():
+    """The ``language_info`` that this install's Python kernel (ipykernel) reports on connecting."""
+    from ipykernel.ipkernel import IPythonKernel
+    return json.loads(json.dumps(IPythonKernel.language_info))
 
-    IPython's traceback quotes the cell's source, hidden-test lines included;
-    the message (what the grader says about the learner's function) is what
-    feedback needs.
+
+class ShortenTracebacks(NbGraderPreprocessor):
+    """Feedback: every error as one line, never a stack.
+
+    A failed test cell shows its message only: IPython's traceback quotes the cell's source, hidden-test lines
+    included, and the message (what the grader says about the learner's function) is what feedback needs. Any
+    other cell that stopped (a plot cell that calls a function still left as its stub) says that it stopped and
+    why: its stack would point into the course's modules, at lines the learner never wrote.
     """
 
     def preprocess_cell(self, cell, resources, index):
-        if cell.cell_type == "code" and cell.metadata.get("nbgrader", {}).get("grade"):
-            for out in cell.get("outputs", []):
-                if out.get("output_type") == "error":
-                    out["traceback"] = [f"{out.get('ename', 'Error')}: {out.get('evalue', '')}"]
+        if cell.cell_type != "code":
+            return cell, resources
+        graded = cell.metadata.get("nbgrader", {}).get("grade")
+        for out in cell.get("outputs", []):
+            if out.get("output_type") != "error":
+                continue
+            name, value = out.get("ename", "Error"), out.get("evalue", "")
+            if graded:
+                out["traceback"] = [f"{name}: {value}"]
+            elif name == "NotImplementedError" and not value:
+                out["traceback"] = ["This cell stopped with NotImplementedError: a function it calls is still its "
+                                    "stub (write the exercise above it, then run the cell again)."]
+            else:
+                out["traceback"] = [f"This cell stopped with {name}: {value}" if value else
+                                    f"This cell stopped with {name}."]
         return cell, resources

@@ -225,10 +225,38 @@ class FeedbackPage(NbGraderPreprocessor):
     def preprocess(self, nb, resources):
         assignment = resources.get("nbgrader", {}).get("assignment") or ""
         texts, _ = trusted_cells(self.course_root or os.getcwd(), assignment)
+        resources["course_toc_labels"] = toc_labels(nb, texts)
         for cell in nb.cells:
             if cell.cell_type == "markdown" and cell.source in texts and "$" in cell.source:
                 cell.source = maths_to_mathml(cell.source)
         return nb, resources
+
+
+PARTS = ("basic", "edge", "errors")
+QUESTION = re.compile(r"^\s*\*\*(Question \d+)\*\*\.?\s*(.*)", re.S)
+
+
+def toc_labels(nb, course_texts):
+    """{grade id: what the feedback's table of contents calls the graded cell}: an exercise's cells by its name and
+    part ("softmax · basic"), a question's by its number and the start of its text ("Question 1 · The logits…").
+    Only the course's own Markdown is read for a title (``course_texts``), never a learner's."""
+    labels, title = {}, None
+    for cell in nb.cells:
+        md = cell.metadata.get("nbgrader", {})
+        if cell.cell_type == "markdown" and cell.source in course_texts:
+            found = QUESTION.match(cell.source)
+            title = (found.group(1), found.group(2)) if found else None
+        if not md.get("grade") or md.get("solution") or not md.get("grade_id"):
+            continue
+        name, _, part = md["grade_id"].rpartition("_")
+        if part not in PARTS:
+            continue
+        if name.startswith("answer_") and title:
+            text = re.sub(r"\s+", " ", re.sub(r"[$*`]", "", title[1])).strip()
+            labels[md["grade_id"]] = f"{title[0]} · {text[:70] + '…' if len(text) > 70 else text}"
+        else:
+            labels[md["grade_id"]] = f"{name} · {part}"
+    return labels
 
 
 def template_dir():

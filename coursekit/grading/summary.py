@@ -36,9 +36,11 @@ def print_summary(summary, course_root, out=None):
     p = lambda *a: print(*(plain(x) for x in a), file=out or sys.stdout)  # noqa: E731  (names and faults: a submission's)
     p(f"graded {len(summary.graded)} submission(s) in {summary.seconds:.1f} s on {summary.workers} worker(s); "
       f"isolation: {'bubblewrap sandbox' if summary.isolated else 'NONE (--no-isolation)'}")
-    p(f"  {'student':<24} {'assignment':<22} {'score':>6}  hidden-case seed")
+    p(f"  {'student':<24} {'assignment':<22} {'score':>13}  hidden-case seed")
+    totals = _max_scores(course_root, {a for _, a in summary.graded})
     for (student, a), score in sorted(summary.graded.items()):
-        p(f"  {student:<24} {a:<22} {score:>6g}  {summary.seeds.get((student, a), '')}")
+        shown = f"{score:g} / {totals[a]:g}" if totals.get(a) is not None else f"{score:g}"
+        p(f"  {student:<24} {a:<22} {shown:>13}  {summary.seeds.get((student, a), '')}")
     if summary.problems:
         p(f"{len(summary.problems)} problem(s) with the submissions:")
         for pr in summary.problems:
@@ -58,3 +60,18 @@ def print_summary(summary, course_root, out=None):
     p(f"hidden-case seeds: {os.path.join(course_root, 'hidden_seeds.csv')}")
 
 
+def _max_scores(course_root, assignments):
+    """{assignment: its total points} from the course's gradebook (None where it does not know the assignment)."""
+    from nbgrader.api import MissingEntry
+
+    from ..pipeline import gradebook
+    out = {}
+    if not os.path.exists(os.path.join(course_root, "gradebook.db")):
+        return out
+    with gradebook(course_root) as gb:
+        for a in assignments:
+            try:
+                out[a] = gb.find_assignment(a).max_score
+            except MissingEntry:
+                out[a] = None
+    return out

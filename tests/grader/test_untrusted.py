@@ -9,6 +9,7 @@ import base64
 import html.parser
 import io
 import os
+import re
 
 import nbformat
 import pytest
@@ -250,3 +251,41 @@ def test_text_from_a_submission_reaches_a_terminal_without_escape_sequences():
     printed = out.getvalue()
     assert "\x1b" not in printed and "\x9b" not in printed and "\r" not in printed
     assert "adascore 100" in printed and "why red" in printed and "it said hidden" in printed
+
+
+def test_feedback_names_each_graded_cell_shows_an_ungraded_cells_error_in_one_line_and_wraps_messages():
+    """The table of contents names an exercise's cells by exercise and part and a question by its number and text;
+    a plot cell that stopped because a function is still its stub says so in one line, not a stack into the
+    course's modules; a failure message wraps inside its box."""
+    from grader.nbgrader_plugin import ShortenTracebacks
+    from grader.untrusted import FeedbackPage
+    a = "03_softmax"
+    nb = nbformat.read(os.path.join(COURSE, "source", a, a + ".ipynb"), as_version=4)
+    plot = next(c for c in nb.cells if c.cell_type == "code" and not c.metadata.get("nbgrader"))
+    plot.outputs = [nbformat.v4.new_output("error", ename="NotImplementedError", evalue="", traceback=[
+        "\x1b[31mTraceback\x1b[0m", "File coursekit/widgets/temperature.py:88, in draw", "raise NotImplementedError"])]
+    failed = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "softmax_basic")
+    failed.outputs = [nbformat.v4.new_output("error", ename="CheckFailed", evalue="FAILED softmax [basic]: " + "x" * 400,
+                                             traceback=["a", "stack"])]
+    for cell in nb.cells:  # what nbgrader's GetGrades adds before the page is made
+        md = cell.metadata.get("nbgrader", {})
+        if md.get("grade") or md.get("solution"):
+            md.update(score=0.0 if md.get("grade_id") == "softmax_basic" else float(md.get("points", 0)),
+                      points=float(md.get("points", 0)))
+    resources = {"nbgrader": {"notebook": a, "assignment": a, "student": "s", "score": 14, "max_score": 16,
+                              "late_penalty": 0}}
+    nb, resources = ShortenTracebacks().preprocess(nb, resources)
+    nb, resources = FeedbackPage(course_root=COURSE).preprocess(nb, resources)
+    page, _ = FeedbackExporter().from_notebook_node(nb, resources=resources)
+    toc = html.unescape(page[page.index('<div id="toc">'):page.index("</ol>")])
+    items = [" ".join(re.sub(r"<[^>]+>", " ", li).split()) for li in re.findall(r"<li[^>]*>(.*?)</li>", toc, re.S)]
+    assert items[:3] == ["softmax · basic 0.0 / 2.0", "softmax · edge 1.0 / 1.0", "softmax · errors 1.0 / 1.0"]
+    assert "Test cell" not in toc
+    question = next(i for i in items if i.startswith("Question 1 · "))
+    assert question.startswith("Question 1 · The logits [2, 1, 0] at temperature") and question.endswith("1.0 / 1.0")
+    assert 'class="course-failed"><a href="#softmax_basic">' in toc
+    text = html.unescape(re.sub(r"<[^>]+>", "", page))
+    assert ("This cell stopped with NotImplementedError: a function it calls is still its stub (write the exercise "
+            "above it, then run the cell again).") in text
+    assert "temperature.py:88" not in text and "stack" not in text.split("FAILED softmax [basic]")[1][:500]
+    assert "white-space: pre-wrap" in page

@@ -5,6 +5,7 @@ graded is graded with real nbgrader in the sandbox, each problem is named in the
 writes the gradebook. A worker killed mid-task has its submission graded again elsewhere, once.
 """
 import os
+import re
 import pathlib
 import shutil
 import signal
@@ -129,6 +130,8 @@ def test_a_class_with_broken_files_and_a_dying_worker_is_graded_once_and_every_p
     graded = {s: score for (s, _), score in summary.graded.items()}
     assert graded == {"ref": full, "bug": full - points_of(release, bug, MATHS), "crash": full, "loop": 0,
                       "stranger": 0, "two": 0}, said
+    assert re.search(rf"^  ref +{A} +{full:g} / {full:g}  ", said, re.M), said  # the score out of the total
+    assert re.search(rf"^  loop +{A} +0 / {full:g}  ", said, re.M), said
     assert summary.graded_by[(interrupted, A)][1] != victim  # graded again, by another worker process
     assert all(n == 1 for n in _submissions_per_student(cc.root).values())  # and written once
     assert set(_submissions_per_student(cc.root)) == set(graded)
