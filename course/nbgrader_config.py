@@ -75,6 +75,15 @@ c.Autograde.autograde_preprocessors = [
     SandboxedExecute, TrustedVerdict, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, NeutraliseSubmission,
     SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
 c.NeutraliseSubmission.course_root = HERE
+
+# On the hub, in an instructor's server (a plain user, COURSE_GRADING_URL set), the grading runs in the hub's grading
+# service, as root, with a user and a control group of its own per sandbox (coursekit/hub_grading.py): the
+# formgrader's Autograde button and `nbgrader autograde` send the submission there and save the grades it returns.
+if os.environ.get("COURSE_GRADING_URL") and os.geteuid() != 0:
+    from coursekit.hub_grading import graded_by_hub_preprocessor  # noqa: E402
+    GradedByHub = graded_by_hub_preprocessor()
+    c.Autograde.autograde_preprocessors = [GradedByHub, SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
+    c.GradedByHub.course_root = HERE
 c.SandboxedExecute.timeout = 120
 c.SandboxedExecute.interrupt_on_timeout = True
 c.SandboxedExecute.iopub_timeout = 30

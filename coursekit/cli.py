@@ -188,7 +188,12 @@ def _isolation_ready(no_isolation):
 def cmd_grade(args):
     """Instructor workflow: release, grade every submission in parallel (Dask), feedback, grades.csv, summary."""
     from .grading import grade_class, print_summary, security_from
+    from .hub_grading import on_the_hub
     from .pipeline import nbgrader_env
+    if on_the_hub() and args.no_isolation:
+        print("course grade: on the hub, grading always runs in the sandbox, as root, by the hub's grading service "
+              "(--no-isolation is for a machine of your own)", file=sys.stderr)
+        return 2
     if not _isolation_ready(args.no_isolation):
         return 2
     root = os.path.abspath(args.course)

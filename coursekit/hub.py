@@ -373,6 +373,12 @@ c.Spawner.default_url = "/lab"
 c.Spawner.http_timeout = 120
 c.Spawner.start_timeout = 180
 
+# grading with the full separation: the course's grading service, run by the hub as root
+# (coursekit/hub_grading.py); the instructors' `course grade` and Autograde send each submission there
+c.JupyterHub.services = [{{"name": "course-grading", "command": [{python!r}, "-m", "coursekit.hub_grading",
+                                                                {grading_config!r}], "cwd": {state!r}}}]
+GRADING_URL = {grading_url!r}
+
 INSTRUCTORS = {instructors!r}
 ROLE_CONFIG = {roles!r}
 COURSE = {course!r}
@@ -390,7 +396,8 @@ def course_environment(spawner):
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     env["JUPYTER_PATH"] = LAB_EXTENSIONS  # the course's hub-lab plugins
     if name in INSTRUCTORS:
-        env.update(JUPYTER_CONFIG_PATH=ROLE_CONFIG["instructor"], COURSE_ROOT=COURSE, COURSE_EXCHANGE=EXCHANGE)
+        env.update(JUPYTER_CONFIG_PATH=ROLE_CONFIG["instructor"], COURSE_ROOT=COURSE, COURSE_EXCHANGE=EXCHANGE,
+                   COURSE_GRADING_URL=GRADING_URL)
         spawner.notebook_dir = COURSE
     else:
         env.update(JUPYTER_CONFIG_PATH=ROLE_CONFIG["student"], PYTHONPATH=STUDENT_PACKAGES)
@@ -411,8 +418,13 @@ def write_config(state, *, course, exchange, students, instructors, ip, port, ex
     packages = student_packages(state)
     python = users_python()
     commands = os.path.dirname(python)
+    from . import hub_grading
+    grading_port, hub_port = free_port(), free_port()
+    grading_config = hub_grading.write_config(state, grading_port, f"http://127.0.0.1:{hub_port}/hub/api",
+                                              {course: instructors})
     text = HUB_CONFIG.format(
-        bind_url=f"http://{ip}:{port}", hub_bind_url=f"http://127.0.0.1:{free_port()}",
+        grading_config=grading_config, grading_url=f"http://127.0.0.1:{grading_port}", state=state,
+        bind_url=f"http://{ip}:{port}", hub_bind_url=f"http://127.0.0.1:{hub_port}",
         db_url="sqlite:///" + os.path.join(state, "jupyterhub.sqlite"),
         cookie=os.path.join(state, "jupyterhub_cookie_secret"), pid=os.path.join(state, "jupyterhub.pid"),
         proxy=proxy_command(), proxy_api=f"http://127.0.0.1:{free_port()}",

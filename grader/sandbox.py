@@ -63,9 +63,11 @@ class SandboxUnavailable(RuntimeError):
     """Grading was asked to isolate student code, and this machine cannot."""
 
 
-def isolated():
-    """True unless the instructor asked to grade without the sandbox (COURSE_ISOLATION=none)."""
-    return os.environ.get("COURSE_ISOLATION", "bwrap").strip().lower() not in ("none", "off", "0", "no")
+def isolated(env=None):
+    """True unless the instructor asked to grade without the sandbox (COURSE_ISOLATION=none in ``env``, by default
+    this process's environment)."""
+    env = os.environ if env is None else env
+    return env.get("COURSE_ISOLATION", "bwrap").strip().lower() not in ("none", "off", "0", "no")
 
 
 def bwrap_path():
@@ -127,6 +129,22 @@ def claim(limits=None):
         return claim_as_root(limits or Limits())
     except SlotsBusy as exc:
         raise SandboxUnavailable(str(exc)) from exc
+
+
+def separation(env=None):
+    """What keeps the sandboxes this process starts (with the settings ``env``) apart from one another, in words
+    (``course grade`` prints it)."""
+    from .slots import cgroups_available
+    if not isolated(env):
+        return "none: grading without the sandbox (--no-isolation)"
+    if os.geteuid() == 0:
+        if cgroups_available():
+            return ("a Unix user and a control group of its own per sandbox (its processes and its memory capped "
+                    "together)")
+        return ("a Unix user of its own per sandbox (no control group on this machine: memory is held by the "
+                "per-process limit)")
+    return ("a user namespace of its own per sandbox (its processes counted apart), no control group: memory is held "
+            "only by the per-process limit (grade as root, or on the hub, for a user and a control group per sandbox)")
 
 
 def _package_dir(name):

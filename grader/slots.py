@@ -81,6 +81,23 @@ def _write(path, text):
         f.write(text)
 
 
+_CGROUPS = []
+
+
+def cgroups_available():
+    """Whether this process may make the sandboxes' control groups (tried once, with a group made and removed)."""
+    if not _CGROUPS:
+        from .sandbox import Limits
+        if os.environ.get("COURSE_SANDBOX_CGROUPS", "1") == "0" or os.geteuid() != 0:
+            _CGROUPS.append(False)
+        else:
+            made = _make_group(f"course-sandbox-probe-{os.getpid()}", Limits())
+            for group in made:
+                _empty_group(group)
+            _CGROUPS.append(bool(made))
+    return _CGROUPS[0]
+
+
 def _make_group(name, limits):
     """The control group(s) ``name`` with the sandbox's process and memory limits; [] when this machine has none
     the grader may make."""

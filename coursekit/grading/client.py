@@ -3,6 +3,7 @@ course (only the client writes: gradebook, autograded, feedback, grading log, hi
 import collections
 import contextlib
 import datetime
+import functools
 import html
 import itertools
 import os
@@ -20,6 +21,7 @@ from .submissions import collect, course_payload, with_files
 from .summary import Problem, Summary
 from .worker import grade_submission
 
+from ..hub_grading import grade_by_service, on_the_hub
 from ..pipeline import COURSE_ID  # noqa: F401  (re-exported by coursekit.grading)
 from ..pipeline import gradebook as _gradebook
 
@@ -196,6 +198,10 @@ def grade_class(course_root=COURSE_DIR, assignments=None, *, jobs=None, schedule
     # one worker per core, and no more than there are submissions: each worker starts PyTorch, nbgrader and a
     # judge before its first submission (a late submission graded alone needs one)
     jobs = jobs or max(1, min(os.cpu_count() or 1, len(tasks)))
+    grade = grade_submission
+    if on_the_hub() and not scheduler:  # an instructor on the hub: the hub's grading service grades, as root
+        grade = functools.partial(grade_by_service, course_root)
+        summary.by_service = True
     if tasks:
         with _cluster(jobs, scheduler, security) as client:
             summary.workers = len(client.scheduler_info()["workers"])
@@ -222,7 +228,7 @@ def grade_class(course_root=COURSE_DIR, assignments=None, *, jobs=None, schedule
             def top_up():
                 while len(futures) < cap and (task := next_task()) is not None:
                     limit = 2 * timeout if task.get("again") else timeout
-                    future = client.submit(grade_submission, payloads[task["assignment"]], with_files(task), limit,
+                    future = client.submit(grade, payloads[task["assignment"]], with_files(task), limit,
                                            passed, pure=False, key=f"grade-{task['assignment']}-{task['student']}-"
                                                                    f"{os.getpid()}-{next(numbers)}")
                     futures[future] = task
@@ -253,6 +259,8 @@ def grade_class(course_root=COURSE_DIR, assignments=None, *, jobs=None, schedule
                 summary.graded[(task["student"], task["assignment"])] = score
                 summary.graded_by[(task["student"], task["assignment"])] = (result.get("host"), result.get("pid"))
                 summary.seeds[(task["student"], task["assignment"])] = result.get("seed")
+                if result.get("separation"):
+                    summary.separations.add(result["separation"])
                 summary.faults += [(task["student"], task["assignment"], k, t) for k, t in faults]
                 bar.update(1)
             bar.close()

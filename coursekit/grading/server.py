@@ -45,6 +45,8 @@ class Nbgrader:
                                      env=_env(self.home, self.tmp, passed), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self.log, start_new_session=True)
         self.templates = {}  # {source digest: a private course folder with the assignment released}
+        from grader.sandbox import separation
+        self.separation = separation(passed)  # what keeps the sandboxes it starts apart, in words
 
     def alive(self):
         return self.proc.poll() is None

@@ -26,6 +26,8 @@ class Summary:
     seconds: float = 0.0
     workers: int = 0
     isolated: bool = True
+    separations: set = field(default_factory=set)   # what kept the sandboxes apart, in words (each worker's)
+    by_service: bool = False                        # graded by the hub's grading service (as root)
 
     @property
     def ok(self):
@@ -34,8 +36,11 @@ class Summary:
 
 def print_summary(summary, course_root, out=None):
     p = lambda *a: print(*(plain(x) for x in a), file=out or sys.stdout)  # noqa: E731  (names and faults: a submission's)
-    p(f"graded {len(summary.graded)} submission(s) in {summary.seconds:.1f} s on {summary.workers} worker(s); "
+    p(f"graded {len(summary.graded)} submission(s) in {summary.seconds:.1f} s on {summary.workers} worker(s)"
+      f"{' of the hub' + chr(39) + 's grading service (as root)' if summary.by_service else ''}; "
       f"isolation: {'bubblewrap sandbox' if summary.isolated else 'NONE (--no-isolation)'}")
+    for words in sorted(summary.separations):
+        p(f"  each sandbox: {words}")
     p(f"  {'student':<24} {'assignment':<22} {'score':>13}  hidden-case seed")
     totals = _max_scores(course_root, {a for _, a in summary.graded})
     for (student, a), score in sorted(summary.graded.items()):

@@ -31,12 +31,13 @@ def grade_submission(payload, task, timeout, passed):
     t0 = time.perf_counter()
     student, a = task["student"], task["assignment"]
     result = {"student": student, "assignment": a, "ok": False, "autograded": {}, "feedback": {}, "log": [],
-              "seed": None, "error": None, "host": os.uname().nodename, "pid": os.getpid()}
+              "seed": None, "error": None, "host": os.uname().nodename, "pid": os.getpid(), "separation": None}
     work = None
     try:
         from grader.seeds import student_seed
         result["seed"] = student_seed(student, a)
         nbgrader = _nbgrader(passed)
+        result["separation"] = nbgrader.separation
         template = nbgrader.template(payload)
         work = tempfile.mkdtemp(prefix="grade-", dir=nbgrader.home)
         for name in ("nbgrader_config.py", "gradebook.db"):

@@ -5,7 +5,7 @@ chpasswd, as an administrator would with passwd). Never used outside tests/hub/.
 import os
 
 c = get_config()  # noqa: F821
-c.JupyterHub.services = [{"name": "course-test", "api_token": os.environ["COURSE_HUB_TEST_TOKEN"]}]
+c.JupyterHub.services.append({"name": "course-test", "api_token": os.environ["COURSE_HUB_TEST_TOKEN"]})
 c.JupyterHub.load_roles = [{"name": "course-test", "services": ["course-test"],
                             "scopes": ["admin:users", "admin:servers", "tokens", "access:servers", "read:users"]}]
 # a request to start a server answers at once (the test waits for all of them side by side)
