@@ -50,6 +50,10 @@ NO_NEWS = {"check_for_updates_class": "jupyterlab.NeverCheckForUpdate", "news_ur
 # extension (on every user's JUPYTER_PATH) opens it in a browser tab of its own instead
 INSTRUCTOR_FRAMED_FORMGRADER = "@jupyter/nbgrader:formgrader"
 LAB_EXTENSIONS = os.path.join(ROOT, "hub", "share", "jupyter")
+# the hub's settings that reach its grading service: the sandbox's limits (COURSE_SANDBOX_MEMORY_MB, ...)
+GRADING_SETTINGS = ("COURSE_SANDBOX_",)
+# every user's terminal keeps its text in the page (xterm's screen-reader mode), for a screen reader to read
+TERMINAL_SETTINGS = {"@jupyterlab/terminal-extension:plugin": {"screenReaderMode": True}}
 
 
 class HubError(Exception):
@@ -303,6 +307,8 @@ def role_settings(state, exchange, course):
         _write(os.path.join(folder, "jupyter_server_config.json"), json.dumps(server, indent=1))
         _write(os.path.join(folder, "labconfig", "page_config.json"),
                json.dumps({"disabledExtensions": hidden}, indent=1))
+        _write(os.path.join(folder, "labconfig", "default_setting_overrides.json"),
+               json.dumps(TERMINAL_SETTINGS, indent=1))
         _write(os.path.join(folder, "nbgrader_config.py"), nbgrader)
         for d in (folder, os.path.join(folder, "labconfig")):
             os.chmod(d, 0o755)
@@ -370,13 +376,17 @@ c.Authenticator.allowed_users = {users!r}
 c.JupyterHub.spawner_class = "localprocess"
 c.Spawner.cmd = [{python!r}, "-m", "jupyterhub.singleuser"]
 c.Spawner.default_url = "/lab"
+# a user who logs in lands in their JupyterLab: their server starts by itself (JupyterHub's default since 4 is a page
+# with a "Launch Server" button)
+c.JupyterHub.implicit_spawn_seconds = 1
 c.Spawner.http_timeout = 120
 c.Spawner.start_timeout = 180
 
 # grading with the full separation: the course's grading service, run by the hub as root
 # (coursekit/hub_grading.py); the instructors' `course grade` and Autograde send each submission there
 c.JupyterHub.services = [{{"name": "course-grading", "command": [{python!r}, "-m", "coursekit.hub_grading",
-                                                                {grading_config!r}], "cwd": {state!r}}}]
+                                                                {grading_config!r}], "cwd": {state!r},
+                           "environment": {grading_env!r}}}]
 GRADING_URL = {grading_url!r}
 
 INSTRUCTORS = {instructors!r}
@@ -424,6 +434,7 @@ def write_config(state, *, course, exchange, students, instructors, ip, port, ex
                                               {course: instructors})
     text = HUB_CONFIG.format(
         grading_config=grading_config, grading_url=f"http://127.0.0.1:{grading_port}", state=state,
+        grading_env={k: v for k, v in os.environ.items() if k.startswith(GRADING_SETTINGS)},
         bind_url=f"http://{ip}:{port}", hub_bind_url=f"http://127.0.0.1:{hub_port}",
         db_url="sqlite:///" + os.path.join(state, "jupyterhub.sqlite"),
         cookie=os.path.join(state, "jupyterhub_cookie_secret"), pid=os.path.join(state, "jupyterhub.pid"),

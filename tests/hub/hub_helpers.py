@@ -82,17 +82,19 @@ class Hub:
         with open(self.roster, "w") as f:
             f.write("id,name\n" + "".join(f"{s},Student {s}\n" for s in students))
         self.proc = None
+        self.extra_env = {}  # what an administrator sets when starting `course hub` (the sandbox's limits, ...)
         self.starts = 0
         self.log_path = None
 
-    def command(self, *extra):
-        return [COURSE_BIN, "hub", "--roster", self.roster, "--instructor", self.instructor, "--create-users",
+    def command(self, *extra, create_users=True):
+        return [COURSE_BIN, "hub", "--roster", self.roster, "--instructor", self.instructor,
+                *(["--create-users"] if create_users else []),
                 "--port", str(self.port), "--course", self.course, "--exchange", self.exchange,
                 "--state", self.state, "--extra-config", os.path.join(HERE, "hub_test_config.py"), *extra]
 
     def env(self):
         env = {k: v for k, v in os.environ.items() if not k.startswith(("JUPYTER", "IPYTHON"))}
-        env.update(COURSE_HUB_TEST_PASSWORD=self.password, COURSE_HUB_TEST_TOKEN=self.token)
+        env.update(COURSE_HUB_TEST_PASSWORD=self.password, COURSE_HUB_TEST_TOKEN=self.token, **self.extra_env)
         return env
 
     def start(self, timeout=180):

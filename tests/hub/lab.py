@@ -1,0 +1,108 @@
+"""What the hub tests do in Chromium, as a person does it in JupyterLab: log in, open a terminal from the Launcher and
+type in it, open the Assignments tab and press its buttons, upload a notebook into a folder, open the formgrader from
+the Nbgrader menu. Debian's /usr/bin/chromium through Playwright (never `playwright install`)."""
+import os
+import re
+import time
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+TALL = {"width": 1400, "height": 2400}  # a terminal of about 150 rows: a command's whole output stays in view
+
+
+def need_chromium():
+    if not os.path.exists(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium); never `playwright "
+                    f"install`")
+
+
+def launch(p):
+    need_chromium()
+    return p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+
+
+def login(page, hub, name, password=None):
+    """The hub's login page, as a person fills it in; JupyterLab opens (the hub starts the user's server)."""
+    page.goto(f"{hub.base}/hub/login?next=/user/{name}/lab")
+    page.fill("#username_input", name)
+    page.fill("#password_input", password or hub.password)
+    page.click("#login_submit")
+
+
+def wait_for_lab(page, timeout=240_000):
+    page.wait_for_selector("#jp-main-dock-panel", timeout=timeout)
+    page.wait_for_selector(".jp-DirListing-content", timeout=timeout)
+
+
+def menu(page, *path):
+    """Click through the menu bar: menu(page, "Nbgrader", "Formgrader")."""
+    page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(f"^{re.escape(path[0])}$")).click()
+    for label in path[1:]:
+        page.locator(".lm-Menu-itemLabel", has_text=re.compile(f"^{re.escape(label)}$")).last.click()
+
+
+class Terminal:
+    """A terminal opened from the Launcher; ``run`` types a command and waits for what it prints."""
+
+    def __init__(self, page):
+        self.page = page
+        menu(page, "File", "New Launcher")
+        page.locator('.jp-LauncherCard[title="Start a new terminal session"]').last.click()
+        self.tree = page.locator(".jp-Terminal .xterm-accessibility-tree").last
+        self.tree.wait_for(timeout=60_000)
+        self.wait_for(re.compile(r"[$#]\s*$", re.M), 60)  # the prompt
+
+    def text(self):
+        return self.tree.inner_text().replace("\xa0", " ")
+
+    def wait_for(self, pattern, timeout):
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            text = self.text()
+            if re.search(pattern, text):
+                return text
+            time.sleep(0.5)
+        raise AssertionError(f"the terminal did not show {pattern!r} within {timeout} s:\n{self.text()}")
+
+    def run(self, command, until, timeout=120):
+        """Type ``command`` and Enter; the terminal's text once ``until`` (a regex) shows after it."""
+        self.page.locator(".jp-Terminal .xterm-helper-textarea").last.focus()
+        self.page.keyboard.type("clear\n")
+        time.sleep(0.5)
+        self.page.keyboard.type(command + "\n")
+        return self.wait_for(until, timeout)
+
+
+def open_assignments(page):
+    menu(page, "Nbgrader", "Assignment List")
+    page.wait_for_selector("#released_assignments_list", timeout=60_000)
+
+
+def button_in(page, list_id, label):
+    return page.locator(f"#{list_id} button", has_text=re.compile(f"^{label}$"))
+
+
+def open_folder(page, name):
+    """Double-click a folder in the file browser (from its home)."""
+    page.locator(".jp-BreadCrumbs-home").first.click()
+    page.locator(".jp-DirListing-item", has=page.locator(".jp-DirListing-itemText", has_text=re.compile(
+        f"^{re.escape(name)}$"))).dblclick()
+    page.locator(".jp-BreadCrumbs", has_text=name).first.wait_for(timeout=30_000)
+
+
+def upload(page, local_path):
+    """Upload ``local_path`` into the file browser's folder with its Upload button, replacing a file of that name."""
+    with page.expect_file_chooser() as chooser:
+        page.locator('.jp-FileBrowser-toolbar [data-command="filebrowser:upload"], '
+                     '.jp-FileBrowser-toolbar button[title^="Upload"]').first.click()
+    chooser.value.set_files(local_path)
+    overwrite = page.locator(".jp-Dialog button", has_text="Overwrite")
+    try:
+        overwrite.wait_for(timeout=10_000)
+        overwrite.click()
+    except Exception:
+        pass  # no file of that name: nothing to confirm
+    page.locator(".jp-DirListing-item", has_text=os.path.basename(local_path)).first.wait_for(timeout=60_000)
