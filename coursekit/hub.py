@@ -288,14 +288,16 @@ def role_settings(state, exchange, course):
         folder = os.path.join(state, "jupyter", role)
         server = {"LabApp": dict(NO_NEWS)}
         hidden = {"@jupyterlab/apputils-extension:announcements": True}
+        # a terminal's `python` is the course's (the kernels' Python), and an instructor's `course` the course's
+        terminal = {"shell_command": login_shell_with_course(os.path.dirname(sys.executable))}
         if role == "instructor":
             # the formgrader in a tab of its own (hub-lab's command), with its links to this server's lab
             hidden[INSTRUCTOR_FRAMED_FORMGRADER] = True
             server["ServerApp"] = {"jpserver_extensions": {"coursekit.formgrader_links": True},
-                                   "terminado_settings": {
-                                       "shell_command": login_shell_with_course(os.path.dirname(sys.executable))}}
+                                   "terminado_settings": terminal}
         if role == "student":
-            server["ServerApp"] = {"jpserver_extensions": {n: False for n in STUDENT_OFF_SERVER_EXTENSIONS}}
+            server["ServerApp"] = {"jpserver_extensions": {n: False for n in STUDENT_OFF_SERVER_EXTENSIONS},
+                                   "terminado_settings": terminal}
             hidden.update({n: True for n in STUDENT_HIDDEN_PLUGINS})
             nbgrader = (f"c = get_config()  # noqa: F821\nc.CourseDirectory.course_id = 'attention-course'\n"
                         f"c.Exchange.root = {exchange!r}\n"

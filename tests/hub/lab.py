@@ -1,6 +1,7 @@
 """What the hub tests do in Chromium, as a person does it in JupyterLab: log in, open a terminal from the Launcher and
 type in it, open the Assignments tab and press its buttons, upload a notebook into a folder, open the formgrader from
 the Nbgrader menu. Debian's /usr/bin/chromium through Playwright (never `playwright install`)."""
+import contextlib
 import os
 import re
 import time
@@ -77,27 +78,56 @@ class Terminal:
 
 
 def open_assignments(page):
+    """The Assignments tab (Nbgrader > Assignment List), in front."""
     menu(page, "Nbgrader", "Assignment List")
-    page.wait_for_selector("#released_assignments_list", timeout=60_000)
+    page.locator("#released_assignments_list:visible").wait_for(timeout=60_000)
+
+
+def close_current_tab(page):
+    """File > Close Tab, as a person closes the document in front."""
+    menu(page, "File", "Close Tab")
 
 
 def button_in(page, list_id, label):
-    return page.locator(f"#{list_id} button", has_text=re.compile(f"^{label}$"))
+    return page.locator(f"#{list_id}:visible button", has_text=re.compile(f"^{label}$"))
+
+
+def press_in_assignments(page, list_id, label, timeout=120):
+    """Press a button of the Assignments tab, bringing the tab to the front again if something else took it (after an
+    upload, JupyterLab opens the uploaded notebook a few seconds later, in front)."""
+    end = time.monotonic() + timeout
+    while True:
+        open_assignments(page)
+        try:
+            button_in(page, list_id, label).click(timeout=5_000)
+            return
+        except Exception:
+            if time.monotonic() > end:
+                raise
 
 
 def open_folder(page, name):
-    """Double-click a folder in the file browser (from its home)."""
+    """Open a folder of the home folder in the file browser: select it, then Enter. (A double-click opens it too, but
+    its second click can land on the folder's first file once the listing has changed, and open that.)"""
     page.locator(".jp-BreadCrumbs-home").first.click()
-    page.locator(".jp-DirListing-item", has=page.locator(".jp-DirListing-itemText", has_text=re.compile(
-        f"^{re.escape(name)}$"))).dblclick()
+    item = page.locator(".jp-DirListing-item", has=page.locator(".jp-DirListing-itemText", has_text=re.compile(
+        f"^{re.escape(name)}$")))
+    item.click()
+    page.keyboard.press("Enter")
     page.locator(".jp-BreadCrumbs", has_text=name).first.wait_for(timeout=30_000)
+
+
+def open_file(page, name):
+    """Open a file of the file browser's folder: select it, then Enter."""
+    page.locator(".jp-DirListing-item", has=page.locator(".jp-DirListing-itemText", has_text=re.compile(
+        f"^{re.escape(name)}$"))).click()
+    page.keyboard.press("Enter")
 
 
 def upload(page, local_path):
     """Upload ``local_path`` into the file browser's folder with its Upload button, replacing a file of that name."""
     with page.expect_file_chooser() as chooser:
-        page.locator('.jp-FileBrowser-toolbar [data-command="filebrowser:upload"], '
-                     '.jp-FileBrowser-toolbar button[title^="Upload"]').first.click()
+        page.locator('.jp-FileBrowser-toolbar [title="Upload Files"]').first.click()
     chooser.value.set_files(local_path)
     overwrite = page.locator(".jp-Dialog button", has_text="Overwrite")
     try:
@@ -106,3 +136,20 @@ def upload(page, local_path):
     except Exception:
         pass  # no file of that name: nothing to confirm
     page.locator(".jp-DirListing-item", has_text=os.path.basename(local_path)).first.wait_for(timeout=60_000)
+
+
+SHOTS = os.environ.get("COURSE_TEST_SHOTS", "/tmp/course-hub-shots")
+
+
+@contextlib.contextmanager
+def screenshot_on_failure(page, what):
+    """A screenshot of ``page`` in ``SHOTS`` when the block fails (what the browser showed is in the failure)."""
+    try:
+        yield
+    except BaseException as exc:
+        os.makedirs(SHOTS, exist_ok=True)
+        path = os.path.join(SHOTS, re.sub(r"[^A-Za-z0-9_.-]+", "-", what) + ".png")
+        with contextlib.suppress(Exception):
+            page.screenshot(path=path)
+        exc.add_note(f"screenshot of the page: {path}")
+        raise

@@ -30,8 +30,8 @@ import urllib.request
 import nbformat
 import pytest
 from hub_helpers import Hub, course_copy_for, modes_of, remove_users, restore_modes
-from lab import (TALL, Terminal, button_in, launch, login, menu, open_assignments, open_folder, upload,
-                 wait_for_lab)
+from lab import (TALL, Terminal, button_in, close_current_tab, launch, login, menu, open_assignments,
+                 open_file, open_folder, press_in_assignments, screenshot_on_failure, upload, wait_for_lab)
 
 from coursekit.hub import REFERENCE, staff_group
 from coursekit.samples import answered, total_points
@@ -138,27 +138,28 @@ def test_a_class_on_the_hub_as_its_people_use_it(class_folder):
             # without a question
             page = pages[HONEST]
             open_folder(page, A)
-            page.locator(".jp-DirListing-item", has_text=f"{A}.ipynb").dblclick()
+            open_file(page, f"{A}.ipynb")
             page.locator(".jp-Notebook").first.wait_for(timeout=120_000)
             page.locator(".jp-Notebook-ExecutionIndicator[data-status='idle'], "
                          ".jp-Toolbar-kernelStatus[title*='Idle']").first.wait_for(timeout=120_000)
             time.sleep(3)
             tab = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text=f"{A}.ipynb")
             assert "jp-mod-dirty" not in (tab.get_attribute("class") or ""), tab.get_attribute("class")
-            tab.locator(".lm-TabBar-tabCloseIcon").click()
+            close_current_tab(page)
             time.sleep(2)
             assert page.locator(".jp-Dialog").count() == 0, "closing the untouched notebook asked a question"
+            assert tab.count() == 0, "the notebook's tab did not close"
             # each student uploads their answers into the assignment's folder and submits
             local = tempfile.mkdtemp(prefix="answers-")
             for name in STUDENTS:
                 os.makedirs(os.path.join(local, name))
                 path = os.path.join(local, name, f"{A}.ipynb")
                 nbformat.write(answers(release, name), path)
-                open_folder(pages[name], A)
-                upload(pages[name], path)
-                open_assignments(pages[name])
-                button_in(pages[name], "fetched_assignments_list", "Submit").click()
-                button_in(pages[name], "submitted_assignments_list", "Fetch Feedback").wait_for(timeout=120_000)
+                with screenshot_on_failure(pages[name], f"{name}-upload-and-submit"):
+                    open_folder(pages[name], A)
+                    upload(pages[name], path)
+                    press_in_assignments(pages[name], "fetched_assignments_list", "Submit")
+                    button_in(pages[name], "submitted_assignments_list", "Fetch Feedback").wait_for(timeout=120_000)
             phase("uploaded and submitted")
 
             # the formgrader, from the menu, in a tab of its own: the assignment, collected with its button
@@ -205,9 +206,10 @@ def test_a_class_on_the_hub_as_its_people_use_it(class_folder):
 
             for name in STUDENTS:  # fetch it, then one click: the page opens in the lab
                 page = pages[name]
-                page.locator("#refresh_assignments_list").click()
+                open_assignments(page)
+                page.locator("#refresh_assignments_list:visible").click()
                 button_in(page, "submitted_assignments_list", "Fetch Feedback").click()
-                link = page.locator("#submitted_assignments_list a", has_text="view feedback")
+                link = page.locator("#submitted_assignments_list:visible a", has_text="view feedback")
                 link.wait_for(timeout=120_000)
                 link.click()
                 frame = page.frame_locator(".jp-HTMLViewer iframe").first
@@ -242,7 +244,20 @@ def test_a_class_on_the_hub_as_its_people_use_it(class_folder):
         assert refused.value.code == 403
         assert f"{HONEST} is not an instructor of {hub.course}" in refused.value.read().decode()
         assert re.search(rf"refused a grading request from {HONEST} for {re.escape(hub.course)}", hub.log_tail(200000))
-        phase("the grading service refused a student")
+        # and an instructor asking to grade a course that is not theirs
+        other = dict(json.loads(body), course="/srv/another-course")
+        req = urllib.request.Request(f"http://127.0.0.1:{config['port']}/grade", data=json.dumps(other).encode(),
+                                     method="POST", headers={"Authorization": f"token {hub.user_token(INSTRUCTOR)}"})
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(req, timeout=60)
+        assert refused.value.code == 403 and "/srv/another-course is no course of this hub" in \
+            refused.value.read().decode()
+        # a user's server still refuses to be framed by another's page (JupyterHub's policy, left as it is)
+        req = urllib.request.Request(f"{hub.base}/user/{INSTRUCTOR}/formgrader/manage_assignments",
+                                     headers={"Authorization": f"token {hub.user_token(INSTRUCTOR)}"})
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            assert "frame-ancestors 'none'" in resp.headers.get("Content-Security-Policy", ""), dict(resp.headers)
+        phase("the grading service refused a student and a course not the instructor's")
 
         # after a restart of the hub, everything is still there: the instructor's collect finds nothing new
         hub.stop()
