@@ -293,7 +293,7 @@ def role_settings(state, exchange, course):
         if role == "instructor":
             # the formgrader in a tab of its own (hub-lab's command), with its links to this server's lab
             hidden[INSTRUCTOR_FRAMED_FORMGRADER] = True
-            server["ServerApp"] = {"jpserver_extensions": {"coursekit.formgrader_links": True},
+            server["ServerApp"] = {"jpserver_extensions": {"coursekit.formgrader_tab": True},
                                    "terminado_settings": terminal}
         if role == "student":
             server["ServerApp"] = {"jpserver_extensions": {n: False for n in STUDENT_OFF_SERVER_EXTENSIONS},

@@ -25,6 +25,7 @@ import subprocess
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 import nbformat
@@ -196,6 +197,11 @@ def test_a_class_on_the_hub_as_its_people_use_it(class_folder):
             assert not re.search(rf"{HONEST} / {A}: ", said), said  # nothing flagged for the honest student
             phase("graded in the instructor's terminal")
 
+            # a name in a formgrader page is text: a link carrying markup for a student id runs nothing
+            evil = urllib.parse.quote('"; window.__pwned = 1; "</script><script>window.__pwned = 2</script>', safe="")
+            fg.goto(f"{hub.base}/user/{INSTRUCTOR}/formgrader/manage_students/{evil}")
+            fg.wait_for_load_state()
+            assert fg.evaluate("() => window.__pwned === undefined"), "markup in a formgrader URL ran"
             # the feedback, generated and released with the formgrader's buttons
             fg.goto(f"{hub.base}/user/{INSTRUCTOR}/formgrader/manage_assignments")
             row = fg.locator("tr", has=fg.locator("td.name", has_text=A))

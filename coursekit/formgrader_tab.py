@@ -1,12 +1,17 @@
-"""The formgrader's links, when it has a browser tab of its own (a Jupyter server extension of the instructors'
-servers on the hub: ``c.ServerApp.jpserver_extensions``).
+"""The formgrader in a browser tab of its own: its links, and its pages escaped (a Jupyter server extension of the
+instructors' servers on the hub: ``c.ServerApp.jpserver_extensions``).
 
 On the hub the formgrader cannot be framed inside JupyterLab (every user's server forbids framing: they share the
 hub's origin), so the instructor's "Nbgrader > Formgrader" opens it in a tab of its own
 (``hub/share/jupyter/labextensions/@attention-course/hub-lab``). There nbgrader's links to an assignment's folders
 ("source", "release") are written for the classic notebook at the server's root (``/tree/<path>``), which on a hub
 is not this user's server (nbgrader's issue #1794). This extension serves nbgrader's ``utils.js`` with those links
-pointing at this server's JupyterLab instead (``<base_url>/lab/tree/<path>``), and changes nothing else.
+pointing at this server's JupyterLab instead (``<base_url>/lab/tree/<path>``).
+
+nbgrader renders the formgrader's pages with a Jinja environment that escapes nothing, and several of them put a
+part of the URL (a student id, an assignment name) into a script or the page as it is: a link to
+``/formgrader/manage_students/<markup>`` would run that markup in the instructor's server. Here that environment
+escapes every value (each is plain text: ids, names, paths), so a name is shown as text whatever it holds.
 """
 import os
 
@@ -39,14 +44,40 @@ class UtilsHandler(web.RequestHandler):
         self.finish(self.text)
 
 
+def escape_pages(web_app):
+    """The formgrader's page templates escaped (once nbgrader's extension has made its environment)."""
+    env = web_app.settings.get("nbgrader_jinja2_env")
+    if env is not None:
+        env.autoescape = True
+    return env is not None
+
+
 def _jupyter_server_extension_points():
-    return [{"module": "coursekit.formgrader_links"}]
+    return [{"module": "coursekit.formgrader_tab"}]
+
+
+def _escape_when_made():
+    """nbgrader's formgrader extension makes its environment when it loads, which (extensions load by name) is after
+    this one: its method that makes it escapes the pages too, from now on in this process."""
+    from nbgrader.server_extensions.formgrader.formgrader import FormgradeExtension
+    made = FormgradeExtension.init_tornado_settings
+    if getattr(made, "escapes_pages", False):
+        return
+
+    def init_tornado_settings(self, webapp):
+        made(self, webapp)
+        escape_pages(webapp)
+    init_tornado_settings.escapes_pages = True
+    FormgradeExtension.init_tornado_settings = init_tornado_settings
 
 
 def _load_jupyter_server_extension(serverapp):
+    web_app = serverapp.web_app
+    if not escape_pages(web_app):  # nbgrader's extension is not loaded yet
+        _escape_when_made()
     text = patched_utils()
     if text is None:
-        serverapp.log.warning("coursekit.formgrader_links: nbgrader's formgrader utils.js has changed; its links "
+        serverapp.log.warning("coursekit.formgrader_tab: nbgrader's formgrader utils.js has changed; its links "
                               "are served unchanged")
         return
     base = serverapp.web_app.settings.get("base_url", "/")
