@@ -55,6 +55,18 @@ def test_grade_ids_are_unique_and_each_exercise_has_its_graded_cells(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_each_exercises_graded_cells_follow_its_answer_cell(path):
+    """The check cells of an exercise sit right under its answer cell, in order (07's `rope_errors` once sat under
+    `rope_attention`, whose name begins with `rope_`)."""
+    nb = nbformat.read(path, as_version=4)
+    ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells]
+    for name in exercises_in(path):
+        at = ids.index(name)
+        want = [f"{name}_{c}" for c in cells_of(name)]
+        assert ids[at + 1:at + 1 + len(want)] == want, (name, ids[at + 1:at + 1 + len(want)])
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_setup_cell_is_the_first_code_cell_and_read_only(path):
     nb = nbformat.read(path, as_version=4)
     first = next(c for c in nb.cells if c.cell_type == "code")
