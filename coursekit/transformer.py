@@ -305,13 +305,13 @@ class DecoderLM(_Stack):
         a batch stops once all its rows have written <eos>; ``choose(logits)`` picks
         each next token from the (b, V) logits of a batch: the argmax (greedy) by
         default, or a draw (notebook 07's ``sample_next``). With ``generate``,
-        ``generate(self.step, ids, max_new_tokens)`` writes each batch (notebook
+        ``generate(self.step, ids, eos_id, max_new_tokens)`` writes each batch (notebook
         09's ``greedy_generate``, with the KV cache of ``step``).
         Returns the new tokens of each prompt, up to and without its <eos>.
         """
         def write(ids):  # (b, n) -> (b, <= max_new_tokens)
             return self._recompute(ids, max_new_tokens, eos_id, choose) if generate is None \
-                else generate(self.step, ids, max_new_tokens)
+                else generate(self.step, ids, eos_id, max_new_tokens)
         return by_prompt_length(prompts, write, eos_id, self.embed.E.device)
 
     def _recompute(self, ids, max_new_tokens, eos_id, choose=None):
@@ -355,7 +355,7 @@ class EncoderDecoder(nn.Module):
             x = self.enc_block(x, src_valid, as_dict(layer), self.cfg.n_heads)
         return x
 
-    def decode(self, tgt_in, memory, src_valid=None, tgt_valid=None):
+    def run_decoder(self, tgt_in, memory, src_valid=None, tgt_valid=None):
         """Logits (B, T_y, V) and the cross-attention weights of every layer [(B, H, T_y, T_x)]."""
         _check_ids(tgt_in, self.cfg.tgt_vocab_size, "target")
         y = self.embed_fn(tgt_in, self.tgt_embed.E * self.tgt_embed.scale, self.tgt_embed.P)
@@ -366,25 +366,25 @@ class EncoderDecoder(nn.Module):
         return self.head(y), cross
 
     def forward(self, src, src_valid, tgt_in, tgt_valid=None):
-        return self.decode(tgt_in, self.encode(src, src_valid), src_valid, tgt_valid)[0]  # (B, T_y, V)
+        return self.run_decoder(tgt_in, self.encode(src, src_valid), src_valid, tgt_valid)[0]  # (B, T_y, V)
 
     def cross_kv(self, memory):
         """Every decoder layer's cross-attention keys and values, [(K, V)] with each (B, H, T_x, d_k).
 
         They depend on the source alone: a translation computes them once and
-        hands them to every ``decode_kv`` call (notebook 08's greedy_translate).
+        hands them to every ``run_decoder_kv`` call (notebook 08's greedy_translate).
         """
         return [blocks.cross_keys_values(memory, as_dict(layer)["cross_attn"], self.cfg.n_heads)
                 for layer in self.dec_layers]
 
-    def decode_kv(self, tgt_in, kv, src_valid=None, tgt_valid=None):
-        """Logits (B, T_y, V) from ``cross_kv``'s keys and values: ``decode`` without recomputing them.
+    def run_decoder_kv(self, tgt_in, kv, src_valid=None, tgt_valid=None):
+        """Logits (B, T_y, V) from ``cross_kv``'s keys and values: ``run_decoder`` without recomputing them.
 
-        Ready-made (``blocks.encdec_decoder_block_kv``), equal to ``decode(tgt_in, memory, ...)``.
+        Ready-made (``blocks.encdec_decoder_block_kv``), equal to ``run_decoder(tgt_in, memory, ...)``.
         """
         _check_ids(tgt_in, self.cfg.tgt_vocab_size, "target")
         if not (isinstance(kv, (list, tuple)) and len(kv) == len(self.dec_layers)):
-            raise ValueError(f"decode_kv takes what cross_kv returned (a list of {len(self.dec_layers)} (K, V) "
+            raise ValueError(f"run_decoder_kv takes what cross_kv returned (a list of {len(self.dec_layers)} (K, V) "
                              f"pairs, one per decoder layer)")
         y = self.embed_fn(tgt_in, self.tgt_embed.E * self.tgt_embed.scale, self.tgt_embed.P)
         for layer, layer_kv in zip(self.dec_layers, kv):
@@ -401,7 +401,7 @@ class EncoderDecoder(nn.Module):
         done = torch.zeros(B, dtype=torch.bool, device=src.device)
         cross = []
         for _ in range(max_len):
-            logits, cross = self.decode(out, memory, src_valid)
+            logits, cross = self.run_decoder(out, memory, src_valid)
             nxt = logits[:, -1].argmax(-1).masked_fill(done, 0)  # (B,)
             out = torch.cat([out, nxt[:, None]], dim=1)
             done |= nxt == eos_id

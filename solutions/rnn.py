@@ -196,49 +196,52 @@ def greedy_decode(context, params, bos_id, eos_id, max_len):
     """Greedy decoding: at every step emit the single most probable token.
 
     Starts from h_0 = c and the token <bos>; feeds each emitted token back in.
-    A sentence is finished once it has emitted <eos>; decoding stops when every
-    sentence is finished or after ``max_len`` steps, whichever comes first (a
-    decoder that never emits <eos> stops at ``max_len``).
+    The course's one contract of greedy decoding (the same in notebooks 05, 08
+    and 09): at most ``max_len`` tokens are written after <bos>, a row's <eos>
+    included; a row that has written <eos> holds 0 (<pad>) from then on; the
+    loop stops as soon as every row has written <eos>, or after ``max_len``
+    tokens (a decoder that never emits <eos> stops there). ``max_len = 0``
+    writes nothing: a (B, 0) result.
 
     Args:
-        context: (B, H) context vectors c.
+        context: (B, d_h) context vectors c.
         params: the dict of weights (decoder keys).
         bos_id, eos_id: ids of <bos> and <eos>.
-        max_len: the largest number of tokens to emit (>= 1).
+        max_len: the most tokens to write, >= 0.
 
     Returns:
         tokens: LongTensor (B, L), L <= max_len the number of steps run; row b holds
             the emitted tokens up to and including its first <eos>, then 0 (<pad>).
         log_prob: (B,) in context's dtype, sum of log P(y_t | y_<t, x) over the
-            emitted tokens (its <eos> included, nothing after it).
+            emitted tokens (its <eos> included, nothing after it); 0 for max_len = 0.
     Raises:
-        ValueError if max_len < 1.
+        ValueError if max_len < 0.
 
     Device: make every tensor you create on the inputs' device (``device=<input>.device``);
     the grader also runs this function on tensors of another device.
     """
     ### BEGIN SOLUTION
-    if max_len < 1:
-        raise ValueError(f"max_len must be >= 1, got {max_len}")
+    if max_len < 0:
+        raise ValueError(f"max_len must be >= 0, got {max_len}")
     B = context.shape[0]
     h = context
     prev = torch.full((B,), bos_id, dtype=torch.long, device=context.device)
     done = torch.zeros(B, dtype=torch.bool, device=context.device)
     log_prob = torch.zeros(B, dtype=context.dtype, device=context.device)
-    out = []
+    out = torch.zeros(B, 0, dtype=torch.long, device=context.device)  # (B, 0): nothing written yet
     for _ in range(max_len):
         e = params["E_tgt"][prev]  # (B, D)
-        h = torch.tanh(h @ params["W_h_dec"].T + e @ params["W_x_dec"].T + params["b_dec"])  # (B, H)
+        h = torch.tanh(h @ params["W_h_dec"].T + e @ params["W_x_dec"].T + params["b_dec"])  # (B, d_h)
         log_p = torch.log_softmax(h @ params["W_out"].T + params["b_out"], dim=-1)  # (B, V)
         best_lp, best = log_p.max(dim=-1)  # (B,), (B,)
         best = best.masked_fill(done, 0)  # finished sentences only get padding
         log_prob = log_prob + best_lp.masked_fill(done, 0.0)
-        out.append(best)
+        out = torch.cat([out, best[:, None]], dim=1)  # (B, t)
         done = done | (best == eos_id)
         prev = best
         if bool(done.all()):
             break
-    return torch.stack(out, dim=1), log_prob
+    return out, log_prob
     ### END SOLUTION
 
 
@@ -251,16 +254,18 @@ def beam_search(context, params, bos_id, eos_id, beam_width, max_len, length_nor
     token's log-probability to the score, and keep the ``beam_width`` best
     extensions overall. The kept ones that end in <eos> are finished: they leave
     the beam and are never extended. Stop when no hypothesis is live or after
-    ``max_len`` steps. The result ranks the finished and the still-live
-    hypotheses together by score, or by score / number of tokens when
-    ``length_norm`` is True, and returns the best ``beam_width`` of them.
+    ``max_len`` steps: as in greedy decoding, a hypothesis holds at most
+    ``max_len`` tokens, its <eos> included, and ``max_len = 0`` writes nothing
+    (one empty hypothesis, of score 0). The result ranks the finished and the
+    still-live hypotheses together by score, or by score / number of tokens
+    when ``length_norm`` is True, and returns the best ``beam_width`` of them.
 
     Args:
-        context: (H,) the context vector c of one source sentence.
+        context: (d_h,) the context vector c of one source sentence.
         params: the dict of weights (decoder keys).
         bos_id, eos_id: ids of <bos> and <eos>.
         beam_width: how many hypotheses to keep (>= 1); 1 is greedy decoding.
-        max_len: the largest number of tokens in a hypothesis (>= 1).
+        max_len: the most tokens in a hypothesis, >= 0.
         length_norm: rank the final hypotheses by average log-probability per token.
 
     Returns:
@@ -269,7 +274,7 @@ def beam_search(context, params, bos_id, eos_id, beam_width, max_len, length_nor
         scores: (K,) tensor in context's dtype, each sequence's total log-probability
             (not length-normalised).
     Raises:
-        ValueError if beam_width < 1, max_len < 1, or context is not 1-D.
+        ValueError if beam_width < 1, max_len < 0, or context is not 1-D.
 
     Device: make every tensor you create on the inputs' device (``device=<input>.device``);
     the grader also runs this function on tensors of another device.
@@ -277,18 +282,18 @@ def beam_search(context, params, bos_id, eos_id, beam_width, max_len, length_nor
     ### BEGIN SOLUTION
     if beam_width < 1:
         raise ValueError(f"beam_width must be >= 1, got {beam_width}")
-    if max_len < 1:
-        raise ValueError(f"max_len must be >= 1, got {max_len}")
+    if max_len < 0:
+        raise ValueError(f"max_len must be >= 0, got {max_len}")
     if context.dim() != 1:
-        raise ValueError(f"context must be the (H,) vector of one sentence, got shape {tuple(context.shape)}")
+        raise ValueError(f"context must be the (d_h,) vector of one sentence, got shape {tuple(context.shape)}")
     V = params["W_out"].shape[0]
     live = [([], torch.zeros((), dtype=context.dtype, device=context.device), context)]
     finished = []
     for _ in range(max_len):
         prev = torch.tensor([toks[-1] if toks else bos_id for toks, _, _ in live], device=context.device)
-        h = torch.stack([state for _, _, state in live])  # (K, H)
+        h = torch.stack([state for _, _, state in live])  # (K, d_h)
         e = params["E_tgt"][prev]  # (K, D)
-        h = torch.tanh(h @ params["W_h_dec"].T + e @ params["W_x_dec"].T + params["b_dec"])  # (K, H)
+        h = torch.tanh(h @ params["W_h_dec"].T + e @ params["W_x_dec"].T + params["b_dec"])  # (K, d_h)
         log_p = torch.log_softmax(h @ params["W_out"].T + params["b_out"], dim=-1)  # (K, V)
         scores = torch.stack([score for _, score, _ in live])[:, None] + log_p  # (K, V)
         top = scores.flatten().topk(min(beam_width, scores.numel()))
@@ -301,7 +306,7 @@ def beam_search(context, params, bos_id, eos_id, beam_width, max_len, length_nor
         if not live:
             break
     pool = finished + live
-    rank = (lambda hyp: float(hyp[1]) / len(hyp[0])) if length_norm else (lambda hyp: float(hyp[1]))
+    rank = (lambda hyp: float(hyp[1]) / max(len(hyp[0]), 1)) if length_norm else (lambda hyp: float(hyp[1]))
     best = sorted(pool, key=rank, reverse=True)[:beam_width]
     return [toks for toks, _, _ in best], torch.stack([score for _, score, _ in best])
     ### END SOLUTION

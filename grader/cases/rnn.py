@@ -9,8 +9,8 @@ import torch
 
 from .. import _safe
 from ..compare import same
-from .common import (Case, Exercise, F64, dn, gen, learner_call, logit_sum_scale, nested, pick_dtype, pick_int, randn,
-                     register, tensor_in)
+from .common import (Case, Exercise, F64, dn, gen, greedy_contract_cases, greedy_contract_property, learner_call,
+                     logit_sum_scale, nested, pick_dtype, pick_int, randn, register, tensor_in)
 from .common import Choice, IntTuple, question
 
 BOS, EOS = 1, 2
@@ -221,27 +221,40 @@ EOS_BIAS = (-0.5, 0.0, 0.5, 1.0)
 def _greedy_case(g, big):
     dtype = pick_dtype(g)
     B, V, D, H = pick_int(g, 1, 5 if big else 4), pick_int(g, 3, 8), pick_int(g, 1, 5), pick_int(g, 1, 6)
-    max_len = pick_int(g, 1, 9 if big else 6)
+    max_len = pick_int(g, 0, 9) if big else pick_int(g, 1, 6)
     p = _dec(_params(g, 4, V, D, H, dtype, eos_bias=EOS_BIAS[pick_int(g, 0, 3)]))
-    return Case(f"B={B}, V={V}, D={D}, H={H}, max_len={max_len}, {dn(dtype)}",
+    return Case(f"B={B}, V={V}, D={D}, d_h={H}, max_len={max_len}, {dn(dtype)}",
                 (_context(g, B, H, dtype=dtype), p, BOS, EOS), {"max_len": max_len})
 
 
-def _greedy_edge():
-    g = gen(114)  # a seed whose sentences end after 3, never, 1 and 4 tokens
-    p = _dec(_params(g, 4, 6, 3, 5))
-    c = _context(g, 4, 5)
+def _greedy_models():
+    """(what, (context, decoder weights)): the contract's three kinds of decoder (grader/cases/common.py)."""
+    g = gen(157)  # a seed whose four sentences end after 1, 10, 5 and 2 tokens
+    params = _dec(_params(g, 4, 6, 3, 5))
+    mixed = (_context(g, 4, 5), params)
     g = gen(57)
     never = _dec(_params(g, 4, 6, 3, 5, eos_bias=-60.0))
     at_once = _dec(_params(g, 4, 6, 3, 5, eos_bias=60.0))
-    return [
-        Case("max_len = 1", (c, p, BOS, EOS), {"max_len": 1}),
-        Case("sentences finish at different steps: padding after each <eos>", (c, p, BOS, EOS), {"max_len": 8}),
-        Case("a decoder that never emits <eos> stops at max_len", (c, never, BOS, EOS), {"max_len": 7}),
-        Case("a decoder that emits <eos> at once", (c, at_once, BOS, EOS), {"max_len": 5}),
-        Case("B = 1, float32", (c[:1].float(), {k: v.float() for k, v in p.items()}, BOS, EOS), {"max_len": 6}),
-        Case("max_len = 0 is an error", (c, p, BOS, EOS), {"max_len": 0}, raises="ValueError"),
-    ]
+    return {"mixed": ("a decoder whose 4 sentences end after 1, 10, 5 and 2 tokens", mixed),
+            "never": ("a decoder that never writes <eos>", (mixed[0], never)),
+            "at_once": ("a decoder that writes <eos> first", (mixed[0], at_once))}
+
+
+def _greedy_call(model, max_len):
+    context, params = model
+    return (context, params, BOS, EOS), {"max_len": max_len}
+
+
+def _greedy_edge():
+    m = _greedy_models()
+    c, p = m["mixed"][1]
+    return greedy_contract_cases(_greedy_call, m["mixed"][1], m["never"][1], m["at_once"][1]) + [
+        Case("B = 1, float32", (c[:1].float(), {k: v.float() for k, v in p.items()}, BOS, EOS), {"max_len": 6})]
+
+
+def _greedy_keeps_the_contract(fn):
+    """The contract of greedy decoding (grader/cases/common.py), with the three kinds of decoder."""
+    return greedy_contract_property(_greedy_call, list(_greedy_models().values()), EOS, item=0)(fn)
 
 
 # ---------------------------------------------------------------- beam_search
@@ -279,7 +292,8 @@ def _beam_edge():
         Case("the same case with length_norm=False", (ln[0], ln[1], BOS, EOS), kw(3, 5, False)),
         Case("float32", (c.float(), {k: v.float() for k, v in p.items()}, BOS, EOS), kw(2, 5)),
         Case("beam_width = 0 is an error", (c, p, BOS, EOS), kw(0, 5), raises="ValueError"),
-        Case("max_len = 0 is an error", (c, p, BOS, EOS), kw(2, 0), raises="ValueError"),
+        Case("max_len = 0: nothing to write, one empty hypothesis of score 0", (c, p, BOS, EOS), kw(2, 0)),
+        Case("max_len = -1 is an error", (c, p, BOS, EOS), kw(2, -1), raises="ValueError"),
         Case("a batch of contexts (2-D) is an error: beam search decodes one sentence", (c[None], p, BOS, EOS),
              kw(2, 3), raises="ValueError"),
     ]
@@ -413,6 +427,7 @@ register(
                        ("rnn:seq2seq_loss_not_divided",
                         "the summed loss was not divided by the number of examples N (the batch size B)")]),
     Exercise("greedy_decode", "rnn:greedy_decode", _greedy_case, _greedy_edge,
+             properties=[("edge", _greedy_keeps_the_contract), ("hidden", _greedy_keeps_the_contract)],
              mistakes=[("rnn:greedy_decode_finished_keep_going",
                         "sentences that already emitted <eos> kept generating: after its <eos> a sentence gets only "
                         "padding (0) and its log-probability stops growing"),

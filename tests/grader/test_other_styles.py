@@ -649,8 +649,8 @@ STYLES = {
         # a while loop over the learner's own decoder_step, tokens written into a preallocated tensor
         ("preallocated tokens, decoder_step", r'''
             def greedy_decode(context, params, bos_id, eos_id, max_len):
-                if max_len < 1:
-                    raise ValueError("max_len must be at least 1")
+                if max_len < 0:
+                    raise ValueError("max_len must not be negative")
                 B, dev = context.shape[0], context.device
                 tokens = torch.zeros(B, max_len, dtype=torch.long, device=dev)
                 total = torch.zeros(B, dtype=context.dtype, device=dev)
@@ -673,7 +673,7 @@ STYLES = {
         # one sentence at a time with Python lists, padded at the end
         ("sentence by sentence, lists", r'''
             def greedy_decode(context, params, bos_id, eos_id, max_len):
-                if not max_len >= 1:
+                if not max_len >= 0:
                     raise ValueError(f"max_len={max_len}")
                 p = params
                 sentences, scores = [], []
@@ -692,7 +692,7 @@ STYLES = {
                     scores.append(score)
                 L = max(len(t) for t in sentences)
                 tokens = torch.tensor([t + [0] * (L - len(t)) for t in sentences], dtype=torch.long,
-                                      device=context.device)
+                                      device=context.device).reshape(len(sentences), L)
                 return tokens, torch.stack(scores)
         '''),
     ],
@@ -700,8 +700,8 @@ STYLES = {
         # hypotheses extended one at a time with the learner's decoder_step, candidates sorted in Python
         ("one hypothesis at a time, sorted", r'''
             def beam_search(context, params, bos_id, eos_id, beam_width, max_len, length_norm=False):
-                if beam_width < 1 or max_len < 1:
-                    raise ValueError("beam_width and max_len must be >= 1")
+                if beam_width < 1 or max_len < 0:
+                    raise ValueError("beam_width must be >= 1 and max_len >= 0")
                 if context.dim() != 1:
                     raise ValueError("context must be one sentence's (H,) vector")
                 live = [([], torch.zeros((), dtype=context.dtype, device=context.device), context)]
@@ -734,8 +734,8 @@ STYLES = {
                     raise ValueError("beam search decodes one sentence: context must be (H,)")
                 if beam_width < 1:
                     raise ValueError("beam_width < 1")
-                if max_len < 1:
-                    raise ValueError("max_len < 1")
+                if max_len < 0:
+                    raise ValueError("max_len < 0")
                 p, dev = params, context.device
                 V = p["W_out"].shape[0]
                 seqs = torch.full((1, 1), bos_id, dtype=torch.long, device=dev)     # (K, t + 1), <bos> first
@@ -758,7 +758,7 @@ STYLES = {
                     if seqs.shape[0] == 0:
                         break
                 pool = finished + [(s[1:].tolist(), sc) for s, sc in zip(seqs, scores)]
-                key = (lambda e: float(e[1]) / len(e[0])) if length_norm else (lambda e: float(e[1]))
+                key = (lambda e: float(e[1]) / max(len(e[0]), 1)) if length_norm else (lambda e: float(e[1]))
                 best = sorted(pool, key=key, reverse=True)[:beam_width]
                 return [toks for toks, _ in best], torch.stack([sc for _, sc in best])
         '''),
@@ -1436,51 +1436,51 @@ STYLES = {
     # ============================================================ 09 KV cache
     "encdec_forward": [
         ("keyword arguments, one line", r'''
-            def encdec_forward(encode, cross_kv, decode, src, src_valid, tgt_in, tgt_valid):
-                return decode(tgt_in, cross_kv(encode(src, src_valid)), src_valid=src_valid, tgt_valid=tgt_valid)
+            def encdec_forward(encode, cross_kv, run_decoder, src, src_valid, tgt_in, tgt_valid):
+                return run_decoder(tgt_in, cross_kv(encode(src, src_valid)), src_valid=src_valid, tgt_valid=tgt_valid)
         '''),
         ("named steps in a dict", r'''
-            def encdec_forward(encode, cross_kv, decode, src, src_valid, tgt_in, tgt_valid):
+            def encdec_forward(encode, cross_kv, run_decoder, src, src_valid, tgt_in, tgt_valid):
                 steps = {}
                 steps["memory"] = encode(src, src_valid)
                 steps["kv"] = cross_kv(steps["memory"])
                 masks = (src_valid, tgt_valid)
-                return decode(tgt_in, steps["kv"], *masks)
+                return run_decoder(tgt_in, steps["kv"], *masks)
         '''),
     ],
     "translation_loss": [
         ("F.cross_entropy with ignore_index", r'''
-            def translation_loss(encode, cross_kv, decode, batch):
-                logits = encdec_forward(encode, cross_kv, decode, batch["src"], batch["src_mask"], batch["tgt_in"],
+            def translation_loss(encode, cross_kv, run_decoder, batch):
+                logits = encdec_forward(encode, cross_kv, run_decoder, batch["src"], batch["src_mask"], batch["tgt_in"],
                                         batch["tgt_mask"])
                 targets = batch["tgt_out"].masked_fill(~batch["tgt_mask"], -100)
                 return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
         '''),
         ("boolean indexing of the real tokens", r'''
-            def translation_loss(encode, cross_kv, decode, batch):
+            def translation_loss(encode, cross_kv, run_decoder, batch):
                 real = batch["tgt_mask"]
-                logits = encdec_forward(encode, cross_kv, decode, batch["src"], batch["src_mask"], batch["tgt_in"],
+                logits = encdec_forward(encode, cross_kv, run_decoder, batch["src"], batch["src_mask"], batch["tgt_in"],
                                         real)
                 return F.cross_entropy(logits[real], batch["tgt_out"][real], reduction="sum") / real.sum()
         '''),
     ],
     "greedy_translate": [
         ("a list of steps, padding written by torch.where", r'''
-            def greedy_translate(encode, cross_kv, decode, src, src_valid, bos_id, eos_id, max_len):
+            def greedy_translate(encode, cross_kv, run_decoder, src, src_valid, bos_id, eos_id, max_len):
                 if max_len < 0 or src.ndim != 2:
                     raise ValueError(f"need max_len >= 0 and a (B, T_x) source, got {max_len} and {tuple(src.shape)}")
                 kv = cross_kv(encode(src, src_valid))
                 written = [torch.full((src.shape[0],), bos_id, dtype=torch.long, device=src.device)]
                 ended = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
                 while len(written) - 1 < max_len and not ended.all():
-                    logits = decode(torch.stack(written, dim=1), kv, src_valid, None)
+                    logits = run_decoder(torch.stack(written, dim=1), kv, src_valid, None)
                     token = torch.where(ended, torch.zeros_like(written[0]), logits[:, -1, :].argmax(-1))
                     written.append(token)
                     ended = ended | (token == eos_id)
                 return torch.stack(written[1:], dim=1) if len(written) > 1 else src.new_zeros(src.shape[0], 0)
         '''),
         ("a preallocated buffer, cut at the end", r'''
-            def greedy_translate(encode, cross_kv, decode, src, src_valid, bos_id, eos_id, max_len):
+            def greedy_translate(encode, cross_kv, run_decoder, src, src_valid, bos_id, eos_id, max_len):
                 if not isinstance(max_len, int) or max_len < 0:
                     raise ValueError("max_len must be a whole number >= 0")
                 if src.dim() != 2:
@@ -1493,7 +1493,7 @@ STYLES = {
                 alive = torch.ones(B, dtype=torch.bool, device=src.device)
                 n = 0
                 for t in range(1, max_len + 1):
-                    nxt = decode(buf[:, :t], kv, src_valid, None)[:, t - 1].argmax(dim=-1)
+                    nxt = run_decoder(buf[:, :t], kv, src_valid, None)[:, t - 1].argmax(dim=-1)
                     buf[:, t] = nxt * alive
                     alive = alive & (nxt != eos_id)
                     n = t
@@ -1608,34 +1608,40 @@ STYLES = {
     ],
     "greedy_generate": [
         ("preallocated output", r'''
-            def greedy_generate(step, prompt, n_new):
+            def greedy_generate(step, prompt, eos_id, max_len):
                 if prompt.ndim != 2 or prompt.shape[-1] == 0:
                     raise ValueError(f"prompt must be (B, T_p) with T_p >= 1, got {tuple(prompt.shape)}")
-                if n_new < 0:
-                    raise ValueError("n_new must not be negative")
-                out = torch.zeros(prompt.shape[0], n_new, dtype=torch.long, device=prompt.device)
-                if n_new == 0:
-                    return out
-                logits, cache = step(prompt, None)
-                for i in range(n_new):
-                    out[:, i] = logits[:, -1, :].argmax(dim=-1)
-                    if i + 1 < n_new:
-                        logits, cache = step(out[:, i:i + 1].clone(), cache)
-                return out
+                if max_len < 0:
+                    raise ValueError("max_len must not be negative")
+                out = torch.zeros(prompt.shape[0], max_len, dtype=torch.long, device=prompt.device)
+                ended = torch.zeros(prompt.shape[0], dtype=torch.bool, device=prompt.device)
+                feed, cache, n = prompt, None, 0
+                while n < max_len and not ended.all():
+                    logits, cache = step(feed, cache)
+                    out[:, n] = torch.where(ended, 0, logits[:, -1, :].argmax(dim=-1))
+                    ended |= out[:, n] == eos_id
+                    feed = out[:, n:n + 1].clone()
+                    n += 1
+                return out[:, :n]
         '''),
         # the text grown with torch.cat, the newest token fed back as (B, 1)
         ("torch.cat, feed back", r'''
-            def greedy_generate(step, prompt, n_new):
+            def greedy_generate(step, prompt, eos_id, max_len):
                 if prompt.dim() != 2 or prompt.size(1) < 1:
                     raise ValueError("a (B, T_p) prompt with at least one token is needed")
-                if n_new < 0:
-                    raise ValueError(f"n_new={n_new} < 0")
+                if max_len < 0:
+                    raise ValueError(f"max_len={max_len} < 0")
                 generated = prompt.new_empty(prompt.size(0), 0)
                 feed, cache = prompt, None
-                for _ in range(n_new):
+                for _ in range(max_len):
                     logits, cache = step(feed, cache)
                     feed = logits[:, -1:].argmax(dim=-1)                       # (B, 1): the newest token
+                    if generated.size(1):
+                        finished = (generated == eos_id).any(dim=1, keepdim=True)
+                        feed = feed.masked_fill(finished, 0)
                     generated = torch.cat([generated, feed], dim=1)
+                    if (generated == eos_id).any(dim=1).all():
+                        break
                 return generated
         '''),
     ],

@@ -95,7 +95,7 @@ def test_the_reference_submission_runs_top_to_bottom_with_its_training_capped(co
         assert [int(n) for n in re.findall(r"/(\d+)", agreed)] == [CAPPED_GREEDY_SAMPLE] * len(KINDS), agreed
     if a == "08_encoder_decoder":
         assert "the same tokens: True" in text
-        assert "max |decode (your block) - decode_kv (keys and values given)|" in text
+        assert "max |run_decoder (your block) - run_decoder_kv (keys and values given)|" in text
 
 
 @pytest.mark.parametrize("a", UNTOUCHED)

@@ -196,7 +196,7 @@ def test_positions_through_the_model_with_and_without_a_cache():
     def step(ids, cache):  # counts the positions each call sends through the model
         seen.append(ids.shape[1])
         return torch.zeros(ids.shape[0], ids.shape[1], 3), (cache or 0) + ids.shape[1]
-    kv_cache.greedy_generate(step, torch.zeros(1, 5, dtype=torch.long), 10)
+    kv_cache.greedy_generate(step, torch.zeros(1, 5, dtype=torch.long), 2, 10)  # token 0 each time: no <eos>
     name = "answer_positions_without_cache"
     assert wrong(name, "with_cache") == canonical(name, sum(seen))
     without = sum(5 + t for t in range(10))  # the whole text so far, at each of the 10 steps
