@@ -30,7 +30,7 @@ VERSION_KEY = "course_version"
 STUDENT_FILES = {
     "grader": ["__init__.py", "_safe.py", "compare.py", "course.py", "devices.py", "reference.py", "report.py",
                "runner.py", "shipped.py", "cases/*.py", "expected/*.pt"],
-    "coursekit": ["__init__.py", "blocks.py", "capstone.py", "data.py", "plots.py", "rnn.py", "training.py",
+    "coursekit": ["__init__.py", "blocks.py", "capstone.py", "data.py", "drawings.py", "plots.py", "rnn.py", "training.py",
                   "transformer.py", "widgets/*.py"],
 }
 

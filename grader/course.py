@@ -111,7 +111,7 @@ NOTEBOOKS = {nb.folder: nb for nb in [
         given={"attention_decoder_step": ("coursekit.capstone:attention_step",)},
         questions=("answer_alignment_weights", "answer_bottleneck"),
         sample_bug=SampleBug("attention_decoder_step", "the output layer ignores the context",
-                             ("torch.cat([s, context], dim=-1)", "torch.cat([s, torch.zeros_like(context)], dim=-1)"))),
+                             ("torch.cat([h, context], dim=-1)", "torch.cat([h, torch.zeros_like(context)], dim=-1)"))),
     # later notebooks' blocks call earlier exercises, so a bug in a helper would cost the block's points
     # too: each sample bug sits in an exercise that nothing else in its notebook calls
     Notebook(

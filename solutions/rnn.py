@@ -7,14 +7,15 @@ vocabulary. Training uses teacher forcing and the summed token negative
 log-likelihood; generation uses greedy decoding or beam search.
 
 Shape letters: B batch, T_x source length, T_y target length, D embedding width,
-H hidden width, V target vocabulary size (V_src for the source's).
+d_h hidden width (the state h_t has d_h numbers), V target vocabulary size (V_src for the
+source's).
 
 The weights are passed in as tensors, or as one dict ``params`` (see
 ``coursekit.rnn.init_params``) with the keys
 
-    E_src (V_src, D)   W_x_enc (H, D)   W_h_enc (H, H)   b_enc (H,)
-    E_tgt (V, D)       W_x_dec (H, D)   W_h_dec (H, H)   b_dec (H,)
-    W_out (V, H)       b_out (V,)
+    E_src (V_src, D)   W_x_enc (d_h, D)   W_h_enc (d_h, d_h)   b_enc (d_h,)
+    E_tgt (V, D)       W_x_dec (d_h, D)   W_h_dec (d_h, d_h)   b_dec (d_h,)
+    W_out (V, d_h)       b_out (V,)
 
 A weight matrix W of shape (out, in) acts on a batch of row vectors as
 ``x @ W.T``, as in ``torch.nn.Linear``. Token ids follow notebook 01:
@@ -29,13 +30,13 @@ def rnn_cell(x_t, h_prev, W_x, W_h, b):
 
     Args:
         x_t: (B, D) the embedded tokens read at step t.
-        h_prev: (B, H) the previous hidden states h_{t-1}.
-        W_x: (H, D) input weights.
-        W_h: (H, H) recurrent weights.
-        b: (H,) bias.
+        h_prev: (B, d_h) the previous hidden states h_{t-1}.
+        W_x: (d_h, D) input weights.
+        W_h: (d_h, d_h) recurrent weights.
+        b: (d_h,) bias.
 
     Returns:
-        (B, H) the new hidden states h_t, every entry in (-1, 1).
+        (B, d_h) the new hidden states h_t, every entry in (-1, 1).
 
     Device: make every tensor you create on the inputs' device (``device=<input>.device``);
     the grader also runs this function on tensors of another device.
@@ -46,8 +47,8 @@ def rnn_cell(x_t, h_prev, W_x, W_h, b):
                          f"D={W_x.shape[1]}")
     if h_prev.shape[-1] != W_h.shape[1] or W_h.shape[0] != W_x.shape[0]:
         raise ValueError(f"h_prev {tuple(h_prev.shape)}, W_h {tuple(W_h.shape)} and W_x {tuple(W_x.shape)} "
-                         f"disagree on the hidden width H")
-    return torch.tanh(h_prev @ W_h.T + x_t @ W_x.T + b)  # (B, H)
+                         f"disagree on the hidden width d_h")
+    return torch.tanh(h_prev @ W_h.T + x_t @ W_x.T + b)  # (B, d_h)
     ### END SOLUTION
 
 
@@ -63,11 +64,11 @@ def rnn_encode(src_ids, src_mask, E, W_x, W_h, b):
         src_mask: BoolTensor (B, T_x), True on real tokens, False on padding
             (None: no padding).
         E: (V_src, D) source embedding matrix.
-        W_x, W_h, b: the encoder's weights (H, D), (H, H), (H,).
+        W_x, W_h, b: the encoder's weights (d_h, D), (d_h, d_h), (d_h,).
 
     Returns:
-        states: (B, T_x, H), h_t at the real positions and 0 on padding.
-        context: (B, H), c = h_{T_x}, the state after the last real token of
+        states: (B, T_x, d_h), h_t at the real positions and 0 on padding.
+        context: (B, d_h), c = h_{T_x}, the state after the last real token of
             each sentence. A sentence with no real token (T_x = 0, or all
             padding) gets the initial state h_0 = 0.
 
@@ -81,18 +82,18 @@ def rnn_encode(src_ids, src_mask, E, W_x, W_h, b):
         raise ValueError(f"src_ids must be (B, T_x) and src_mask the same shape; got {tuple(src_ids.shape)} "
                          f"and {tuple(src_mask.shape)}")
     B, T_x = src_ids.shape
-    H = W_h.shape[0]
-    h = torch.zeros(B, H, dtype=E.dtype, device=E.device)  # h_0
-    x = E[src_ids.masked_fill(~src_mask, 0)] @ W_x.T + b  # (B, T_x, H): W_x e(x_t) + b for every t at once
+    d_h = W_h.shape[0]
+    h = torch.zeros(B, d_h, dtype=E.dtype, device=E.device)  # h_0
+    x = E[src_ids.masked_fill(~src_mask, 0)] @ W_x.T + b  # (B, T_x, d_h): W_x e(x_t) + b for every t at once
     states = []
     for t in range(T_x):
-        h_new = torch.tanh(h @ W_h.T + x[:, t])  # (B, H)
+        h_new = torch.tanh(h @ W_h.T + x[:, t])  # (B, d_h)
         real = src_mask[:, t, None]  # (B, 1)
         h = torch.where(real, h_new, h)  # padding: keep the last real state
         states.append(torch.where(real, h_new, torch.zeros_like(h_new)))
     if not states:  # T_x = 0: nothing to read, the context is h_0
-        return torch.zeros(B, 0, H, dtype=E.dtype, device=E.device), h
-    return torch.stack(states, dim=1), h  # (B, T_x, H), (B, H)
+        return torch.zeros(B, 0, d_h, dtype=E.dtype, device=E.device), h
+    return torch.stack(states, dim=1), h  # (B, T_x, d_h), (B, d_h)
     ### END SOLUTION
 
 
@@ -104,19 +105,19 @@ def decoder_step(prev_ids, h, params):
 
     Args:
         prev_ids: LongTensor (B,), the previous tokens y_{t-1} (<bos> at t = 1).
-        h: (B, H), the decoder state h_{t-1} (the context c at t = 1).
+        h: (B, d_h), the decoder state h_{t-1} (the context c at t = 1).
         params: the dict of weights (keys E_tgt, W_x_dec, W_h_dec, b_dec, W_out, b_out are used).
 
     Returns:
         logits: (B, V), z_t; softmax(z_t) is P(y_t | y_<t, x).
-        h: (B, H), the new state h_t.
+        h: (B, d_h), the new state h_t.
 
     Device: make every tensor you create on the inputs' device (``device=<input>.device``);
     the grader also runs this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     e = params["E_tgt"][prev_ids]  # (B, D)
-    h = torch.tanh(h @ params["W_h_dec"].T + e @ params["W_x_dec"].T + params["b_dec"])  # (B, H)
+    h = torch.tanh(h @ params["W_h_dec"].T + e @ params["W_x_dec"].T + params["b_dec"])  # (B, d_h)
     logits = h @ params["W_out"].T + params["b_out"]  # (B, V)
     return logits, h
     ### END SOLUTION
@@ -130,7 +131,7 @@ def teacher_forced_logits(context, tgt_in, params):
     advance. The first state is the context vector: h_0 = c.
 
     Args:
-        context: (B, H), the encoder's context vectors c.
+        context: (B, d_h), the encoder's context vectors c.
         tgt_in: LongTensor (B, T_y), <bos> y_1 ... y_{T_y - 1} (padding allowed: it is
             read like any token, and its logits are ignored by the loss).
         params: the dict of weights (decoder keys).
@@ -143,15 +144,15 @@ def teacher_forced_logits(context, tgt_in, params):
     """
     ### BEGIN SOLUTION
     B, T_y = tgt_in.shape
-    x = params["E_tgt"][tgt_in] @ params["W_x_dec"].T + params["b_dec"]  # (B, T_y, H), every step at once
+    x = params["E_tgt"][tgt_in] @ params["W_x_dec"].T + params["b_dec"]  # (B, T_y, d_h), every step at once
     h = context  # h_0 = c
     hs = []
     for t in range(T_y):
-        h = torch.tanh(h @ params["W_h_dec"].T + x[:, t])  # (B, H), reads the true y_{t-1}
+        h = torch.tanh(h @ params["W_h_dec"].T + x[:, t])  # (B, d_h), reads the true y_{t-1}
         hs.append(h)
     if not hs:
         return torch.zeros(B, 0, params["W_out"].shape[0], dtype=context.dtype, device=context.device)
-    states = torch.stack(hs, dim=1)  # (B, T_y, H)
+    states = torch.stack(hs, dim=1)  # (B, T_y, d_h)
     return states @ params["W_out"].T + params["b_out"]  # (B, T_y, V)
     ### END SOLUTION
 

@@ -190,11 +190,12 @@ SECOND_BUG = {
             return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
     ''', "averaged over the real tokens"),
     "05b_rnn_attention": ("dot_score", '''
-        def dot_score(s, H):
-            if s.dim() != 2 or H.dim() != 3 or s.shape[0] != H.shape[0] or s.shape[1] != H.shape[2]:
+        def dot_score(h_dec, states):
+            if h_dec.dim() != 2 or states.dim() != 3 or h_dec.shape[0] != states.shape[0] \\
+                    or h_dec.shape[1] != states.shape[2]:
                 raise ValueError("shapes")
-            return torch.einsum("bh,bth->bt", s, H) / math.sqrt(s.shape[1])
-    ''', "divided by sqrt(H)"),
+            return torch.einsum("bh,bth->bt", h_dec, states) / math.sqrt(h_dec.shape[1])
+    ''', "divided by sqrt(d_dec)"),
     "06_encoder": ("sinusoidal_positions", '''
         def sinusoidal_positions(T, D, base=10000.0, dtype=torch.float32, device=None):
             if T < 0 or D < 1:

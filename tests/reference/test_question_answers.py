@@ -215,7 +215,7 @@ def test_the_cache_holds_keys_and_values():
 def test_an_attention_decoder_computes_one_weight_per_output_step_and_source_position():
     from coursekit.rnn import AttentionSeq2Seq
     from solutions.rnn_attention import attention_decoder_step
-    model = AttentionSeq2Seq(12, 9, D=4, H=8, A=4, seed=0, step=attention_decoder_step)
+    model = AttentionSeq2Seq(12, 9, D=4, d_h=8, d_a=4, seed=0, step=attention_decoder_step)
     src, tgt_in = torch.randint(4, 12, (1, 10)), torch.randint(4, 9, (1, 11))
     with torch.no_grad():
         _, weights = model(src, torch.ones(1, 10, dtype=torch.bool), tgt_in, with_weights=True)
