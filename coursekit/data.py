@@ -65,6 +65,15 @@ def is_iso_date(text):
     return True
 
 
+def format_of(source, target):
+    """The name of the format (a key of FORMATS) in which ``source`` writes the date ``target`` (YYYY-MM-DD)."""
+    d = datetime.date.fromisoformat(target)
+    for name in FORMATS:
+        if render(d, name) == source:
+            return name
+    raise ValueError(f"{source!r} writes {target} in none of the task's formats")
+
+
 def iso(d):
     """The target: ``YYYY-MM-DD``."""
     return d.isoformat()
