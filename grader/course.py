@@ -117,7 +117,7 @@ NOTEBOOKS = {nb.folder: nb for nb in [
     Notebook(
         "06_encoder", "encoder",
         _points(split_heads=1, merge_heads=1, multi_head_attention=3, sinusoidal_positions=2, embed_with_positions=2,
-                encoder_block=3, masked_lm_loss=2),
+                encoder_block=3, masked_lm_loss=2, probe_accuracy=3),
         given={"split_heads": ("coursekit.blocks:split_heads",),
                "merge_heads": ("coursekit.blocks:merge_heads",),
                "multi_head_attention": ("coursekit.blocks:multi_head_attention",),

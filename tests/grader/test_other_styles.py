@@ -1023,6 +1023,48 @@ STYLES = {
                 return torch.nan_to_num(loss, nan=0.0)
         '''),
     ],
+    "probe_accuracy": [
+        # the nearest mean written as the linear rule it is: w . x > threshold
+        ("a hyperplane w . x > c", r'''
+            def probe_accuracy(hidden, positions, senses, is_train):
+                B, T, D = hidden.shape
+                if positions.shape != (B,) or senses.shape != (B,) or is_train.shape != (B,):
+                    raise ValueError("shapes")
+                if positions.min() < 0 or positions.max() >= T or not ((senses == 0) | (senses == 1)).all():
+                    raise ValueError("positions must be in 0 .. T-1 and senses 0 or 1")
+                x = hidden.gather(1, positions.view(B, 1, 1).expand(B, 1, D)).squeeze(1)   # (B, D)
+                fit0, fit1 = is_train & (senses == 0), is_train & (senses == 1)
+                if fit0.sum() == 0 or fit1.sum() == 0 or is_train.all():
+                    raise ValueError("need both senses to fit and a sentence to test")
+                m0, m1 = x[fit0].mean(0), x[fit1].mean(0)
+                w, c = m1 - m0, (m1.dot(m1) - m0.dot(m0)) / 2
+                guess = (x[~is_train] @ w > c).long()
+                return float((guess == senses[~is_train]).sum()) / int((~is_train).sum())
+        '''),
+        ("torch.cdist, a loop over the test sentences", r'''
+            def probe_accuracy(hidden, positions, senses, is_train):
+                if hidden.ndim != 3 or not (len(positions) == len(senses) == len(is_train) == hidden.shape[0]):
+                    raise ValueError("hidden is (B, T, D), the rest (B,)")
+                if any(p < 0 or p >= hidden.shape[1] for p in positions.tolist()):
+                    raise ValueError(f"positions outside 0 .. {hidden.shape[1] - 1}")
+                if any(s not in (0, 1) for s in senses.tolist()):
+                    raise ValueError("senses are 0 or 1")
+                words = torch.stack([hidden[b, p] for b, p in enumerate(positions.tolist())])
+                train = [b for b in range(len(words)) if is_train[b]]
+                test = [b for b in range(len(words)) if not is_train[b]]
+                means = []
+                for sense in (0, 1):
+                    rows = [b for b in train if senses[b] == sense]
+                    if not rows:
+                        raise ValueError("both senses are needed to fit the probe")
+                    means.append(words[rows].mean(dim=0))
+                if not test:
+                    raise ValueError("nothing to test")
+                dist = torch.cdist(words[test].double(), torch.stack(means).double())   # (n_test, 2)
+                right = sum(int(dist[k, 1] < dist[k, 0]) == int(senses[b]) for k, b in enumerate(test))
+                return right / len(test)
+        '''),
+    ],
     # ============================================================ 07 decoder
     "rope": [
         # x cos + (-x_odd, x_even) sin, with cos and sin repeated for both columns of a pair
