@@ -238,7 +238,7 @@ def transformer_block(kind, T, d_model, n_heads, d_ff, tokens=None, title=None):
     layers = [(0.55, f"input $x$: $T \\times D$ = {T} $\\times$ {d_model}", STATE),
               (1.6, f"multi-head self-attention\n$H = {n_heads}$ heads of $d_k = D / H = {d_k}$", ATTN),
               (2.6, "add & LayerNorm$_1$: $h = \\mathrm{LN}_1(x + \\mathrm{MHA}(x))$", NORM),
-              (3.65, f"feed-forward, each position alone\n$D = {d_model} \\to F = {d_ff} \\to D$ (ReLU)", FFN),
+              (3.65, f"feed-forward, each position alone\n$D = {d_model} \\to d_{{ff}} = {d_ff} \\to D$ (ReLU)", FFN),
               (4.65, "add & LayerNorm$_2$: $\\mathrm{LN}_2(h + \\mathrm{FFN}(h))$", NORM),
               (5.7, f"output: $T \\times D$ = {T} $\\times$ {d_model}", STATE)]
     for y, text, color in layers:
@@ -304,7 +304,7 @@ def encoder_decoder(source, target, d_model, n_heads, d_ff, n_enc_layers, n_dec_
     for k in range(1, n_dec_layers + 1):
         parts = [("causal self-attention ($Q, K, V$ from $y$)", STATE),
                  (f"cross-attention: $Q$ from $y$, $K, V$ from the memory", ATTN),
-                 (f"FFN $D \\to F = {d_ff} \\to D$", FFN)]
+                 (f"FFN $D \\to d_{{ff}} = {d_ff} \\to D$", FFN)]
         _box(ax, dx, y + 0.72 * len(parts) / 2 + 0.05, w + 0.9, 0.72 * len(parts) + 0.25, "", "white", lw=1.0)
         ax.text(dx + (w + 0.9) / 2 + 0.08, y + 0.72 * len(parts) / 2 + 0.05, f"decoder\nblock {k}", fontsize=8,
                 va="center")

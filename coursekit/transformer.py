@@ -217,6 +217,18 @@ class _Stack(nn.Module):
         return x
 
 
+@torch.no_grad()
+def layer_states(model, ids, valid=None):
+    """The vector of every position at every depth of a ``MaskedLM`` or ``DecoderLM``: [(B, T, D)], the embedding
+    (tokens plus positions, what the first block reads) first, then each block's output."""
+    x = model.embed_fn(ids, model.embed.E * model.embed.scale, model.embed.P)
+    states = [x]
+    for layer in model.layers:
+        x = model.block(x, valid, as_dict(layer), model.cfg.n_heads)
+        states.append(x)
+    return states
+
+
 class MaskedLM(_Stack):
     """Encoder-only: every position reads every real position; predicts the tokens hidden by [MASK]."""
 
