@@ -367,7 +367,7 @@ class SenseTask:
     word: str
 
 
-def make_sense_task(n_train=4000, n_probe=2000, T=8, word="bank", seed=0):
+def make_sense_task(n_train=4000, n_probe=4000, T=8, word="bank", seed=0):
     """The word-sense corpus of notebook 06, deterministic in ``seed``: ``n_train`` sentences to train a model on,
     ``n_probe`` others (half with the clue before the word, half after it) to probe it with. The word sits at a
     position drawn from 1 .. T-2, so that both sides have room; the clue at a position drawn on its side."""
