@@ -136,3 +136,35 @@ def test_a_difficulty_outside_1_to_5_is_refused_naming_it(difficulty):
     from grader.course import _points
     with pytest.raises(ValueError, match="1 to 5"):
         _points(toy=difficulty)
+
+
+# ---------------------------------------------------------------- the pictures of the architectures
+DRAWN = {"05_rnn": {"two_lengths", "rnn_encoder_decoder"}, "05b_rnn_attention": {"rnn_encoder_decoder"},
+         "06_encoder": {"transformer_block"}, "07_decoder": {"transformer_block", "rope_rotation"},
+         "08_encoder_decoder": {"encoder_decoder"}, "09_kv_cache": {"kv_cache"}}
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_every_architecture_is_drawn_by_a_read_only_cell_before_its_equations(path):
+    """Each notebook that teaches an architecture draws it with coursekit.drawings in a read-only cell, placed before
+    any display equation of its section (the section's heading and the picture come first), and its sizes come
+    from the notebook's own variables (no drawing cell passes a size the model does not use: checked by reading
+    the names the call passes)."""
+    nb = nbformat.read(path, as_version=4)
+    folder = assignment_of(path)
+    cells = [(i, c) for i, c in enumerate(nb.cells) if c.cell_type == "code" and "drawings." in c.source]
+    drawn = {re.search(r"drawings\.(\w+)\(", c.source).group(1) for _, c in cells}
+    assert drawn == DRAWN.get(folder, set()), (folder, drawn)
+    for i, cell in cells:
+        md = cell.metadata.get("nbgrader", {})
+        assert md.get("locked") and md.get("grade_id", "").startswith("draw_") and not md.get("grade"), (folder, i)
+        heading = max((k for k in range(i) if nb.cells[k].cell_type == "markdown"
+                       and re.search(r"^#{1,2} ", nb.cells[k].source, re.M)), default=0)
+        before = [nb.cells[k].source for k in range(heading, i) if nb.cells[k].cell_type == "markdown"]
+        assert not any("$$" in text for text in before), f"{folder}: an equation of its section precedes cell {i}"
+        call = cell.source[cell.source.index("drawings." + re.search(r"drawings\.(\w+)\(", cell.source).group(1)):]
+        typed = re.findall(r"\b(d_model|n_heads|d_ff|D|d_h|d_k|n_layers|n_enc_layers|n_dec_layers)=(\d+)", call)
+        assert not typed, f"{folder}: cell {i} draws with typed sizes {typed}; pass the notebook's own (SIZES, D, d_h)"
+        later = "".join(c.source for c in nb.cells[i + 1:] if c.cell_type == "code")
+        if "SIZES = dict(" in cell.source:  # the sizes the picture shows are the ones the model is built with
+            assert "**SIZES" in later, f"{folder}: no model after cell {i} is built with its SIZES"
