@@ -109,7 +109,8 @@ def encdec_forward(encode, cross_kv, run_decoder, src, src_valid, tgt_in, tgt_va
         tgt_valid: (B, T_y) bool, True on real target tokens.
 
     Returns:
-        logits (B, T_y, V): every target position at once (teacher forcing), from one call of each function.
+        logits (B, T_y, V): every target position at once, from one call of each function. The decoder reads
+        the true previous tokens (teacher forcing), and the causal mask lets it score them all in that one call.
     """
     ### BEGIN SOLUTION
     memory = encode(src, src_valid)  # (B, T_x, D): the source, read once

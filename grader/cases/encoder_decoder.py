@@ -342,8 +342,9 @@ def _forward_calls_once(fn):
         return wrong
     n_dec = counting.count("run_decoder")
     if n_dec != 1:
-        return (f"run_decoder was called {n_dec} times for one batch of T_y={T_y} target positions: teacher forcing "
-                f"reads them all in one call (the causal mask keeps each position from seeing later ones)")
+        return (f"run_decoder was called {n_dec} times for one batch of T_y={T_y} target positions: the decoder "
+                f"reads the true target (teacher forcing), so one call scores every position (the causal mask keeps "
+                f"each position from seeing later ones)")
     return None
 
 
