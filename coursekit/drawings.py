@@ -31,6 +31,29 @@ def _plt():
     return plt
 
 
+def _show(fig):
+    """Lay the figure out and, inside a notebook, show it as one PNG output: drawn here, so that it shows whatever
+    matplotlib's backend is (grading runs a notebook with the Agg backend, which displays nothing by itself, and
+    the feedback page keeps a cell's PNG outputs), and the figure is closed so that the inline backend does not show
+    it a second time. Returns the figure."""
+    fig.tight_layout()
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return fig
+    shell = get_ipython()
+    if shell is None or not hasattr(shell, "kernel"):
+        return fig
+    import io
+
+    from IPython.display import Image, display
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100, bbox_inches="tight")
+    display(Image(data=buffer.getvalue(), format="png"))
+    _plt().close(fig)
+    return fig
+
+
 def _canvas(width, height, xlim, ylim):
     fig, ax = _plt().subplots(figsize=(width, height))
     ax.set_xlim(*xlim)
@@ -118,8 +141,7 @@ def two_lengths(source=("I", "love", "AI"), target=("J'aime", "l'IA"), title=Non
             fontsize=11)
     ax.set_title(title or f"{len(source)} in, {len(target)} out: the two sequences need not have one length",
                  fontsize=11)
-    fig.tight_layout()
-    return fig
+    return _show(fig)
 
 
 # ------------------------------------------------------------------ 05 and 05b: the unrolled RNN
@@ -211,8 +233,7 @@ def rnn_encoder_decoder(source, target, D, d_h, attention=False, step=None, weig
         what = (f"a context $\\mathbf{{c}}_t$ per output step: step {t0 + 1} blends all $T_x = {T_x}$ encoder "
                 f"states with weights $\\alpha_{{{t0 + 1}j}}$; $D = {D}$, $d_h = {d_h}$")
     ax.set_title(title or what, fontsize=10)
-    fig.tight_layout()
-    return fig
+    return _show(fig)
 
 
 # ------------------------------------------------------------------ 06, 07: one transformer block and its mask
@@ -266,8 +287,7 @@ def transformer_block(kind, T, d_model, n_heads, d_ff, tokens=None, title=None):
             ha="center", va="top", fontsize=8)
     ax.set_title(title or f"the {kind} block (post-norm), as notebook {'06' if kind == 'encoder' else '07'} trains it",
                  fontsize=11)
-    fig.tight_layout()
-    return fig
+    return _show(fig)
 
 
 # ------------------------------------------------------------------ 08: encoder-decoder and cross-attention
@@ -327,8 +347,7 @@ def encoder_decoder(source, target, d_model, n_heads, d_ff, n_enc_layers, n_dec_
                source, "cross-attention: $T_y \\times T_x$,\nno causal mask", fontsize=7, rotate=60)
     ax.set_title(title or f"two stacks joined by cross-attention: $D = {d_model}$, $H = {n_heads}$ heads of "
                  f"$d_k = {d_k}$, {n_enc_layers} encoder and {n_dec_layers} decoder blocks", fontsize=10)
-    fig.tight_layout()
-    return fig
+    return _show(fig)
 
 
 # ------------------------------------------------------------------ 07: RoPE
@@ -363,8 +382,7 @@ def rope_rotation(d_k, c=0, positions=(0, 1, 2, 3), base=10000.0, query_at=3, ke
             fontsize=8.5, ha="left")
     ax.set_title(title or f"RoPE: the query at {query_at} (blue) and the key at {key_at} (amber) differ by "
                  f"{query_at - key_at} steps of $\\omega_{c}$", fontsize=10)
-    fig.tight_layout()
-    return fig
+    return _show(fig)
 
 
 # ------------------------------------------------------------------ 09: the KV cache
@@ -404,5 +422,4 @@ def kv_cache(prompt, new, n_layers, n_heads, d_k, title=None):
             f"in each of {n_layers} layers $\\times$ {n_heads} heads.", fontsize=8, ha="left", va="top")
     ax.set_title(title or "the cache grows by one position per call; the last token written is never fed",
                  fontsize=10)
-    fig.tight_layout()
-    return fig
+    return _show(fig)
