@@ -37,7 +37,7 @@ def worker(name, steps):
                                                       steps=steps, report_every=steps)]
     else:
         from solutions.rnn_attention import attention_decoder_step
-        model = rnn.AttentionSeq2Seq(len(task.src_vocab), len(task.tgt_vocab), D=32, H=128, A=64, seed=0,
+        model = rnn.AttentionSeq2Seq(len(task.src_vocab), len(task.tgt_vocab), D=32, d_h=128, d_a=64, seed=0,
                                      step=attention_decoder_step)
         optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
         schedule = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=3e-3, total_steps=steps, pct_start=0.1)

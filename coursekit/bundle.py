@@ -4,7 +4,8 @@
 
 * ``DIR/notebooks/<assignment>/<assignment>.ipynb``: every released notebook
   (nbgrader's student version: stubs, visible checks, no hidden tests), each
-  stamped with the course version in its metadata;
+  stamped with the course version in its metadata, and ``DIR/notebooks/notation.md``,
+  the notation page every notebook links;
 * ``DIR/package/``: an installable package, ``attention-course-student``, with
   the grader's visible checks and their shipped expectations, and the learner
   side of ``coursekit`` (data, plots, widgets, ready-made blocks, models);
@@ -22,7 +23,9 @@ import tempfile
 
 import nbformat
 
-from . import ROOT
+from . import ROOT, SOURCE_DIR
+
+NOTATION = "notation.md"  # the notation page, beside the assignments' folders: each notebook links ../notation.md
 
 VERSION_KEY = "course_version"
 
@@ -30,8 +33,8 @@ VERSION_KEY = "course_version"
 STUDENT_FILES = {
     "grader": ["__init__.py", "_safe.py", "compare.py", "course.py", "devices.py", "reference.py", "report.py",
                "runner.py", "shipped.py", "cases/*.py", "expected/*.pt"],
-    "coursekit": ["__init__.py", "blocks.py", "capstone.py", "data.py", "plots.py", "rnn.py", "submit.py",
-                  "training.py", "transformer.py", "widgets/*.py"],
+    "coursekit": ["__init__.py", "blocks.py", "capstone.py", "data.py", "drawings.py", "plots.py", "rnn.py",
+                  "submit.py", "training.py", "transformer.py", "widgets/*.py"],
 }
 
 
@@ -160,6 +163,7 @@ def build(out):
             dest = os.path.join(out, "notebooks", a, a + ".ipynb")
             os.makedirs(os.path.dirname(dest))
             nbformat.write(nb, dest)
+    shutil.copy(os.path.join(SOURCE_DIR, NOTATION), os.path.join(out, "notebooks", NOTATION))  # the notebooks link it
     package_dir = os.path.join(out, "package")
     copy_package(package_dir)
     with open(os.path.join(package_dir, "pyproject.toml"), "w") as f:

@@ -53,15 +53,15 @@ def causal_lm_mask(prefix_lengths, T):
     return allowed.expand(prefix_lengths.shape[0], T, T)
 
 
-def attention_step(prev_ids, s_prev, states, src_mask, p):
+def attention_step(prev_ids, h_prev, states, src_mask, p):
     """Notebook 05b's decoder step (Bahdanau), written with ``F.linear``: look, then update, then score."""
-    scores = F.linear(torch.tanh(F.linear(s_prev, p["W_s"])[:, None] + F.linear(states, p["W_h"])), p["v"][None])
+    scores = F.linear(torch.tanh(F.linear(h_prev, p["W_q"])[:, None] + F.linear(states, p["W_k"])), p["u"][None])
     scores = scores[..., 0].masked_fill(~src_mask, float("-inf"))  # (B, T_x)
     alpha = torch.softmax(scores, dim=-1).nan_to_num(0.0)
-    context = torch.bmm(alpha[:, None], states)[:, 0]  # (B, H_e)
-    s = torch.tanh(F.linear(F.embedding(prev_ids, p["E_tgt"]), p["W_x"]) + F.linear(context, p["W_c"])
-                   + F.linear(s_prev, p["W_hh"], p["b"]))
-    return F.linear(torch.cat([s, context], dim=-1), p["W_out"], p["b_out"]), s, alpha
+    context = torch.bmm(alpha[:, None], states)[:, 0]  # (B, d_enc)
+    h = torch.tanh(F.linear(F.embedding(prev_ids, p["E_tgt"]), p["W_x"]) + F.linear(context, p["W_c"])
+                   + F.linear(h_prev, p["W_h"], p["b"]))
+    return F.linear(torch.cat([h, context], dim=-1), p["W_out"], p["b_out"]), h, alpha
 
 
 def _encdec_block(y, memory, tgt_valid, src_valid, params, n_heads):
@@ -172,7 +172,7 @@ class _DecoderOnly:
             n, prefix = ids.shape[1], torch.full((ids.shape[0],), ids.shape[1])
             done = torch.zeros(ids.shape[0], dtype=torch.bool)
             for _ in range(MAX_NEW):
-                nxt = self.model(ids, prefix)[:, -1].argmax(-1).masked_fill(done, eos)
+                nxt = self.model(ids, prefix)[:, -1].argmax(-1).masked_fill(done, 0)  # the course's contract: 0 after <eos>
                 ids = torch.cat([ids, nxt[:, None]], dim=1)
                 done |= nxt == eos
                 if bool(done.all()):
@@ -187,9 +187,9 @@ def build(kind, width, task, seed=0, prefix_mask=None):
     V_src, V_tgt = len(task.src_vocab), len(task.tgt_vocab)
     torch.manual_seed(seed)
     if kind == "rnn_fixed":
-        return _Seq2Seq(kind, rnn.FixedContextSeq2Seq(V_src, V_tgt, D=EMBED, H=width, seed=seed), task)
+        return _Seq2Seq(kind, rnn.FixedContextSeq2Seq(V_src, V_tgt, D=EMBED, d_h=width, seed=seed), task)
     if kind == "rnn_attention":
-        model = rnn.AttentionSeq2Seq(V_src, V_tgt, D=EMBED, H=width, A=width // 2, seed=seed, step=attention_step)
+        model = rnn.AttentionSeq2Seq(V_src, V_tgt, D=EMBED, d_h=width, d_a=width // 2, seed=seed, step=attention_step)
         return _Seq2Seq(kind, model, task)
     if kind == "encoder_decoder":
         cfg = transformer.EncoderDecoderConfig(V_src, V_tgt, d_model=width, n_heads=4, d_ff=2 * width, n_enc_layers=2,

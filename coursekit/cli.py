@@ -25,7 +25,7 @@ import sys
 import tempfile
 import time
 
-from . import COURSE_DIR, ROOT
+from . import COURSE_DIR, ROOT, SOURCE_DIR
 
 
 def _workspace(target):
@@ -49,6 +49,8 @@ def _workspace(target):
             nbformat.write(nb, dest + ".tmp")
             os.replace(dest + ".tmp", dest)  # never a half-written notebook
             print(f"created {os.path.relpath(dest)}")
+    from .bundle import NOTATION
+    shutil.copy(os.path.join(SOURCE_DIR, NOTATION), os.path.join(target, NOTATION))  # course material, not the learner's
     return target
 
 

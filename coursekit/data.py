@@ -65,6 +65,15 @@ def is_iso_date(text):
     return True
 
 
+def format_of(source, target):
+    """The name of the format (a key of FORMATS) in which ``source`` writes the date ``target`` (YYYY-MM-DD)."""
+    d = datetime.date.fromisoformat(target)
+    for name in FORMATS:
+        if render(d, name) == source:
+            return name
+    raise ValueError(f"{source!r} writes {target} in none of the task's formats")
+
+
 def iso(d):
     """The target: ``YYYY-MM-DD``."""
     return d.isoformat()
@@ -335,3 +344,70 @@ def lm_batches(pairs, batch_size, vocab, seed=0, device=None):
     """Endless shuffled batches (``shuffled``) of ``<bos> source = target <eos>``: (ids (B, T), valid (B, T))."""
     for chunk in shuffled(pairs, batch_size, seed):
         yield pad_rows([lm_ids(s, t, vocab) for s, t in chunk], device)
+
+
+# ---------------------------------------------------------------- notebook 06: a word's meaning from its context
+SENSES = ("river", "money")  # the two senses of the ambiguous word, sense 0 and sense 1
+SENSE_CLUES = (("river", "water", "fish", "boat", "shore", "mud"),        # words that mean sense 0
+               ("money", "cash", "loan", "account", "coins", "teller"))  # words that mean sense 1
+SENSE_FILLERS = ("the", "a", "we", "saw", "near", "old", "big", "walked", "to", "by", "was", "that", "today", "then",
+                 "there", "it", "very", "quiet", "again", "later")
+
+
+@dataclass(frozen=True)
+class SenseTask:
+    """Sentences of one length holding the word ``bank`` once and one clue to its sense, before it or after it.
+
+    ``train`` and ``probe`` hold (tokens, position of the word, sense, side) with sense 0 (river) or 1 (money) and
+    side "before" or "after" (where the clue stands); every other token is a filler that says nothing of the sense.
+    """
+    train: list
+    probe: list
+    vocab: dict
+    word: str
+
+
+def make_sense_task(n_train=4000, n_probe=4000, T=8, word="bank", seed=0):
+    """The word-sense corpus of notebook 06, deterministic in ``seed``: ``n_train`` sentences to train a model on,
+    ``n_probe`` others (half with the clue before the word, half after it) to probe it with. The word sits at a
+    position drawn from 1 .. T-2, so that both sides have room; the clue at a position drawn on its side."""
+    if T < 3:
+        raise ValueError(f"a sentence needs T >= 3 tokens (a clue, the word and room on both sides), got T={T}")
+    rng = random.Random(seed)
+
+    def sentence(side):
+        p = rng.randrange(1, T - 1)
+        sense = rng.randrange(2)
+        tokens = [rng.choice(SENSE_FILLERS) for _ in range(T)]
+        tokens[p] = word
+        tokens[rng.randrange(0, p) if side == "before" else rng.randrange(p + 1, T)] = rng.choice(SENSE_CLUES[sense])
+        return tokens, p, sense, side
+
+    train = [sentence(rng.choice(("before", "after"))) for _ in range(n_train)]
+    probe = [sentence(side) for side in ("before", "after") for _ in range(n_probe // 2)]
+    tags = tuple(f"{word}:{sense}" for sense in SENSES)  # the word with its sense spelled out: what the models learn
+    vocab = {t: i for i, t in enumerate(SPECIALS + (word,) + SENSE_CLUES[0] + SENSE_CLUES[1] + SENSE_FILLERS + tags)}
+    return SenseTask(train, probe, vocab, word)
+
+
+def sense_batch(sentences, vocab):
+    """(ids (B, T), positions (B,), senses (B,)) of sentences of one length, as ``make_sense_task`` makes them."""
+    ids = torch.tensor([[vocab[t] for t in tokens] for tokens, _, _, _ in sentences], dtype=torch.long)
+    positions = torch.tensor([p for _, p, _, _ in sentences], dtype=torch.long)
+    senses = torch.tensor([s for _, _, s, _ in sentences], dtype=torch.long)
+    return ids, positions, senses
+
+
+def sense_game_batches(task, batch_size, seed=0):
+    """Endless seeded batches of notebook 06's game: (ids (B, T), targets (B, T), at_word (B,T)). ``targets`` is the
+    sentence with the word's sense spelled out (``bank`` becomes ``bank:river`` or ``bank:money``); ``at_word`` is
+    True at the word's position only, the one place the game scores."""
+    tags = torch.tensor([task.vocab[f"{task.word}:{sense}"] for sense in SENSES])
+    for chunk in shuffled(task.train, batch_size, seed):
+        ids, positions, senses = sense_batch(chunk, task.vocab)
+        rows = torch.arange(len(chunk))
+        targets = ids.clone()
+        targets[rows, positions] = tags[senses]
+        at_word = torch.zeros_like(ids, dtype=torch.bool)
+        at_word[rows, positions] = True
+        yield ids, targets, at_word

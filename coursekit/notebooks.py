@@ -251,7 +251,8 @@ def _fix_cells(nb):
         nb.cells = [c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") not in extra]
         for gid in lacking:  # after the exercise's last cell (its answer cell, or its last graded cell)
             ids = [c.metadata.get("nbgrader", {}).get("grade_id") or "" for c in nb.cells]
-            last = max(i for i, g in enumerate(ids) if g == name or g.rsplit("_", 1)[0] == name)
+            mine = {name} | {f"{name}_{kind}" for kind in ("basic", "edge", "errors")}  # not rope_attention's
+            last = max(i for i, g in enumerate(ids) if g in mine)
             nb.cells.insert(last + 1, graded_cell(name, gid.rsplit("_", 1)[1]))
 
 

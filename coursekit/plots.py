@@ -108,13 +108,20 @@ def plot_variance(d_values, raw, scaled):
     fig.tight_layout()
     return fig
 
-def plot_curves(x, curves, xlabel, ylabel, title=None, logx=False):
-    """Several y(x) curves on one axis: ``curves`` is {label: list of y}."""
-    fig, ax = _plt().subplots(figsize=(5.5, 3.5))
+def plot_curves(x, curves, xlabel, ylabel, title=None, logx=False, logy=False, ax=None):
+    """Several y(x) curves on one axis: ``curves`` is {label: list of y}, or {label: (xs, ys)} for a curve with x
+    values of its own."""
+    if ax is None:
+        fig, ax = _plt().subplots(figsize=(5.5, 3.5))
+    else:
+        fig = ax.figure
     for label, y in curves.items():
-        ax.plot(x, [float(v) for v in y], "o-", label=label)
+        xs, ys = y if isinstance(y, tuple) else (x, y)
+        ax.plot(xs, [float(v) for v in ys], "o-", label=label)
     if logx:
         ax.set_xscale("log")
+    if logy:
+        ax.set_yscale("log")
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     if title:

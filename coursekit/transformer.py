@@ -217,6 +217,18 @@ class _Stack(nn.Module):
         return x
 
 
+@torch.no_grad()
+def layer_states(model, ids, valid=None):
+    """The vector of every position at every depth of a ``MaskedLM`` or ``DecoderLM``: [(B, T, D)], the embedding
+    (tokens plus positions, what the first block reads) first, then each block's output."""
+    x = model.embed_fn(ids, model.embed.E * model.embed.scale, model.embed.P)
+    states = [x]
+    for layer in model.layers:
+        x = model.block(x, valid, as_dict(layer), model.cfg.n_heads)
+        states.append(x)
+    return states
+
+
 class MaskedLM(_Stack):
     """Encoder-only: every position reads every real position; predicts the tokens hidden by [MASK]."""
 
@@ -305,13 +317,13 @@ class DecoderLM(_Stack):
         a batch stops once all its rows have written <eos>; ``choose(logits)`` picks
         each next token from the (b, V) logits of a batch: the argmax (greedy) by
         default, or a draw (notebook 07's ``sample_next``). With ``generate``,
-        ``generate(self.step, ids, max_new_tokens)`` writes each batch (notebook
+        ``generate(self.step, ids, eos_id, max_new_tokens)`` writes each batch (notebook
         09's ``greedy_generate``, with the KV cache of ``step``).
         Returns the new tokens of each prompt, up to and without its <eos>.
         """
         def write(ids):  # (b, n) -> (b, <= max_new_tokens)
             return self._recompute(ids, max_new_tokens, eos_id, choose) if generate is None \
-                else generate(self.step, ids, max_new_tokens)
+                else generate(self.step, ids, eos_id, max_new_tokens)
         return by_prompt_length(prompts, write, eos_id, self.embed.E.device)
 
     def _recompute(self, ids, max_new_tokens, eos_id, choose=None):
@@ -355,7 +367,7 @@ class EncoderDecoder(nn.Module):
             x = self.enc_block(x, src_valid, as_dict(layer), self.cfg.n_heads)
         return x
 
-    def decode(self, tgt_in, memory, src_valid=None, tgt_valid=None):
+    def run_decoder(self, tgt_in, memory, src_valid=None, tgt_valid=None):
         """Logits (B, T_y, V) and the cross-attention weights of every layer [(B, H, T_y, T_x)]."""
         _check_ids(tgt_in, self.cfg.tgt_vocab_size, "target")
         y = self.embed_fn(tgt_in, self.tgt_embed.E * self.tgt_embed.scale, self.tgt_embed.P)
@@ -366,25 +378,25 @@ class EncoderDecoder(nn.Module):
         return self.head(y), cross
 
     def forward(self, src, src_valid, tgt_in, tgt_valid=None):
-        return self.decode(tgt_in, self.encode(src, src_valid), src_valid, tgt_valid)[0]  # (B, T_y, V)
+        return self.run_decoder(tgt_in, self.encode(src, src_valid), src_valid, tgt_valid)[0]  # (B, T_y, V)
 
     def cross_kv(self, memory):
         """Every decoder layer's cross-attention keys and values, [(K, V)] with each (B, H, T_x, d_k).
 
         They depend on the source alone: a translation computes them once and
-        hands them to every ``decode_kv`` call (notebook 08's greedy_translate).
+        hands them to every ``run_decoder_kv`` call (notebook 08's greedy_translate).
         """
         return [blocks.cross_keys_values(memory, as_dict(layer)["cross_attn"], self.cfg.n_heads)
                 for layer in self.dec_layers]
 
-    def decode_kv(self, tgt_in, kv, src_valid=None, tgt_valid=None):
-        """Logits (B, T_y, V) from ``cross_kv``'s keys and values: ``decode`` without recomputing them.
+    def run_decoder_kv(self, tgt_in, kv, src_valid=None, tgt_valid=None):
+        """Logits (B, T_y, V) from ``cross_kv``'s keys and values: ``run_decoder`` without recomputing them.
 
-        Ready-made (``blocks.encdec_decoder_block_kv``), equal to ``decode(tgt_in, memory, ...)``.
+        Ready-made (``blocks.encdec_decoder_block_kv``), equal to ``run_decoder(tgt_in, memory, ...)``.
         """
         _check_ids(tgt_in, self.cfg.tgt_vocab_size, "target")
         if not (isinstance(kv, (list, tuple)) and len(kv) == len(self.dec_layers)):
-            raise ValueError(f"decode_kv takes what cross_kv returned (a list of {len(self.dec_layers)} (K, V) "
+            raise ValueError(f"run_decoder_kv takes what cross_kv returned (a list of {len(self.dec_layers)} (K, V) "
                              f"pairs, one per decoder layer)")
         y = self.embed_fn(tgt_in, self.tgt_embed.E * self.tgt_embed.scale, self.tgt_embed.P)
         for layer, layer_kv in zip(self.dec_layers, kv):
@@ -401,13 +413,89 @@ class EncoderDecoder(nn.Module):
         done = torch.zeros(B, dtype=torch.bool, device=src.device)
         cross = []
         for _ in range(max_len):
-            logits, cross = self.decode(out, memory, src_valid)
+            logits, cross = self.run_decoder(out, memory, src_valid)
             nxt = logits[:, -1].argmax(-1).masked_fill(done, 0)  # (B,)
             out = torch.cat([out, nxt[:, None]], dim=1)
             done |= nxt == eos_id
             if bool(done.all()):
                 break
         return out[:, 1:], cross
+
+
+# ------------------------------------------------------------------ notebook 07: positions compared
+POSITIONS = ("none", "learned", "sinusoidal", "rope")
+
+
+class PositionTagger(nn.Module):
+    """A causal stack that labels every position of a text (notebook 07's comparison of positional encodings).
+
+    ``positions`` is "none" (the tokens alone), "learned" (a trainable table of ``max_len`` rows added to the
+    tokens), "sinusoidal" (the fixed table of notebook 06 added) or "rope" (nothing added; the blocks' attention is
+    the ``rope_attention`` given, the learner's). Post-norm blocks with the causal mask, as notebook 07's
+    decoder; a linear head gives (B, T, V) logits, row i the label of position i.
+    """
+
+    def __init__(self, vocab_size, positions, d_model=32, n_heads=4, d_ff=64, n_layers=2, max_len=24, seed=0,
+                 rope_attention=None):
+        super().__init__()
+        if positions not in POSITIONS:
+            raise ValueError(f"positions must be one of {POSITIONS}, got {positions!r}")
+        if positions == "rope" and rope_attention is None:
+            raise ValueError("positions='rope' needs the rope_attention function")
+        _check_sizes(d_model, n_heads, "learned")
+        g = torch.Generator().manual_seed(seed)
+        self.positions, self.n_heads, self.rope_attention = positions, n_heads, rope_attention
+        self.E = nn.Parameter(torch.randn(vocab_size, d_model, generator=g) * d_model ** -0.5)
+        if positions == "learned":
+            self.P = nn.Parameter(torch.randn(max_len, d_model, generator=g) * 0.02)
+        elif positions == "sinusoidal":
+            self.register_buffer("P", sinusoidal_table(max_len, d_model))
+        else:
+            self.P = None
+        self.layers = nn.ModuleList(as_parameters(encoder_block_weights(g, d_model, d_ff)) for _ in range(n_layers))
+        self.head = _seeded_linear(g, d_model, vocab_size)
+
+    def forward(self, ids):
+        """(B, T) ids -> (B, T, V) logits."""
+        T = ids.shape[1]
+        x = self.E[ids] * math.sqrt(self.E.shape[1])
+        if self.P is not None:
+            if T > self.P.shape[0]:
+                raise ValueError(f"a text of T={T} tokens is longer than the positional table's {self.P.shape[0]} "
+                                 f"rows")
+            x = x + self.P[:T]
+        mask = torch.ones(T, T, dtype=torch.bool, device=ids.device).tril()  # causal
+        for layer in self.layers:
+            p = as_dict(layer)
+            if self.positions == "rope":
+                a, _ = self.rope_attention(x, p["attn"], self.n_heads, mask)
+            else:
+                a, _ = blocks.multi_head_attention(x, x, p["attn"], self.n_heads, mask)
+            h = blocks.add_norm(x, a, p["ln1"])
+            x = blocks.add_norm(h, blocks.feed_forward(h, p["ffn"]), p["ln2"])
+        return self.head(x)
+
+
+def offset_batches(vocab_size, offset, lengths, batch_size, seed=0):
+    """Endless seeded batches of the task "label each position with the token ``offset`` places to its left":
+    (ids (B, T), labels (B, T)), T drawn from ``lengths`` for each batch, labels -100 where there is no such token."""
+    g = torch.Generator().manual_seed(seed)
+    lengths = list(lengths)
+    while True:
+        T = lengths[int(torch.randint(len(lengths), (1,), generator=g))]
+        ids = torch.randint(vocab_size, (batch_size, T), generator=g)
+        labels = torch.full_like(ids, -100)
+        labels[:, offset:] = ids[:, :T - offset]
+        yield ids, labels
+
+
+@torch.no_grad()
+def accuracy_by_position(model, vocab_size, offset, T, n=200, seed=1):
+    """The share of ``n`` seeded texts of length ``T`` whose position i the model labels right, for i = offset ..
+    T - 1: {i: accuracy}."""
+    ids = torch.randint(vocab_size, (n, T), generator=torch.Generator().manual_seed(seed))
+    right = model(ids)[:, offset:].argmax(-1) == ids[:, :T - offset]  # (n, T - offset)
+    return {offset + k: float(a) for k, a in enumerate(right.double().mean(0).tolist())}
 
 
 # ------------------------------------------------------------------ training helpers for the notebooks

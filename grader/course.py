@@ -111,13 +111,13 @@ NOTEBOOKS = {nb.folder: nb for nb in [
         given={"attention_decoder_step": ("coursekit.capstone:attention_step",)},
         questions=("answer_alignment_weights", "answer_bottleneck"),
         sample_bug=SampleBug("attention_decoder_step", "the output layer ignores the context",
-                             ("torch.cat([s, context], dim=-1)", "torch.cat([s, torch.zeros_like(context)], dim=-1)"))),
+                             ("torch.cat([h, context], dim=-1)", "torch.cat([h, torch.zeros_like(context)], dim=-1)"))),
     # later notebooks' blocks call earlier exercises, so a bug in a helper would cost the block's points
     # too: each sample bug sits in an exercise that nothing else in its notebook calls
     Notebook(
         "06_encoder", "encoder",
         _points(split_heads=1, merge_heads=1, multi_head_attention=3, sinusoidal_positions=2, embed_with_positions=2,
-                encoder_block=3, masked_lm_loss=2),
+                encoder_block=3, masked_lm_loss=2, probe_accuracy=3),
         given={"split_heads": ("coursekit.blocks:split_heads",),
                "merge_heads": ("coursekit.blocks:merge_heads",),
                "multi_head_attention": ("coursekit.blocks:multi_head_attention",),

@@ -25,10 +25,10 @@ def rope(x, positions=None, base=10000.0):
     """Rotary position embedding of rows of width d (d even), pair by pair.
 
     Column pair c = (x[..., 2c], x[..., 2c + 1]) of the row at position i is
-    rotated by the angle i * theta_c, with theta_c = base^(-2c / d):
+    rotated by the angle i * omega_c, with omega_c = base^(-2c / d):
 
-        out[..., 2c]     = x[..., 2c] cos(i theta_c) - x[..., 2c + 1] sin(i theta_c)
-        out[..., 2c + 1] = x[..., 2c] sin(i theta_c) + x[..., 2c + 1] cos(i theta_c)
+        out[..., 2c]     = x[..., 2c] cos(i omega_c) - x[..., 2c + 1] sin(i omega_c)
+        out[..., 2c + 1] = x[..., 2c] sin(i omega_c) + x[..., 2c + 1] cos(i omega_c)
 
     Args:
         x: (..., T, d), the queries or keys of one head (or of all heads at once).
@@ -46,8 +46,8 @@ def rope(x, positions=None, base=10000.0):
         positions = torch.arange(T, device=x.device)
     if positions.shape != (T,):
         raise ValueError(f"positions must be ({T},), one per row, got {tuple(positions.shape)}")
-    theta = base ** (-torch.arange(0, d, 2, dtype=torch.float64, device=x.device) / d)  # (d/2,)
-    angle = positions.to(device=x.device, dtype=torch.float64)[:, None] * theta  # (T, d/2)
+    omega = base ** (-torch.arange(0, d, 2, dtype=torch.float64, device=x.device) / d)  # (d/2,)
+    angle = positions.to(device=x.device, dtype=torch.float64)[:, None] * omega  # (T, d/2)
     cos, sin = torch.cos(angle).to(x.dtype), torch.sin(angle).to(x.dtype)
     even, odd = x[..., 0::2], x[..., 1::2]  # (..., T, d/2) each
     out = torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1)  # (..., T, d/2, 2)

@@ -217,6 +217,57 @@ def masked_lm_loss(logits, targets, is_masked):
     ### END SOLUTION
 
 
+def probe_accuracy(hidden, positions, senses, is_train):
+    """How well one layer's vector of a word tells its two senses apart: a linear probe's test accuracy.
+
+    The probe is the nearest sense mean: from the training sentences it takes the mean vector of the word in
+    sense 0 and in sense 1; a test sentence is given sense 1 when its word's vector is strictly nearer (in
+    Euclidean distance) to sense 1's mean, else sense 0. Its decision boundary is a hyperplane, so it is a
+    linear probe. It is fitted on the sentences where ``is_train`` is True and scored on the others, never on
+    the sentences it was fitted on.
+
+    Args:
+        hidden: (B, T, D) one layer's output (or the embedding) for B sentences.
+        positions: LongTensor (B,), where the word sits in each sentence (0 .. T-1).
+        senses: LongTensor (B,), the word's sense in each sentence, 0 or 1.
+        is_train: BoolTensor (B,), True for the sentences the probe is fitted on.
+
+    Returns:
+        float: the share of the test sentences (is_train False) whose sense the probe gets right.
+
+    Raises:
+        ValueError when the shapes disagree, a position is outside its sentence, a sense is not 0 or 1, the
+        training sentences lack one of the senses (a probe cannot learn a sense it never saw), or no sentence
+        is left to test on.
+
+    Device: make every tensor you create on the inputs' device (``device=<input>.device``);
+    the grader also runs this function on tensors of another device.
+    """
+    ### BEGIN SOLUTION
+    if hidden.dim() != 3 or positions.shape != hidden.shape[:1] or senses.shape != positions.shape \
+            or is_train.shape != positions.shape:
+        raise ValueError(f"hidden must be (B, T, D) and positions, senses, is_train (B,); got {tuple(hidden.shape)}, "
+                         f"{tuple(positions.shape)}, {tuple(senses.shape)}, {tuple(is_train.shape)}")
+    B, T, _ = hidden.shape
+    if bool(((positions < 0) | (positions >= T)).any()):
+        raise ValueError(f"every position must be in 0 .. {T - 1}, got {positions.tolist()}")
+    if bool(((senses != 0) & (senses != 1)).any()):
+        raise ValueError(f"senses must be 0 or 1, got {senses.tolist()}")
+    word = hidden[torch.arange(B, device=hidden.device), positions]  # (B, D): the word's vector in each sentence
+    fit, test = is_train, ~is_train
+    if not bool((fit & (senses == 0)).any()) or not bool((fit & (senses == 1)).any()):
+        raise ValueError("the training sentences must hold both senses: a probe cannot learn a sense it never saw")
+    if not bool(test.any()):
+        raise ValueError("no sentence is left to test on (every is_train is True)")
+    mean_0 = word[fit & (senses == 0)].mean(dim=0)  # (D,)
+    mean_1 = word[fit & (senses == 1)].mean(dim=0)
+    d_0 = ((word[test] - mean_0) ** 2).sum(dim=-1)  # (n_test,)
+    d_1 = ((word[test] - mean_1) ** 2).sum(dim=-1)
+    guess = (d_1 < d_0).long()  # sense 1 when strictly nearer to its mean
+    return (guess == senses[test]).double().mean().item()
+    ### END SOLUTION
+
+
 # ---------------------------------------------------------------- self-check questions (answers are literals)
 def answer_head_width():
     """Your answer to the question above: an int."""

@@ -92,37 +92,38 @@ def encdec_decoder_block(y, memory, tgt_valid, src_valid, params, n_heads):
 
 # ---------------------------------------------------------------- the whole model: forward, loss, greedy decoding
 # A model is given as three functions (the notebook passes the trained transformer's
-# ``model.encode``, ``model.cross_kv`` and ``model.decode_kv``):
+# ``model.encode``, ``model.cross_kv`` and ``model.run_decoder_kv``):
 #   encode(src, src_valid)                 -> memory (B, T_x, D), the encoder's output;
 #   cross_kv(memory)                       -> kv, the keys and values every decoder layer's cross-attention
 #                                             reads (opaque: pass it on as it came);
-#   decode(tgt_in, kv, src_valid, tgt_valid) -> logits (B, T_y, V); row t predicts the token after tgt_in[:, t].
+#   run_decoder(tgt_in, kv, src_valid, tgt_valid) -> logits (B, T_y, V); row t predicts the token after tgt_in[:, t].
 
 
-def encdec_forward(encode, cross_kv, decode, src, src_valid, tgt_in, tgt_valid):
+def encdec_forward(encode, cross_kv, run_decoder, src, src_valid, tgt_in, tgt_valid):
     """The encoder-decoder's forward pass: the encoder once, then the decoder with cross-attention.
 
     Args:
-        encode, cross_kv, decode: the model, as above.
+        encode, cross_kv, run_decoder: the model, as above.
         src: (B, T_x) LongTensor of source ids; src_valid: (B, T_x) bool, True on real source tokens.
         tgt_in: (B, T_y) LongTensor, what the decoder reads (<bos> y_1 ... y_{T_y - 1});
         tgt_valid: (B, T_y) bool, True on real target tokens.
 
     Returns:
-        logits (B, T_y, V): every target position at once (teacher forcing), from one call of each function.
+        logits (B, T_y, V): every target position at once, from one call of each function. The decoder reads
+        the true previous tokens (teacher forcing), and the causal mask lets it score them all in that one call.
     """
     ### BEGIN SOLUTION
     memory = encode(src, src_valid)  # (B, T_x, D): the source, read once
     kv = cross_kv(memory)  # the keys and values cross-attention reads
-    return decode(tgt_in, kv, src_valid, tgt_valid)  # (B, T_y, V)
+    return run_decoder(tgt_in, kv, src_valid, tgt_valid)  # (B, T_y, V)
     ### END SOLUTION
 
 
-def translation_loss(encode, cross_kv, decode, batch):
+def translation_loss(encode, cross_kv, run_decoder, batch):
     """The teacher-forced loss of a batch: the mean cross-entropy over the real target tokens.
 
     Args:
-        encode, cross_kv, decode: the model, as above.
+        encode, cross_kv, run_decoder: the model, as above.
         batch: a dict from ``data.make_batch``: "src", "src_mask" (B, T_x); "tgt_in" (B, T_y), <bos> y_1 ... y_n,
             what the decoder reads; "tgt_out" (B, T_y), y_1 ... y_n <eos>, what it must predict (the same row
             shifted by one); "tgt_mask" (B, T_y), True on the real tokens of both.
@@ -132,7 +133,7 @@ def translation_loss(encode, cross_kv, decode, batch):
         real target tokens of the batch (padding adds nothing and does not count).
     """
     ### BEGIN SOLUTION
-    logits = encdec_forward(encode, cross_kv, decode, batch["src"], batch["src_mask"], batch["tgt_in"],
+    logits = encdec_forward(encode, cross_kv, run_decoder, batch["src"], batch["src_mask"], batch["tgt_in"],
                             batch["tgt_mask"])  # (B, T_y, V)
     log_probs = torch.log_softmax(logits, dim=-1)
     picked = log_probs.gather(-1, batch["tgt_out"][..., None])[..., 0]  # (B, T_y): log P(the right next token)
@@ -141,16 +142,16 @@ def translation_loss(encode, cross_kv, decode, batch):
     ### END SOLUTION
 
 
-def greedy_translate(encode, cross_kv, decode, src, src_valid, bos_id, eos_id, max_len):
+def greedy_translate(encode, cross_kv, run_decoder, src, src_valid, bos_id, eos_id, max_len):
     """Greedy translation of a batch, the encoder and cross-attention's keys and values computed once.
 
     The decoder starts from <bos> and appends the argmax of its last row, step
-    after step; ``decode`` reads the whole target so far at each step (this
+    after step; ``run_decoder`` reads the whole target so far at each step (this
     notebook keeps no self-attention cache: notebook 09 does), but the source
     side, ``encode`` and ``cross_kv``, depends on the source alone: one call each.
 
     Args:
-        encode, cross_kv, decode: the model, as above.
+        encode, cross_kv, run_decoder: the model, as above.
         src: (B, T_x) LongTensor; src_valid: (B, T_x) bool or None.
         bos_id, eos_id: the start and end tokens.
         max_len: the most tokens to write, >= 0.
@@ -173,7 +174,7 @@ def greedy_translate(encode, cross_kv, decode, src, src_valid, bos_id, eos_id, m
     out = torch.full((B, 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1): <bos>
     done = torch.zeros(B, dtype=torch.bool, device=src.device)
     for _ in range(max_len):
-        logits = decode(out, kv, src_valid, None)  # (B, t, V)
+        logits = run_decoder(out, kv, src_valid, None)  # (B, t, V)
         nxt = logits[:, -1].argmax(dim=-1).masked_fill(done, 0)  # (B,): 0 after a row's <eos>
         out = torch.cat([out, nxt[:, None]], dim=1)
         done = done | (nxt == eos_id)

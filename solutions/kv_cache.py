@@ -115,7 +115,7 @@ def decoder_block_step(x_new, params, n_heads, cache=None):
     ### END SOLUTION
 
 
-def greedy_generate(step, prompt, n_new):
+def greedy_generate(step, prompt, eos_id, max_len):
     """Greedy generation with a KV cache: the prompt once, then one token per call.
 
     ``step(ids, cache)`` runs a model on new tokens: ids (B, T_new) LongTensor and
@@ -125,38 +125,47 @@ def greedy_generate(step, prompt, n_new):
 
     The first call feeds the whole prompt with cache None; the prediction after
     its last token is the first new token. Each later call feeds only the newest
-    token (B, 1) with the cache from the call before. The last new token needs
-    no call of its own, so ``step`` is called exactly n_new times.
+    token (B, 1) with the cache from the call before. The course's one contract
+    of greedy decoding (the same in notebooks 05, 08 and 09): at most ``max_len``
+    tokens are written after the prompt, a row's <eos> included; a row that has
+    written <eos> holds 0 (<pad>) from then on; the loop stops as soon as every
+    row has written <eos>, or after ``max_len`` tokens; ``max_len = 0`` writes
+    nothing, a (B, 0) result. So ``step`` is called once per token written: the
+    last token needs no call of its own.
 
     Args:
         step: the model, as above.
         prompt: (B, T_p) LongTensor, T_p >= 1.
-        n_new: how many tokens to generate, >= 0.
+        eos_id: the id of <eos>.
+        max_len: the most tokens to write, >= 0.
 
     Returns:
-        (B, n_new) LongTensor of the new tokens (greedy: the argmax of each prediction).
+        (B, L) LongTensor of the new tokens, L <= max_len (greedy: the argmax of each
+        prediction), 0 after a row's <eos>.
 
     Raises:
-        ValueError for a prompt that is not (B, T_p) with T_p >= 1 (checked first: also when n_new = 0),
-            and for n_new < 0.
+        ValueError for a prompt that is not (B, T_p) with T_p >= 1 (checked first: also when max_len = 0),
+            and for max_len < 0.
     """
     ### BEGIN SOLUTION
     if prompt.dim() != 2 or prompt.shape[1] < 1:
         raise ValueError(f"prompt must be (B, T_p) with T_p >= 1 (a model needs a token to condition on), got "
                          f"shape {tuple(prompt.shape)}")
-    if n_new < 0:
-        raise ValueError(f"n_new must be >= 0, got {n_new}")
-    if n_new == 0:
-        return prompt.new_zeros(prompt.shape[0], 0)
-    new = []
-    logits, cache = step(prompt, None)  # (B, T_p, V): the whole prompt once
-    nxt = logits[:, -1].argmax(dim=-1)  # (B,): the prediction after the prompt's last token
-    new.append(nxt)
-    for _ in range(n_new - 1):
-        logits, cache = step(nxt[:, None], cache)  # (B, 1, V): only the newest token
-        nxt = logits[:, -1].argmax(dim=-1)
-        new.append(nxt)
-    return torch.stack(new, dim=1)  # (B, n_new)
+    if max_len < 0:
+        raise ValueError(f"max_len must be >= 0, got {max_len}")
+    B = prompt.shape[0]
+    out = prompt.new_zeros(B, 0)  # (B, 0): nothing written yet
+    done = torch.zeros(B, dtype=torch.bool, device=prompt.device)
+    ids, cache = prompt, None  # the first call feeds the whole prompt, with no cache
+    for _ in range(max_len):
+        logits, cache = step(ids, cache)  # (B, T_new, V) and the grown cache
+        nxt = logits[:, -1].argmax(dim=-1).masked_fill(done, 0)  # (B,): 0 after a row's <eos>
+        out = torch.cat([out, nxt[:, None]], dim=1)
+        done = done | (nxt == eos_id)
+        if bool(done.all()):
+            break
+        ids = nxt[:, None]  # (B, 1): only the newest token from now on
+    return out
     ### END SOLUTION
 
 

@@ -75,7 +75,7 @@ def _rope_relative_offset(fn):
         if not abs(s1 - s2) <= 1e-9 * (1 + abs(s1)):
             return (f"the score of a rotated query and key must depend on their offset m - n only: at m={m}, n={n} "
                     f"it is {s1:.6g}, shifted by {s} to m={m + s}, n={n + s} it is {s2:.6g}. Rotate each pair of "
-                    f"columns by the angle p * theta_i of the row's own position p")
+                    f"columns by the angle p * omega_i of the row's own position p")
     return None
 
 
@@ -395,7 +395,7 @@ register(
     Exercise("rope", "decoder:rope", _rope_case, _rope_edge,
              properties=[("edge", _rope_relative_offset), ("hidden", _rope_relative_offset)],
              mistakes=[("decoder:rope_wrong_frequencies",
-                        "the frequencies are wrong: pair i turns by theta_i = base^(-2i / d), with 2i (the even "
+                        "the frequencies are wrong: pair i turns by omega_i = base^(-2i / d), with 2i (the even "
                         "column's index) in the exponent, not i"),
                        ("decoder:rope_rotates_backwards",
                         "the rotation goes the wrong way (the sine's sign is flipped): out[2i] = x[2i] cos - "

@@ -17,7 +17,8 @@ import torch
 from .common import (CAUSAL_LESSON, Case, Exercise, as_float32, attn_params, dn, encdec_params, gen, learner_tensor,
                      nested, no_future_leak, pick_dtype, pick_heads, pick_int, randn, random_lengths, register,
                      valid_mask)
-from .common import F64, SAFE_GLOBALS, Choice, IntTuple, learner_call, question, tensor_in
+from .common import (F64, SAFE_GLOBALS, Choice, IntTuple, greedy_contract_cases, greedy_contract_property, learner_call,
+                     question, tensor_in)
 
 
 # ---------------------------------------------------------------- cross_attention
@@ -140,7 +141,7 @@ class ToyEncDec:
 
     encode(src, src_valid)                  memory = tanh(x + mean of the real x @ A), x = E_src[src] + P
     cross_kv(memory)                        (K, V) = (memory W_k, memory W_v)
-    decode(tgt_in, kv, src_valid, tgt_valid) logits: a causal running mean over the real target tokens,
+    run_decoder(tgt_in, kv, src_valid, tgt_valid) logits: a causal running mean over the real target tokens,
                                             attention over the real source keys, then W_o and a bias by position
 
     Every argument matters: leaving out a mask or a step changes the logits. No
@@ -192,16 +193,16 @@ class ToyEncDec:
             raise ValueError("cross_kv takes the memory encode returned, (B, T_x, D)")
         return memory @ self._w("W_k", memory), memory @ self._w("W_v", memory)
 
-    def decode(self, tgt_in, kv, src_valid=None, tgt_valid=None):
-        self._ids(tgt_in, "decode's tgt_in")
+    def run_decoder(self, tgt_in, kv, src_valid=None, tgt_valid=None):
+        self._ids(tgt_in, "run_decoder's tgt_in")
         if not (isinstance(kv, tuple) and len(kv) == 2 and all(torch.is_tensor(t) and t.dim() == 3 for t in kv)
                 and kv[0].shape[0] == tgt_in.shape[0]):
-            raise ValueError("decode was given keys and values it did not make: pass what cross_kv returned for "
+            raise ValueError("run_decoder was given keys and values it did not make: pass what cross_kv returned for "
                              "this batch, unchanged")
         K, V = kv
         if src_valid is not None and (not torch.is_tensor(src_valid) or tuple(src_valid.shape) != tuple(K.shape[:2])):
-            raise ValueError(f"decode's src_valid must be None or a bool tensor of shape {tuple(K.shape[:2])}")
-        valid = self._valid(tgt_valid, tgt_in, "decode's tgt_valid")
+            raise ValueError(f"run_decoder's src_valid must be None or a bool tensor of shape {tuple(K.shape[:2])}")
+        valid = self._valid(tgt_valid, tgt_in, "run_decoder's tgt_valid")
         T = tgt_in.shape[1]
         if T > self.P.shape[0]:
             raise ValueError(f"this model writes at most {self.P.shape[0]} positions")
@@ -217,7 +218,7 @@ class ToyEncDec:
 
 
 class ToyPart:
-    """One of ToyEncDec's three functions, ``encode``, ``cross_kv`` or ``decode``, as a callable."""
+    """One of ToyEncDec's three functions, ``encode``, ``cross_kv`` or ``run_decoder``, as a callable."""
 
     def __init__(self, model, which):
         self.model, self.which = model, which
@@ -232,16 +233,16 @@ class ToyPart:
         return getattr(self.model, self.which)(*args, **kwargs)
 
 
-def toy_encdec(g, V_src=8, V_tgt=7, D=5, T_max=24, eos_id=2):
-    """A random ToyEncDec and its three parts; the bias makes <eos> likelier as the target grows, and never writes
-    padding (0) or <bos> (1)."""
+def toy_encdec(g, V_src=8, V_tgt=7, D=5, T_max=24, eos_id=2, eos_bias=0.0):
+    """A random ToyEncDec and its three parts; the bias makes <eos> likelier as the target grows (``eos_bias`` more:
+    -60 never, +60 always), and never writes padding (0) or <bos> (1)."""
     bias = randn(g, T_max, V_tgt, scale=0.5)
-    bias[:, eos_id] += 1.2 * torch.arange(T_max, dtype=F64) - 4.0
+    bias[:, eos_id] += 1.2 * torch.arange(T_max, dtype=F64) - 4.0 + eos_bias
     bias[:, :eos_id] -= 20.0  # padding (0) and <bos> (1) are never written
     model = ToyEncDec(randn(g, V_src, D, scale=1.5), randn(g, V_tgt, D, scale=1.5), randn(g, T_max, D),
                       randn(g, D, D, scale=0.8), randn(g, D, D), randn(g, D, D, scale=1.5), randn(g, D, D),
                       randn(g, D, V_tgt, scale=2.0), bias)
-    return tuple(ToyPart(model, w) for w in ("encode", "cross_kv", "decode"))
+    return tuple(ToyPart(model, w) for w in ("encode", "cross_kv", "run_decoder"))
 
 
 SAFE_GLOBALS.extend([ToyEncDec, ToyPart])  # shipped expectations hold these cases
@@ -300,10 +301,10 @@ class _Counting:
             which = self.parts[k].which
             if which == "cross_kv":
                 self.kv.append(value)
-            elif which == "decode":
-                given = inspect.signature(ToyEncDec.decode).bind(None, *args, **kwargs).arguments
+            elif which == "run_decoder":
+                given = inspect.signature(ToyEncDec.run_decoder).bind(None, *args, **kwargs).arguments
                 tgt_in, kv = given["tgt_in"], given["kv"]
-                which = ("decode", tuple(tgt_in.shape) if torch.is_tensor(tgt_in) else None,
+                which = ("run_decoder", tuple(tgt_in.shape) if torch.is_tensor(tgt_in) else None,
                          "fresh" if self.kv and kv is self.kv[-1] else "other")
             self.calls.append(which)
             return value
@@ -317,7 +318,7 @@ class _Counting:
 
 
 SOURCE_ONCE = ("the source side depends on the source alone: call encode once and cross_kv once, before anything "
-               "reads them, and hand the same keys and values to every decode call")
+               "reads them, and hand the same keys and values to every run_decoder call")
 
 
 def _source_side_once(counting, what):
@@ -339,10 +340,11 @@ def _forward_calls_once(fn):
     wrong = _source_side_once(counting, "one batch")
     if wrong:
         return wrong
-    n_dec = counting.count("decode")
+    n_dec = counting.count("run_decoder")
     if n_dec != 1:
-        return (f"decode was called {n_dec} times for one batch of T_y={T_y} target positions: teacher forcing "
-                f"reads them all in one call (the causal mask keeps each position from seeing later ones)")
+        return (f"run_decoder was called {n_dec} times for one batch of T_y={T_y} target positions: the decoder "
+                f"reads the true target (teacher forcing), so one call scores every position (the causal mask keeps "
+                f"each position from seeing later ones)")
     return None
 
 
@@ -394,20 +396,36 @@ def _greedy_case(g, big):
                 f"model", (*parts, _ids(g, B, T_x, V_src, ls, lo=3), valid_mask(ls, T_x), 1, 2, max_len))
 
 
-def _greedy_edge():
-    g = gen(81)
+def _greedy_models():
+    """(what, (parts, src, src_valid)): the contract's three kinds of model (grader/cases/common.py)."""
+    g = gen(83)  # a seed whose three rows end after 15, 7 and 12 tokens
     parts = toy_encdec(g)
     src, sv = _ids(g, 3, 6, 8, [6, 4, 2], lo=3), valid_mask([6, 4, 2], 6)
-    return [
-        Case("max_len = 0: an empty (B, 0) result", (*parts, src, sv, 1, 2, 0)),
-        Case("max_len = 1: one token", (*parts, src, sv, 1, 2, 1)),
-        Case("room for 20 tokens: every row ends with <eos> before", (*parts, src, sv, 1, 2, 20)),
+    g = gen(84)
+    return {"mixed": ("the grader's toy model, whose 3 rows end after 15, 7 and 12 tokens", (parts, src, sv)),
+            "never": ("a model that never writes <eos>", (toy_encdec(g, eos_bias=-60.0), src, sv)),
+            "at_once": ("a model that writes <eos> first", (toy_encdec(g, eos_bias=60.0), src, sv))}
+
+
+def _greedy_call(model, max_len):
+    parts, src, sv = model
+    return (*parts, src, sv, 1, 2, max_len), {}
+
+
+def _greedy_edge():
+    m = _greedy_models()
+    parts, src, sv = m["mixed"][1]
+    return greedy_contract_cases(_greedy_call, m["mixed"][1], m["never"][1], m["at_once"][1]) + [
         Case("one sentence (B = 1)", (*parts, src[:1], sv[:1], 1, 2, 12)),
         Case("an empty source (T_x = 0)", (*parts, src[:, :0], sv[:, :0], 1, 2, 12)),
         Case("src_valid=None: no padding", (*parts, src, None, 1, 2, 12)),
-        Case("max_len = -1: an error", (*parts, src, sv, 1, 2, -1), raises="ValueError"),
         Case("src of shape (6,), not (B, T_x): an error", (*parts, src[0], sv[0], 1, 2, 5), raises="ValueError"),
     ]
+
+
+def _greedy_keeps_the_contract(fn):
+    """The contract of greedy decoding (grader/cases/common.py), with the three kinds of model."""
+    return greedy_contract_property(_greedy_call, list(_greedy_models().values()), 2)(fn)
 
 
 def _recomputed(parts, src, src_valid, bos_id, eos_id, max_len):
@@ -441,9 +459,9 @@ def _greedy_once_and_same(fn):
         return wrong
     decodes = [c for c in counting.calls if not isinstance(c, str)]
     if any(c[2] != "fresh" for c in decodes):
-        return "decode was given keys and values other than the ones cross_kv returned: pass them on unchanged"
+        return "run_decoder was given keys and values other than the ones cross_kv returned: pass them on unchanged"
     if len(decodes) != want.shape[1]:
-        return (f"decode was called {len(decodes)} times to write {want.shape[1]} tokens: one call per token "
+        return (f"run_decoder was called {len(decodes)} times to write {want.shape[1]} tokens: one call per token "
                 f"(each reads the target written so far), and none once every row has written <eos>")
     return None
 
@@ -487,13 +505,13 @@ register(
              properties=[("basic", _forward_calls_once), ("edge", _forward_calls_once),
                          ("hidden", _forward_calls_once)],
              mistakes=[("encoder_decoder:encdec_forward_no_src_mask",
-                        "decode was not given src_valid, so cross-attention read the source padding: pass "
-                        "src_valid to decode (and to encode)"),
+                        "run_decoder was not given src_valid, so cross-attention read the source padding: pass "
+                        "src_valid to run_decoder (and to encode)"),
                        ("encoder_decoder:encdec_forward_encoder_unmasked",
                         "encode was not given src_valid, so the encoder read the source padding as text: "
                         "encode(src, src_valid)"),
                        ("encoder_decoder:encdec_forward_no_tgt_mask",
-                        "decode was not given tgt_valid, so the rows at target padding differ: pass both masks "
+                        "run_decoder was not given tgt_valid, so the rows at target padding differ: pass both masks "
                         "on as they came")],
              tensor_inputs=False, n_basic=6, n_hidden=12),
     Exercise("translation_loss", "encoder_decoder:translation_loss", _loss_case, _loss_edge,
@@ -512,7 +530,8 @@ register(
              tensor_inputs=False, n_basic=6, n_hidden=12),
     Exercise("greedy_translate", "encoder_decoder:greedy_translate", _greedy_case, _greedy_edge,
              properties=[("basic", _greedy_once_and_same), ("edge", _greedy_once_and_same),
-                         ("hidden", _greedy_once_and_same)],
+                         ("edge", _greedy_keeps_the_contract), ("hidden", _greedy_once_and_same),
+                         ("hidden", _greedy_keeps_the_contract)],
              mistakes=[("encoder_decoder:greedy_translate_first_row",
                         "the next token was read from the first row of the logits; row t predicts the token after "
                         "position t, so the next token is the argmax of the last row, logits[:, -1]"),

@@ -16,24 +16,27 @@ import math
 import torch
 
 from ..compare import _flatten
-from .common import (Case, Exercise, F64, SAFE_GLOBALS, as_float32, block_params, dn, gen, learner_call, nested,
-                     no_future_leak, pick_dtype, pick_int, randn, register, tensor_in)
+from .common import (Case, Exercise, F64, SAFE_GLOBALS, as_float32, block_params, dn, gen, greedy_contract_cases,
+                     greedy_contract_property, learner_call, nested, no_future_leak, pick_dtype, pick_int, randn,
+                     register, tensor_in)
 from .common import Choice, Integer, question
 
 
 # ---------------------------------------------------------------- the grader's toy model
 class ToyLM:
-    """step(ids (B, T_new), cache) -> (logits (B, T_new, V), cache): h_t = tanh(E[x_t] + P[t] + h_{t-1} A), logits h_t W.
+    """step(ids (B, T_new), cache) -> (logits (B, T_new, V), cache): h_t = tanh(E[x_t] + P[t] + h_{t-1} A), logits
+    h_t W + b.
 
     The cache is (h (B, D), the number of positions read so far). Plain torch, no
     reference: learners' machines run it in the visible checks.
     """
 
-    def __init__(self, E, P, A, W):
+    def __init__(self, E, P, A, W, b=None):
         self.E, self.P, self.A, self.W = E, P, A, W
+        self.b = torch.zeros(W.shape[1], dtype=W.dtype) if b is None else b
 
     def __eq__(self, other):
-        return type(other) is ToyLM and all(torch.equal(getattr(self, n), getattr(other, n)) for n in "EPAW")
+        return type(other) is ToyLM and all(torch.equal(getattr(self, n), getattr(other, n)) for n in "EPAWb")
 
     def __repr__(self):
         return f"ToyLM(vocabulary {self.E.shape[0]}, width {self.E.shape[1]}, {self.P.shape[0]} positions)"
@@ -45,7 +48,7 @@ class ToyLM:
             raise ValueError(f"step takes ids as a LongTensor of shape (B, T_new) with T_new >= 1, got {what} "
                              f"(one new token per row is ids of shape (B, 1), e.g. next_id[:, None])")
         B, T_new = ids.shape
-        E, P, A, W = (t.to(ids.device) for t in (self.E, self.P, self.A, self.W))  # the model follows its input
+        E, P, A, W, b = (t.to(ids.device) for t in (self.E, self.P, self.A, self.W, self.b))  # it follows its input
         if cache is None:
             h, t0 = torch.zeros(B, E.shape[1], dtype=E.dtype, device=ids.device), 0
         else:
@@ -62,13 +65,18 @@ class ToyLM:
         rows = []
         for i in range(T_new):
             h = torch.tanh(E[ids[:, i]] + P[t0 + i] + h @ A)  # (B, D)
-            rows.append(h @ W)  # (B, V)
+            rows.append(h @ W + b)  # (B, V)
         return torch.stack(rows, dim=1), (h, t0 + T_new)
 
 
-def toy_lm(g, V=7, D=6, T_max=40):
+def toy_lm(g, V=7, D=6, T_max=40, eos_bias=0.0, eos_id=2):
+    """A random ToyLM that never writes padding (0) or <bos> (1); ``eos_bias`` is added to the logit of <eos> (-60: never
+    written, +60: always)."""
+    b = torch.zeros(V, dtype=F64)
+    b[:eos_id] -= 20.0
+    b[eos_id] += eos_bias
     return ToyLM(randn(g, V, D, scale=1.5), randn(g, T_max, D), randn(g, D, D, scale=1.2 / math.sqrt(D)),
-                 randn(g, D, V, scale=2.0))
+                 randn(g, D, V, scale=2.0), b)
 
 
 SAFE_GLOBALS.append(ToyLM)  # shipped expectations hold ToyLM cases (ToyLM.__eq__ lets build.stale compare them)
@@ -235,28 +243,52 @@ def _step_no_future_leak(fn):
 
 
 # ---------------------------------------------------------------- greedy_generate
+EOS = 2  # the ids of the grader's toy language models: <eos> is 2
+
+
 def _gen_case(g, big):
     B, T_p = pick_int(g, 1, 3), pick_int(g, 1, 6 if big else 4)
-    n_new = pick_int(g, 0, 12) if big else pick_int(g, 3, 7)
+    max_len = pick_int(g, 0, 12) if big else pick_int(g, 3, 7)
     V = pick_int(g, 4, 9)
-    return Case(f"B={B}, prompt of T_p={T_p} tokens, n_new={n_new}, vocabulary of {V}",
-                (toy_lm(g, V=V), torch.randint(0, V, (B, T_p), generator=g), n_new))
+    return Case(f"B={B}, prompt of T_p={T_p} tokens, eos_id={EOS}, max_len={max_len}, vocabulary of {V}",
+                (toy_lm(g, V=V), torch.randint(0, V, (B, T_p), generator=g), EOS, max_len))
+
+
+def _gen_models():
+    """(what, (model, prompt)): the contract's three kinds of model (grader/cases/common.py)."""
+    g = gen(103)  # a seed whose three rows end after 1, 5 and 3 tokens
+    lm = toy_lm(g, eos_bias=0.5)
+    prompt = torch.randint(0, 7, (3, 4), generator=g)
+    g = gen(98)
+    return {"mixed": (f"the grader's toy model, whose 3 rows end after {_ENDS} tokens", (lm, prompt)),
+            "never": ("a model that never writes <eos>", (toy_lm(g, eos_bias=-60.0), prompt)),
+            "at_once": ("a model that writes <eos> first", (toy_lm(g, eos_bias=60.0), prompt))}
+
+
+_ENDS = "1, 5 and 3"  # where _gen_models' mixed model ends its rows
+
+
+def _gen_call(model, max_len):
+    lm, prompt = model
+    return (lm, prompt, EOS, max_len), {}
 
 
 def _gen_edge():
-    g = gen(96)
-    lm = toy_lm(g)
-    prompt = torch.randint(0, 7, (2, 4), generator=g)
-    return [
-        Case("one new token: the prediction after the prompt, from one call", (lm, prompt, 1)),
-        Case("n_new = 0: an empty (B, 0) result", (lm, prompt, 0)),
-        Case("a prompt of one token (<bos> alone)", (lm, prompt[:, :1], 6)),
-        Case("a batch of 3, 10 new tokens", (lm, torch.randint(0, 7, (3, 5), generator=g), 10)),
-        Case("one row (B = 1)", (lm, prompt[:1], 5)),
-        Case("n_new = -1: an error", (lm, prompt, -1), raises="ValueError"),
-        Case("an empty prompt (T_p = 0), even with n_new = 0: an error (there is nothing to condition on)",
-             (lm, prompt[:, :0], 0), raises="ValueError"),
+    m = _gen_models()
+    lm, prompt = m["mixed"][1]
+    g = gen(99)
+    return greedy_contract_cases(_gen_call, m["mixed"][1], m["never"][1], m["at_once"][1]) + [
+        Case("a prompt of one token (<bos> alone)", (lm, prompt[:, :1], EOS, 6)),
+        Case("one row (B = 1)", (lm, prompt[:1], EOS, 5)),
+        Case("a batch of 4, prompts of 6 tokens", (lm, torch.randint(0, 7, (4, 6), generator=g), EOS, 10)),
+        Case("an empty prompt (T_p = 0), even with max_len = 0: an error (there is nothing to condition on)",
+             (lm, prompt[:, :0], EOS, 0), raises="ValueError"),
     ]
+
+
+def _gen_keeps_the_contract(fn):
+    """The contract of greedy decoding (grader/cases/common.py), with the three kinds of model."""
+    return greedy_contract_property(_gen_call, list(_gen_models().values()), EOS)(fn)
 
 
 class _Recorder:
@@ -275,11 +307,13 @@ class _Recorder:
 
 
 def _generate_feeds_one_token(fn):
-    """The prompt once with cache None, then exactly one token per call with the last cache; n_new calls in all."""
+    """The prompt once with cache None, then exactly one token per call with the last cache; a call per token."""
     g = gen(97)
-    B, T_p, n_new = 2, 4, 5
-    rec = _Recorder(toy_lm(g))
-    if learner_call(fn, (rec, torch.randint(0, 7, (B, T_p), generator=g), n_new)) is None or not rec.calls:
+    B, T_p, max_len = 2, 4, 5
+    rec = _Recorder(toy_lm(g, eos_bias=-60.0))  # never writes <eos>: five tokens, five calls
+    out = learner_call(fn, (rec, torch.randint(0, 7, (B, T_p), generator=g), EOS, max_len))
+    written = None if out is None else tensor_in(out.value, dim=2)
+    if written is None or not rec.calls:
         return None  # reported by the case checks
     (shape, given), later = rec.calls[0], rec.calls[1:]
     if shape != (B, T_p) or given != "none":
@@ -300,9 +334,9 @@ def _generate_feeds_one_token(fn):
         if shape != (B, 1):
             return (f"call {k} of step fed ids of shape {shape}; with the cache only the newest token is fed, ids "
                     f"of shape ({B}, 1): the earlier tokens' keys and values are already in the cache")
-    if len(rec.calls) != n_new:
-        return (f"step was called {len(rec.calls)} times for n_new={n_new} new tokens; it takes exactly n_new calls: "
-                f"the prompt's call predicts the first new token, and the last new token needs no call of its own")
+    if len(rec.calls) != written.shape[1]:
+        return (f"step was called {len(rec.calls)} times to write {written.shape[1]} tokens; it takes one call per "
+                f"token: the prompt's call predicts the first new token, and the last token needs no call of its own")
     return None
 
 
@@ -371,7 +405,8 @@ register(
              n_basic=6, n_hidden=12),
     Exercise("greedy_generate", "kv_cache:greedy_generate", _gen_case, _gen_edge,
              properties=[("basic", _generate_feeds_one_token), ("edge", _generate_feeds_one_token),
-                         ("hidden", _generate_feeds_one_token)],
+                         ("edge", _gen_keeps_the_contract), ("hidden", _generate_feeds_one_token),
+                         ("hidden", _gen_keeps_the_contract)],
              mistakes=[("kv_cache:greedy_generate_refeeds_all",
                         "the whole text was fed again at every step, with the cache: the cache already holds the "
                         "earlier tokens, so they were read twice; feed only the newest token, ids of shape (B, 1)"),
@@ -382,7 +417,10 @@ register(
                         "each step fed the newest token with cache=None, so the model read that one token alone "
                         "and forgot the text; pass the cache the previous call returned"),
                        ("kv_cache:greedy_generate_with_prompt",
-                        "the prompt was returned too: return only the n_new new tokens, shape (B, n_new)")],
+                        "the prompt was returned too: return only the new tokens, shape (B, L) with L <= max_len"),
+                       ("kv_cache:greedy_generate_ignores_eos",
+                        "<eos> was ignored: it wrote max_len tokens in every row. A row that has written <eos> holds "
+                        "0 (<pad>) from then on, and the loop stops once every row has written <eos>")],
              tensor_inputs=False, n_basic=8, n_hidden=16),
     Exercise("kv_cache_bytes", "kv_cache:kv_cache_bytes", _bytes_case, _bytes_edge,
              mistakes=[("kv_cache:kv_cache_bytes_keys_only",

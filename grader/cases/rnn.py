@@ -9,23 +9,23 @@ import torch
 
 from .. import _safe
 from ..compare import same
-from .common import (Case, Exercise, F64, dn, gen, learner_call, logit_sum_scale, nested, pick_dtype, pick_int, randn,
-                     register, tensor_in)
+from .common import (Case, Exercise, F64, dn, gen, greedy_contract_cases, greedy_contract_property, learner_call,
+                     logit_sum_scale, nested, pick_dtype, pick_int, randn, register, tensor_in)
 from .common import Choice, IntTuple, question
 
 BOS, EOS = 1, 2
 
 
-def _params(g, V_src, V, D, H, dtype=F64, eos_bias=0.0, out_scale=2.0):
+def _params(g, V_src, V, D, d_h, dtype=F64, eos_bias=0.0, out_scale=2.0):
     """Encoder-decoder weights of the reference's layout; larger ``out_scale`` gives peakier softmaxes."""
     def w(rows, cols, scale=1.0):
         return randn(g, rows, cols, dtype=dtype, scale=scale / math.sqrt(cols))
 
-    p = {"E_src": randn(g, V_src, D, dtype=dtype), "W_x_enc": w(H, D), "W_h_enc": w(H, H, 1.5),
-         "b_enc": randn(g, H, dtype=dtype, scale=0.3),
-         "E_tgt": randn(g, V, D, dtype=dtype), "W_x_dec": w(H, D), "W_h_dec": w(H, H, 1.5),
-         "b_dec": randn(g, H, dtype=dtype, scale=0.3),
-         "W_out": w(V, H, out_scale), "b_out": randn(g, V, dtype=dtype, scale=0.5)}
+    p = {"E_src": randn(g, V_src, D, dtype=dtype), "W_x_enc": w(d_h, D), "W_h_enc": w(d_h, d_h, 1.5),
+         "b_enc": randn(g, d_h, dtype=dtype, scale=0.3),
+         "E_tgt": randn(g, V, D, dtype=dtype), "W_x_dec": w(d_h, D), "W_h_dec": w(d_h, d_h, 1.5),
+         "b_dec": randn(g, d_h, dtype=dtype, scale=0.3),
+         "W_out": w(V, d_h, out_scale), "b_out": randn(g, V, dtype=dtype, scale=0.5)}
     p["b_out"][EOS] += eos_bias
     return p
 
@@ -46,16 +46,16 @@ def _padded_ids(g, B, T, V, lengths, pad_value=0):
 
 
 # ---------------------------------------------------------------- rnn_cell
-def _cell_args(g, B, D, H, dtype=F64, scale=1.0):
-    return (randn(g, B, D, dtype=dtype, scale=scale), _context(g, B, H, dtype=dtype),
-            randn(g, H, D, dtype=dtype, scale=1 / math.sqrt(D)), randn(g, H, H, dtype=dtype, scale=1 / math.sqrt(H)),
-            randn(g, H, dtype=dtype, scale=0.3))
+def _cell_args(g, B, D, d_h, dtype=F64, scale=1.0):
+    return (randn(g, B, D, dtype=dtype, scale=scale), _context(g, B, d_h, dtype=dtype),
+            randn(g, d_h, D, dtype=dtype, scale=1 / math.sqrt(D)), randn(g, d_h, d_h, dtype=dtype, scale=1 / math.sqrt(d_h)),
+            randn(g, d_h, dtype=dtype, scale=0.3))
 
 
 def _cell_case(g, big):
     dtype = pick_dtype(g)
-    B, D, H = pick_int(g, 1, 5 if big else 4), pick_int(g, 1, 8 if big else 6), pick_int(g, 1, 8 if big else 6)
-    return Case(f"B={B}, D={D}, H={H}, {dn(dtype)}", _cell_args(g, B, D, H, dtype))
+    B, D, d_h = pick_int(g, 1, 5 if big else 4), pick_int(g, 1, 8 if big else 6), pick_int(g, 1, 8 if big else 6)
+    return Case(f"B={B}, D={D}, d_h={d_h}, {dn(dtype)}", _cell_args(g, B, D, d_h, dtype))
 
 
 def _cell_edge():
@@ -63,8 +63,8 @@ def _cell_edge():
     x, h, W_x, W_h, b = _cell_args(g, 2, 3, 4)
     return [
         Case("the first step: h_prev = h_0 = 0", (x, torch.zeros_like(h), W_x, W_h, b)),
-        Case("B = 1, H = 1", _cell_args(g, 1, 3, 1)),
-        Case("square weights (D = H)", _cell_args(g, 3, 4, 4)),
+        Case("B = 1, d_h = 1", _cell_args(g, 1, 3, 1)),
+        Case("square weights (D = d_h)", _cell_args(g, 3, 4, 4)),
         Case("huge inputs (x100): tanh saturates at +-1, no overflow", (x * 100, h, W_x, W_h, b)),
         Case("float32", _cell_args(g, 2, 5, 3, dtype=torch.float32)),
         Case("x_t of the wrong width D is an error", (x[:, :2], h, W_x, W_h, b), raises="ValueError"),
@@ -72,8 +72,8 @@ def _cell_edge():
 
 
 # ---------------------------------------------------------------- rnn_encode
-def _encode_args(g, B, T, lengths, V_src=7, D=3, H=4, dtype=F64, pad_value=0):
-    p = _params(g, V_src, 5, D, H, dtype)
+def _encode_args(g, B, T, lengths, V_src=7, D=3, d_h=4, dtype=F64, pad_value=0):
+    p = _params(g, V_src, 5, D, d_h, dtype)
     ids, mask = _padded_ids(g, B, T, V_src, lengths, pad_value)
     return (ids, mask, p["E_src"], p["W_x_enc"], p["W_h_enc"], p["b_enc"])
 
@@ -82,9 +82,9 @@ def _encode_case(g, big):
     dtype = pick_dtype(g)
     B, T = pick_int(g, 1, 5 if big else 4), pick_int(g, 1, 10 if big else 7)
     lengths = [pick_int(g, 0 if big else 1, T) for _ in range(B)]
-    V_src, D, H = pick_int(g, 4, 12), pick_int(g, 1, 6), pick_int(g, 1, 8)
-    return Case(f"B={B}, T_x={T}, source lengths {lengths}, V_src={V_src}, D={D}, H={H}, {dn(dtype)}",
-                _encode_args(g, B, T, lengths, V_src, D, H, dtype))
+    V_src, D, d_h = pick_int(g, 4, 12), pick_int(g, 1, 6), pick_int(g, 1, 8)
+    return Case(f"B={B}, T_x={T}, source lengths {lengths}, V_src={V_src}, D={D}, d_h={d_h}, {dn(dtype)}",
+                _encode_args(g, B, T, lengths, V_src, D, d_h, dtype))
 
 
 def _encode_edge():
@@ -107,7 +107,7 @@ def _padded_context_equals_unpadded(fn):
     """The context of a padded batch equals each sentence run alone, unpadded."""
     g = gen(53)
     lengths = [6, 3, 1, 0]
-    args = _encode_args(g, 4, 6, lengths, V_src=8, D=3, H=5)
+    args = _encode_args(g, 4, 6, lengths, V_src=8, D=3, d_h=5)
     ids, mask, rest = args[0], args[1], args[2:]
     out = learner_call(fn, args)
     states = None if out is None else tensor_in(out.value, 0, shape=(4, 6, 5))
@@ -131,10 +131,10 @@ def _padded_context_equals_unpadded(fn):
 # ---------------------------------------------------------------- decoder_step
 def _step_case(g, big):
     dtype = pick_dtype(g)
-    B, V, D, H = pick_int(g, 1, 5 if big else 4), pick_int(g, 3, 10), pick_int(g, 1, 6), pick_int(g, 1, 8)
-    p = _dec(_params(g, 4, V, D, H, dtype))
+    B, V, D, d_h = pick_int(g, 1, 5 if big else 4), pick_int(g, 3, 10), pick_int(g, 1, 6), pick_int(g, 1, 8)
+    p = _dec(_params(g, 4, V, D, d_h, dtype))
     prev = torch.randint(0, V, (B,), generator=g)
-    return Case(f"B={B}, V={V}, D={D}, H={H}, {dn(dtype)}", (prev, _context(g, B, H, dtype=dtype), p))
+    return Case(f"B={B}, V={V}, D={D}, d_h={d_h}, {dn(dtype)}", (prev, _context(g, B, d_h, dtype=dtype), p))
 
 
 def _step_edge():
@@ -158,12 +158,12 @@ def _tgt_in(g, B, T, V, lengths):
 
 def _tf_case(g, big):
     dtype = pick_dtype(g)
-    B, T, V, D, H = pick_int(g, 1, 5 if big else 4), pick_int(g, 1, 8 if big else 6), pick_int(g, 4, 10), \
+    B, T, V, D, d_h = pick_int(g, 1, 5 if big else 4), pick_int(g, 1, 8 if big else 6), pick_int(g, 4, 10), \
         pick_int(g, 1, 5), pick_int(g, 1, 7)
     lengths = [pick_int(g, 1, T) for _ in range(B)]
-    p = _dec(_params(g, 4, V, D, H, dtype))
-    return Case(f"B={B}, T_y={T}, target lengths {lengths}, V={V}, D={D}, H={H}, {dn(dtype)}",
-                (_context(g, B, H, dtype=dtype), _tgt_in(g, B, T, V, lengths), p))
+    p = _dec(_params(g, 4, V, D, d_h, dtype))
+    return Case(f"B={B}, T_y={T}, target lengths {lengths}, V={V}, D={D}, d_h={d_h}, {dn(dtype)}",
+                (_context(g, B, d_h, dtype=dtype), _tgt_in(g, B, T, V, lengths), p))
 
 
 def _tf_edge():
@@ -220,39 +220,52 @@ EOS_BIAS = (-0.5, 0.0, 0.5, 1.0)
 
 def _greedy_case(g, big):
     dtype = pick_dtype(g)
-    B, V, D, H = pick_int(g, 1, 5 if big else 4), pick_int(g, 3, 8), pick_int(g, 1, 5), pick_int(g, 1, 6)
-    max_len = pick_int(g, 1, 9 if big else 6)
-    p = _dec(_params(g, 4, V, D, H, dtype, eos_bias=EOS_BIAS[pick_int(g, 0, 3)]))
-    return Case(f"B={B}, V={V}, D={D}, H={H}, max_len={max_len}, {dn(dtype)}",
-                (_context(g, B, H, dtype=dtype), p, BOS, EOS), {"max_len": max_len})
+    B, V, D, d_h = pick_int(g, 1, 5 if big else 4), pick_int(g, 3, 8), pick_int(g, 1, 5), pick_int(g, 1, 6)
+    max_len = pick_int(g, 0, 9) if big else pick_int(g, 1, 6)
+    p = _dec(_params(g, 4, V, D, d_h, dtype, eos_bias=EOS_BIAS[pick_int(g, 0, 3)]))
+    return Case(f"B={B}, V={V}, D={D}, d_h={d_h}, max_len={max_len}, {dn(dtype)}",
+                (_context(g, B, d_h, dtype=dtype), p, BOS, EOS), {"max_len": max_len})
 
 
-def _greedy_edge():
-    g = gen(114)  # a seed whose sentences end after 3, never, 1 and 4 tokens
-    p = _dec(_params(g, 4, 6, 3, 5))
-    c = _context(g, 4, 5)
+def _greedy_models():
+    """(what, (context, decoder weights)): the contract's three kinds of decoder (grader/cases/common.py)."""
+    g = gen(157)  # a seed whose four sentences end after 1, 10, 5 and 2 tokens
+    params = _dec(_params(g, 4, 6, 3, 5))
+    mixed = (_context(g, 4, 5), params)
     g = gen(57)
     never = _dec(_params(g, 4, 6, 3, 5, eos_bias=-60.0))
     at_once = _dec(_params(g, 4, 6, 3, 5, eos_bias=60.0))
-    return [
-        Case("max_len = 1", (c, p, BOS, EOS), {"max_len": 1}),
-        Case("sentences finish at different steps: padding after each <eos>", (c, p, BOS, EOS), {"max_len": 8}),
-        Case("a decoder that never emits <eos> stops at max_len", (c, never, BOS, EOS), {"max_len": 7}),
-        Case("a decoder that emits <eos> at once", (c, at_once, BOS, EOS), {"max_len": 5}),
-        Case("B = 1, float32", (c[:1].float(), {k: v.float() for k, v in p.items()}, BOS, EOS), {"max_len": 6}),
-        Case("max_len = 0 is an error", (c, p, BOS, EOS), {"max_len": 0}, raises="ValueError"),
-    ]
+    return {"mixed": ("a decoder whose 4 sentences end after 1, 10, 5 and 2 tokens", mixed),
+            "never": ("a decoder that never writes <eos>", (mixed[0], never)),
+            "at_once": ("a decoder that writes <eos> first", (mixed[0], at_once))}
+
+
+def _greedy_call(model, max_len):
+    context, params = model
+    return (context, params, BOS, EOS), {"max_len": max_len}
+
+
+def _greedy_edge():
+    m = _greedy_models()
+    c, p = m["mixed"][1]
+    return greedy_contract_cases(_greedy_call, m["mixed"][1], m["never"][1], m["at_once"][1]) + [
+        Case("B = 1, float32", (c[:1].float(), {k: v.float() for k, v in p.items()}, BOS, EOS), {"max_len": 6})]
+
+
+def _greedy_keeps_the_contract(fn):
+    """The contract of greedy decoding (grader/cases/common.py), with the three kinds of decoder."""
+    return greedy_contract_property(_greedy_call, list(_greedy_models().values()), EOS, item=0)(fn)
 
 
 # ---------------------------------------------------------------- beam_search
 def _beam_case(g, big):
     dtype = pick_dtype(g)
-    V, D, H = pick_int(g, 3, 7), pick_int(g, 1, 5), pick_int(g, 1, 6)
+    V, D, d_h = pick_int(g, 3, 7), pick_int(g, 1, 5), pick_int(g, 1, 6)
     beam_width, max_len = pick_int(g, 1, V + 1), pick_int(g, 1, 6 if big else 5)
     length_norm = pick_int(g, 0, 2) == 0
-    p = _dec(_params(g, 4, V, D, H, dtype, eos_bias=EOS_BIAS[pick_int(g, 0, 3)]))
-    return Case(f"V={V}, D={D}, H={H}, beam_width={beam_width}, max_len={max_len}, length_norm={length_norm}, "
-                f"{dn(dtype)}", (_context(g, H, dtype=dtype), p, BOS, EOS),
+    p = _dec(_params(g, 4, V, D, d_h, dtype, eos_bias=EOS_BIAS[pick_int(g, 0, 3)]))
+    return Case(f"V={V}, D={D}, d_h={d_h}, beam_width={beam_width}, max_len={max_len}, length_norm={length_norm}, "
+                f"{dn(dtype)}", (_context(g, d_h, dtype=dtype), p, BOS, EOS),
                 {"beam_width": beam_width, "max_len": max_len, "length_norm": length_norm})
 
 
@@ -279,7 +292,8 @@ def _beam_edge():
         Case("the same case with length_norm=False", (ln[0], ln[1], BOS, EOS), kw(3, 5, False)),
         Case("float32", (c.float(), {k: v.float() for k, v in p.items()}, BOS, EOS), kw(2, 5)),
         Case("beam_width = 0 is an error", (c, p, BOS, EOS), kw(0, 5), raises="ValueError"),
-        Case("max_len = 0 is an error", (c, p, BOS, EOS), kw(2, 0), raises="ValueError"),
+        Case("max_len = 0: nothing to write, one empty hypothesis of score 0", (c, p, BOS, EOS), kw(2, 0)),
+        Case("max_len = -1 is an error", (c, p, BOS, EOS), kw(2, -1), raises="ValueError"),
         Case("a batch of contexts (2-D) is an error: beam search decodes one sentence", (c[None], p, BOS, EOS),
              kw(2, 3), raises="ValueError"),
     ]
@@ -371,8 +385,8 @@ register(
                                                 "keeps every entry of the state in (-1, 1)"),
                        ("rnn:rnn_cell_ignores_h_prev", "the previous state h_{t-1} was ignored: without W_h h_{t-1} "
                                                        "there is no memory, each step sees only its own token"),
-                       ("rnn:rnn_cell_weights_transposed", "the weights were applied transposed: W_x is (H, D), so a "
-                                                           "batch of rows x_t (B, D) becomes x_t @ W_x.T (B, H)")]),
+                       ("rnn:rnn_cell_weights_transposed", "the weights were applied transposed: W_x is (d_h, D), so a "
+                                                           "batch of rows x_t (B, D) becomes x_t @ W_x.T (B, d_h)")]),
     Exercise("rnn_encode", "rnn:rnn_encode", _encode_case, _encode_edge,
              properties=[("edge", _padded_context_equals_unpadded), ("hidden", _padded_context_equals_unpadded)],
              mistakes=[("rnn:rnn_encode_context_after_padding",
@@ -413,6 +427,7 @@ register(
                        ("rnn:seq2seq_loss_not_divided",
                         "the summed loss was not divided by the number of examples N (the batch size B)")]),
     Exercise("greedy_decode", "rnn:greedy_decode", _greedy_case, _greedy_edge,
+             properties=[("edge", _greedy_keeps_the_contract), ("hidden", _greedy_keeps_the_contract)],
              mistakes=[("rnn:greedy_decode_finished_keep_going",
                         "sentences that already emitted <eos> kept generating: after its <eos> a sentence gets only "
                         "padding (0) and its log-probability stops growing"),
@@ -433,10 +448,10 @@ register(
                         "their number of tokens")]),
     question("answer_context_shape", "rnn:answer_context_shape", IntTuple(), wrong=[
         ("rnn:answer_context_shape_every_state",
-         "(B, T_x, H) is every state h_1 ... h_{T_x}; the context is one vector per source, its last real state"),
+         "(B, T_x, d_h) is every state h_1 ... h_{T_x}; the context is one vector per source, its last real state"),
         ("rnn:answer_context_shape_no_batch",
-         "the context has no time axis, and the batch has one context per source: (B, H)"),
-        ("rnn:answer_context_shape_one_vector", "each source of the batch has its own context: (B, H)")]),
+         "the context has no time axis, and the batch has one context per source: (B, d_h)"),
+        ("rnn:answer_context_shape_one_vector", "each source of the batch has its own context: (B, d_h)")]),
     question("answer_teacher_forcing", "rnn:answer_teacher_forcing", Choice("a", "b", "c", "d"), wrong=[
         ("rnn:answer_teacher_forcing_own_prediction",
          "feeding its own predictions is what greedy decoding does when it writes; teacher forcing feeds the true "

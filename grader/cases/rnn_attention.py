@@ -9,11 +9,11 @@ from .common import (Case, Exercise, F64, dn, gen, learner_call, learner_tensor,
 from .common import Choice, Integer, question
 
 
-def _states(g, B, T, H_e, lengths=None, dtype=F64):
-    """Encoder states (B, T, H_e) in (-1, 1), 0 on padding, and the mask of the real positions."""
+def _states(g, B, T, d_enc, lengths=None, dtype=F64):
+    """Encoder states (B, T, d_enc) in (-1, 1), 0 on padding, and the mask of the real positions."""
     lengths = [T] * B if lengths is None else lengths
     mask = torch.arange(T)[None, :] < torch.tensor(lengths, dtype=torch.long)[:, None]
-    H = torch.tanh(randn(g, B, T, H_e, dtype=dtype, scale=1.5)) * mask[:, :, None]
+    H = torch.tanh(randn(g, B, T, d_enc, dtype=dtype, scale=1.5)) * mask[:, :, None]
     return H, mask
 
 
@@ -22,57 +22,57 @@ def _lengths(g, B, T, allow_empty):
 
 
 # ---------------------------------------------------------------- additive_score
-def _additive_args(g, B, T, H_d, H_e, A, dtype=F64, lengths=None):
-    H, _ = _states(g, B, T, H_e, lengths, dtype)
-    return (torch.tanh(randn(g, B, H_d, dtype=dtype, scale=1.5)), H,
-            randn(g, A, H_d, dtype=dtype, scale=1 / math.sqrt(H_d)),
-            randn(g, A, H_e, dtype=dtype, scale=1 / math.sqrt(H_e)), randn(g, A, dtype=dtype))
+def _additive_args(g, B, T, d_dec, d_enc, d_a, dtype=F64, lengths=None):
+    H, _ = _states(g, B, T, d_enc, lengths, dtype)
+    return (torch.tanh(randn(g, B, d_dec, dtype=dtype, scale=1.5)), H,
+            randn(g, d_a, d_dec, dtype=dtype, scale=1 / math.sqrt(d_dec)),
+            randn(g, d_a, d_enc, dtype=dtype, scale=1 / math.sqrt(d_enc)), randn(g, d_a, dtype=dtype))
 
 
 def _additive_case(g, big):
     dtype = pick_dtype(g)
     B, T = pick_int(g, 1, 5 if big else 4), pick_int(g, 1, 9 if big else 6)
-    H_d, H_e, A = pick_int(g, 1, 7), pick_int(g, 1, 7), pick_int(g, 1, 6)
-    return Case(f"B={B}, T_x={T}, H_d={H_d}, H_e={H_e}, A={A}, {dn(dtype)}",
-                _additive_args(g, B, T, H_d, H_e, A, dtype))
+    d_dec, d_enc, d_a = pick_int(g, 1, 7), pick_int(g, 1, 7), pick_int(g, 1, 6)
+    return Case(f"B={B}, T_x={T}, d_dec={d_dec}, d_enc={d_enc}, d_a={d_a}, {dn(dtype)}",
+                _additive_args(g, B, T, d_dec, d_enc, d_a, dtype))
 
 
 def _additive_edge():
     g = gen(61)
     args = _additive_args(g, 2, 5, 3, 4, 6)
-    s, H, W_s, W_h, v = args
+    h, H, W_q, W_k, u = args
     return [
         Case("T_x = 1: one score per sentence", _additive_args(g, 3, 1, 3, 4, 2)),
         Case("T_x = 0: no score", _additive_args(g, 2, 0, 3, 4, 2)),
-        Case("A = 1, H_d != H_e", _additive_args(g, 2, 4, 2, 5, 1)),
-        Case("a zero decoder state still scores each h_j by v . tanh(W_h h_j)", (torch.zeros_like(s), H, W_s, W_h, v)),
-        Case("huge states (x100): tanh saturates, the scores stay within |v|_1", (s * 100, H * 100, W_s, W_h, v)),
+        Case("d_a = 1, d_dec != d_enc", _additive_args(g, 2, 4, 2, 5, 1)),
+        Case("a zero decoder state still scores each h_j by u . tanh(W_k h_j)", (torch.zeros_like(h), H, W_q, W_k, u)),
+        Case("huge states (x100): tanh saturates, the scores stay within |u|_1", (h * 100, H * 100, W_q, W_k, u)),
         Case("float32", _additive_args(g, 2, 3, 3, 3, 3, dtype=torch.float32)),
-        Case("W_h of the wrong width is an error", (s, H, W_s, W_h[:, :2], v), raises="ValueError"),
-        Case("v of the wrong length is an error", (s, H, W_s, W_h, v[:2]), raises="ValueError"),
+        Case("W_k of the wrong width is an error", (h, H, W_q, W_k[:, :2], u), raises="ValueError"),
+        Case("u of the wrong length is an error", (h, H, W_q, W_k, u[:2]), raises="ValueError"),
     ]
 
 
 def _additive_is_per_position(fn):
     """The score of position j depends on h_j alone: moving the encoder states moves their scores."""
     g = gen(62)
-    s, H, W_s, W_h, v = _additive_args(g, 2, 5, 3, 4, 3)
+    h, H, W_q, W_k, u = _additive_args(g, 2, 5, 3, 4, 3)
     perm = torch.tensor([3, 0, 4, 1, 2])
-    out = learner_tensor(fn, (s, H, W_s, W_h, v), shape=(2, 5))
-    moved = learner_tensor(fn, (s, H[:, perm], W_s, W_h, v), shape=(2, 5))
+    out = learner_tensor(fn, (h, H, W_q, W_k, u), shape=(2, 5))
+    moved = learner_tensor(fn, (h, H[:, perm], W_q, W_k, u), shape=(2, 5))
     if out is None or moved is None:
         return None
     if not torch.allclose(moved, out[:, perm], rtol=1e-9, atol=1e-12):
-        return "moving the encoder states h_j to other positions changed their scores: e_j must read h_j only"
+        return "moving the encoder states h_j to other positions changed their scores: s_tj must read h_j only"
     return None
 
 
 # ---------------------------------------------------------------- dot_score
 def _dot_case(g, big):
     dtype = pick_dtype(g)
-    B, T, Hd = pick_int(g, 1, 5 if big else 4), pick_int(g, 1, 9 if big else 6), pick_int(g, 1, 8)
-    H, _ = _states(g, B, T, Hd, dtype=dtype)
-    return Case(f"B={B}, T_x={T}, H={Hd}, {dn(dtype)}", (torch.tanh(randn(g, B, Hd, dtype=dtype, scale=1.5)), H))
+    B, T, d = pick_int(g, 1, 5 if big else 4), pick_int(g, 1, 9 if big else 6), pick_int(g, 1, 8)
+    H, _ = _states(g, B, T, d, dtype=dtype)
+    return Case(f"B={B}, T_x={T}, d_dec = d_enc = {d}, {dn(dtype)}", (torch.tanh(randn(g, B, d, dtype=dtype, scale=1.5)), H))
 
 
 def _dot_edge():
@@ -84,26 +84,26 @@ def _dot_edge():
         Case("T_x = 0: no score", (s, H[:, :0])),
         Case("the state equal to h_2 scores |h_2|^2 there", (H[:, 1].clone(), H)),
         Case("a zero state scores 0 everywhere", (torch.zeros_like(s), H)),
-        Case("float32, H = 1", (torch.tanh(randn(g, 3, 1, dtype=torch.float32)),
+        Case("float32, d_dec = d_enc = 1", (torch.tanh(randn(g, 3, 1, dtype=torch.float32)),
                                 _states(g, 3, 5, 1, dtype=torch.float32)[0])),
-        Case("widths that differ (H_d != H_e) are an error", (s[:, :2], H), raises="ValueError"),
+        Case("widths that differ (d_dec != d_enc) are an error", (s[:, :2], H), raises="ValueError"),
         Case("batches that differ are an error", (s[:1], H), raises="ValueError"),
     ]
 
 
 # ---------------------------------------------------------------- attend
-def _attend_args(g, B, T, H_e, lengths=None, dtype=F64, scale=2.0, mask=True):
-    H, m = _states(g, B, T, H_e, lengths, dtype)
+def _attend_args(g, B, T, d_enc, lengths=None, dtype=F64, scale=2.0, mask=True):
+    H, m = _states(g, B, T, d_enc, lengths, dtype)
     scores = randn(g, B, T, dtype=dtype, scale=scale)
     return (scores, H, m if mask else None)
 
 
 def _attend_case(g, big):
     dtype = pick_dtype(g)
-    B, T, H_e = pick_int(g, 1, 5 if big else 4), pick_int(g, 1, 9 if big else 6), pick_int(g, 1, 7)
+    B, T, d_enc = pick_int(g, 1, 5 if big else 4), pick_int(g, 1, 9 if big else 6), pick_int(g, 1, 7)
     lengths = _lengths(g, B, T, allow_empty=big)
-    return Case(f"B={B}, T_x={T}, H_e={H_e}, source lengths {lengths}, {dn(dtype)}",
-                _attend_args(g, B, T, H_e, lengths, dtype))
+    return Case(f"B={B}, T_x={T}, d_enc={d_enc}, source lengths {lengths}, {dn(dtype)}",
+                _attend_args(g, B, T, d_enc, lengths, dtype))
 
 
 def _attend_edge():
@@ -139,28 +139,32 @@ def _weights_sum_to_one(fn):
 
 
 # ---------------------------------------------------------------- attention_decoder_step
-def _step_params(g, V, D, H_d, H_e, A, dtype=F64):
+def _step_params(g, V, D, d_dec, d_enc, d_a, dtype=F64):
     def w(rows, cols, scale=1.0):
         return randn(g, rows, cols, dtype=dtype, scale=scale / math.sqrt(cols))
-    return {"E_tgt": randn(g, V, D, dtype=dtype), "W_s": w(A, H_d), "W_h": w(A, H_e), "v": randn(g, A, dtype=dtype),
-            "W_x": w(H_d, D), "W_c": w(H_d, H_e), "W_hh": w(H_d, H_d, 1.5), "b": randn(g, H_d, dtype=dtype, scale=0.3),
-            "W_out": w(V, H_d + H_e, 2.0), "b_out": randn(g, V, dtype=dtype, scale=0.5)}
+    return {"E_tgt": randn(g, V, D, dtype=dtype), "W_q": w(d_a, d_dec), "W_k": w(d_a, d_enc),
+            "u": randn(g, d_a, dtype=dtype),
+            "W_x": w(d_dec, D), "W_c": w(d_dec, d_enc), "W_h": w(d_dec, d_dec, 1.5),
+            "b": randn(g, d_dec, dtype=dtype, scale=0.3),
+            "W_out": w(V, d_dec + d_enc, 2.0), "b_out": randn(g, V, dtype=dtype, scale=0.5)}
 
 
-def _step_args(g, B, T, V, D, H_d, H_e, A, lengths=None, dtype=F64):
-    H, mask = _states(g, B, T, H_e, lengths, dtype)
+def _step_args(g, B, T, V, D, d_dec, d_enc, d_a, lengths=None, dtype=F64):
+    H, mask = _states(g, B, T, d_enc, lengths, dtype)
     prev = torch.randint(0, V, (B,), generator=g)
-    return (prev, torch.tanh(randn(g, B, H_d, dtype=dtype, scale=1.5)), H, mask,
-            _step_params(g, V, D, H_d, H_e, A, dtype))
+    return (prev, torch.tanh(randn(g, B, d_dec, dtype=dtype, scale=1.5)), H, mask,
+            _step_params(g, V, D, d_dec, d_enc, d_a, dtype))
 
 
 def _step_case(g, big):
     dtype = pick_dtype(g)
     B, T = pick_int(g, 1, 5 if big else 4), pick_int(g, 1, 9 if big else 6)
-    V, D, H_d, H_e, A = pick_int(g, 3, 10), pick_int(g, 1, 5), pick_int(g, 1, 6), pick_int(g, 1, 6), pick_int(g, 1, 5)
+    V, D, d_dec, d_enc = pick_int(g, 3, 10), pick_int(g, 1, 5), pick_int(g, 1, 6), pick_int(g, 1, 6)
+    d_a = pick_int(g, 1, 5)
     lengths = _lengths(g, B, T, allow_empty=False)
-    return Case(f"B={B}, T_x={T}, lengths {lengths}, V={V}, D={D}, H_d={H_d}, H_e={H_e}, A={A}, {dn(dtype)}",
-                _step_args(g, B, T, V, D, H_d, H_e, A, lengths, dtype))
+    return Case(f"B={B}, T_x={T}, lengths {lengths}, V={V}, D={D}, d_dec={d_dec}, d_enc={d_enc}, d_a={d_a}, "
+                f"{dn(dtype)}",
+                _step_args(g, B, T, V, D, d_dec, d_enc, d_a, lengths, dtype))
 
 
 def _step_edge():
@@ -179,11 +183,11 @@ def _step_edge():
 def _step_reads_the_context(fn):
     """The step's logits change when an encoder state it weighs changes (the decoder reads the source)."""
     g = gen(67)
-    prev, s, H, mask, p = _step_args(g, 2, 4, 6, 3, 4, 4, 3)
-    out = _logits(fn, (prev, s, H, mask, p))
+    prev, h, H, mask, p = _step_args(g, 2, 4, 6, 3, 4, 4, 3)
+    out = _logits(fn, (prev, h, H, mask, p))
     H2 = H.clone()
     H2[:, 2] = -H2[:, 2]
-    out2 = _logits(fn, (prev, s, H2, mask, p))
+    out2 = _logits(fn, (prev, h, H2, mask, p))
     if out is None or out2 is None:
         return None
     if torch.allclose(out, out2):
@@ -204,14 +208,15 @@ register(
     Exercise("additive_score", "rnn_attention:additive_score", _additive_case, _additive_edge,
              properties=[("edge", _additive_is_per_position)],
              mistakes=[("rnn_attention:additive_score_no_tanh",
-                        "the tanh is missing: e_j = v . tanh(W_s s + W_h h_j)"),
+                        "the tanh is missing: s_tj = u . tanh(W_q h^dec_{t-1} + W_k h_j)"),
                        ("rnn_attention:additive_score_sum_not_v",
-                        "the hidden units were summed instead of weighted by v: e_j = v . tanh(...)"),
+                        "the hidden units were summed instead of weighted by u: s_tj = u . tanh(...)"),
                        ("rnn_attention:additive_score_swapped_weights",
-                        "W_s and W_h were swapped: W_s reads the decoder state, W_h the encoder states")]),
+                        "W_q and W_k were swapped: W_q reads the decoder state, W_k the encoder states")]),
     Exercise("dot_score", "rnn_attention:dot_score", _dot_case, _dot_edge,
              mistakes=[("rnn_attention:dot_score_scaled",
-                        "the scores were divided by sqrt(H): Luong's dot score is the plain dot product s . h_j"),
+                        "the scores were divided by sqrt(d_dec): Luong's dot score is the plain dot product "
+                        "h^dec_t . h_j"),
                        ("rnn_attention:dot_score_over_the_batch",
                         "the state was dotted with the states of another sentence of the batch")]),
     Exercise("attend", "rnn_attention:attend", _attend_case, _attend_edge,
@@ -229,11 +234,12 @@ register(
              properties=[("edge", _step_reads_the_context)],
              uses=("additive_score", "attend"),
              mistakes=[("rnn_attention:step_scores_the_new_state",
-                        "the scores read the new state s_t; Bahdanau's read s_{t-1}, the state before the step"),
+                        "the scores read the new state h^dec_t; Bahdanau's read h^dec_{t-1}, the state before the "
+                        "step"),
                        ("rnn_attention:step_output_ignores_context",
-                        "the output layer read s_t alone: z_t = W_out [s_t ; c_t] + b_out"),
+                        "the output layer read h^dec_t alone: z_t = W_out [h^dec_t ; c_t] + b_out"),
                        ("rnn_attention:step_update_ignores_context",
-                        "the state update ignored the context: s_t = tanh(W_x x + W_c c_t + W_hh s_{t-1} + b)")],
+                        "the state update ignored the context: h^dec_t = tanh(W_x x + W_c c_t + W_h h^dec_{t-1} + b)")],
              n_basic=6, n_hidden=12),
     question("answer_alignment_weights", "rnn_attention:answer_alignment_weights", Integer(), wrong=[
         ("rnn_attention:answer_alignment_weights_one_context", "one context is notebook 05's: here every output "
@@ -241,7 +247,7 @@ register(
         ("rnn_attention:answer_alignment_weights_sum", "the weights of one step are T_x numbers, one per source "
          "position, for each of the T_y steps: a product, not a sum")]),
     question("answer_bottleneck", "rnn_attention:answer_bottleneck", Choice("a", "b", "c", "d"), wrong=[
-        ("rnn_attention:answer_bottleneck_bigger_h", "a bigger H helps, but the decoder still reads one vector for "
+        ("rnn_attention:answer_bottleneck_bigger_h", "a bigger d_h helps, but the decoder still reads one vector for "
          "the whole sentence; attention gives it every state"),
         ("rnn_attention:answer_bottleneck_faster", "attention adds work at every step (a score per source "
          "position); it is not faster"),

@@ -147,15 +147,15 @@ register(
                         "the embedding matrix was used transposed: E is (V, D), one row per token")]),
     question("answer_embedding_table_size", "tokens:answer_embedding_table_size", Integer(), wrong=[
         ("tokens:answer_embedding_table_size_added",
-         "V + d adds the two sizes: E has one row of d numbers for each of the V ids, V × d numbers in all"),
+         "V + D adds the two sizes: E has one row of D numbers for each of the V ids, V × D numbers in all"),
         ("tokens:answer_embedding_table_size_one_row",
          "64 is one row, the vector of one id: E holds a row for every id of the vocabulary"),
-        ("tokens:answer_embedding_table_size_rows", "1000 counts the rows; each row holds d = 64 numbers")]),
+        ("tokens:answer_embedding_table_size_rows", "1000 counts the rows; each row holds D = 64 numbers")]),
     question("answer_one_hot_product", "tokens:answer_one_hot_product", Choice("a", "b", "c", "d"), wrong=[
         ("tokens:answer_one_hot_product_sum",
          "every other entry of the one-hot vector is 0, so every other row of E is multiplied by 0"),
         ("tokens:answer_one_hot_product_column",
-         "E has V rows of d numbers; a (1 × V) vector times a (V × d) matrix picks one of its rows"),
+         "E has V rows of D numbers; a (1 × V) vector times a (V × D) matrix picks one of its rows"),
         ("tokens:answer_one_hot_product_number",
-         "a (1 × V) vector times a (V × d) matrix is a (1 × d) vector: the id's embedding")]),
+         "a (1 × V) vector times a (V × D) matrix is a (1 × D) vector: the id's embedding")]),
 )

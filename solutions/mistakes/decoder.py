@@ -15,8 +15,8 @@ def _rope(x, positions=None, base=10000.0, freq_exponent=2, sign=1.0, halves=Fal
     if positions is None:
         positions = torch.arange(T, device=x.device)
     i = torch.arange(d // 2, dtype=torch.float64, device=x.device)
-    theta = base ** (-freq_exponent * i / d)
-    angle = positions.to(torch.float64)[:, None] * theta  # (T, d/2)
+    omega = base ** (-freq_exponent * i / d)
+    angle = positions.to(torch.float64)[:, None] * omega  # (T, d/2)
     cos, sin = torch.cos(angle).to(x.dtype), sign * torch.sin(angle).to(x.dtype)
     if halves:
         a, b = x[..., : d // 2], x[..., d // 2:]
@@ -27,12 +27,12 @@ def _rope(x, positions=None, base=10000.0, freq_exponent=2, sign=1.0, halves=Fal
 
 # --- rope --------------------------------------------------------------------
 def rope_wrong_frequencies(x, positions=None, base=10000.0):
-    """theta_i = base^(-i / d) instead of base^(-2i / d)."""
+    """omega_i = base^(-i / d) instead of base^(-2i / d)."""
     return _rope(x, positions, base, freq_exponent=1)
 
 
 def rope_rotates_backwards(x, positions=None, base=10000.0):
-    """The sine's sign flipped: rotation by -p theta_i."""
+    """The sine's sign flipped: rotation by -p omega_i."""
     return _rope(x, positions, base, sign=-1.0)
 
 

@@ -141,6 +141,47 @@ def masked_lm_loss_divided_by_all(logits, targets, is_masked):
     return torch.where(is_masked, nll, torch.zeros_like(nll)).sum() / max(1, nll.numel())
 
 
+# ---------------------------------------------------------------- probe_accuracy
+def _probe(word, senses, fit, test):
+    mean_0, mean_1 = word[fit & (senses == 0)].mean(dim=0), word[fit & (senses == 1)].mean(dim=0)
+    guess = (((word[test] - mean_1) ** 2).sum(-1) < ((word[test] - mean_0) ** 2).sum(-1)).long()
+    return (guess == senses[test]).double().mean().item()
+
+
+def _at(hidden, positions):
+    return hidden[torch.arange(hidden.shape[0]), positions]
+
+
+def probe_accuracy_tested_on_train(hidden, positions, senses, is_train):
+    """Scored on the sentences it was fitted on."""
+    return _probe(_at(hidden, positions), senses, is_train, is_train)
+
+
+def probe_accuracy_means_from_all(hidden, positions, senses, is_train):
+    """The sense means taken over every sentence, the test ones too."""
+    return _probe(_at(hidden, positions), senses, torch.ones_like(is_train), ~is_train)
+
+
+def probe_accuracy_last_position(hidden, positions, senses, is_train):
+    """The vector of the sentence's last token instead of the word's."""
+    return _probe(hidden[:, -1], senses, is_train, ~is_train)
+
+
+def probe_accuracy_first_position(hidden, positions, senses, is_train):
+    """The vector at position 0 (as BERT's [CLS]) instead of the word's."""
+    return _probe(hidden[:, 0], senses, is_train, ~is_train)
+
+
+def probe_accuracy_mean_over_sentence(hidden, positions, senses, is_train):
+    """The mean over the sentence's positions instead of the word's vector."""
+    return _probe(hidden.mean(dim=1), senses, is_train, ~is_train)
+
+
+def probe_accuracy_token_before(hidden, positions, senses, is_train):
+    """The vector one position before the word's (positions - 1)."""
+    return _probe(_at(hidden, (positions - 1).clamp_min(0)), senses, is_train, ~is_train)
+
+
 # ---------------------------------------------------------------- wrong answers to the self-check questions
 def answer_head_width_multiplied():
     return 512

@@ -86,24 +86,24 @@ def encdec_no_cross_residual(y, memory, tgt_valid, src_valid, params, n_heads):
 
 
 # --- encdec_forward ----------------------------------------------------------
-def encdec_forward_no_src_mask(encode, cross_kv, decode, src, src_valid, tgt_in, tgt_valid):
+def encdec_forward_no_src_mask(encode, cross_kv, run_decoder, src, src_valid, tgt_in, tgt_valid):
     """The decoder is not told which source tokens are padding."""
-    return decode(tgt_in, cross_kv(encode(src, src_valid)), None, tgt_valid)
+    return run_decoder(tgt_in, cross_kv(encode(src, src_valid)), None, tgt_valid)
 
 
-def encdec_forward_no_tgt_mask(encode, cross_kv, decode, src, src_valid, tgt_in, tgt_valid):
+def encdec_forward_no_tgt_mask(encode, cross_kv, run_decoder, src, src_valid, tgt_in, tgt_valid):
     """The decoder is not told which target tokens are padding."""
-    return decode(tgt_in, cross_kv(encode(src, src_valid)), src_valid, None)
+    return run_decoder(tgt_in, cross_kv(encode(src, src_valid)), src_valid, None)
 
 
-def encdec_forward_encoder_unmasked(encode, cross_kv, decode, src, src_valid, tgt_in, tgt_valid):
+def encdec_forward_encoder_unmasked(encode, cross_kv, run_decoder, src, src_valid, tgt_in, tgt_valid):
     """The encoder reads the source padding as if it were text."""
-    return decode(tgt_in, cross_kv(encode(src, None)), src_valid, tgt_valid)
+    return run_decoder(tgt_in, cross_kv(encode(src, None)), src_valid, tgt_valid)
 
 
 # --- translation_loss --------------------------------------------------------
-def _forward(encode, cross_kv, decode, batch):
-    return decode(batch["tgt_in"], cross_kv(encode(batch["src"], batch["src_mask"])), batch["src_mask"],
+def _forward(encode, cross_kv, run_decoder, batch):
+    return run_decoder(batch["tgt_in"], cross_kv(encode(batch["src"], batch["src_mask"])), batch["src_mask"],
                   batch["tgt_mask"])
 
 
@@ -111,33 +111,33 @@ def _token_losses(logits, targets):
     return -torch.log_softmax(logits, dim=-1).gather(-1, targets[..., None])[..., 0]  # (B, T_y)
 
 
-def translation_loss_padding_counted(encode, cross_kv, decode, batch):
+def translation_loss_padding_counted(encode, cross_kv, run_decoder, batch):
     """The mean over every position, padding included."""
-    return _token_losses(_forward(encode, cross_kv, decode, batch), batch["tgt_out"]).mean()
+    return _token_losses(_forward(encode, cross_kv, run_decoder, batch), batch["tgt_out"]).mean()
 
 
-def translation_loss_targets_not_shifted(encode, cross_kv, decode, batch):
+def translation_loss_targets_not_shifted(encode, cross_kv, run_decoder, batch):
     """Scored against tgt_in, the tokens the decoder reads, instead of tgt_out."""
     real = batch["tgt_mask"]
-    losses = _token_losses(_forward(encode, cross_kv, decode, batch), batch["tgt_in"])
+    losses = _token_losses(_forward(encode, cross_kv, run_decoder, batch), batch["tgt_in"])
     return (losses * real).sum() / real.sum()
 
 
-def translation_loss_mean_of_sentences(encode, cross_kv, decode, batch):
+def translation_loss_mean_of_sentences(encode, cross_kv, run_decoder, batch):
     """Each sentence's mean, then the mean of the sentences: a short sentence's tokens weigh more."""
     real = batch["tgt_mask"]
-    losses = _token_losses(_forward(encode, cross_kv, decode, batch), batch["tgt_out"])
+    losses = _token_losses(_forward(encode, cross_kv, run_decoder, batch), batch["tgt_out"])
     return ((losses * real).sum(dim=1) / real.sum(dim=1)).mean()
 
 
-def translation_loss_summed(encode, cross_kv, decode, batch):
+def translation_loss_summed(encode, cross_kv, run_decoder, batch):
     """The sum over the real tokens, not their mean."""
     real = batch["tgt_mask"]
-    return (_token_losses(_forward(encode, cross_kv, decode, batch), batch["tgt_out"]) * real).sum()
+    return (_token_losses(_forward(encode, cross_kv, run_decoder, batch), batch["tgt_out"]) * real).sum()
 
 
 # --- greedy_translate --------------------------------------------------------
-def _greedy(encode, cross_kv, decode, src, src_valid, bos_id, eos_id, max_len, row=-1, pad_after_eos=True,
+def _greedy(encode, cross_kv, run_decoder, src, src_valid, bos_id, eos_id, max_len, row=-1, pad_after_eos=True,
             stop="all", keep_bos=False):
     if max_len < 0:
         raise ValueError(f"max_len must be >= 0, got {max_len}")
@@ -148,7 +148,7 @@ def _greedy(encode, cross_kv, decode, src, src_valid, bos_id, eos_id, max_len, r
     out = torch.full((B, 1), bos_id, dtype=torch.long, device=src.device)
     done = torch.zeros(B, dtype=torch.bool, device=src.device)
     for _ in range(max_len):
-        nxt = decode(out, kv, src_valid, None)[:, row].argmax(dim=-1)
+        nxt = run_decoder(out, kv, src_valid, None)[:, row].argmax(dim=-1)
         if pad_after_eos:
             nxt = nxt.masked_fill(done, 0)
         out = torch.cat([out, nxt[:, None]], dim=1)
@@ -158,29 +158,29 @@ def _greedy(encode, cross_kv, decode, src, src_valid, bos_id, eos_id, max_len, r
     return out if keep_bos else out[:, 1:]
 
 
-def greedy_translate_first_row(encode, cross_kv, decode, src, src_valid, bos_id, eos_id, max_len):
+def greedy_translate_first_row(encode, cross_kv, run_decoder, src, src_valid, bos_id, eos_id, max_len):
     """The next token read from the first row of the logits (the prediction after <bos>)."""
-    return _greedy(encode, cross_kv, decode, src, src_valid, bos_id, eos_id, max_len, row=0)
+    return _greedy(encode, cross_kv, run_decoder, src, src_valid, bos_id, eos_id, max_len, row=0)
 
 
-def greedy_translate_no_pad_after_eos(encode, cross_kv, decode, src, src_valid, bos_id, eos_id, max_len):
+def greedy_translate_no_pad_after_eos(encode, cross_kv, run_decoder, src, src_valid, bos_id, eos_id, max_len):
     """A row that has written <eos> goes on writing tokens."""
-    return _greedy(encode, cross_kv, decode, src, src_valid, bos_id, eos_id, max_len, pad_after_eos=False)
+    return _greedy(encode, cross_kv, run_decoder, src, src_valid, bos_id, eos_id, max_len, pad_after_eos=False)
 
 
-def greedy_translate_to_max_len(encode, cross_kv, decode, src, src_valid, bos_id, eos_id, max_len):
+def greedy_translate_to_max_len(encode, cross_kv, run_decoder, src, src_valid, bos_id, eos_id, max_len):
     """Always max_len tokens: the loop does not stop when every row has ended."""
-    return _greedy(encode, cross_kv, decode, src, src_valid, bos_id, eos_id, max_len, stop="never")
+    return _greedy(encode, cross_kv, run_decoder, src, src_valid, bos_id, eos_id, max_len, stop="never")
 
 
-def greedy_translate_stops_at_first_eos(encode, cross_kv, decode, src, src_valid, bos_id, eos_id, max_len):
+def greedy_translate_stops_at_first_eos(encode, cross_kv, run_decoder, src, src_valid, bos_id, eos_id, max_len):
     """Stops when the first row ends, cutting off the rows still writing."""
-    return _greedy(encode, cross_kv, decode, src, src_valid, bos_id, eos_id, max_len, stop="any")
+    return _greedy(encode, cross_kv, run_decoder, src, src_valid, bos_id, eos_id, max_len, stop="any")
 
 
-def greedy_translate_with_bos(encode, cross_kv, decode, src, src_valid, bos_id, eos_id, max_len):
+def greedy_translate_with_bos(encode, cross_kv, run_decoder, src, src_valid, bos_id, eos_id, max_len):
     """Returns <bos> too."""
-    return _greedy(encode, cross_kv, decode, src, src_valid, bos_id, eos_id, max_len, keep_bos=True)
+    return _greedy(encode, cross_kv, run_decoder, src, src_valid, bos_id, eos_id, max_len, keep_bos=True)
 
 
 # ---------------------------------------------------------------- wrong answers to the self-check questions

@@ -102,54 +102,53 @@ def decoder_block_step_no_attn_residual(x_new, params, n_heads, cache=None):
 
 
 # --- greedy_generate --------------------------------------------------------------
-def greedy_generate_refeeds_all(step, prompt, n_new):
+def _generate(step, prompt, eos_id, max_len, refeed_all=False, row=-1, pass_cache=True, with_prompt=False,
+              stop=True, pad=True):
+    if prompt.dim() != 2 or prompt.shape[1] < 1:
+        raise ValueError("prompt must be (B, T_p) with T_p >= 1")
+    if max_len < 0:
+        raise ValueError(f"max_len must be >= 0, got {max_len}")
+    B = prompt.shape[0]
+    out = prompt.new_zeros(B, 0)
+    done = torch.zeros(B, dtype=torch.bool, device=prompt.device)
+    ids, cache = prompt, None
+    for _ in range(max_len):
+        logits, new_cache = step(ids, cache)
+        cache = new_cache if pass_cache else None
+        nxt = logits[:, row].argmax(dim=-1)
+        if pad:
+            nxt = nxt.masked_fill(done, 0)
+        out = torch.cat([out, nxt[:, None]], dim=1)
+        done = done | (nxt == eos_id)
+        if stop and bool(done.all()):
+            break
+        ids = torch.cat([prompt, out], dim=1) if refeed_all else nxt[:, None]
+    return torch.cat([prompt, out], dim=1) if with_prompt else out
+
+
+def greedy_generate_refeeds_all(step, prompt, eos_id, max_len):
     """Feeds the whole text again at every step, together with the cache."""
-    if n_new == 0:
-        return prompt.new_zeros(prompt.shape[0], 0)
-    ids = prompt
-    logits, cache = step(ids, None)
-    new = [logits[:, -1].argmax(dim=-1)]
-    for _ in range(n_new - 1):
-        ids = torch.cat([ids, new[-1][:, None]], dim=1)
-        logits, cache = step(ids, cache)
-        new.append(logits[:, -1].argmax(dim=-1))
-    return torch.stack(new, dim=1)
+    return _generate(step, prompt, eos_id, max_len, refeed_all=True)
 
 
-def greedy_generate_first_row(step, prompt, n_new):
+def greedy_generate_first_row(step, prompt, eos_id, max_len):
     """Reads the prediction after the prompt's first token instead of its last."""
-    if n_new == 0:
-        return prompt.new_zeros(prompt.shape[0], 0)
-    logits, cache = step(prompt, None)
-    new = [logits[:, 0].argmax(dim=-1)]
-    for _ in range(n_new - 1):
-        logits, cache = step(new[-1][:, None], cache)
-        new.append(logits[:, 0].argmax(dim=-1))
-    return torch.stack(new, dim=1)
+    return _generate(step, prompt, eos_id, max_len, row=0)
 
 
-def greedy_generate_no_cache_passed(step, prompt, n_new):
+def greedy_generate_no_cache_passed(step, prompt, eos_id, max_len):
     """Feeds the newest token alone, but with cache=None: the model forgets the text."""
-    if n_new == 0:
-        return prompt.new_zeros(prompt.shape[0], 0)
-    logits, _ = step(prompt, None)
-    new = [logits[:, -1].argmax(dim=-1)]
-    for _ in range(n_new - 1):
-        logits, _ = step(new[-1][:, None], None)
-        new.append(logits[:, -1].argmax(dim=-1))
-    return torch.stack(new, dim=1)
+    return _generate(step, prompt, eos_id, max_len, pass_cache=False)
 
 
-def greedy_generate_with_prompt(step, prompt, n_new):
+def greedy_generate_with_prompt(step, prompt, eos_id, max_len):
     """Returns the prompt followed by the new tokens."""
-    new = [prompt]
-    if n_new:
-        logits, cache = step(prompt, None)
-        new.append(logits[:, -1:].argmax(dim=-1))
-        for _ in range(n_new - 1):
-            logits, cache = step(new[-1][:, -1:], cache)
-            new.append(logits[:, -1:].argmax(dim=-1))
-    return torch.cat(new, dim=1)
+    return _generate(step, prompt, eos_id, max_len, with_prompt=True)
+
+
+def greedy_generate_ignores_eos(step, prompt, eos_id, max_len):
+    """Writes max_len tokens whatever comes: <eos> neither ends a row nor the loop."""
+    return _generate(step, prompt, eos_id, max_len, stop=False, pad=False)
 
 
 # --- kv_cache_bytes ----------------------------------------------------------------

@@ -130,8 +130,8 @@ def seq2seq_loss_not_divided(logits, targets, mask=None):
 
 # --- greedy_decode -----------------------------------------------------------
 def _greedy(context, params, bos_id, eos_id, max_len, stop_rows=True, feed_back=True):
-    if max_len < 1:
-        raise ValueError(f"max_len must be >= 1, got {max_len}")
+    if max_len < 0:
+        raise ValueError(f"max_len must be >= 0, got {max_len}")
     B = context.shape[0]
     h = context
     prev = torch.full((B,), bos_id, dtype=torch.long, device=context.device)
@@ -151,7 +151,7 @@ def _greedy(context, params, bos_id, eos_id, max_len, stop_rows=True, feed_back=
             prev = best
         if bool(done.all()):
             break
-    return torch.stack(out, dim=1), total
+    return (torch.stack(out, dim=1) if out else context.new_zeros(context.shape[0], 0, dtype=torch.long)), total
 
 
 def greedy_decode_finished_keep_going(context, params, bos_id, eos_id, max_len):
@@ -169,8 +169,8 @@ def _beam(context, params, bos_id, eos_id, beam_width, max_len, length_norm=Fals
           finish=True, use_norm=True):
     if beam_width < 1:
         raise ValueError(f"beam_width must be >= 1, got {beam_width}")
-    if max_len < 1:
-        raise ValueError(f"max_len must be >= 1, got {max_len}")
+    if max_len < 0:
+        raise ValueError(f"max_len must be >= 0, got {max_len}")
     V = params["W_out"].shape[0]
     live = [([], torch.zeros((), dtype=context.dtype, device=context.device), context)]
     finished = []
@@ -192,7 +192,8 @@ def _beam(context, params, bos_id, eos_id, beam_width, max_len, length_norm=Fals
             break
     pool = finished + live
     norm = length_norm and use_norm
-    best = sorted(pool, key=lambda hyp: float(hyp[1]) / (len(hyp[0]) if norm else 1), reverse=True)[:beam_width]
+    best = sorted(pool, key=lambda hyp: float(hyp[1]) / (max(len(hyp[0]), 1) if norm else 1),
+                  reverse=True)[:beam_width]
     return [t for t, _, _ in best], torch.stack([s for _, s, _ in best])
 
 

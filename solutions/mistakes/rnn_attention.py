@@ -5,84 +5,84 @@ import math
 import torch
 
 
-def _scores(s_prev, H, W_s, W_h, v):
-    return torch.tanh((s_prev @ W_s.T)[:, None, :] + H @ W_h.T) @ v
+def _scores(h_prev, states, W_q, W_k, u):
+    return torch.tanh((h_prev @ W_q.T)[:, None, :] + states @ W_k.T) @ u
 
 
-def _attend(scores, H, src_mask):
+def _attend(scores, states, src_mask):
     if src_mask is not None:
         scores = scores.masked_fill(~src_mask, float("-inf"))
     alpha = torch.softmax(scores, dim=-1).nan_to_num(0.0)
-    return (alpha[:, :, None] * H).sum(dim=1), alpha
+    return (alpha[:, :, None] * states).sum(dim=1), alpha
 
 
-def additive_score_no_tanh(s_prev, H, W_s, W_h, v):
-    return ((s_prev @ W_s.T)[:, None, :] + H @ W_h.T) @ v
+def additive_score_no_tanh(h_prev, states, W_q, W_k, u):
+    return ((h_prev @ W_q.T)[:, None, :] + states @ W_k.T) @ u
 
 
-def additive_score_sum_not_v(s_prev, H, W_s, W_h, v):
-    return torch.tanh((s_prev @ W_s.T)[:, None, :] + H @ W_h.T).sum(-1)
+def additive_score_sum_not_v(h_prev, states, W_q, W_k, u):
+    return torch.tanh((h_prev @ W_q.T)[:, None, :] + states @ W_k.T).sum(-1)
 
 
-def additive_score_swapped_weights(s_prev, H, W_s, W_h, v):
-    if W_s.shape[1] != H.shape[2] or W_h.shape[1] != s_prev.shape[1]:
+def additive_score_swapped_weights(h_prev, states, W_q, W_k, u):
+    if W_q.shape[1] != states.shape[2] or W_k.shape[1] != h_prev.shape[1]:
         raise ValueError("shapes")
-    return torch.tanh((s_prev @ W_h.T)[:, None, :] + H @ W_s.T) @ v
+    return torch.tanh((h_prev @ W_k.T)[:, None, :] + states @ W_q.T) @ u
 
 
-def dot_score_scaled(s, H):
-    return (H @ s[:, :, None])[:, :, 0] / math.sqrt(s.shape[-1])
+def dot_score_scaled(h_dec, states):
+    return (states @ h_dec[:, :, None])[:, :, 0] / math.sqrt(h_dec.shape[-1])
 
 
-def dot_score_over_the_batch(s, H):
-    return (H @ s.flip(0)[:, :, None])[:, :, 0]
+def dot_score_over_the_batch(h_dec, states):
+    return (states @ h_dec.flip(0)[:, :, None])[:, :, 0]
 
 
-def attend_padding_not_masked(scores, H, src_mask=None):
-    return _attend(scores, H, None)
+def attend_padding_not_masked(scores, states, src_mask=None):
+    return _attend(scores, states, None)
 
 
-def attend_softmax_over_the_batch(scores, H, src_mask=None):
+def attend_softmax_over_the_batch(scores, states, src_mask=None):
     if src_mask is not None:
         scores = scores.masked_fill(~src_mask, float("-inf"))
     alpha = torch.softmax(scores, dim=0).nan_to_num(0.0)
-    return (alpha[:, :, None] * H).sum(dim=1), alpha
+    return (alpha[:, :, None] * states).sum(dim=1), alpha
 
 
-def attend_sum_not_average(scores, H, src_mask=None):
-    _, alpha = _attend(scores, H, src_mask)
+def attend_sum_not_average(scores, states, src_mask=None):
+    _, alpha = _attend(scores, states, src_mask)
     mask = torch.ones_like(scores, dtype=torch.bool) if src_mask is None else src_mask
-    return (H * mask[:, :, None]).sum(dim=1), alpha
+    return (states * mask[:, :, None]).sum(dim=1), alpha
 
 
-def attend_nan_when_empty(scores, H, src_mask=None):
+def attend_nan_when_empty(scores, states, src_mask=None):
     if src_mask is not None:
         scores = scores.masked_fill(~src_mask, float("-inf"))
     alpha = torch.softmax(scores, dim=-1)
-    return (alpha[:, :, None] * H).sum(dim=1), alpha
+    return (alpha[:, :, None] * states).sum(dim=1), alpha
 
 
-def step_scores_the_new_state(prev_ids, s_prev, H, src_mask, params):
+def step_scores_the_new_state(prev_ids, h_prev, states, src_mask, params):
     p = params
     x = p["E_tgt"][prev_ids]
-    s = torch.tanh(x @ p["W_x"].T + s_prev @ p["W_hh"].T + p["b"])
-    context, alpha = _attend(_scores(s, H, p["W_s"], p["W_h"], p["v"]), H, src_mask)
-    s = torch.tanh(x @ p["W_x"].T + context @ p["W_c"].T + s_prev @ p["W_hh"].T + p["b"])
-    return torch.cat([s, context], dim=-1) @ p["W_out"].T + p["b_out"], s, alpha
+    h = torch.tanh(x @ p["W_x"].T + h_prev @ p["W_h"].T + p["b"])
+    context, alpha = _attend(_scores(h, states, p["W_q"], p["W_k"], p["u"]), states, src_mask)
+    h = torch.tanh(x @ p["W_x"].T + context @ p["W_c"].T + h_prev @ p["W_h"].T + p["b"])
+    return torch.cat([h, context], dim=-1) @ p["W_out"].T + p["b_out"], h, alpha
 
 
-def step_output_ignores_context(prev_ids, s_prev, H, src_mask, params):
+def step_output_ignores_context(prev_ids, h_prev, states, src_mask, params):
     p = params
-    context, alpha = _attend(_scores(s_prev, H, p["W_s"], p["W_h"], p["v"]), H, src_mask)
-    s = torch.tanh(p["E_tgt"][prev_ids] @ p["W_x"].T + context @ p["W_c"].T + s_prev @ p["W_hh"].T + p["b"])
-    return torch.cat([s, torch.zeros_like(context)], dim=-1) @ p["W_out"].T + p["b_out"], s, alpha
+    context, alpha = _attend(_scores(h_prev, states, p["W_q"], p["W_k"], p["u"]), states, src_mask)
+    h = torch.tanh(p["E_tgt"][prev_ids] @ p["W_x"].T + context @ p["W_c"].T + h_prev @ p["W_h"].T + p["b"])
+    return torch.cat([h, torch.zeros_like(context)], dim=-1) @ p["W_out"].T + p["b_out"], h, alpha
 
 
-def step_update_ignores_context(prev_ids, s_prev, H, src_mask, params):
+def step_update_ignores_context(prev_ids, h_prev, states, src_mask, params):
     p = params
-    context, alpha = _attend(_scores(s_prev, H, p["W_s"], p["W_h"], p["v"]), H, src_mask)
-    s = torch.tanh(p["E_tgt"][prev_ids] @ p["W_x"].T + s_prev @ p["W_hh"].T + p["b"])
-    return torch.cat([s, context], dim=-1) @ p["W_out"].T + p["b_out"], s, alpha
+    context, alpha = _attend(_scores(h_prev, states, p["W_q"], p["W_k"], p["u"]), states, src_mask)
+    h = torch.tanh(p["E_tgt"][prev_ids] @ p["W_x"].T + h_prev @ p["W_h"].T + p["b"])
+    return torch.cat([h, context], dim=-1) @ p["W_out"].T + p["b_out"], h, alpha
 
 
 # ---------------------------------------------------------------- wrong answers to the self-check questions

@@ -39,6 +39,8 @@ def test_workspace_is_built_once_and_never_overwrites_a_learners_notebook(tmp_pa
     assert "my_own_work = 42" in nb_path.read_text()
     assert re.search(r"kept\s+\S*03_softmax", second.stdout)
     assert re.search(r"created\s+\S*01_tokens", second.stdout)  # a deleted notebook comes back fresh
+    # the notation page every notebook links (../notation.md) sits beside the notebooks' folders
+    assert (ws / "notation.md").read_text() == open(os.path.join(ROOT, "course", "source", "notation.md")).read()
 
 
 @pytest.mark.pipeline

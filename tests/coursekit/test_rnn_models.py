@@ -20,7 +20,7 @@ def test_seq2seq_module_is_the_exercise_functions_and_trains():
     torch.manual_seed(0)
     task = data.make_date_task(n_train=256, n_val=16, n_test=16, seed=1)
     batch = data.make_batch(task.train[:64], task.src_vocab, task.tgt_vocab)
-    model = rnn_models.Seq2Seq(len(task.src_vocab), len(task.tgt_vocab), D=8, H=16, seed=0, rnn_encode=rnn.rnn_encode,
+    model = rnn_models.Seq2Seq(len(task.src_vocab), len(task.tgt_vocab), D=8, d_h=16, seed=0, rnn_encode=rnn.rnn_encode,
                                teacher_forced_logits=rnn.teacher_forced_logits)
     p = model.params
     _, c = rnn.rnn_encode(batch["src"], batch["src_mask"], p["E_src"], p["W_x_enc"], p["W_h_enc"], p["b_enc"])
@@ -42,7 +42,7 @@ def test_seq2seq_module_is_the_exercise_functions_and_trains():
 def test_the_cell_is_swappable_for_gru_and_lstm(cell):
     task = data.make_date_task(n_train=64, n_val=8, n_test=8, seed=2)
     batch = data.make_batch(task.train[:5], task.src_vocab, task.tgt_vocab)
-    model = rnn_models.GatedSeq2Seq(len(task.src_vocab), len(task.tgt_vocab), D=8, H=16, cell=cell)
+    model = rnn_models.GatedSeq2Seq(len(task.src_vocab), len(task.tgt_vocab), D=8, d_h=16, cell=cell)
     logits = model(batch["src"], batch["src_mask"], batch["tgt_in"])
     assert logits.shape == batch["tgt_in"].shape + (len(task.tgt_vocab),)
     rnn.seq2seq_loss(logits, batch["tgt_out"], batch["tgt_mask"]).backward()
@@ -123,10 +123,10 @@ def test_seq2seq_runs_the_functions_it_is_given():
         calls.append("encode")
         return rnn.rnn_encode(*args)
 
-    def decode(*args):
-        calls.append("decode")
+    def teacher_forced(*args):
+        calls.append("teacher_forced")
         return rnn.teacher_forced_logits(*args)
 
-    model = rnn_models.Seq2Seq(6, 5, D=3, H=4, rnn_encode=encode, teacher_forced_logits=decode)
+    model = rnn_models.Seq2Seq(6, 5, D=3, d_h=4, rnn_encode=encode, teacher_forced_logits=teacher_forced)
     model(torch.tensor([[3, 4]]), None, torch.tensor([[1, 3]]))
-    assert calls == ["encode", "decode"]
+    assert calls == ["encode", "teacher_forced"]

@@ -1,7 +1,7 @@
 """Notebook 08's whole-model exercises: the grader's toy encoder-decoder, and what counting its calls catches.
 
 encdec_forward, translation_loss and greedy_translate take the model as three functions (encode, cross_kv,
-decode). The grader's ToyEncDec is honest (every mask and every step changes its logits) and the properties
+run_decoder). The grader's ToyEncDec is honest (every mask and every step changes its logits) and the properties
 count its calls, so a decoding that recomputes the source side at every step writes the right tokens and still
 fails, saying what it recomputed.
 """
@@ -28,7 +28,7 @@ def reference_with(name, old, new):
 
 
 def test_the_toy_model_is_honest_every_mask_and_the_keys_and_values_change_its_logits():
-    """Leaving out src_valid (in encode or in decode) or tgt_valid, or giving decode other keys and values, changes
+    """Leaving out src_valid (in encode or in run_decoder) or tgt_valid, or giving run_decoder other keys and values, changes
     ToyEncDec's logits: a forward pass that drops one cannot pass by luck."""
     g = ex8.gen(1)
     enc, kv, dec = ex8.toy_encdec(g)
@@ -53,14 +53,14 @@ def test_the_shipped_cases_hold_toy_models_that_load_safely_and_give_the_live_re
 
 
 RECOMPUTES = '''
-def greedy_translate(encode, cross_kv, decode, src, src_valid, bos_id, eos_id, max_len):
+def greedy_translate(encode, cross_kv, run_decoder, src, src_valid, bos_id, eos_id, max_len):
     if max_len < 0 or src.dim() != 2:
         raise ValueError(f"bad max_len {max_len} or src {tuple(src.shape)}")
     out = torch.full((src.shape[0], 1), bos_id, dtype=torch.long, device=src.device)
     done = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
     for _ in range(max_len):
         kv = cross_kv(encode(src, src_valid))  # the source side again at every step
-        nxt = decode(out, kv, src_valid, None)[:, -1].argmax(-1).masked_fill(done, 0)
+        nxt = run_decoder(out, kv, src_valid, None)[:, -1].argmax(-1).masked_fill(done, 0)
         out = torch.cat([out, nxt[:, None]], dim=1)
         done = done | (nxt == eos_id)
         if bool(done.all()):
@@ -81,8 +81,8 @@ def test_decoding_that_recomputes_the_source_side_writes_the_right_tokens_and_fa
 
 
 def test_recomputing_only_cross_kv_is_named():
-    src = reference_with("greedy_translate", "logits = decode(out, kv, src_valid, None)",
-                         "logits = decode(out, cross_kv(encode(src, src_valid)), src_valid, None)")
+    src = reference_with("greedy_translate", "logits = run_decoder(out, kv, src_valid, None)",
+                         "logits = run_decoder(out, cross_kv(encode(src, src_valid)), src_valid, None)")
     src = src.replace("kv = cross_kv(encode(src, src_valid))  # once per source",
                       "memory = encode(src, src_valid)")
     src = src.replace("cross_kv(encode(src, src_valid)), src_valid, None)", "cross_kv(memory), src_valid, None)")
@@ -93,15 +93,15 @@ def test_recomputing_only_cross_kv_is_named():
 def test_a_forward_pass_that_decodes_position_by_position_is_told_to_decode_once():
     """Decoding each prefix and keeping its last row gives the same logits (causal decoder) but T_y calls."""
     src = '''
-def encdec_forward(encode, cross_kv, decode, src, src_valid, tgt_in, tgt_valid):
+def encdec_forward(encode, cross_kv, run_decoder, src, src_valid, tgt_in, tgt_valid):
     kv = cross_kv(encode(src, src_valid))
-    rows = [decode(tgt_in[:, :t + 1], kv, src_valid, tgt_valid[:, :t + 1])[:, -1] for t in range(tgt_in.shape[1])]
+    rows = [run_decoder(tgt_in[:, :t + 1], kv, src_valid, tgt_valid[:, :t + 1])[:, -1] for t in range(tgt_in.shape[1])]
     return torch.stack(rows, dim=1)
 '''
     fn = learner_fn("encdec_forward", src)
     check("encdec_forward", fn, "hidden-basic")
     msg = failure("encdec_forward", fn, "basic")
-    assert "decode was called" in msg and "teacher forcing reads them all in one call" in msg, msg
+    assert "run_decoder was called" in msg and "so one call scores every position" in msg, msg
 
 
 def test_the_model_s_decode_kv_equals_decode_and_refuses_what_cross_kv_did_not_make():
@@ -115,8 +115,8 @@ def test_the_model_s_decode_kv_equals_decode_and_refuses_what_cross_kv_did_not_m
     b = data.make_batch(task.val, task.src_vocab, task.tgt_vocab)
     with torch.no_grad():
         memory = model.encode(b["src"], b["src_mask"])
-        want, _ = model.decode(b["tgt_in"], memory, b["src_mask"], b["tgt_mask"])
-        got = model.decode_kv(b["tgt_in"], model.cross_kv(memory), b["src_mask"], b["tgt_mask"])
+        want, _ = model.run_decoder(b["tgt_in"], memory, b["src_mask"], b["tgt_mask"])
+        got = model.run_decoder_kv(b["tgt_in"], model.cross_kv(memory), b["src_mask"], b["tgt_mask"])
         assert torch.allclose(got, want, atol=1e-5)
         with pytest.raises(ValueError, match="what cross_kv returned"):
-            model.decode_kv(b["tgt_in"], memory, b["src_mask"], b["tgt_mask"])
+            model.run_decoder_kv(b["tgt_in"], memory, b["src_mask"], b["tgt_mask"])

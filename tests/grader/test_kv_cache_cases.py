@@ -84,31 +84,35 @@ def test_a_stub_fails_every_part_saying_it_is_not_implemented(name):
 
 # ---------------------------------------------------------------- greedy_generate: the calls it makes
 NO_CACHE = '''
-def greedy_generate(step, prompt, n_new):
+def greedy_generate(step, prompt, eos_id, max_len):
     """Right text, no cache: the whole text is fed again, with cache=None, at every step."""
-    if n_new < 0 or prompt.shape[1] == 0:
-        raise ValueError(f"n_new must be >= 0 and the prompt not empty, got {n_new} and {tuple(prompt.shape)}")
-    ids, new = prompt, []
-    for _ in range(n_new):
+    if max_len < 0 or prompt.shape[1] == 0:
+        raise ValueError(f"max_len must be >= 0 and the prompt not empty, got {max_len} and {tuple(prompt.shape)}")
+    ids, new = prompt, prompt.new_zeros(prompt.shape[0], 0)
+    for _ in range(max_len):
         logits, _ = step(ids, None)
-        nxt = logits[:, -1].argmax(dim=-1)
-        new.append(nxt)
+        nxt = logits[:, -1].argmax(dim=-1).masked_fill((new == eos_id).any(dim=1), 0)
+        new = torch.cat([new, nxt[:, None]], dim=1)
+        if (new == eos_id).any(dim=1).all():
+            break
         ids = torch.cat([ids, nxt[:, None]], dim=1)
-    return torch.stack(new, dim=1) if new else prompt.new_zeros(prompt.shape[0], 0)
+    return new
 '''
 
 ONE_CALL_TOO_MANY = '''
-def greedy_generate(step, prompt, n_new):
+def greedy_generate(step, prompt, eos_id, max_len):
     """Right text, but step is also called after the last new token (whose prediction nobody reads)."""
-    if n_new < 0 or prompt.shape[1] == 0:
-        raise ValueError(f"n_new must be >= 0 and the prompt not empty, got {n_new} and {tuple(prompt.shape)}")
-    new = []
+    if max_len < 0 or prompt.shape[1] == 0:
+        raise ValueError(f"max_len must be >= 0 and the prompt not empty, got {max_len} and {tuple(prompt.shape)}")
+    new = prompt.new_zeros(prompt.shape[0], 0)
     logits, cache = step(prompt, None)
-    for _ in range(n_new):
-        nxt = logits[:, -1].argmax(dim=-1)
-        new.append(nxt)
+    for _ in range(max_len):
+        nxt = logits[:, -1].argmax(dim=-1).masked_fill((new == eos_id).any(dim=1), 0)
+        new = torch.cat([new, nxt[:, None]], dim=1)
         logits, cache = step(nxt[:, None], cache)
-    return torch.stack(new, dim=1) if new else prompt.new_zeros(prompt.shape[0], 0)
+        if (new == eos_id).any(dim=1).all():
+            break
+    return new
 '''
 
 
@@ -126,13 +130,13 @@ def test_generation_without_the_cache_gets_the_text_right_but_fails_every_graded
 
 
 def test_one_call_too_many_is_told_the_number_of_calls():
-    """Calling step after the last new token (n_new + 1 calls) keeps the text right; the edge part says how many
-    calls it made and why n_new are enough."""
+    """Calling step after the last new token (one call more than tokens written) keeps the text right; the edge part
+    says how many calls it made and why one per token is enough."""
     fn = learner_fn("greedy_generate", ONE_CALL_TOO_MANY)
     passes("greedy_generate", fn, "hidden-basic")
     msg = failure("greedy_generate", fn, "edge")
-    assert "step was called 6 times for n_new=5 new tokens" in msg, msg
-    assert "the last new token needs no call of its own" in msg, msg
+    assert "step was called 6 times to write 5 tokens" in msg, msg
+    assert "the last token needs no call of its own" in msg, msg
 
 
 def test_feeding_the_next_token_without_a_time_axis_is_told_to_use_none_indexing():
@@ -142,8 +146,7 @@ def test_feeding_the_next_token_without_a_time_axis_is_told_to_use_none_indexing
     with pytest.raises(ValueError) as info:
         lm(torch.tensor([1, 2]))
     assert "(B, T_new)" in str(info.value) and "(2,)" in str(info.value) and "[:, None]" in str(info.value)
-    fn = learner_fn("greedy_generate", reference_with("greedy_generate", "step(nxt[:, None], cache)",
-                                                      "step(nxt, cache)"))
+    fn = learner_fn("greedy_generate", reference_with("greedy_generate", "ids = nxt[:, None]", "ids = nxt"))
     msg = failure("greedy_generate", fn, "basic")
     assert "raised ValueError" in msg and "next_id[:, None]" in msg, msg
 
@@ -311,8 +314,7 @@ def test_the_toy_model_follows_its_input_to_another_device():
 def test_generation_that_passes_no_cache_is_named():
     """Feeding the newest token alone with cache=None makes the model forget the text: a known mistake, and the
     call-recording property says what happened rather than calling it recomputation."""
-    src = reference_with("greedy_generate", "logits, cache = step(nxt[:, None], cache)",
-                         "logits, _ = step(nxt[:, None], None)")
+    src = reference_with("greedy_generate", "ids = nxt[:, None]  #", "ids, cache = nxt[:, None], None  #")
     fn = learner_fn("greedy_generate", src)
     msg = failure("greedy_generate", fn, "basic")
     assert dict(EXERCISES["greedy_generate"].mistakes)["kv_cache:greedy_generate_no_cache_passed"] in msg, msg

@@ -649,8 +649,8 @@ STYLES = {
         # a while loop over the learner's own decoder_step, tokens written into a preallocated tensor
         ("preallocated tokens, decoder_step", r'''
             def greedy_decode(context, params, bos_id, eos_id, max_len):
-                if max_len < 1:
-                    raise ValueError("max_len must be at least 1")
+                if max_len < 0:
+                    raise ValueError("max_len must not be negative")
                 B, dev = context.shape[0], context.device
                 tokens = torch.zeros(B, max_len, dtype=torch.long, device=dev)
                 total = torch.zeros(B, dtype=context.dtype, device=dev)
@@ -673,7 +673,7 @@ STYLES = {
         # one sentence at a time with Python lists, padded at the end
         ("sentence by sentence, lists", r'''
             def greedy_decode(context, params, bos_id, eos_id, max_len):
-                if not max_len >= 1:
+                if not max_len >= 0:
                     raise ValueError(f"max_len={max_len}")
                 p = params
                 sentences, scores = [], []
@@ -692,7 +692,7 @@ STYLES = {
                     scores.append(score)
                 L = max(len(t) for t in sentences)
                 tokens = torch.tensor([t + [0] * (L - len(t)) for t in sentences], dtype=torch.long,
-                                      device=context.device)
+                                      device=context.device).reshape(len(sentences), L)
                 return tokens, torch.stack(scores)
         '''),
     ],
@@ -700,8 +700,8 @@ STYLES = {
         # hypotheses extended one at a time with the learner's decoder_step, candidates sorted in Python
         ("one hypothesis at a time, sorted", r'''
             def beam_search(context, params, bos_id, eos_id, beam_width, max_len, length_norm=False):
-                if beam_width < 1 or max_len < 1:
-                    raise ValueError("beam_width and max_len must be >= 1")
+                if beam_width < 1 or max_len < 0:
+                    raise ValueError("beam_width must be >= 1 and max_len >= 0")
                 if context.dim() != 1:
                     raise ValueError("context must be one sentence's (H,) vector")
                 live = [([], torch.zeros((), dtype=context.dtype, device=context.device), context)]
@@ -734,8 +734,8 @@ STYLES = {
                     raise ValueError("beam search decodes one sentence: context must be (H,)")
                 if beam_width < 1:
                     raise ValueError("beam_width < 1")
-                if max_len < 1:
-                    raise ValueError("max_len < 1")
+                if max_len < 0:
+                    raise ValueError("max_len < 0")
                 p, dev = params, context.device
                 V = p["W_out"].shape[0]
                 seqs = torch.full((1, 1), bos_id, dtype=torch.long, device=dev)     # (K, t + 1), <bos> first
@@ -758,7 +758,7 @@ STYLES = {
                     if seqs.shape[0] == 0:
                         break
                 pool = finished + [(s[1:].tolist(), sc) for s, sc in zip(seqs, scores)]
-                key = (lambda e: float(e[1]) / len(e[0])) if length_norm else (lambda e: float(e[1]))
+                key = (lambda e: float(e[1]) / max(len(e[0]), 1)) if length_norm else (lambda e: float(e[1]))
                 best = sorted(pool, key=key, reverse=True)[:beam_width]
                 return [toks for toks, _ in best], torch.stack([sc for _, sc in best])
         '''),
@@ -1021,6 +1021,48 @@ STYLES = {
                 labels = torch.where(is_masked, targets, torch.full_like(targets, -100))
                 loss = F.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=-100)
                 return torch.nan_to_num(loss, nan=0.0)
+        '''),
+    ],
+    "probe_accuracy": [
+        # the nearest mean written as the linear rule it is: w . x > threshold
+        ("a hyperplane w . x > c", r'''
+            def probe_accuracy(hidden, positions, senses, is_train):
+                B, T, D = hidden.shape
+                if positions.shape != (B,) or senses.shape != (B,) or is_train.shape != (B,):
+                    raise ValueError("shapes")
+                if positions.min() < 0 or positions.max() >= T or not ((senses == 0) | (senses == 1)).all():
+                    raise ValueError("positions must be in 0 .. T-1 and senses 0 or 1")
+                x = hidden.gather(1, positions.view(B, 1, 1).expand(B, 1, D)).squeeze(1)   # (B, D)
+                fit0, fit1 = is_train & (senses == 0), is_train & (senses == 1)
+                if fit0.sum() == 0 or fit1.sum() == 0 or is_train.all():
+                    raise ValueError("need both senses to fit and a sentence to test")
+                m0, m1 = x[fit0].mean(0), x[fit1].mean(0)
+                w, c = m1 - m0, (m1.dot(m1) - m0.dot(m0)) / 2
+                guess = (x[~is_train] @ w > c).long()
+                return float((guess == senses[~is_train]).sum()) / int((~is_train).sum())
+        '''),
+        ("torch.cdist, a loop over the test sentences", r'''
+            def probe_accuracy(hidden, positions, senses, is_train):
+                if hidden.ndim != 3 or not (len(positions) == len(senses) == len(is_train) == hidden.shape[0]):
+                    raise ValueError("hidden is (B, T, D), the rest (B,)")
+                if any(p < 0 or p >= hidden.shape[1] for p in positions.tolist()):
+                    raise ValueError(f"positions outside 0 .. {hidden.shape[1] - 1}")
+                if any(s not in (0, 1) for s in senses.tolist()):
+                    raise ValueError("senses are 0 or 1")
+                words = torch.stack([hidden[b, p] for b, p in enumerate(positions.tolist())])
+                train = [b for b in range(len(words)) if is_train[b]]
+                test = [b for b in range(len(words)) if not is_train[b]]
+                means = []
+                for sense in (0, 1):
+                    rows = [b for b in train if senses[b] == sense]
+                    if not rows:
+                        raise ValueError("both senses are needed to fit the probe")
+                    means.append(words[rows].mean(dim=0))
+                if not test:
+                    raise ValueError("nothing to test")
+                dist = torch.cdist(words[test].double(), torch.stack(means).double())   # (n_test, 2)
+                right = sum(int(dist[k, 1] < dist[k, 0]) == int(senses[b]) for k, b in enumerate(test))
+                return right / len(test)
         '''),
     ],
     # ============================================================ 07 decoder
@@ -1436,51 +1478,51 @@ STYLES = {
     # ============================================================ 09 KV cache
     "encdec_forward": [
         ("keyword arguments, one line", r'''
-            def encdec_forward(encode, cross_kv, decode, src, src_valid, tgt_in, tgt_valid):
-                return decode(tgt_in, cross_kv(encode(src, src_valid)), src_valid=src_valid, tgt_valid=tgt_valid)
+            def encdec_forward(encode, cross_kv, run_decoder, src, src_valid, tgt_in, tgt_valid):
+                return run_decoder(tgt_in, cross_kv(encode(src, src_valid)), src_valid=src_valid, tgt_valid=tgt_valid)
         '''),
         ("named steps in a dict", r'''
-            def encdec_forward(encode, cross_kv, decode, src, src_valid, tgt_in, tgt_valid):
+            def encdec_forward(encode, cross_kv, run_decoder, src, src_valid, tgt_in, tgt_valid):
                 steps = {}
                 steps["memory"] = encode(src, src_valid)
                 steps["kv"] = cross_kv(steps["memory"])
                 masks = (src_valid, tgt_valid)
-                return decode(tgt_in, steps["kv"], *masks)
+                return run_decoder(tgt_in, steps["kv"], *masks)
         '''),
     ],
     "translation_loss": [
         ("F.cross_entropy with ignore_index", r'''
-            def translation_loss(encode, cross_kv, decode, batch):
-                logits = encdec_forward(encode, cross_kv, decode, batch["src"], batch["src_mask"], batch["tgt_in"],
+            def translation_loss(encode, cross_kv, run_decoder, batch):
+                logits = encdec_forward(encode, cross_kv, run_decoder, batch["src"], batch["src_mask"], batch["tgt_in"],
                                         batch["tgt_mask"])
                 targets = batch["tgt_out"].masked_fill(~batch["tgt_mask"], -100)
                 return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
         '''),
         ("boolean indexing of the real tokens", r'''
-            def translation_loss(encode, cross_kv, decode, batch):
+            def translation_loss(encode, cross_kv, run_decoder, batch):
                 real = batch["tgt_mask"]
-                logits = encdec_forward(encode, cross_kv, decode, batch["src"], batch["src_mask"], batch["tgt_in"],
+                logits = encdec_forward(encode, cross_kv, run_decoder, batch["src"], batch["src_mask"], batch["tgt_in"],
                                         real)
                 return F.cross_entropy(logits[real], batch["tgt_out"][real], reduction="sum") / real.sum()
         '''),
     ],
     "greedy_translate": [
         ("a list of steps, padding written by torch.where", r'''
-            def greedy_translate(encode, cross_kv, decode, src, src_valid, bos_id, eos_id, max_len):
+            def greedy_translate(encode, cross_kv, run_decoder, src, src_valid, bos_id, eos_id, max_len):
                 if max_len < 0 or src.ndim != 2:
                     raise ValueError(f"need max_len >= 0 and a (B, T_x) source, got {max_len} and {tuple(src.shape)}")
                 kv = cross_kv(encode(src, src_valid))
                 written = [torch.full((src.shape[0],), bos_id, dtype=torch.long, device=src.device)]
                 ended = torch.zeros(src.shape[0], dtype=torch.bool, device=src.device)
                 while len(written) - 1 < max_len and not ended.all():
-                    logits = decode(torch.stack(written, dim=1), kv, src_valid, None)
+                    logits = run_decoder(torch.stack(written, dim=1), kv, src_valid, None)
                     token = torch.where(ended, torch.zeros_like(written[0]), logits[:, -1, :].argmax(-1))
                     written.append(token)
                     ended = ended | (token == eos_id)
                 return torch.stack(written[1:], dim=1) if len(written) > 1 else src.new_zeros(src.shape[0], 0)
         '''),
         ("a preallocated buffer, cut at the end", r'''
-            def greedy_translate(encode, cross_kv, decode, src, src_valid, bos_id, eos_id, max_len):
+            def greedy_translate(encode, cross_kv, run_decoder, src, src_valid, bos_id, eos_id, max_len):
                 if not isinstance(max_len, int) or max_len < 0:
                     raise ValueError("max_len must be a whole number >= 0")
                 if src.dim() != 2:
@@ -1493,7 +1535,7 @@ STYLES = {
                 alive = torch.ones(B, dtype=torch.bool, device=src.device)
                 n = 0
                 for t in range(1, max_len + 1):
-                    nxt = decode(buf[:, :t], kv, src_valid, None)[:, t - 1].argmax(dim=-1)
+                    nxt = run_decoder(buf[:, :t], kv, src_valid, None)[:, t - 1].argmax(dim=-1)
                     buf[:, t] = nxt * alive
                     alive = alive & (nxt != eos_id)
                     n = t
@@ -1608,34 +1650,40 @@ STYLES = {
     ],
     "greedy_generate": [
         ("preallocated output", r'''
-            def greedy_generate(step, prompt, n_new):
+            def greedy_generate(step, prompt, eos_id, max_len):
                 if prompt.ndim != 2 or prompt.shape[-1] == 0:
                     raise ValueError(f"prompt must be (B, T_p) with T_p >= 1, got {tuple(prompt.shape)}")
-                if n_new < 0:
-                    raise ValueError("n_new must not be negative")
-                out = torch.zeros(prompt.shape[0], n_new, dtype=torch.long, device=prompt.device)
-                if n_new == 0:
-                    return out
-                logits, cache = step(prompt, None)
-                for i in range(n_new):
-                    out[:, i] = logits[:, -1, :].argmax(dim=-1)
-                    if i + 1 < n_new:
-                        logits, cache = step(out[:, i:i + 1].clone(), cache)
-                return out
+                if max_len < 0:
+                    raise ValueError("max_len must not be negative")
+                out = torch.zeros(prompt.shape[0], max_len, dtype=torch.long, device=prompt.device)
+                ended = torch.zeros(prompt.shape[0], dtype=torch.bool, device=prompt.device)
+                feed, cache, n = prompt, None, 0
+                while n < max_len and not ended.all():
+                    logits, cache = step(feed, cache)
+                    out[:, n] = torch.where(ended, 0, logits[:, -1, :].argmax(dim=-1))
+                    ended |= out[:, n] == eos_id
+                    feed = out[:, n:n + 1].clone()
+                    n += 1
+                return out[:, :n]
         '''),
         # the text grown with torch.cat, the newest token fed back as (B, 1)
         ("torch.cat, feed back", r'''
-            def greedy_generate(step, prompt, n_new):
+            def greedy_generate(step, prompt, eos_id, max_len):
                 if prompt.dim() != 2 or prompt.size(1) < 1:
                     raise ValueError("a (B, T_p) prompt with at least one token is needed")
-                if n_new < 0:
-                    raise ValueError(f"n_new={n_new} < 0")
+                if max_len < 0:
+                    raise ValueError(f"max_len={max_len} < 0")
                 generated = prompt.new_empty(prompt.size(0), 0)
                 feed, cache = prompt, None
-                for _ in range(n_new):
+                for _ in range(max_len):
                     logits, cache = step(feed, cache)
                     feed = logits[:, -1:].argmax(dim=-1)                       # (B, 1): the newest token
+                    if generated.size(1):
+                        finished = (generated == eos_id).any(dim=1, keepdim=True)
+                        feed = feed.masked_fill(finished, 0)
                     generated = torch.cat([generated, feed], dim=1)
+                    if (generated == eos_id).any(dim=1).all():
+                        break
                 return generated
         '''),
     ],
@@ -1669,63 +1717,64 @@ STYLES = {
     # ============================================================ 05b attention in the RNN encoder-decoder
     "additive_score": [
         ("einsum", r"""
-            def additive_score(s_prev, H, W_s, W_h, v):
-                if (s_prev.dim(), H.dim()) != (2, 3) or s_prev.shape[0] != H.shape[0]:
+            def additive_score(h_prev, states, W_q, W_k, u):
+                if (h_prev.dim(), states.dim()) != (2, 3) or h_prev.shape[0] != states.shape[0]:
                     raise ValueError("bad shapes")
-                if W_s.shape != (v.shape[0], s_prev.shape[1]) or W_h.shape != (v.shape[0], H.shape[2]):
+                if W_q.shape != (u.shape[0], h_prev.shape[1]) or W_k.shape != (u.shape[0], states.shape[2]):
                     raise ValueError("the weights do not fit")
-                hidden = torch.einsum("ad,bd->ba", W_s, s_prev)[:, None] + torch.einsum("ae,bte->bta", W_h, H)
-                return torch.einsum("bta,a->bt", torch.tanh(hidden), v)
+                hidden = torch.einsum("ad,bd->ba", W_q, h_prev)[:, None] + torch.einsum("ae,bte->bta", W_k, states)
+                return torch.einsum("bta,a->bt", torch.tanh(hidden), u)
         """),
         ("a loop over the source positions", r"""
-            def additive_score(s_prev, H, W_s, W_h, v):
-                ok = s_prev.dim() == 2 and H.dim() == 3 and len(s_prev) == len(H)
-                if not ok or W_s.shape[1] != s_prev.shape[1] or W_h.shape[1] != H.shape[2]:
+            def additive_score(h_prev, states, W_q, W_k, u):
+                ok = h_prev.dim() == 2 and states.dim() == 3 and len(h_prev) == len(states)
+                if not ok or W_q.shape[1] != h_prev.shape[1] or W_k.shape[1] != states.shape[2]:
                     raise ValueError("shapes")
-                if not (W_s.shape[0] == W_h.shape[0] == v.shape[0]):
-                    raise ValueError("A differs")
-                out = torch.zeros(H.shape[0], H.shape[1], dtype=H.dtype, device=H.device)
-                for j in range(H.shape[1]):
-                    out[:, j] = torch.tanh(s_prev @ W_s.T + H[:, j] @ W_h.T) @ v
+                if not (W_q.shape[0] == W_k.shape[0] == u.shape[0]):
+                    raise ValueError("d_a differs")
+                out = torch.zeros(states.shape[0], states.shape[1], dtype=states.dtype, device=states.device)
+                for j in range(states.shape[1]):
+                    out[:, j] = torch.tanh(h_prev @ W_q.T + states[:, j] @ W_k.T) @ u
                 return out
         """),
     ],
     "dot_score": [
         ("torch.bmm", r"""
-            def dot_score(s, H):
-                if s.dim() != 2 or H.dim() != 3 or s.shape[0] != H.shape[0] or s.shape[1] != H.shape[2]:
+            def dot_score(h_dec, states):
+                if h_dec.dim() != 2 or states.dim() != 3 or h_dec.shape[0] != states.shape[0] \
+                        or h_dec.shape[1] != states.shape[2]:
                     raise ValueError("shapes")
-                return torch.bmm(H, s.unsqueeze(2)).squeeze(2)
+                return torch.bmm(states, h_dec.unsqueeze(2)).squeeze(2)
         """),
         ("broadcast and sum", r"""
-            def dot_score(s, H):
-                if tuple(s.shape) != (H.shape[0], H.shape[2]) or H.dim() != 3:
-                    raise ValueError(f"s {tuple(s.shape)} does not fit H {tuple(H.shape)}")
-                return (s[:, None, :] * H).sum(-1)
+            def dot_score(h_dec, states):
+                if tuple(h_dec.shape) != (states.shape[0], states.shape[2]) or states.dim() != 3:
+                    raise ValueError(f"h_dec {tuple(h_dec.shape)} does not fit states {tuple(states.shape)}")
+                return (h_dec[:, None, :] * states).sum(-1)
         """),
     ],
     "attend": [
         ("an explicit softmax with torch.where", r"""
-            def attend(scores, H, src_mask=None):
-                if scores.dim() != 2 or H.dim() != 3 or scores.shape != H.shape[:2]:
+            def attend(scores, states, src_mask=None):
+                if scores.dim() != 2 or states.dim() != 3 or scores.shape != states.shape[:2]:
                     raise ValueError("shapes")
                 if src_mask is None:
                     src_mask = torch.ones_like(scores, dtype=torch.bool)
                 if src_mask.shape != scores.shape:
                     raise ValueError("mask")
                 if scores.shape[1] == 0:  # nothing to read
-                    return H.new_zeros(H.shape[0], H.shape[2]), scores.clone()
+                    return states.new_zeros(states.shape[0], states.shape[2]), scores.clone()
                 z = torch.where(src_mask, scores, torch.full_like(scores, -torch.inf))
                 top = z.max(dim=-1, keepdim=True).values
                 e = torch.where(src_mask, torch.exp(z - torch.where(top.isinf(), 0.0, top)), 0.0)
                 total = e.sum(-1, keepdim=True)
                 alpha = torch.where(total > 0, e / total.clamp_min(1e-300), 0.0)
-                return torch.einsum("bt,bth->bh", alpha, H), alpha
+                return torch.einsum("bt,bth->bh", alpha, states), alpha
         """),
         ("float64 inside, a loop over the batch", r"""
-            def attend(scores, H, src_mask=None):
-                if scores.shape != H.shape[:2] or H.dim() != 3:
-                    raise ValueError("scores and H disagree")
+            def attend(scores, states, src_mask=None):
+                if scores.shape != states.shape[:2] or states.dim() != 3:
+                    raise ValueError("scores and states disagree")
                 if src_mask is not None and src_mask.shape != scores.shape:
                     raise ValueError("src_mask")
                 alpha = torch.zeros_like(scores)
@@ -1736,29 +1785,29 @@ STYLES = {
                         real = src_mask[b]
                     if real.any():
                         alpha[b, real] = torch.softmax(scores[b, real].double(), 0).to(scores.dtype)
-                return (alpha.unsqueeze(-1) * H).sum(1), alpha
+                return (alpha.unsqueeze(-1) * states).sum(1), alpha
         """),
     ],
     "attention_decoder_step": [
         ("weights applied with F.linear", r"""
-            def attention_decoder_step(prev_ids, s_prev, H, src_mask, params):
+            def attention_decoder_step(prev_ids, h_prev, states, src_mask, params):
                 p = params
-                context, alpha = attend(additive_score(s_prev, H, p["W_s"], p["W_h"], p["v"]), H, src_mask)
-                s = torch.tanh(F.linear(F.embedding(prev_ids, p["E_tgt"]), p["W_x"]) + F.linear(context, p["W_c"])
-                               + F.linear(s_prev, p["W_hh"], p["b"]))
-                return F.linear(torch.cat((s, context), 1), p["W_out"], p["b_out"]), s, alpha
+                context, alpha = attend(additive_score(h_prev, states, p["W_q"], p["W_k"], p["u"]), states, src_mask)
+                h = torch.tanh(F.linear(F.embedding(prev_ids, p["E_tgt"]), p["W_x"]) + F.linear(context, p["W_c"])
+                               + F.linear(h_prev, p["W_h"], p["b"]))
+                return F.linear(torch.cat((h, context), 1), p["W_out"], p["b_out"]), h, alpha
         """),
         ("the output layer split in two", r"""
-            def attention_decoder_step(prev_ids, s_prev, H, src_mask, params):
-                scores = additive_score(s_prev, H, params["W_s"], params["W_h"], params["v"])
-                context, alpha = attend(scores, H, src_mask)
+            def attention_decoder_step(prev_ids, h_prev, states, src_mask, params):
+                scores = additive_score(h_prev, states, params["W_q"], params["W_k"], params["u"])
+                context, alpha = attend(scores, states, src_mask)
                 x = params["E_tgt"][prev_ids]
-                s = torch.tanh(x @ params["W_x"].T + s_prev @ params["W_hh"].T + context @ params["W_c"].T
+                h = torch.tanh(x @ params["W_x"].T + h_prev @ params["W_h"].T + context @ params["W_c"].T
                                + params["b"])
-                H_d = s.shape[-1]
+                d_dec = h.shape[-1]
                 W_out = params["W_out"]
-                logits = s @ W_out[:, :H_d].T + context @ W_out[:, H_d:].T + params["b_out"]
-                return logits, s, alpha
+                logits = h @ W_out[:, :d_dec].T + context @ W_out[:, d_dec:].T + params["b_out"]
+                return logits, h, alpha
         """),
     ],
     "answer_alignment_weights": [

@@ -54,7 +54,7 @@ def test_a_greedy_decoder_that_waits_for_eos_forever_is_stopped_and_reported(mon
     monkeypatch.setattr(grader._safe, "DEFAULT_TIME_LIMIT", 0.5)
     fn = as_learner({"greedy_decode": textwrap.dedent('''
         def greedy_decode(context, params, bos_id, eos_id, max_len):
-            if max_len < 1:
+            if max_len < 0:
                 raise ValueError("max_len")
             h, prev, out, total = context, torch.full((context.shape[0],), bos_id), [], 0
             while True:                                   # "until <eos>": no max_len
@@ -66,7 +66,7 @@ def test_a_greedy_decoder_that_waits_for_eos_forever_is_stopped_and_reported(mon
                 if bool((torch.stack(out, 1) == eos_id).any(1).all()):
                     return torch.stack(out, 1), total
     ''')})["greedy_decode"]
-    with pytest.raises(CheckFailed, match="did not finish within 0.5 s"):
+    with pytest.raises(CheckFailed, match="Other failing cases show: .*timeout"):  # the decoder that never ends
         check("greedy_decode", fn, "edge")
 
 

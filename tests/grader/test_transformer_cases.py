@@ -32,13 +32,13 @@ def known_mistakes():
 
 
 # ---------------------------------------------------------------- the registry
-def test_notebooks_06_to_08_register_their_nineteen_exercises():
+def test_notebooks_06_to_08_register_their_twenty_exercises():
     assert NAMES == ["split_heads", "merge_heads", "multi_head_attention", "sinusoidal_positions",
-                     "embed_with_positions", "encoder_block", "masked_lm_loss",
+                     "embed_with_positions", "encoder_block", "masked_lm_loss", "probe_accuracy",
                      "rope", "rope_attention", "decoder_block", "lm_log_prob", "top_k_filter", "top_p_filter",
                      "sample_next", "cross_attention", "encdec_decoder_block", "encdec_forward", "translation_loss",
                      "greedy_translate"]
-    assert [EXERCISES[n].notebook for n in NAMES] == ["06_encoder"] * 7 + ["07_decoder"] * 7 + \
+    assert [EXERCISES[n].notebook for n in NAMES] == ["06_encoder"] * 8 + ["07_decoder"] * 7 + \
         ["08_encoder_decoder"] * 5
 
 
@@ -62,6 +62,7 @@ SIZES = {  # the numbers each invalid input's error message must state, in the o
     "sinusoidal_positions": [("D=0",), ("T=-1",)],
     "embed_with_positions": [("T=9", "T_max=8"), ("(6, 4)", "(8, 3)")],
     "masked_lm_loss": [("(2, 4)", "(2, 3)"), ("(2, 3, 5)", "(2, 4)")],
+    "probe_accuracy": [("both senses",), ("no sentence is left to test",), ("0 .. 4", "5"), ("0 or 1", "2")],
     "rope": [("d=5",), ("(4,)", "(3,)")],
     "rope_attention": [("d_model=8", "n_heads=3"), ("d_model=6", "n_heads=2", "even")],
     "lm_log_prob": [("(3, 4, 6)", "(3, 5)"), ("(3, 5)", "(3, 4)")],

@@ -190,11 +190,12 @@ SECOND_BUG = {
             return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=-100)
     ''', "averaged over the real tokens"),
     "05b_rnn_attention": ("dot_score", '''
-        def dot_score(s, H):
-            if s.dim() != 2 or H.dim() != 3 or s.shape[0] != H.shape[0] or s.shape[1] != H.shape[2]:
+        def dot_score(h_dec, states):
+            if h_dec.dim() != 2 or states.dim() != 3 or h_dec.shape[0] != states.shape[0] \\
+                    or h_dec.shape[1] != states.shape[2]:
                 raise ValueError("shapes")
-            return torch.einsum("bh,bth->bt", s, H) / math.sqrt(s.shape[1])
-    ''', "divided by sqrt(H)"),
+            return torch.einsum("bh,bth->bt", h_dec, states) / math.sqrt(h_dec.shape[1])
+    ''', "divided by sqrt(d_dec)"),
     "06_encoder": ("sinusoidal_positions", '''
         def sinusoidal_positions(T, D, base=10000.0, dtype=torch.float32, device=None):
             if T < 0 or D < 1:
@@ -218,19 +219,24 @@ SECOND_BUG = {
     ''', "the values were rotated too"),
     # in another exercise than the sample bug, so one submission holds both (the loss is used by no graded cell)
     "08_encoder_decoder": ("translation_loss", '''
-        def translation_loss(encode, cross_kv, decode, batch):
-            logits = encdec_forward(encode, cross_kv, decode, batch["src"], batch["src_mask"], batch["tgt_in"],
+        def translation_loss(encode, cross_kv, run_decoder, batch):
+            logits = encdec_forward(encode, cross_kv, run_decoder, batch["src"], batch["src_mask"], batch["tgt_in"],
                                     batch["tgt_mask"])
             return F.cross_entropy(logits.flatten(0, 1), batch["tgt_out"].flatten())
     ''', "the padding was counted"),
     "09_kv_cache": ("greedy_generate", '''
-        def greedy_generate(step, prompt, n_new):
-            if prompt.shape[1] == 0 or n_new < 0:
-                raise ValueError("bad prompt or n_new")
+        def greedy_generate(step, prompt, eos_id, max_len):
+            if prompt.shape[1] == 0 or max_len < 0:
+                raise ValueError("bad prompt or max_len")
             text, cache, out = prompt, None, []
-            while len(out) < n_new:
+            while len(out) < max_len:
                 logits, cache = step(text, cache)
-                out.append(logits[:, -1].argmax(-1))
+                nxt = logits[:, -1].argmax(-1)
+                if out:
+                    nxt = nxt.masked_fill((torch.stack(out, 1) == eos_id).any(1), 0)
+                out.append(nxt)
+                if (torch.stack(out, 1) == eos_id).any(1).all():
+                    break
                 text = torch.cat([text, out[-1][:, None]], dim=1)
             return torch.stack(out, 1) if out else prompt[:, :0]
     ''', "the whole text was fed again at every step"),

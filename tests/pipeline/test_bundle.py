@@ -155,6 +155,8 @@ def test_the_bundle_holds_no_reference_no_hidden_test_and_no_sample_bug(bundle):
     assert open(os.path.join(bundle, "VERSION")).read().strip() == version
     for path in glob.glob(os.path.join(bundle, "notebooks", "*", "*.ipynb")):
         assert nbformat.read(path, as_version=4).metadata[VERSION_KEY] == version
+        assert "](../notation.md)" in nbformat.read(path, as_version=4).cells[0].source
+    assert os.path.isfile(os.path.join(bundle, "notebooks", "notation.md"))  # the page every notebook links
 
 
 def test_a_student_install_cannot_import_the_reference(student_python, tmp_path):

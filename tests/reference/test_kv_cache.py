@@ -311,21 +311,41 @@ class Recorder:
         return self.model.step(ids, cache)
 
 
+NO_EOS = -1  # an <eos> id no model writes: greedy_generate then writes max_len tokens, as DecoderLM.generate does
+
+
 @pytest.mark.parametrize("n_new", [0, 1, 3, 8])
 @pytest.mark.parametrize("seed", [0, 1])
 def test_greedy_generate_with_the_cache_equals_decoder_lm_generate_token_for_token(n_new, seed):
-    """greedy_generate(step, prompt, n) with DecoderLM.step gives, row by row, the tokens DecoderLM.generate (full
-    recomputation at every step, greedy) appends to the prompt; it calls step n times: the prompt once without a
-    cache, then one token (B, 1) with the cache."""
+    """greedy_generate(step, prompt, eos_id, n) with DecoderLM.step gives, row by row, the tokens DecoderLM.generate
+    (full recomputation at every step, greedy) appends to the prompt; with no <eos> written it calls step n times:
+    the prompt once without a cache, then one token (B, 1) with the cache."""
     g, B, T_p = gen(12 + seed), 3, 4
     model = cached_lm(seed=seed)
     prompt = torch.randint(0, 10, (B, T_p), generator=g)
     rec = Recorder(model)
-    new = kv_cache.greedy_generate(rec, prompt, n_new)
+    new = kv_cache.greedy_generate(rec, prompt, NO_EOS, n_new)
     assert new.shape == (B, n_new) and new.dtype == torch.long
     for b in range(B):
         assert new[b].tolist() == model.generate(prompt[b].tolist(), n_new)[T_p:], f"row {b}"
     assert rec.calls == ([((B, T_p), False)] + [((B, 1), True)] * (n_new - 1) if n_new else [])
+
+
+@pytest.mark.parametrize("eos", [0, 3, 5, 7])
+def test_greedy_generate_keeps_the_courses_greedy_contract_with_a_real_eos(eos):
+    """With an <eos> the model writes, each row is DecoderLM.generate's continuation up to its <eos>, then 0; the loop
+    stops once every row has written <eos> (or after max_len), calling step once per token written."""
+    from grader.cases.common import greedy_contract_broken
+    g, B, T_p, max_len = gen(15), 4, 3, 9
+    model = cached_lm()
+    prompt = torch.randint(0, 10, (B, T_p), generator=g)
+    rec = Recorder(model)
+    new = kv_cache.greedy_generate(rec, prompt, eos, max_len)
+    assert greedy_contract_broken(new.tolist(), eos, max_len) is None
+    assert len(rec.calls) == new.shape[1]
+    for b in range(B):
+        alone = model.generate(prompt[b].tolist(), max_len, eos_id=eos)[T_p:]
+        assert new[b].tolist() == alone + [0] * (new.shape[1] - len(alone)), f"row {b}"
 
 
 def test_greedy_generate_reaches_max_len_exactly():
@@ -336,11 +356,11 @@ def test_greedy_generate_reaches_max_len_exactly():
     model = cached_lm()
     assert model.cfg.max_len == 12
     prompt = torch.randint(0, 10, (2, 3), generator=g)
-    new = kv_cache.greedy_generate(lambda ids, c: model.step(ids, c), prompt, 10)
+    new = kv_cache.greedy_generate(lambda ids, c: model.step(ids, c), prompt, NO_EOS, 10)
     for b in range(2):
         assert new[b].tolist() == model.generate(prompt[b].tolist(), 10)[3:]
     with pytest.raises(ValueError, match="13 positions"):
-        kv_cache.greedy_generate(lambda ids, c: model.step(ids, c), prompt, 11)
+        kv_cache.greedy_generate(lambda ids, c: model.step(ids, c), prompt, NO_EOS, 11)
 
 
 # ================================================================== 4. kv_cache_bytes against real caches
@@ -434,14 +454,14 @@ def test_decoder_lm_step_rejects_ids_without_a_time_axis_naming_the_shape():
     assert "(4,)" in str(e.value)
 
 
-@pytest.mark.parametrize("args", [dict(prompt=torch.zeros(2, 0, dtype=torch.long), n_new=3),
-                                  dict(prompt=torch.zeros(3, dtype=torch.long), n_new=3),
-                                  dict(prompt=torch.zeros(1, 2, dtype=torch.long), n_new=-1)],
-                         ids=["empty_prompt", "1d_prompt", "negative_n_new"])
+@pytest.mark.parametrize("args", [dict(prompt=torch.zeros(2, 0, dtype=torch.long), max_len=3),
+                                  dict(prompt=torch.zeros(3, dtype=torch.long), max_len=3),
+                                  dict(prompt=torch.zeros(1, 2, dtype=torch.long), max_len=-1)],
+                         ids=["empty_prompt", "1d_prompt", "negative_max_len"])
 def test_greedy_generate_rejects_bad_prompts_and_counts(args):
     model = cached_lm()
     with pytest.raises(ValueError):
-        kv_cache.greedy_generate(lambda ids, c: model.step(ids, c), **args)
+        kv_cache.greedy_generate(lambda ids, c: model.step(ids, c), eos_id=2, **args)
 
 
 @pytest.mark.parametrize("bad", [dict(n_positions=-1), dict(n_positions=2.5), dict(batch=True), dict(n_layers="2")],
@@ -488,9 +508,9 @@ def check_kv_cache_on(device):
     logits, cache = step_in_pieces(dev, ids.to(device), (4, 1, 7))
     assert logits.device.type == torch.device(device).type and cache[0][0].device == logits.device
     assert_close(logits, step_in_pieces(cpu, ids, (4, 1, 7))[0].to(device))
-    new = kv_cache.greedy_generate(lambda i, c: dev.step(i, c), ids[:, :4].to(device), 8)
+    new = kv_cache.greedy_generate(lambda i, c: dev.step(i, c), ids[:, :4].to(device), 2, 8)
     assert new.device.type == torch.device(device).type
-    assert torch.equal(new.cpu(), kv_cache.greedy_generate(lambda i, c: cpu.step(i, c), ids[:, :4], 8))
+    assert torch.equal(new.cpu(), kv_cache.greedy_generate(lambda i, c: cpu.step(i, c), ids[:, :4], 2, 8))
 
 
 def test_the_device_comparison_runs_end_to_end_on_the_cpu():

@@ -196,7 +196,7 @@ def test_positions_through_the_model_with_and_without_a_cache():
     def step(ids, cache):  # counts the positions each call sends through the model
         seen.append(ids.shape[1])
         return torch.zeros(ids.shape[0], ids.shape[1], 3), (cache or 0) + ids.shape[1]
-    kv_cache.greedy_generate(step, torch.zeros(1, 5, dtype=torch.long), 10)
+    kv_cache.greedy_generate(step, torch.zeros(1, 5, dtype=torch.long), 2, 10)  # token 0 each time: no <eos>
     name = "answer_positions_without_cache"
     assert wrong(name, "with_cache") == canonical(name, sum(seen))
     without = sum(5 + t for t in range(10))  # the whole text so far, at each of the 10 steps
@@ -215,7 +215,7 @@ def test_the_cache_holds_keys_and_values():
 def test_an_attention_decoder_computes_one_weight_per_output_step_and_source_position():
     from coursekit.rnn import AttentionSeq2Seq
     from solutions.rnn_attention import attention_decoder_step
-    model = AttentionSeq2Seq(12, 9, D=4, H=8, A=4, seed=0, step=attention_decoder_step)
+    model = AttentionSeq2Seq(12, 9, D=4, d_h=8, d_a=4, seed=0, step=attention_decoder_step)
     src, tgt_in = torch.randint(4, 12, (1, 10)), torch.randint(4, 9, (1, 11))
     with torch.no_grad():
         _, weights = model(src, torch.ones(1, 10, dtype=torch.bool), tgt_in, with_weights=True)

@@ -183,8 +183,8 @@ def test_finished_hypotheses_are_never_extended():
 @pytest.mark.parametrize("call, argument", [
     (lambda p, c: rnn.beam_search(c[0], p, BOS, EOS, beam_width=0, max_len=5), "beam_width"),
     (lambda p, c: rnn.beam_search(c[0], p, BOS, EOS, beam_width=-2, max_len=5), "beam_width"),
-    (lambda p, c: rnn.beam_search(c[0], p, BOS, EOS, beam_width=2, max_len=0), "max_len"),
-    (lambda p, c: rnn.greedy_decode(c, p, BOS, EOS, max_len=0), "max_len"),
+    (lambda p, c: rnn.beam_search(c[0], p, BOS, EOS, beam_width=2, max_len=-1), "max_len"),
+    (lambda p, c: rnn.greedy_decode(c, p, BOS, EOS, max_len=-1), "max_len"),
     (lambda p, c: rnn.beam_search(c, p, BOS, EOS, beam_width=2, max_len=3), "context"),
     (lambda p, c: rnn.rnn_cell(torch.zeros(2, 4), torch.zeros(2, 5), p["W_x_enc"], p["W_h_enc"], p["b_enc"]), "D"),
     (lambda p, c: rnn.seq2seq_loss(torch.zeros(2, 3, 4), torch.zeros(2, 3, dtype=torch.long),

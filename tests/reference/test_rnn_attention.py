@@ -53,21 +53,21 @@ def test_attend_gives_zeros_not_nan_for_a_source_without_a_real_token():
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_the_decoder_step_is_an_rnn_cell_reading_the_token_and_the_context(dtype):
-    """s_t = tanh(W_x x + W_c c_t + W_hh s_{t-1} + b) is nn.RNNCell fed [x ; c_t]; z_t an nn.Linear of [s_t ; c_t];
-    the same gradients too."""
+    """h^dec_t = tanh(W_x x + W_c c_t + W_h h^dec_{t-1} + b) is nn.RNNCell fed [x ; c_t]; z_t an nn.Linear of
+    [h^dec_t ; c_t]; the same gradients too."""
     g = gen(4)
-    V, D, H_d, H_e, A = 7, 3, 4, 5, 6
-    p = {k: t.to(dtype).requires_grad_() for k, t in init_attention_params(V, D, H_d, H_e, A, seed=1).items()}
-    prev, s = torch.tensor([1, 4, 6]), randn(g, 3, H_d, dtype=dtype, requires_grad=True)
-    H, mask = _states(g, 3, 5, H_e, [5, 3, 1], dtype)
+    V, D, d_dec, d_enc, A = 7, 3, 4, 5, 6
+    p = {k: t.to(dtype).requires_grad_() for k, t in init_attention_params(V, D, d_dec, d_enc, A, seed=1).items()}
+    prev, s = torch.tensor([1, 4, 6]), randn(g, 3, d_dec, dtype=dtype, requires_grad=True)
+    H, mask = _states(g, 3, 5, d_enc, [5, 3, 1], dtype)
     logits, s_new, alpha = attention_decoder_step(prev, s, H, mask, p)
 
-    context, _ = attend(additive_score(s, H, p["W_s"], p["W_h"], p["v"]), H, mask)
-    cell = nn.RNNCell(D + H_e, H_d, dtype=dtype)
-    out = nn.Linear(H_d + H_e, V, dtype=dtype)
+    context, _ = attend(additive_score(s, H, p["W_q"], p["W_k"], p["u"]), H, mask)
+    cell = nn.RNNCell(D + d_enc, d_dec, dtype=dtype)
+    out = nn.Linear(d_dec + d_enc, V, dtype=dtype)
     with torch.no_grad():
         cell.weight_ih.copy_(torch.cat([p["W_x"], p["W_c"]], dim=1))
-        cell.weight_hh.copy_(p["W_hh"])
+        cell.weight_hh.copy_(p["W_h"])
         cell.bias_ih.copy_(p["b"])
         cell.bias_hh.zero_()
         out.weight.copy_(p["W_out"])
@@ -75,7 +75,7 @@ def test_the_decoder_step_is_an_rnn_cell_reading_the_token_and_the_context(dtype
     want_s = cell(torch.cat([F.embedding(prev, p["E_tgt"]), context], dim=1), s)
     assert_close(s_new, want_s)
     assert_close(logits, out(torch.cat([want_s, context], dim=1)))
-    grads = torch.autograd.grad(logits.sum(), [s, p["W_s"], p["v"], p["W_c"]])
+    grads = torch.autograd.grad(logits.sum(), [s, p["W_q"], p["u"], p["W_c"]])
     assert all(gr.abs().sum() > 0 for gr in grads)  # every part of the step reaches the loss
     assert torch.allclose(alpha.sum(-1), torch.ones(3, dtype=dtype))
 
@@ -95,8 +95,8 @@ def test_the_ready_made_encoder_is_notebook_05s_rnn_encode():
 
 
 @pytest.mark.parametrize("make", [
-    lambda V_src, V: AttentionSeq2Seq(V_src, V, D=8, H=16, A=8, seed=0, step=attention_decoder_step),
-    lambda V_src, V: FixedContextSeq2Seq(V_src, V, D=8, H=16, seed=0)], ids=["attention", "fixed-context"])
+    lambda V_src, V: AttentionSeq2Seq(V_src, V, D=8, d_h=16, d_a=8, seed=0, step=attention_decoder_step),
+    lambda V_src, V: FixedContextSeq2Seq(V_src, V, D=8, d_h=16, seed=0)], ids=["attention", "fixed-context"])
 def test_greedy_decoding_is_the_argmax_of_the_teacher_forced_pass_on_its_own_output(make):
     task = data.make_date_task(n_train=50, n_val=10, n_test=10, seed=0)
     model = make(len(task.src_vocab), len(task.tgt_vocab)).double()

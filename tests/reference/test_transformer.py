@@ -410,7 +410,7 @@ def test_encoder_decoder_with_an_empty_source_is_a_decoder_only_model():
             assert_close(logits, decoder_only_logits(model, tgt, tv))
         memory = model.encode(src, src_valid)
         assert memory.shape == (B, 0, D)
-        _, cross = model.decode(tgt, memory, src_valid)
+        _, cross = model.run_decoder(tgt, memory, src_valid)
         assert [tuple(w.shape) for w in cross] == [(B, H, T_y, 0)] * 2
 
 
@@ -818,12 +818,12 @@ def test_encdec_block_and_models_on_cuda_equal_the_cpu():
 
 # ================================================================== notebook 08: forward, loss, greedy decoding
 def _parts(model):
-    return model.encode, model.cross_kv, model.decode_kv
+    return model.encode, model.cross_kv, model.run_decoder_kv
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_encdec_forward_through_cross_kv_equals_nn_transformer_with_copied_weights(dtype):
-    """encdec_forward on the model's encode, cross_kv and decode_kv (the keys and values computed once, the ready-made
+    """encdec_forward on the model's encode, cross_kv and run_decoder_kv (the keys and values computed once, the ready-made
     blocks.encdec_decoder_block_kv) equals nn.Transformer's logits with the same weights."""
     g, B, T_x, T_y = gen(21), 3, 7, 6
     model = reference_encdec(small_encdec_cfg(), dtype)
@@ -834,7 +834,7 @@ def test_encdec_forward_through_cross_kv_equals_nn_transformer_with_copied_weigh
     out = net(embedded(src, model.src_embed), embedded(tgt, model.tgt_embed), tgt_mask=~causal(T_y),
               src_key_padding_mask=~src_valid, tgt_key_padding_mask=~tgt_valid, memory_key_padding_mask=~src_valid)
     assert_close(logits, model.head(out))
-    assert_close(logits, model(src, src_valid, tgt, tgt_valid))  # decode with the memory: the reference block
+    assert_close(logits, model(src, src_valid, tgt, tgt_valid))  # run_decoder with the memory: the reference block
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -896,7 +896,7 @@ def test_greedy_translate_writes_what_a_recomputing_nn_transformer_loop_writes_r
         return call
 
     with torch.no_grad():
-        got = encoder_decoder.greedy_translate(counted("encode"), counted("cross_kv"), model.decode_kv, src, src_valid,
+        got = encoder_decoder.greedy_translate(counted("encode"), counted("cross_kv"), model.run_decoder_kv, src, src_valid,
                                                bos, eos, max_len)
         out, done = torch.full((B, 1), bos), torch.zeros(B, dtype=torch.bool)
         for _ in range(max_len):

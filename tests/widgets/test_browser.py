@@ -336,6 +336,34 @@ def _drive_sampling(page):
     return root
 
 
+def _check_pictures(page, tmp_path):
+    """The pictures of notebook 08 as JupyterLab renders them: each read-only drawing cell (grade id draw_...) shows
+    exactly one image, an inline PNG (nothing fetched from the network), loaded, wider than tall, and large enough
+    to read; a screenshot of each is saved."""
+    cells = page.evaluate(
+        "() => { const nb = window.jupyterapp.shell.currentWidget.content;"
+        "  return nb.widgets.map((c, i) => { const md = c.model.getMetadata('nbgrader');"
+        "    return md && String(md.grade_id).startsWith('draw_') ? i : -1; }).filter(i => i >= 0); }")
+    assert cells, "no drawing cell in the notebook"
+    for i in cells:
+        cell = page.locator(".jp-Notebook .jp-Cell").nth(i)
+        cell.scroll_into_view_if_needed()
+        images = cell.locator(".jp-OutputArea img")
+        assert images.count() == 1, f"drawing cell {i} shows {images.count()} images"
+        img = images.first
+        page.wait_for_function("img => img.complete && img.naturalWidth > 0", arg=img.element_handle(),
+                               timeout=UPDATE_TIMEOUT_MS)
+        src = img.get_attribute("src")
+        assert src.startswith(("data:image/png", "blob:")), f"drawing cell {i}'s image comes from {src[:60]!r}"
+        width, height = img.evaluate("el => [el.naturalWidth, el.naturalHeight]")
+        assert width > 600 and height > 250 and width > height, (i, width, height)
+        box = img.bounding_box()
+        assert box and box["width"] > 300, f"drawing cell {i}'s image is shown {box} on the page"
+        img.screenshot(path=str(tmp_path / f"picture-cell{i}.png"))
+
+
+PICTURES = "08_encoder_decoder"  # the notebook whose rendered pictures the test looks at
+
 DRIVERS = {"03_softmax": ("temperature", _drive_temperature), "04_masks_attention": ("mask", _drive_masks),
            "07_decoder": ("sampling", _drive_sampling),
            "08_encoder_decoder": ("cross-viewer", _drive_cross_viewer),
@@ -343,7 +371,8 @@ DRIVERS = {"03_softmax": ("temperature", _drive_temperature), "04_masks_attentio
 
 
 def test_widgets_work_in_jupyterlab_in_a_real_browser(lab, tmp_path):
-    """Open 03, 04, 07, 08 and 09, run all cells, move the controls; two cycles per widget, each must pass."""
+    """Open 03, 04, 07, 08 and 09, run all cells, move the controls; two cycles per widget, each must pass. In 08
+    the rendered pictures of the architecture are looked at too (``_check_pictures``)."""
     from playwright.sync_api import sync_playwright
 
     results, failures = [], []
@@ -360,6 +389,8 @@ def test_widgets_work_in_jupyterlab_in_a_real_browser(lab, tmp_path):
                         try:
                             if cycle == 1:
                                 _open_and_run_all(page, lab, f"w-{notebook}", notebook)
+                                if notebook == PICTURES:
+                                    _check_pictures(page, tmp_path)
                             else:
                                 _run_widget_cell_again(page, name)
                             root = drive(page)

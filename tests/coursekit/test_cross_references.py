@@ -1,0 +1,202 @@
+"""What a learner reads points somewhere real: every "Next" names the notebook that comes next, every notebook
+named in the prose exists, every function or module named in backticks exists (in the notebook, in the course's
+exercises, in the course's modules or in PyTorch), and every link opens a file of the course."""
+import ast
+import builtins
+import importlib
+import os
+import re
+
+import nbformat
+import pytest
+import torch
+
+from coursekit.notebooks import assignment_of, source_notebooks
+from grader import EXERCISES
+
+NOTEBOOKS = source_notebooks()
+IDS = [os.path.basename(p) for p in NOTEBOOKS]
+NUMBERS = [assignment_of(p).split("_")[0] for p in NOTEBOOKS]  # "01", ..., "05", "05b", ..., "10"
+
+# the names a notebook's code binds to modules (its set-up cell and its own imports)
+ROOTS = {"torch": torch, "F": torch.nn.functional, "nn": torch.nn, "math": importlib.import_module("math")}
+for module in ("data", "transformer", "plots", "blocks", "capstone", "widgets", "drawings", "rnn", "training"):
+    ROOTS[module] = importlib.import_module(f"coursekit.{module}")
+ROOTS["coursekit"] = importlib.import_module("coursekit")
+
+
+def markdown(path):
+    return [c.source for c in nbformat.read(path, as_version=4).cells if c.cell_type == "markdown"]
+
+
+def code_names(path):
+    """Every name the notebook's code cells bind: functions, classes, their arguments, assignments, imports."""
+    names = set()
+    for cell in nbformat.read(path, as_version=4).cells:
+        if cell.cell_type != "code":
+            continue
+        for node in ast.walk(ast.parse(cell.source)):
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names.add(node.id)
+            elif isinstance(node, ast.arg):
+                names.add(node.arg)
+            elif isinstance(node, ast.alias):
+                names.add((node.asname or node.name).split(".")[0])
+    return names
+
+
+def _resolve(dotted):
+    """The object a dotted name of the course's code means (torch.where, data.make_batch, coursekit.rnn.Seq2Seq,
+    nn.MultiheadAttention, F.cross_entropy, ...), or None."""
+    root, *rest = dotted.split(".")
+    obj = ROOTS.get(root)
+    for part in rest:
+        if obj is None:
+            return None
+        obj = getattr(obj, part, None)
+        if obj is None and root == "coursekit":  # a submodule not imported yet
+            try:
+                obj = importlib.import_module(dotted[:dotted.index(part) + len(part)])
+            except ImportError:
+                return None
+    return obj
+
+
+def _torch_names():
+    """The argument names of PyTorch's functions and module classes, and the attributes of the modules the course
+    compares its functions with (``in_proj_weight``, ``self_attn``, ``bias_ih``, ...)."""
+    import inspect
+    names = set()
+    for owner in (torch, torch.nn.functional, torch.nn):
+        for value in vars(owner).values():
+            try:
+                names |= set(inspect.signature(value).parameters)
+            except (TypeError, ValueError):
+                pass
+    for module in (torch.nn.MultiheadAttention(4, 2), torch.nn.TransformerEncoderLayer(4, 2),
+                   torch.nn.TransformerDecoderLayer(4, 2), torch.nn.RNNCell(2, 2), torch.nn.RNN(2, 2),
+                   torch.nn.GRU(2, 2), torch.nn.LSTM(2, 2), torch.nn.Linear(2, 2), torch.nn.LayerNorm(2)):
+        names |= set(dir(module)) | {n for n, _ in module.named_parameters()} | {n for n, _ in module.named_modules()}
+    return names
+
+
+def _corpus():
+    """Every identifier and string literal of the course's learner modules (coursekit), and of every notebook's code:
+    the keys of the course's dicts (``tgt_out``, ``W_h_dec``), its file names and its formats count as defined."""
+    import glob
+    import tokenize
+    words = set()
+    files = glob.glob(os.path.join(os.path.dirname(ROOTS["coursekit"].__file__), "**", "*.py"), recursive=True)
+    for path in files:
+        with open(path, "rb") as f:
+            for tok in tokenize.tokenize(f.readline):
+                if tok.type == tokenize.NAME:
+                    words.add(tok.string)
+                elif tok.type == tokenize.STRING:
+                    words |= set(re.findall(r"[\w.]+", tok.string))
+    for path in NOTEBOOKS:
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.cell_type == "code":
+                words |= set(re.findall(r"[\w.]+", cell.source))
+    return words
+
+
+TORCH_NAMES, CORPUS = _torch_names(), _corpus()
+
+
+def _exists(name, defined):
+    """Whether a name in backticks names something a learner can find: in the notebook's code, among the course's
+    exercises, in its modules (a function, a class, a key of its dicts, a file it writes) or in PyTorch."""
+    base = name.split("(")[0]
+    if "." in base:
+        root = base.split(".")[0]
+        if root in ROOTS:
+            return _resolve(base) is not None
+        if root in defined or root in CORPUS:  # an object of a notebook (model.encode): its class is the course's
+            attr = base.split(".")[-1]
+            return (any(hasattr(cls, attr) for cls in _course_classes()) or hasattr(torch.Tensor, attr)
+                    or hasattr(torch.nn.Module, attr) or base in CORPUS)
+        return base in CORPUS
+    return (base in defined or base in EXERCISES or base in dir(builtins) or hasattr(torch, base)
+            or hasattr(torch.Tensor, base) or hasattr(torch.nn.functional, base) or hasattr(torch.nn, base)
+            or any(hasattr(m, base) for m in ROOTS.values()) or base in TORCH_NAMES or base in CORPUS)
+
+
+def _course_classes():
+    from coursekit import capstone, rnn, transformer
+    return [obj for m in (rnn, transformer, capstone) for obj in vars(m).values() if isinstance(obj, type)]
+
+
+CALLS = re.compile(r"`([A-Za-z_][\w.]*)(\([^`]*\))?`")
+
+
+def _named_functions(text):
+    """The names in backticks that are code: a call (`f(...)`), a dotted name, or a snake_case identifier."""
+    text = re.sub(r"\$[^$]*\$", "", text)  # not the mathematics
+    out = []
+    for name, call in CALLS.findall(text):
+        if call or "." in name or "_" in name.strip("_"):
+            out.append(name.rstrip("."))
+    return out
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_every_function_named_in_the_prose_exists(path):
+    defined = code_names(path)
+    missing = sorted({name for text in markdown(path) for name in _named_functions(text)
+                      if not _exists(name, defined)})
+    assert not missing, f"{os.path.basename(path)} names what neither it nor the course defines: {missing}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_every_notebook_named_in_the_prose_exists(path):
+    named = set()
+    for text in markdown(path):
+        for first, more in re.findall(r"[Nn]otebooks? (\d\db?)((?:\s*(?:[–-]|to|,|and)\s*\d\db?)*)", text):
+            named |= {first} | set(re.findall(r"\d\db?", more))
+    assert named <= set(NUMBERS), f"{os.path.basename(path)} names notebooks {sorted(named - set(NUMBERS))}"
+
+
+@pytest.mark.parametrize("k", range(len(NOTEBOOKS)), ids=IDS)
+def test_every_next_names_the_notebook_that_comes_next(k):
+    """A notebook's "**Next:**" (every notebook but the last has one) names the next notebook first."""
+    nexts = [m for text in markdown(NOTEBOOKS[k]) for m in re.findall(r"\*\*Next[^*]*\*\*[^\n]*(?:\n[^\n]+)*", text)]
+    if k == len(NOTEBOOKS) - 1:
+        assert not nexts
+        return
+    assert len(nexts) == 1, f"{IDS[k]} has {len(nexts)} Next paragraphs"
+    first = re.search(r"notebook (\d\db?)", nexts[0])
+    assert first and first.group(1) == NUMBERS[k + 1], f"{IDS[k]}'s Next: {nexts[0][:200]!r}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
+def test_every_link_opens_a_file_of_the_course_and_the_introduction_links_the_notation_page(path):
+    texts = markdown(path)
+    assert "](../notation.md)" in texts[0], f"{os.path.basename(path)}'s introduction does not link the notation page"
+    for text in texts:
+        for target in re.findall(r"\]\(([^)]+)\)", text):
+            if target.startswith(("http://", "https://", "#")):
+                continue
+            assert os.path.exists(os.path.join(os.path.dirname(path), target)), (os.path.basename(path), target)
+
+
+def test_the_notation_page_names_only_what_the_course_defines():
+    """Every function, module name and key the notation page names exists, and so does every notebook it names."""
+    page = open(os.path.join(os.path.dirname(NOTEBOOKS[0]), "..", "notation.md")).read()
+    missing = sorted({name for name in _named_functions(page) if not _exists(name, set())})
+    assert not missing, missing
+    for row in re.findall(r"\| (\d\db?(?:, \d\db?)*(?: to \d\db?)?) \|$", page, re.M):
+        assert set(re.findall(r"\d\db?", row)) <= set(NUMBERS), row
+
+
+def test_the_checks_catch_a_name_that_does_not_exist():
+    """The checker is not a rubber stamp: a made-up function, a made-up module function and a notebook that does not
+    exist are caught; the course's own names are found."""
+    prose = "Call `greedy_decoder(context)`, then `data.make_dates()` and `coursekit.rnn.Seq2Seq`; see notebook 11."
+    names = _named_functions(prose)
+    assert names == ["greedy_decoder", "data.make_dates", "coursekit.rnn.Seq2Seq"]
+    assert [_exists(n, set()) for n in names] == [False, False, True]
+    assert _exists("greedy_decode", set()) and _exists("data.make_batch", set()) and not _exists("run_encoder", set())
+    assert "11" not in NUMBERS
