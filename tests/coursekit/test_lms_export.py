@@ -12,13 +12,11 @@ import csv
 import io
 import os
 import re
-import sqlite3
 import subprocess
 import sys
-import warnings
 
 import pytest
-from sqlalchemy.exc import SAWarning
+from gradebooks import build_gradebook
 
 from coursekit.cli import main
 from coursekit.lms_export import (CANVAS_STUDENT_COLUMNS, GENERIC_HEADER, GENERIC_STUDENT_COLUMNS,
@@ -55,43 +53,10 @@ def expected(student, a):
     return max(0.0, sum(SCORES[student][a].values()) - LATE.get((student, a), 0.0))
 
 
-def stamp_alembic_head(path):
-    """The schema revision nbgrader's Gradebook writes first into a new database, found in this process (nbgrader
-    would run `alembic heads` in a subprocess for it)."""
-    from alembic.config import Config
-    from alembic.script import ScriptDirectory
-    from nbgrader.dbutil import ALEMBIC_DIR
-    config = Config()
-    config.set_main_option("script_location", ALEMBIC_DIR)
-    with sqlite3.connect(path) as db:
-        db.execute("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL)")
-        db.execute("INSERT INTO alembic_version (version_num) VALUES (?)",
-                   (ScriptDirectory.from_config(config).get_current_head(),))
-
-
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
-    from nbgrader.api import Gradebook
     root = str(tmp_path_factory.mktemp("lms-export-course"))
-    db = os.path.join(root, "gradebook.db")
-    stamp_alembic_head(db)
-    with warnings.catch_warnings(), Gradebook("sqlite:///" + db, course_id="attention-course") as gb:
-        warnings.simplefilter("ignore", SAWarning)
-        for a, cells in CELLS.items():
-            gb.add_assignment(a)
-            gb.add_notebook(a, a)
-            for cell, points in cells.items():
-                gb.add_grade_cell(cell, a, a, max_score=points, cell_type="code")
-        for sid, (first, last, email, lms) in STUDENTS.items():
-            gb.add_student(sid, first_name=first, last_name=last, email=email, lms_user_id=lms or None)
-        for sid, by_assignment in SCORES.items():
-            for a, scores in by_assignment.items():
-                gb.add_submission(a, sid)
-                for cell, score in scores.items():
-                    gb.find_grade(cell, a, a, sid).auto_score = score
-                if (sid, a) in LATE:
-                    gb.find_submission_notebook(a, a, sid).late_submission_penalty = LATE[(sid, a)]
-                gb.db.commit()
+    build_gradebook(root, CELLS, STUDENTS, SCORES, LATE)
     with open(os.path.join(root, "nbgrader_config.py"), "w") as f:  # what `nbgrader export` reads in the folder
         f.write("c = get_config()\nc.CourseDirectory.course_id = 'attention-course'\n"
                 f"c.CourseDirectory.root = {root!r}\n")
