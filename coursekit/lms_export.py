@@ -211,8 +211,9 @@ def summary(grades, platform, path):
     lines = [f"{platform}: {len(grades.students)} students x {len(grades.assignments)} assignments -> {path}"]
     for a, maximum in grades.assignments:
         submitted = sum(grades.submitted(s.id, a) for s in grades.students)
-        lines.append(f"  {a}: out of {number(maximum)}, {submitted} of {len(grades.students)} submitted "
-                     f"(the others score 0)")
+        missing = len(grades.students) - submitted
+        lines.append(f"  {a}: out of {number(maximum)}, {submitted} of {len(grades.students)} submitted"
+                     + (f" ({missing} without a submission score 0)" if missing else ""))
     if platform == "moodle":
         lines.append("  Moodle keeps the maximum on the grade item: set each item's Maximum grade as above "
                      "(a new grade item is out of 100)")
