@@ -10,9 +10,9 @@ assignment:
    (RFC 7523, ``private_key_jwt``; 1EdTech Security Framework 1.0 section 4.1), for the line item and score scopes;
 2. the assignment's line item: found by ``resourceId`` (= the assignment's name) among the context's line items, else
    created (``label`` = the assignment, ``scoreMaximum`` = its maximum points, ``resourceId`` = the assignment);
-3. each student's score, posted once (``scoreGiven`` their points, ``scoreMaximum`` the assignment's, ``activityProgress``
-   Completed, ``gradingProgress`` FullyGraded, ``timestamp``, ``userId`` = the student's LMS user id, the ``sub`` of
-   their launches, which the gradebook keeps as ``lms_user_id``).
+3. each student's score, posted once (``scoreGiven`` their points, ``scoreMaximum`` the assignment's,
+   ``activityProgress`` Completed, ``gradingProgress`` FullyGraded, ``timestamp``, ``userId`` = the student's LMS user
+   id, the ``sub`` of their launches, which the gradebook keeps as ``lms_user_id``).
 
 Every line item found or created and every score posted or refused is appended to a log (JSON lines). A refusal
 (401, 404, 422, or anything else) names the student and the others are still posted; a 401 is tried once more with

@@ -128,7 +128,8 @@ def test_each_score_is_posted_once_and_the_platform_records_the_gradebooks(lms, 
         assert (score["activityProgress"], score["gradingProgress"]) == ("Completed", "FullyGraded")
         assert datetime.fromisoformat(score["timestamp"]).tzinfo is not None
         assert score["scoreMaximum"] == MAX
-    assert result.posted == {s: points(s) for s in posted} and result.posted["dee"] == 1.5  # 2 less the late penalty of 0.5
+    assert result.posted == {s: points(s) for s in posted}
+    assert result.posted["dee"] == 1.5  # 2, less the late penalty of 0.5
     assert result.not_posted == {"eve": "no submission"}
     assert list(result.failed) == ["fay"] and "no LMS user id" in result.failed["fay"]
     assert not result.ok
