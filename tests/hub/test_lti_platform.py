@@ -153,12 +153,25 @@ def hub(tmp_path_factory):
             wait_for(f"{url}/hub/api")
             yield lms, url, state
         finally:
-            os.killpg(process.pid, signal.SIGTERM)  # the hub and the proxy it started: this test's own group
-            try:
-                process.wait(15)
-            except subprocess.TimeoutExpired:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(5)
+            stop_hub(process, os.path.join(state, "proxy.pid"), port)
+
+
+def stop_hub(process, proxy_pid_file, port):
+    """Stop the hub this test started (its process group), then its proxy, which runs in a session of its own: the
+    hub stops it on the way out, except when it is stopped before it has finished starting."""
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(15)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(5)
+    try:
+        proxy = int(open(proxy_pid_file).read())
+        command = open(f"/proc/{proxy}/cmdline", "rb").read().split(b"\0")
+        if b"--port" in command and command[command.index(b"--port") + 1] == str(port).encode():
+            os.kill(proxy, signal.SIGTERM)  # this hub's proxy, not a process that has its id since
+    except (OSError, ValueError, IndexError):
+        pass  # gone already (or never started)
 
 
 def launch(hub, sub, variant=None):
