@@ -12,6 +12,7 @@
     course bundle     instructors: the student bundle (released notebooks + a package without the answers)
     course report     instructors: the class report per assignment and the class overview (HTML and CSV in
                       course/report/, and tables here)
+    course export     instructors: the grades as an LMS imports them (--lms canvas|moodle|generic; points)
     course hub        instructors: a JupyterHub for the class on this machine (as root; coursekit/hub.py)
     course release    instructors: generate an assignment and release it to nbgrader's exchange
     course collect    instructors: collect each student's latest submission from the exchange (earlier ones kept)
@@ -315,6 +316,18 @@ def cmd_report(args):
     return 0
 
 
+def cmd_export(args):
+    """The gradebook as the LMS's import file (coursekit/lms_export.py says what each platform's file holds)."""
+    from .lms_export import NoGrades, export_course
+    try:
+        lines = export_course(args.course, args.lms, args.out, args.assignment)
+    except (NoGrades, FileNotFoundError) as exc:
+        print(f"course export: {exc}", file=sys.stderr)
+        return 2
+    print("\n".join(lines))
+    return 0
+
+
 def _shown(path):
     """``path`` relative to here when it is below here, else whole."""
     rel = os.path.relpath(path)
@@ -469,6 +482,12 @@ def main(argv=None):
     p.add_argument("--out", default=None, help="where the HTML and CSV go (default: <course>/report)")
     p.add_argument("assignment", nargs="*")
     p.set_defaults(func=cmd_report)
+    p = sub.add_parser("export", help="instructors: the grades as an LMS imports them (points, each maximum)")
+    p.add_argument("--lms", required=True, choices=("canvas", "moodle", "generic"), help="the platform's format")
+    p.add_argument("--out", default=None, help="the file to write (default: <course>/lms/<lms>_grades.csv)")
+    p.add_argument("--course", default=None, help="the course folder (default: $COURSE_ROOT or course/)")
+    p.add_argument("assignment", nargs="*", help="only these assignments (default: every graded one)")
+    p.set_defaults(func=cmd_export)
     p = sub.add_parser("hub", help="instructors: a JupyterHub for the course on this machine (as root)")
     p.add_argument("--roster", required=True, help="CSV of the students: id,name (ids are Unix user names)")
     p.add_argument("--instructor", action="append", default=[], help="an instructor's Unix user name (repeatable)")

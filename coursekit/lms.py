@@ -1,0 +1,325 @@
+"""Grades to the LMS by LTI Advantage's Assignment and Grade Services (AGS 2.0).
+
+Where the platform grants AGS at launch, its launch carries the endpoint claim
+(``https://purl.imsglobal.org/spec/lti-ags/claim/endpoint``) with the context's line items URL. With it and the tool's
+credentials (``ToolCredentials``: the client id the platform gave the tool, the tool's private key, whose public half
+the administrator registered with the platform, and the platform's token URL), ``post_assignment`` does for one
+assignment:
+
+1. an access token: the OAuth 2 client-credentials grant with a JWT client assertion signed by the tool's key
+   (RFC 7523, ``private_key_jwt``; 1EdTech Security Framework 1.0 section 4.1), for the line item and score scopes;
+2. the assignment's line item: found by ``resourceId`` (= the assignment's name) among the context's line items, else
+   created (``label`` = the assignment, ``scoreMaximum`` = its maximum points, ``resourceId`` = the assignment);
+3. each student's score, posted once (``scoreGiven`` their points, ``scoreMaximum`` the assignment's,
+   ``activityProgress`` Completed, ``gradingProgress`` FullyGraded, ``timestamp``, ``userId`` = the student's LMS user
+   id, the ``sub`` of their launches, which the gradebook keeps as ``lms_user_id``).
+
+Every line item found or created and every score posted or refused is appended to a log (JSON lines). A refusal
+(401, 404, 422, or anything else) names the student and the others are still posted; a 401 is tried once more with
+a fresh token first (a token can expire in a long class). The result says who was posted, who failed and why, and
+who was not posted (no submission: nothing to post); ``course return A --lms`` exits non-zero when one failed.
+"""
+import base64
+import hashlib
+import json
+import os
+import re
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+import jwt
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+AGS_CLAIM = "https://purl.imsglobal.org/spec/lti-ags/claim/endpoint"
+SCOPE_LINEITEM = "https://purl.imsglobal.org/spec/lti-ags/scope/lineitem"
+SCOPE_LINEITEM_READONLY = "https://purl.imsglobal.org/spec/lti-ags/scope/lineitem.readonly"
+SCOPE_SCORE = "https://purl.imsglobal.org/spec/lti-ags/scope/score"
+LINEITEM_TYPE = "application/vnd.ims.lis.v2.lineitem+json"
+LINEITEMS_TYPE = "application/vnd.ims.lis.v2.lineitemcontainer+json"
+SCORE_TYPE = "application/vnd.ims.lis.v1.score+json"
+ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+TIMEOUT = 30  # seconds for one request to the platform
+
+
+class AgsError(Exception):
+    """The platform refused a request (``status``: its HTTP status, 0 when it could not be reached)."""
+
+    def __init__(self, status, message):
+        super().__init__(f"{status or 'no answer'}: {message}" if status else message)
+        self.status, self.message = status, message
+
+
+# ------------------------------------------------------------------ the tool's key
+def generate_key(path, kid=None):
+    """A new RSA key for the tool at ``path`` (PEM, readable by its owner alone); returns its public JWK, what the
+    administrator registers with the platform (Canvas: the developer key's Public JWK; Moodle: the tool's Public
+    key type "RSA key" takes ``public_pem``)."""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption())
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(pem)
+    return public_jwk(key, kid or key_id(key))
+
+
+def load_key(path_or_pem):
+    """The tool's private key from a PEM file or PEM bytes."""
+    pem = path_or_pem if isinstance(path_or_pem, bytes) else open(path_or_pem, "rb").read()
+    return serialization.load_pem_private_key(pem, password=None)
+
+
+def key_id(private_key):
+    """A stable key id: the RFC 7638 thumbprint of the public key."""
+    jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(private_key.public_key()))
+    thumb = json.dumps({k: jwk[k] for k in ("e", "kty", "n")}, separators=(",", ":"), sort_keys=True)
+    return base64.urlsafe_b64encode(hashlib.sha256(thumb.encode()).digest()).rstrip(b"=").decode()
+
+
+def public_jwk(private_key, kid=None):
+    jwk = json.loads(jwt.algorithms.RSAAlgorithm.to_jwk(private_key.public_key()))
+    return {**jwk, "kid": kid or key_id(private_key), "alg": "RS256", "use": "sig"}
+
+
+def public_pem(private_key):
+    return private_key.public_key().public_bytes(serialization.Encoding.PEM,
+                                                 serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+
+
+@dataclass
+class ToolCredentials:
+    """What the tool presents to the platform's token endpoint."""
+    client_id: str
+    private_key: object          # a cryptography RSA private key (load_key)
+    token_url: str
+    kid: str = None               # the key id registered with the platform (default: the key's thumbprint)
+    audience: str = None          # the assertion's aud (default: the token URL, as Canvas and Moodle expect)
+
+    def assertion(self, lifetime=300):
+        """The signed JWT client assertion: iss = sub = the client id, aud = the token endpoint, a fresh jti."""
+        now = int(time.time())
+        claims = {"iss": self.client_id, "sub": self.client_id, "aud": self.audience or self.token_url,
+                  "iat": now, "exp": now + lifetime, "jti": uuid.uuid4().hex}
+        return jwt.encode(claims, self.private_key, algorithm="RS256",
+                          headers={"kid": self.kid or key_id(self.private_key)})
+
+
+# ------------------------------------------------------------------ HTTP
+def _request(method, url, *, data=None, headers=None, timeout=TIMEOUT):
+    """(status, headers, body bytes); an HTTP error is an answer too. Only http(s) URLs are followed."""
+    if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
+        raise AgsError(0, f"not an http(s) URL: {url!r}")
+    request = urllib.request.Request(url, data=data, headers=headers or {}, method=method)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, response.headers, response.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.headers, exc.read()
+    except (urllib.error.URLError, OSError) as exc:
+        raise AgsError(0, f"the platform did not answer at {url}: {getattr(exc, 'reason', exc)}")
+
+
+def _why(status, body):
+    """What a refusal said, short and plain."""
+    try:
+        data = json.loads(body)
+        text = data.get("error_description") or data.get("error") or data.get("message") or data
+        if isinstance(text, (dict, list)):
+            text = json.dumps(text)
+    except (ValueError, AttributeError):
+        text = body.decode("utf-8", "replace")
+    text = re.sub(r"\s+", " ", str(text)).strip()
+    return f"HTTP {status}" + (f": {text[:200]}" if text else "")
+
+
+def access_token(credentials, scopes, timeout=TIMEOUT):
+    """An access token for ``scopes`` by the client credentials grant with a signed assertion."""
+    form = urllib.parse.urlencode({"grant_type": "client_credentials", "client_assertion_type": ASSERTION_TYPE,
+                                   "client_assertion": credentials.assertion(), "scope": " ".join(scopes)})
+    status, _, body = _request("POST", credentials.token_url, data=form.encode(), timeout=timeout,
+                               headers={"Content-Type": "application/x-www-form-urlencoded",
+                                        "Accept": "application/json"})
+    if status != 200:
+        raise AgsError(status, f"the platform refused the tool an access token ({_why(status, body)})")
+    try:
+        token = json.loads(body)["access_token"]
+    except (ValueError, KeyError, TypeError):
+        raise AgsError(status, "the token endpoint's answer holds no access_token")
+    return token
+
+
+def scores_url(lineitem_url):
+    """The line item's score service: ``/scores`` after its path, its query kept (AGS 2.0 section 3.4)."""
+    parts = urllib.parse.urlsplit(lineitem_url)
+    return urllib.parse.urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/scores"))
+
+
+def _next_link(headers):
+    for part in (headers.get("Link") or "").split(","):
+        match = re.match(r'\s*<([^>]+)>\s*;.*rel="?next"?', part)
+        if match:
+            return match.group(1)
+    return None
+
+
+class AgsClient:
+    """The line item and score services of one context (its ``lineitems`` URL)."""
+    SCOPES = (SCOPE_LINEITEM, SCOPE_LINEITEM_READONLY, SCOPE_SCORE)
+
+    def __init__(self, lineitems_url, credentials, timeout=TIMEOUT):
+        self.lineitems_url, self.credentials, self.timeout = lineitems_url, credentials, timeout
+        self._token = None
+
+    def token(self, fresh=False):
+        if fresh or self._token is None:
+            self._token = access_token(self.credentials, self.SCOPES, self.timeout)
+        return self._token
+
+    def _call(self, method, url, body=None, content_type=None, accept=None):
+        def once(fresh):
+            headers = {"Authorization": f"Bearer {self.token(fresh)}"}
+            if content_type:
+                headers["Content-Type"] = content_type
+            if accept:
+                headers["Accept"] = accept
+            data = json.dumps(body).encode() if body is not None else None
+            return _request(method, url, data=data, headers=headers, timeout=self.timeout)
+        status, headers, data = once(False)
+        if status == 401:  # the token may have expired: once more with a fresh one
+            status, headers, data = once(True)
+        return status, headers, data
+
+    def line_items(self, **filters):
+        """The context's line items (``resource_id=``, ``resource_link_id=``, ``tag=`` filter them, as AGS
+        defines; pages are followed)."""
+        url = self.lineitems_url
+        if filters:
+            split = urllib.parse.urlsplit(url)
+            query = urllib.parse.parse_qsl(split.query) + sorted(filters.items())
+            url = urllib.parse.urlunsplit(split._replace(query=urllib.parse.urlencode(query)))
+        items = []
+        while url:
+            status, headers, body = self._call("GET", url, accept=LINEITEMS_TYPE)
+            if status != 200:
+                raise AgsError(status, f"the platform refused its line items ({_why(status, body)})")
+            page = json.loads(body)
+            items.extend(page if isinstance(page, list) else [])
+            url = _next_link(headers)
+        return items
+
+    def find_or_create_line_item(self, assignment, maximum, resource_link_id=None):
+        """(line item, created): the one whose resourceId is ``assignment``, else a new one."""
+        found = [i for i in self.line_items(resource_id=assignment) if i.get("resourceId") == assignment]
+        if found:
+            return found[0], False
+        item = {"label": assignment, "scoreMaximum": maximum, "resourceId": assignment}
+        if resource_link_id:
+            item["resourceLinkId"] = resource_link_id
+        status, _, body = self._call("POST", self.lineitems_url, item, content_type=LINEITEM_TYPE,
+                                     accept=LINEITEM_TYPE)
+        if status not in (200, 201):
+            raise AgsError(status, f"the platform refused to create the line item {assignment} ({_why(status, body)})")
+        created = json.loads(body)
+        if not isinstance(created, dict) or not created.get("id"):
+            raise AgsError(status, f"the platform created the line item {assignment} but gave no id")
+        return created, True
+
+    def post_score(self, lineitem_url, user_id, given, maximum, timestamp):
+        """POST one score; returns (status, why) -- why is None when the platform took it."""
+        score = {"userId": user_id, "scoreGiven": given, "scoreMaximum": maximum, "timestamp": timestamp,
+                 "activityProgress": "Completed", "gradingProgress": "FullyGraded"}
+        status, _, body = self._call("POST", scores_url(lineitem_url), score, content_type=SCORE_TYPE)
+        return status, (None if 200 <= status < 300 else _why(status, body))
+
+
+# ------------------------------------------------------------------ one assignment to the LMS
+@dataclass
+class PostResult:
+    assignment: str
+    lineitem: str = None
+    created: bool = False
+    posted: dict = field(default_factory=dict)       # {student: points}
+    failed: dict = field(default_factory=dict)       # {student: why}
+    not_posted: dict = field(default_factory=dict)   # {student: why}: nothing to post (no submission)
+    log: str = None
+
+    @property
+    def ok(self):
+        return not self.failed
+
+    def lines(self):
+        """What ``course return A --lms`` prints."""
+        head = (f"{self.assignment}: {len(self.posted)} scores posted to the LMS"
+                + (f" (line item {self.lineitem}{', created' if self.created else ''})" if self.lineitem else ""))
+        out = [head]
+        out += [f"  FAILED {s}: {why}" for s, why in sorted(self.failed.items())]
+        out += [f"  not posted {s}: {why}" for s, why in sorted(self.not_posted.items())]
+        if self.log:
+            out.append(f"  log: {self.log}")
+        return out
+
+
+class _Log:
+    """JSON lines appended to ``path`` (created readable by its owner alone)."""
+
+    def __init__(self, path):
+        self.path = os.path.abspath(path)
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+
+    def write(self, **record):
+        record = {"time": datetime.now(timezone.utc).isoformat(timespec="milliseconds"), **record}
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "a") as f:
+            f.write(json.dumps(record) + "\n")
+
+
+def post_assignment(grades, assignment, lineitems_url, credentials, log_path, *, resource_link_id=None,
+                    timeout=TIMEOUT):
+    """Post ``assignment``'s scores from ``grades`` (``coursekit.lms_export.read_grades``) to the context whose line
+    items are at ``lineitems_url``. Returns a ``PostResult``; raises ``AgsError`` only when nothing could be posted
+    (no token, no line item)."""
+    maximum = dict(grades.assignments)[assignment]
+    log = _Log(log_path)
+    result = PostResult(assignment, log=log.path)
+    client = AgsClient(lineitems_url, credentials, timeout)
+    try:
+        item, result.created = client.find_or_create_line_item(assignment, maximum, resource_link_id)
+    except AgsError as exc:
+        log.write(event="lineitem", assignment=assignment, lineitems=lineitems_url, status=exc.status,
+                  error=exc.message)
+        raise
+    result.lineitem = item["id"]
+    log.write(event="lineitem", assignment=assignment, lineitem=item["id"], created=result.created,
+              scoreMaximum=item.get("scoreMaximum"))
+    timestamp = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    seen = {}  # LMS user id: the student posted for it (one score per LMS user)
+    for s in grades.students:
+        if not grades.submitted(s.id, assignment):
+            result.not_posted[s.id] = "no submission"
+            continue
+        if not s.lms_user_id:
+            result.failed[s.id] = "no LMS user id in the gradebook (they never launched from the LMS)"
+            continue
+        if s.lms_user_id in seen:
+            result.failed[s.id] = f"has the LMS user id of {seen[s.lms_user_id]}: not posted"
+            continue
+        seen[s.lms_user_id] = s.id
+        given = round(grades.score(s.id, assignment), 4)
+        try:
+            status, why = client.post_score(item["id"], s.lms_user_id, given, maximum, timestamp)
+        except AgsError as exc:
+            status, why = exc.status, exc.message
+        log.write(event="score", assignment=assignment, lineitem=item["id"], student=s.id, userId=s.lms_user_id,
+                  scoreGiven=given, scoreMaximum=maximum, timestamp=timestamp, status=status, ok=why is None,
+                  **({"error": why} if why else {}))
+        if why is None:
+            result.posted[s.id] = given
+        else:
+            result.failed[s.id] = why
+    return result

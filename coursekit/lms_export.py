@@ -1,0 +1,271 @@
+"""Grades for the LMS: the gradebook written as the import file each platform documents.
+
+``course export --lms canvas|moodle|generic [--out FILE] [ASSIGNMENT ...]`` runs it on a course folder, and the same
+writers are nbgrader export plugins (``nbgrader.plugins.ExportPlugin``), so from a course folder
+
+    nbgrader export --exporter coursekit.lms_export.CanvasExport --to canvas.csv --assignment "['03_softmax']"
+
+writes the same file (``MoodleExport``, ``GenericExport`` likewise).
+
+Every file holds points, never percentages: a student's score on an assignment is nbgrader's, the sum of its graded
+cells less any late penalty (never below 0), and a student with no submission scores 0, as in nbgrader's own CSV
+export. The formats, as each platform reads them:
+
+* **canvas** -- the Gradebook import CSV (Grades > Import; Canvas reads it with ``lib/gradebook_importer.rb``): the
+  header ``Student, ID, SIS User ID, SIS Login ID, Section`` and then one column per assignment; the row after it
+  starts with ``Points Possible`` and holds each assignment's maximum (Canvas takes it as the new assignment's points
+  possible). Canvas finds a student by ``ID`` (its own numeric user id: the student's ``lms_user_id`` in the gradebook
+  when it is one), else by ``SIS User ID`` / ``SIS Login ID`` (here the course's student id, the login), else by the
+  name, written as Canvas sorts it (``Last, First``). A column whose title matches no Canvas assignment becomes a new
+  assignment of that title. There is no total column: Canvas computes its own, and would take a "Total" column for an
+  assignment.
+* **moodle** -- the CSV grade import (Grades > Import > CSV file; ``grade/import/csv``): one row per student, nothing
+  else (Moodle takes every row as a student and refuses the whole file when one row matches no user), with
+  ``First name, Last name, Email address, Username, User ID`` and one column per assignment. On the import page
+  "Map from" ``Email address`` to ``useremail`` (or ``User ID`` to ``userid``: Moodle's LTI 1.3 ``sub`` is its user
+  id, which is what the gradebook keeps as ``lms_user_id`` for a student who came by LTI), and each assignment
+  column to its grade item or to "new grade item". Moodle keeps an item's maximum on the item (a new item is out of
+  100), so this command prints each assignment's maximum for the instructor to set.
+* **generic** -- one row per student, one column per assignment and a ``Total`` column, each headed with its
+  maximum: ``03_softmax (out of 16)``, ``Total (out of 40)``; before them ``Student ID, First name, Last name,
+  Email, LMS user ID``.
+
+An assignment that has no grades (no submission in the gradebook, or not in it at all) is refused by name and
+nothing is written. Names, emails and ids come from the roster or from the LMS at launch, so a student controls
+some of them: a text cell that a spreadsheet would run as a formula (starting with ``= + - @``, a tab or a carriage
+return) is written with a leading apostrophe, and the file is written whole or not at all.
+"""
+import csv
+import os
+import re
+import tempfile
+from dataclasses import dataclass, field
+
+from nbgrader.plugins import ExportPlugin
+
+PLATFORMS = ("canvas", "moodle", "generic")
+CANVAS_STUDENT_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
+CANVAS_POINTS_POSSIBLE = "Points Possible"
+MOODLE_STUDENT_COLUMNS = ["First name", "Last name", "Email address", "Username", "User ID"]
+GENERIC_STUDENT_COLUMNS = ["Student ID", "First name", "Last name", "Email", "LMS user ID"]
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+class NoGrades(ValueError):
+    """Assignments asked for that have no grades: their names are ``.assignments``."""
+
+    def __init__(self, assignments, known=()):
+        self.assignments = list(assignments)
+        have = f"; graded: {', '.join(known)}" if known else "; nothing is graded yet"
+        super().__init__(f"no grades for {', '.join(self.assignments) or 'any assignment'} in the gradebook{have} "
+                         f"(grade first: course grade); nothing was written")
+
+
+@dataclass(frozen=True)
+class Student:
+    id: str
+    first_name: str = ""
+    last_name: str = ""
+    email: str = ""
+    lms_user_id: str = ""
+
+
+@dataclass
+class ClassGrades:
+    """What an export writes: each assignment with its maximum, the students, and the points of each submission."""
+    assignments: list                              # [(assignment, max points)] in the order of the columns
+    students: list                                 # [Student], sorted by last name, first name, id
+    points: dict = field(default_factory=dict)     # {(student id, assignment): points} for the submissions
+    left_out: list = field(default_factory=list)   # assignments of the gradebook with no grades (not asked for)
+
+    def score(self, student, assignment):
+        """``student``'s points on ``assignment``: 0 when they submitted nothing (nbgrader's rule)."""
+        return self.points.get((student, assignment), 0.0)
+
+    def submitted(self, student, assignment):
+        return (student, assignment) in self.points
+
+    def total(self, student):
+        return sum(self.score(student, a) for a, _ in self.assignments)
+
+    @property
+    def max_total(self):
+        return sum(m for _, m in self.assignments)
+
+
+def read_grades(gb, assignments=(), students=()):
+    """The grades of ``assignments`` (default: every assignment with grades, in the gradebook's order) for
+    ``students`` (default: all) from nbgrader's ``Gradebook`` ``gb``. Raises ``NoGrades`` naming each asked
+    assignment that has none (and when no assignment has any)."""
+    in_gradebook = {a.name: a for a in gb.assignments}
+    graded = [name for name, a in in_gradebook.items() if a.submissions]
+    asked = [str(a) for a in assignments]
+    if asked:
+        missing = [a for a in asked if a not in graded]
+        if missing:
+            raise NoGrades(missing, graded)
+        chosen, left_out = list(dict.fromkeys(asked)), []
+    else:
+        if not graded:
+            raise NoGrades([], graded)
+        chosen, left_out = graded, [a for a in in_gradebook if a not in graded]
+    wanted = {str(s) for s in students}
+    roster = [Student(s.id, s.first_name or "", s.last_name or "", s.email or "", s.lms_user_id or "")
+              for s in gb.students if not wanted or s.id in wanted]
+    roster.sort(key=lambda s: (s.last_name.lower(), s.first_name.lower(), s.id))
+    grades = ClassGrades([(a, float(in_gradebook[a].max_score or 0.0)) for a in chosen], roster, left_out=left_out)
+    ids = {s.id for s in roster}
+    for a in chosen:
+        for sub in in_gradebook[a].submissions:
+            if sub.student_id in ids:
+                penalty = sub.late_submission_penalty or 0.0
+                grades.points[(sub.student_id, a)] = max(0.0, float(sub.score or 0.0) - penalty)
+    return grades
+
+
+# ------------------------------------------------------------------ cells
+def number(x):
+    """Points as the file writes them: at most 4 decimals, no trailing zeros (16, 2.5, 0.3333)."""
+    text = f"{round(float(x), 4):.4f}".rstrip("0").rstrip(".")
+    return "0" if text in ("-0", "") else text
+
+
+def text(value):
+    """A text cell: ``value`` (a name, an email, an id) that a spreadsheet will not run as a formula."""
+    value = "" if value is None else str(value)
+    return "'" + value if value.startswith(FORMULA_START) else value
+
+
+def canvas_name(s):
+    """The student as Canvas sorts its names, ``Last, First`` (or whichever it has, else the id)."""
+    if s.last_name and s.first_name:
+        return f"{s.last_name}, {s.first_name}"
+    return s.last_name or s.first_name or s.id
+
+
+def canvas_user_id(s):
+    """Canvas's ``ID`` column: its numeric user id, which the gradebook keeps as ``lms_user_id`` when the student
+    came by LTI with Canvas's ``$Canvas.user.id``; blank otherwise (Canvas then matches by login, then by name)."""
+    return s.lms_user_id if re.fullmatch(r"[0-9]+", s.lms_user_id or "") else ""
+
+
+# ------------------------------------------------------------------ the formats
+def canvas_rows(grades):
+    names = [a for a, _ in grades.assignments]
+    yield CANVAS_STUDENT_COLUMNS + names
+    yield [CANVAS_POINTS_POSSIBLE, "", "", "", ""] + [number(m) for _, m in grades.assignments]
+    for s in grades.students:
+        yield ([text(canvas_name(s)), canvas_user_id(s), "", text(s.id), ""]
+               + [number(grades.score(s.id, a)) for a in names])
+
+
+def moodle_rows(grades):
+    names = [a for a, _ in grades.assignments]
+    yield MOODLE_STUDENT_COLUMNS + names
+    for s in grades.students:
+        yield ([text(s.first_name), text(s.last_name), text(s.email), text(s.id), text(s.lms_user_id)]
+               + [number(grades.score(s.id, a)) for a in names])
+
+
+def generic_header(name, maximum):
+    return f"{name} (out of {number(maximum)})"
+
+
+GENERIC_HEADER = re.compile(r"^(?P<name>.*) \(out of (?P<max>[0-9.]+)\)$")
+
+
+def generic_rows(grades):
+    names = [a for a, _ in grades.assignments]
+    yield (GENERIC_STUDENT_COLUMNS + [generic_header(a, m) for a, m in grades.assignments]
+           + [generic_header("Total", grades.max_total)])
+    for s in grades.students:
+        yield ([text(s.id), text(s.first_name), text(s.last_name), text(s.email), text(s.lms_user_id)]
+               + [number(grades.score(s.id, a)) for a in names] + [number(grades.total(s.id))])
+
+
+ROWS = {"canvas": canvas_rows, "moodle": moodle_rows, "generic": generic_rows}
+
+
+def write(grades, platform, path):
+    """Write ``grades`` as ``platform``'s import file at ``path`` (UTF-8, whole or not at all); returns the path."""
+    path = os.path.abspath(path)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".lms-export-", suffix=".csv", dir=os.path.dirname(path))
+    try:
+        with os.fdopen(fd, "w", newline="", encoding="utf-8") as f:
+            csv.writer(f).writerows(ROWS[platform](grades))
+        os.chmod(tmp, 0o600)  # grades: the instructor's alone until they choose to share them
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return path
+
+
+def default_name(platform):
+    return f"{platform}_grades.csv"
+
+
+def summary(grades, platform, path):
+    """Lines that say what was written (and, for Moodle, the maxima its grade items need)."""
+    lines = [f"{platform}: {len(grades.students)} students x {len(grades.assignments)} assignments -> {path}"]
+    for a, maximum in grades.assignments:
+        submitted = sum(grades.submitted(s.id, a) for s in grades.students)
+        missing = len(grades.students) - submitted
+        lines.append(f"  {a}: out of {number(maximum)}, {submitted} of {len(grades.students)} submitted"
+                     + (f" ({missing} without a submission score 0)" if missing else ""))
+    if platform == "moodle":
+        lines.append("  Moodle keeps the maximum on the grade item: set each item's Maximum grade as above "
+                     "(a new grade item is out of 100)")
+    if grades.left_out:
+        lines.append(f"  left out, no grades yet: {', '.join(grades.left_out)}")
+    return lines
+
+
+def export_course(root, platform, out=None, assignments=()):
+    """``course export --lms``: write ``platform``'s file for the course folder ``root`` (default
+    ``<root>/lms/<platform>_grades.csv``); returns the lines to print. Raises ``NoGrades`` (nothing written) and
+    FileNotFoundError when the course has no gradebook."""
+    from .pipeline import gradebook
+    root = os.path.abspath(root)
+    if not os.path.isfile(os.path.join(root, "gradebook.db")):
+        raise FileNotFoundError(f"no gradebook in {root}: grade first (course grade)")
+    with gradebook(root) as gb:
+        grades = read_grades(gb, assignments)
+    path = write(grades, platform, out or os.path.join(root, "lms", default_name(platform)))
+    return summary(grades, platform, path)
+
+
+# ------------------------------------------------------------------ nbgrader's export plugins
+class LmsExportPlugin(ExportPlugin):
+    """Base of the three: ``--to`` (default ``<platform>_grades.csv``), ``--assignment``, ``--student``."""
+    platform = "generic"
+
+    def export(self, gradebook):
+        try:
+            grades = read_grades(gradebook, self.assignment, self.student)
+        except NoGrades as exc:
+            if hasattr(self.parent, "fail"):  # nbgrader's app: log it and exit 1
+                self.parent.fail(str(exc))
+            raise
+        path = write(grades, self.platform, self.to or default_name(self.platform))
+        for line in summary(grades, self.platform, path):
+            self.log.info(line)
+
+
+class CanvasExport(LmsExportPlugin):
+    """Canvas's gradebook import CSV."""
+    platform = "canvas"
+
+
+class MoodleExport(LmsExportPlugin):
+    """Moodle's CSV grade import."""
+    platform = "moodle"
+
+
+class GenericExport(LmsExportPlugin):
+    """One row per student, one column per assignment and the total, each out of its maximum."""
+    platform = "generic"
+
+
+EXPORTERS = {"canvas": CanvasExport, "moodle": MoodleExport, "generic": GenericExport}

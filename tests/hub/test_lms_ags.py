@@ -1,0 +1,202 @@
+"""Grades to the LMS by Assignment and Grade Services (coursekit/lms.py) against the LTI 1.3 test platform over HTTP
+on 127.0.0.1: the tool's signed client assertion buys an access token, the assignment's line item is found or
+created, each student's score is posted once and what the platform records equals the gradebook; a student whose
+score the platform refuses (401, 404, 422) is named and the others are still posted; every post is in the log.
+
+The class is a real nbgrader gradebook (tests/gradebooks.py), read with the exporter's reader.
+"""
+import json
+import os
+from datetime import datetime
+
+import pytest
+from gradebooks import build_gradebook
+from lti_platform import ASSERTION_TYPE, AGS_SCOPES, LtiPlatform
+
+from coursekit.lms import (AgsClient, AgsError, ToolCredentials, access_token, generate_key, load_key,
+                           post_assignment, scores_url)
+from coursekit.lms_export import read_grades
+from coursekit.pipeline import gradebook
+
+A = "03_softmax"
+CELLS = {A: {"softmax_basic": 2, "softmax_edge": 1, "log_softmax_basic": 2.5}}
+STUDENTS = {  # id: (first, last, email, lms_user_id = the sub of their launches)
+    "ada": ("Ada", "Lovelace", "ada@uni.example", "sub-ada"),
+    "bob": ("Bob", "Jones", "bob@uni.example", "sub-bob"),
+    "cy": ("Cy", "Young", "cy@uni.example", "sub-cy"),
+    "dee": ("Dee", "Ng", "dee@uni.example", "sub-dee"),
+    "eve": ("Eve", "Moss", "eve@uni.example", "sub-eve"),   # did not submit
+    "fay": ("Fay", "Roe", "fay@uni.example", ""),           # submitted, never launched from the LMS
+}
+SCORES = {"ada": {A: {"softmax_basic": 2, "softmax_edge": 1, "log_softmax_basic": 2.5}},
+          "bob": {A: {"softmax_basic": 1, "softmax_edge": 0, "log_softmax_basic": 1.5}},
+          "cy": {A: {"softmax_basic": 0, "softmax_edge": 1, "log_softmax_basic": 0}},
+          "dee": {A: {"softmax_basic": 2, "softmax_edge": 0, "log_softmax_basic": 0}},
+          "fay": {A: {"softmax_basic": 1, "softmax_edge": 1, "log_softmax_basic": 1}}}
+LATE = {("dee", A): 0.5}
+MAX = 5.5
+
+
+def points(student):
+    return max(0.0, sum(SCORES[student][A].values()) - LATE.get((student, A), 0.0))
+
+
+@pytest.fixture(scope="module")
+def grades(tmp_path_factory):
+    root = str(tmp_path_factory.mktemp("ags-course"))
+    build_gradebook(root, CELLS, STUDENTS, SCORES, LATE)
+    with gradebook(root) as gb:
+        return read_grades(gb, [A])
+
+
+@pytest.fixture
+def tool_key(tmp_path):
+    path = tmp_path / "tool-key.pem"
+    jwk = generate_key(str(path))
+    return load_key(str(path)), jwk, path
+
+
+@pytest.fixture
+def lms(tool_key):
+    """A platform with the course's context, every student with an LMS id enrolled as a learner, and the tool
+    registered with its public key."""
+    _, jwk, _ = tool_key
+    with LtiPlatform() as platform:
+        platform.add_context("course-1", "ENC101")
+        for sid, (first, last, email, sub) in STUDENTS.items():
+            if sub:
+                platform.add_user(sub, first, last, email)
+                platform.enroll(sub, "course-1", "Learner")
+        platform.register_tool("http://127.0.0.1:9/login", ["http://127.0.0.1:9/callback"], public_jwks=jwk)
+        yield platform
+
+
+def credentials(lms, tool_key):
+    key, jwk, _ = tool_key
+    return ToolCredentials(lms.client_id, key, lms.token_url, kid=jwk["kid"])
+
+
+def read_log(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f]
+
+
+def test_the_key_file_is_the_tools_alone(tool_key):
+    _, jwk, path = tool_key
+    assert os.stat(path).st_mode & 0o777 == 0o600
+    assert jwk["kty"] == "RSA" and jwk["alg"] == "RS256" and jwk["kid"] and "d" not in jwk  # public half only
+
+
+def test_the_signed_assertion_buys_a_token_with_the_scopes_asked(lms, tool_key):
+    """The client credentials grant with the tool's signed JWT (iss = sub = client id, aud = the token URL, a fresh
+    jti): the platform verifies it with the registered public key and grants the AGS scopes asked for; an assertion
+    signed by a key the platform does not know buys nothing."""
+    creds = credentials(lms, tool_key)
+    assert access_token(creds, AGS_SCOPES)
+    assert access_token(creds, AGS_SCOPES)  # each assertion has its own jti, so asking again works
+    stranger = ToolCredentials(lms.client_id, load_key(_other_key_pem()), lms.token_url)
+    with pytest.raises(AgsError) as refused:
+        access_token(stranger, AGS_SCOPES)
+    assert refused.value.status == 401 and "refused the tool an access token" in str(refused.value)
+    assert [r["status"] for r in lms.refused if r["path"] == "/token"] == [401]
+
+
+def test_an_assertion_is_good_once(lms, tool_key):
+    """The platform keeps the jti of each assertion: the same assertion sent twice is refused the second time."""
+    import requests
+    creds = credentials(lms, tool_key)
+    form = {"grant_type": "client_credentials", "client_assertion_type": ASSERTION_TYPE,
+            "client_assertion": creds.assertion(), "scope": " ".join(AGS_SCOPES)}
+    assert requests.post(lms.token_url, data=form, timeout=10).status_code == 200
+    assert requests.post(lms.token_url, data=form, timeout=10).status_code == 401
+
+
+def test_each_score_is_posted_once_and_the_platform_records_the_gradebooks(lms, tool_key, grades, tmp_path):
+    """One assignment to the LMS: a line item labelled like it, out of its maximum, with it as resourceId; one score
+    per student who submitted (Completed, FullyGraded, a timestamp, their LMS user id) equal to the gradebook's
+    points; the student with no submission is not posted; the one with no LMS user id is named as failed; every
+    step is a line of the log."""
+    log = tmp_path / "ags.jsonl"
+    result = post_assignment(grades, A, lms.lineitems_url("course-1"), credentials(lms, tool_key), str(log))
+    assert result.created
+    assert lms.line_items("course-1") == [{"label": A, "scoreMaximum": MAX, "resourceId": A,
+                                           "id": result.lineitem}]
+    posted = {s: p for s, p in STUDENTS.items() if s in SCORES and p[3]}
+    assert lms.recorded("course-1", A) == {STUDENTS[s][3]: (points(s), MAX) for s in posted}
+    assert sorted(score["userId"] for score in lms.scores) == sorted(STUDENTS[s][3] for s in posted)  # once each
+    for score in lms.scores:
+        assert (score["activityProgress"], score["gradingProgress"]) == ("Completed", "FullyGraded")
+        assert datetime.fromisoformat(score["timestamp"]).tzinfo is not None
+        assert score["scoreMaximum"] == MAX
+    assert result.posted == {s: points(s) for s in posted}
+    assert result.posted["dee"] == 1.5  # 2, less the late penalty of 0.5
+    assert result.not_posted == {"eve": "no submission"}
+    assert list(result.failed) == ["fay"] and "no LMS user id" in result.failed["fay"]
+    assert not result.ok
+    lines = read_log(log)
+    assert lines[0]["event"] == "lineitem" and lines[0]["created"] is True and lines[0]["lineitem"] == result.lineitem
+    scores = {line["student"]: line for line in lines[1:]}
+    assert set(scores) == set(posted) and all(line["status"] == 204 and line["ok"] for line in scores.values())
+    assert {s: line["scoreGiven"] for s, line in scores.items()} == {s: points(s) for s in posted}
+    assert os.stat(log).st_mode & 0o777 == 0o600
+    text = "\n".join(result.lines())
+    assert "4 scores posted" in text and "FAILED fay" in text and "not posted eve: no submission" in text
+
+
+def test_a_second_run_finds_the_line_item_and_updates_the_scores(lms, tool_key, grades, tmp_path):
+    """Run again, the line item is found by its resourceId (not created twice) and each score is posted again."""
+    creds, url = credentials(lms, tool_key), lms.lineitems_url("course-1")
+    first = post_assignment(grades, A, url, creds, str(tmp_path / "log"))
+    again = post_assignment(grades, A, url, creds, str(tmp_path / "log"))
+    assert first.created and not again.created and again.lineitem == first.lineitem
+    assert len(lms.line_items("course-1")) == 1
+    assert again.posted == first.posted
+    assert len(read_log(tmp_path / "log")) == 2 * (1 + len(first.posted))
+
+
+@pytest.mark.parametrize("status", [401, 404, 422])
+def test_a_refused_score_names_the_student_and_the_rest_are_posted(lms, tool_key, grades, tmp_path, status):
+    """The platform refuses bob's score (401, 404 or 422): bob is named with the status, the log says so, and
+    every other score is posted and recorded."""
+    lms.refuse_scores("sub-bob", status)
+    log = tmp_path / "ags.jsonl"
+    result = post_assignment(grades, A, lms.lineitems_url("course-1"), credentials(lms, tool_key), str(log))
+    assert set(result.failed) == {"bob", "fay"} and result.failed["bob"].startswith(f"HTTP {status}")
+    assert set(result.posted) == {"ada", "cy", "dee"}
+    recorded = lms.recorded("course-1", A)
+    assert "sub-bob" not in recorded and recorded == {STUDENTS[s][3]: (points(s), MAX) for s in ("ada", "cy", "dee")}
+    bob = [line for line in read_log(log) if line.get("student") == "bob"]
+    assert len(bob) == 1 and bob[0]["status"] == status and bob[0]["ok"] is False and bob[0]["error"]
+    assert "FAILED bob: HTTP " + str(status) in "\n".join(result.lines())
+    tries = [r for r in lms.refused if r.get("userId") == "sub-bob"]
+    assert len(tries) == (2 if status == 401 else 1)  # a 401 is tried once more with a fresh token
+
+
+def test_a_platform_that_refuses_the_tool_posts_nothing(lms, grades, tmp_path):
+    """A tool key the platform does not know: no token, so no line item and no score; the error says the platform
+    refused the token, and the log records it."""
+    stranger = ToolCredentials(lms.client_id, load_key(_other_key_pem()), lms.token_url)
+    with pytest.raises(AgsError) as refused:
+        post_assignment(grades, A, lms.lineitems_url("course-1"), stranger, str(tmp_path / "log"))
+    assert refused.value.status == 401
+    assert lms.line_items("course-1") == [] and lms.scores == []
+    assert read_log(tmp_path / "log")[0]["status"] == 401
+
+
+def test_the_line_item_service_filters_and_needs_its_scope(lms, tool_key):
+    """The client lists line items by resource_id as AGS defines the filter, and the scores URL keeps the line
+    item's query (AGS 2.0: /scores after the path)."""
+    client = AgsClient(lms.lineitems_url("course-1"), credentials(lms, tool_key))
+    item, created = client.find_or_create_line_item("05_rnn", 38)
+    other, _ = client.find_or_create_line_item("06_encoder", 31)
+    assert created and client.line_items(resource_id="05_rnn") == [item]
+    assert {i["resourceId"] for i in client.line_items()} == {"05_rnn", "06_encoder"} and other != item
+    assert scores_url("https://lms.example/li/7?type_id=3") == "https://lms.example/li/7/scores?type_id=3"
+
+
+def _other_key_pem():
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
