@@ -5,9 +5,38 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: setup bytecode lab demo test test-fast test-figures capstone sync expected grade hub proxy bench clean
+.PHONY: setup bytecode lab demo test test-fast test-figures capstone sync expected grade hub proxy bench clean \
+        system-for-tests system-for-grading
 
 setup: $(STAMP)
+
+# What the machine must have beyond Python 3.11 (command:Debian package): grading runs student code in bubblewrap;
+# the tests also drive Debian's Chromium, make TLS certificates with openssl, run the hub's proxy with Node and create
+# Unix users (the hub tests run as root). As root, the missing packages are installed (apt-get); otherwise the
+# target stops at once with the one command that installs them, before anything runs.
+GRADING_NEEDS := bwrap:bubblewrap
+TEST_NEEDS    := $(GRADING_NEEDS) chromium:chromium openssl:openssl node:nodejs npm:npm useradd:passwd
+define need_system
+	@missing=$$(for need in $(1); do c=$${need%%:*}; p=$${need##*:}; \
+	    command -v $$c >/dev/null 2>&1 || [ -x /usr/sbin/$$c ] || [ -x /usr/bin/$$c ] || echo $$p; done | sort -u | xargs); \
+	if [ "$(2)" = root ] && [ "$$(id -u)" != 0 ]; then \
+	    echo "make $@: the hub tests create Unix users and start each user's server as that user, so the tests run as root:" >&2; \
+	    echo "    sudo make $@" >&2; \
+	    [ -z "$$missing" ] || echo "(as root it also installs what is missing: $$missing)" >&2; exit 2; fi; \
+	if [ -n "$$missing" ]; then \
+	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	        echo "installing what make $@ needs: $$missing"; \
+	        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || exit 2; \
+	    else \
+	        echo "make $@ needs $$missing, which this machine lacks: install it with" >&2; \
+	        echo "    sudo apt-get install -y $$missing" >&2; exit 2; fi; fi
+endef
+
+system-for-tests:
+	$(call need_system,$(TEST_NEEDS),root)
+
+system-for-grading:
+	$(call need_system,$(GRADING_NEEDS),any)
 
 # The course's own modules compiled once (quick when nothing changed): an editable install leaves them uncompiled,
 # and where PYTHONDONTWRITEBYTECODE is set each of the hundreds of kernels, sandboxes and commands that grading and
@@ -17,6 +46,7 @@ bytecode: setup
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; v = sys.version_info[:2]; sys.exit(0 if v == (3, 11) else "Python 3.11 is needed; this is %d.%d (set PYTHON=python3.11)" % v)'
+	@$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || { echo "Python's venv module is missing: sudo apt-get install -y python3.11-venv" >&2; exit 2; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	$(BIN)/pip install --quiet -c constraints.txt -e '.[test]'
@@ -27,18 +57,18 @@ lab: setup
 	$(BIN)/course lab
 
 ## headless equivalent: release every notebook, autograde sample submissions, check the scores
-demo: bytecode
+demo: system-for-grading bytecode
 	$(BIN)/course demo
 
 ## maintainers: the whole test suite, five groups side by side on 2 cores (they keep both cores busy while one
 ## waits on a browser, a hub, a time limit or a lock; the 15 slowest tests are listed at the end); the notebooks run
 ## with training capped (a reduced run): `make test-figures` trains them in full
-test: bytecode
+test: system-for-tests bytecode proxy
 	$(BIN)/python -m pytest -n 5 --dist loadgroup --no-loadscope-reorder --durations=15 -m "not figures"
 
 ## maintainers: the fast loop while you work: everything but what drives real nbgrader, Jupyter kernels,
 ## JupyterLab or the browser (make test runs those too)
-test-fast: bytecode
+test-fast: system-for-grading bytecode
 	$(BIN)/python -m pytest -n 2 --dist loadgroup --no-loadscope-reorder --durations=15 -m "not pipeline and not browser and not figures and not experiment"
 
 ## maintainers: the long experiment, one notebook at a time: every step of training, and the accuracy each states
@@ -58,7 +88,7 @@ sync: setup
 
 ## instructors: grade everything in course/submitted/<student>/<assignment>/ in parallel (one worker per core);
 ## make grade COURSE=dir ASSIGNMENTS="a b" for another course folder, or only some assignments
-grade: bytecode
+grade: system-for-grading bytecode
 	$(BIN)/course grade $(if $(COURSE),--course $(COURSE)) $(ASSIGNMENTS)
 
 ## instructors: the hub's proxy, configurable-http-proxy as pinned in hub/package-lock.json (Node 20+, from npm)
@@ -72,13 +102,18 @@ hub/node_modules/.bin/configurable-http-proxy: hub/package.json hub/package-lock
 hub: bytecode proxy
 	$(BIN)/course hub $(HUB_ARGS)
 
-bench: setup
-	$(BIN)/python bench/attention.py
-	$(BIN)/python bench/transformer.py
-	$(BIN)/python bench/kv_cache.py
-	$(BIN)/python bench/widgets.py
-	$(BIN)/python bench/isolation.py --assignments 03_softmax 05_rnn 09_kv_cache
-	$(BIN)/python bench/grading.py --sizes 10 40
+## maintainers: the benchmarks, each a ratio against a baseline measured in the same run; the results, with the date
+## and the machine, go to docs/bench/latest.md and latest.csv (git keeps the older ones)
+BENCH_RUN := $(VENV)/bench-run.csv
+bench: system-for-grading bytecode
+	@rm -f $(BENCH_RUN)
+	BENCH_RESULTS=$(abspath $(BENCH_RUN)) $(BIN)/python bench/attention.py
+	BENCH_RESULTS=$(abspath $(BENCH_RUN)) $(BIN)/python bench/transformer.py
+	BENCH_RESULTS=$(abspath $(BENCH_RUN)) $(BIN)/python bench/kv_cache.py
+	BENCH_RESULTS=$(abspath $(BENCH_RUN)) $(BIN)/python bench/widgets.py
+	BENCH_RESULTS=$(abspath $(BENCH_RUN)) $(BIN)/python bench/isolation.py --assignments 03_softmax 05_rnn 09_kv_cache
+	BENCH_RESULTS=$(abspath $(BENCH_RUN)) $(BIN)/python bench/grading.py --sizes 10 40
+	$(BIN)/python bench/results.py $(BENCH_RUN)
 
 clean:
 	rm -rf demo-output course/release course/autograded course/feedback course/gradebook.db course/.jupyter

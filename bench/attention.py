@@ -15,6 +15,7 @@ import torch.nn.functional as F
 from solutions.attention import causal_mask, masked_attention
 from solutions.softmax import softmax
 from timing import timed  # bench/timing.py, beside this script
+from results import record  # bench/results.py: what make bench writes
 
 
 def main():
@@ -32,11 +33,15 @@ def main():
         ref = timed(lambda: masked_attention(Q, K, V, mask), args.repeat, dev)
         base = timed(lambda: F.scaled_dot_product_attention(Q, K, V, attn_mask=mask), args.repeat, dev)
         print(f"{f'attention B={B} H={H} T={T} d={d}':<34} {ref * 1e3:>9.3f}ms {base * 1e3:>9.3f}ms {ref / base:>7.2f}")
+        record(f"attention ({dev})", f"masked attention B={B} H={H} T={T} d={d}", ref * 1e3, base * 1e3, ref / base,
+               "ms", "the reference's time / SDPA's")
     for shape in [(64, 1000), (256, 32000)]:
         x = torch.randn(*shape, generator=g).to(dev)
         ref = timed(lambda: softmax(x, dim=-1), args.repeat, dev)
         base = timed(lambda: torch.softmax(x, dim=-1), args.repeat, dev)
         print(f"{f'softmax {shape}':<34} {ref * 1e3:>9.3f}ms {base * 1e3:>9.3f}ms {ref / base:>7.2f}")
+        record(f"attention ({dev})", f"softmax {shape}", ref * 1e3, base * 1e3, ref / base, "ms",
+               "the reference's time / SDPA's")
 
 
 if __name__ == "__main__":

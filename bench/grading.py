@@ -29,6 +29,7 @@ import nbformat
 from coursekit.grading import grade_class
 from coursekit.pipeline import CourseCopy
 from coursekit.samples import answered, with_bug
+from results import record  # bench/results.py: what make bench writes
 
 
 def make_class(root, assignment, n):
@@ -77,6 +78,8 @@ def main(argv=None):
     print(f"{'submissions':>11} {'serial s/sub':>13} {'parallel s/sub':>15} {'ratio':>7}")
     for n, ts, tp, _ in rows:
         print(f"{n:>11} {ts / n:>13.2f} {tp / n:>15.2f} {ts / tp:>6.2f}x")
+        record("class grading", f"{n} submissions of {a}, {args.jobs} worker(s)", tp / n, ts / n, ts / tp,
+               "s a submission", "serial nbgrader autograde's time / course grade's (parallel)")
     if len(rows) > 1:
         (n0, s0, p0, _), (n1, s1, p1, _) = rows[0], rows[-1]
         print(f"from {n0} to {n1} submissions, seconds per submission: serial {s0 / n0:.2f} -> {s1 / n1:.2f}, "

@@ -25,6 +25,7 @@ import time
 import nbformat
 
 from coursekit.pipeline import CourseCopy, assignments
+from results import record  # bench/results.py: what make bench writes
 from coursekit.samples import answered, total_points
 
 
@@ -66,6 +67,8 @@ def main(argv=None):
     print(f"{'assignment':<20} {'baseline s/sub':>15} {'isolated s/sub':>15} {'ratio':>7}")
     for a, b, i, r, good in rows:
         print(f"{a:<20} {b:>15.1f} {i:>15.1f} {r:>6.2f}x{'' if good else '  WRONG SCORES'}")
+        record("grading sandbox", a, i, b, r, "s a submission",
+               "grading in the sandbox / grading without it (COURSE_ISOLATION=none)", "" if good else "WRONG SCORES")
     total_b = sum(r[1] for r in rows)
     total_i = sum(r[2] for r in rows)
     print(f"{'all':<20} {total_b:>15.1f} {total_i:>15.1f} {total_i / total_b:>6.2f}x")

@@ -27,6 +27,7 @@ import torch
 from coursekit.transformer import DecoderLM, TransformerConfig
 from solutions import decoder, encoder, kv_cache
 from timing import timed  # bench/timing.py, beside this script
+from results import record  # bench/results.py: what make bench writes
 
 PROMPT = 16
 
@@ -95,6 +96,8 @@ def main():
         diff = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
         same = "yes" if a == b else f"NO (first differs at new token {diff})"
         all_same &= a == b
+        record(f"KV cache ({dev})", f"{n} new tokens", t_cached, t_uncached, t_uncached / t_cached, "s",
+               "recomputing the whole text's time / the cached generation's", "same tokens" if a == b else "DIFFER")
         print(f"{n:>6} {t_cached:>9.3f}s {t_uncached:>9.3f}s {t_uncached / t_cached:>7.2f}   "
               f"{s['cached', 'start'] * 1e3:>9.2f}ms / {s['cached', 'end'] * 1e3:>7.2f}ms   "
               f"{s['uncached', 'start'] * 1e3:>10.2f}ms / {s['uncached', 'end'] * 1e3:>8.2f}ms   {same}")

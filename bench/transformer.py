@@ -16,10 +16,16 @@ from torch import nn
 from coursekit.transformer import weights_of
 from solutions import encoder, encoder_decoder
 from timing import timed  # bench/timing.py, beside this script
+from results import record  # bench/results.py: what make bench writes
+
+
+DEVICE = ["cpu"]  # the device main() measures on
 
 
 def row(name, ref, base):
     print(f"{name:<44} {ref * 1e3:>9.3f}ms {base * 1e3:>9.3f}ms {ref / base:>7.2f}")
+    record(f"transformer blocks ({DEVICE[0]})", name, ref * 1e3, base * 1e3, ref / base, "ms",
+           "the reference block's time / PyTorch's module's")
 
 
 def main():
@@ -28,6 +34,7 @@ def main():
     p.add_argument("--repeat", type=int, default=5)
     args = p.parse_args()
     dev, rep = args.device, args.repeat
+    DEVICE[0] = dev
     torch.manual_seed(0)
     print(f"device {dev}, torch {torch.__version__}, {torch.get_num_threads()} threads, best of {rep}")
     print(f"{'case':<44} {'reference':>11} {'PyTorch':>11} {'ratio':>7}")

@@ -34,6 +34,7 @@ from coursekit import blocks, data, transformer, widgets  # noqa: E402
 from coursekit.notebooks import solution_source  # noqa: E402
 from grader import EXERCISES  # noqa: E402
 from grader.course import NOTEBOOKS  # noqa: E402
+from results import record  # noqa: E402  (bench/results.py: what make bench writes)
 
 GOALS = {"sampling": 0.5}  # seconds; every other widget 0.3
 DEFAULT_GOAL = 0.3
@@ -220,6 +221,9 @@ def main():
             walls, cpus = [t for t, _ in times], [c for _, c in times]
             med, top = statistics.median(walls), max(walls)
             worst[name, control] = top
+            record("widgets", f"{name} / {control}", med, base, med / base, "s",
+                   "the median answer to one move / one plain figure drawn in the same run",
+                   f"max {top:.3f} s, goal {goal:.1f} s: {'within' if top <= goal else 'OVER'}")
             print(f"{name:<12} {control:<32} {med:>9.3f} {top:>9.3f} {statistics.median(cpus):>8.3f} "
                   f"{max(cpus):>8.3f} {med / base:>9.1f} {goal:>5.1f}  {'yes' if top <= goal else 'NO'}")
     slow = [f"{w} / {c}" for (w, c), t in worst.items() if t > GOALS.get(w, DEFAULT_GOAL)]

@@ -161,14 +161,14 @@ def test_trained_in_full_the_notebook_reaches_the_accuracy_it_states(path, tmp_p
 
 # ---------------------------------------------------------------- points by difficulty
 def test_the_readme_points_table_is_the_course_tables_and_every_graded_cell_carries_it():
-    """The README's table lists each exercise's points cell by cell as the course table sets them (d, ceil(d / 2)
+    """The course guide's table (docs/course.md) lists each exercise's points cell by cell as the course table sets them (d, ceil(d / 2)
     and 1 for the errors cell, for a difficulty d from 1 to 5), and every source notebook's graded cells are
     exactly the exercise's cells, carrying those points."""
     from grader import cells_of
     from grader.course import NOTEBOOKS as TABLE
     from grader.course import QUESTION_POINTS, cell_points
     readme = open(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                               "README.md")).read()
+                               "docs", "course.md")).read()
     for nb in TABLE.values():
         labels = {name: "+".join(f"{cell_points(name, c)}{'e' if c == 'errors' else ''}" for c in cells_of(name))
                   for name in nb.exercises if name not in nb.questions}
@@ -176,7 +176,7 @@ def test_the_readme_points_table_is_the_course_tables_and_every_graded_cell_carr
         asked = f"{len(nb.questions)} × {QUESTION_POINTS}"
         row = f"| `{nb.folder}` | " + ", ".join(f"`{n}` {label}" for n, label in labels.items()) + \
             f" | {asked} | {total} |"
-        assert row in readme, f"the README's points table lacks the row\n{row}"
+        assert row in readme, f"docs/course.md's points table lacks the row\n{row}"
     assert all(e == (b + 1) // 2 and 1 <= b <= 5 for nb in TABLE.values() for b, e in nb.exercises.values())
     for path in NOTEBOOKS:
         nb = nbformat.read(path, as_version=4)

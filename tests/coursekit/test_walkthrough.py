@@ -1,4 +1,4 @@
-"""The README's maintainer walk-throughs, followed step by step on a scratch copy of the course.
+"""The maintainers' guide's walk-throughs (docs/maintainers.md), followed step by step on a scratch copy of the course.
 
 Each ```python block of a walk-through starts with a comment saying where it goes
 (``# <path>: add at the end``, ``a new file``, ``add before the line `X```,
@@ -18,15 +18,15 @@ import pytest
 from coursekit import ROOT
 from grader.course import NOTEBOOKS
 
-README = os.path.join(ROOT, "README.md")
+GUIDE = os.path.join(ROOT, "docs", "maintainers.md")
 TESTS = os.path.join(ROOT, "tests")
 
 
 def walkthrough(name):
-    """The ```python blocks of the README's walk-through ``name``."""
-    text = open(README).read()
+    """The ```python blocks of the maintainers' guide's walk-through ``name``."""
+    text = open(GUIDE).read()
     start = f"<!-- walkthrough: {name}"
-    assert start in text, f"the README has no walk-through {name!r}"
+    assert start in text, f"the maintainers' guide has no walk-through {name!r}"
     body = text.split(start, 1)[1].split("<!-- /walkthrough -->", 1)[0]
     return re.findall(r"```python\n(.*?)```", body, re.S)
 
@@ -70,7 +70,7 @@ def scratch(tmp_path):
         shutil.copytree(os.path.join(ROOT, folder), root / folder, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(os.path.join(ROOT, "course", "source"), root / "course" / "source")
     shutil.copy(os.path.join(ROOT, "course", "nbgrader_config.py"), root / "course")
-    shutil.copy(README, root / "README.md")
+    shutil.copy(os.path.join(ROOT, "README.md"), root / "README.md")
     return str(root)
 
 
