@@ -79,7 +79,7 @@ test-figures: bytecode
 ## one per core at a time: 9 min 29 s on 2 cores; it prints its total) with the reference's prefix-LM mask: the table by source length
 ## (mean over the seeds), CPU ms per step and per token, and capstone_results.json (make test runs it reduced)
 capstone: setup
-	$(BIN)/python -m coursekit.capstone --out capstone_results.json
+	$(BIN)/python -m coursekit.capstone_command --out capstone_results.json
 
 ## maintainers: notebooks' answer/test cells from solutions/, and the grader's shipped expectations
 sync: setup

@@ -12,7 +12,7 @@ import argparse
 import torch
 import torch.nn.functional as F
 
-from solutions.attention import causal_mask, masked_attention
+from solutions.masks_attention import causal_mask, masked_attention
 from solutions.softmax import softmax
 from timing import timed  # bench/timing.py, beside this script
 from results import record  # bench/results.py: what make bench writes

@@ -24,7 +24,7 @@ import time
 
 import torch
 
-from coursekit.transformer import DecoderLM, TransformerConfig
+from learner.transformer import DecoderLM, TransformerConfig
 from solutions import decoder, encoder, kv_cache
 from timing import timed  # bench/timing.py, beside this script
 from results import record  # bench/results.py: what make bench writes

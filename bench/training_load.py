@@ -26,8 +26,8 @@ def worker(name, steps):
     import torch
     from torch import nn
 
-    from coursekit import capstone, data, rnn, transformer
-    from coursekit.training import progress, training_threads
+    from learner import capstone_runs as capstone, data, rnn_models as rnn, transformer
+    from learner.training import progress, training_threads
 
     task = data.make_date_task(n_train=20000, n_val=10, n_test=10, seed=0)
     if name == "08":

@@ -13,7 +13,7 @@ import argparse
 import torch
 from torch import nn
 
-from coursekit.transformer import weights_of
+from learner.transformer import weights_of
 from solutions import encoder, encoder_decoder
 from timing import timed  # bench/timing.py, beside this script
 from results import record  # bench/results.py: what make bench writes

@@ -2,7 +2,7 @@
 
     python bench/widgets.py [--repeat N] [--only temperature mask sampling cross kv]
 
-Every widget of ``coursekit.widgets`` is built the way its notebook builds it: the
+Every widget of ``learner.widgets`` is built the way its notebook builds it: the
 learner's functions are the reference's source compiled as notebook code (after the
 notebook's set-up cell), the models have the notebooks' sizes (random weights: an
 untrained model never writes <eos>, so every continuation is as long as it can be).
@@ -30,10 +30,10 @@ os.environ.setdefault("MPLBACKEND", "Agg")
 
 import torch  # noqa: E402
 
-from coursekit import blocks, data, transformer, widgets  # noqa: E402
-from coursekit.notebooks import solution_source  # noqa: E402
-from grader import EXERCISES  # noqa: E402
-from grader.course import NOTEBOOKS  # noqa: E402
+from learner import blocks, data, transformer, widgets  # noqa: E402
+from coursekit.sync import solution_source  # noqa: E402
+from learner.check import EXERCISES  # noqa: E402
+from learner.syllabus import NOTEBOOKS  # noqa: E402
 from results import record  # noqa: E402  (bench/results.py: what make bench writes)
 
 GOALS = {"sampling": 0.5}  # seconds; every other widget 0.3

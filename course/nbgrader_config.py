@@ -35,11 +35,11 @@ c.CourseDirectory.max_dir_size = 50_000  # kB
 # The exchange is untrusted input (coursekit/inbound.py): collect takes a folder as a student's only when that
 # student's account wrote it, never follows a link, and handles each student on their own; release closes the
 # exchange's course folder (inbound 3773: students add, never list); feedback goes out only as the pages grading
-# wrote, each readable by its student alone. A student's own submit (coursekit/submit.py) keeps it private.
+# wrote, each readable by its student alone. A student's own submit (learner/submit.py) keeps it private.
 c.ExchangeFactory.release_assignment = "coursekit.course_exchange.CourseReleaseAssignment"
 c.ExchangeFactory.collect = "coursekit.course_exchange.CourseCollect"
 c.ExchangeFactory.release_feedback = "coursekit.course_exchange.CourseReleaseFeedback"
-c.ExchangeFactory.submit = "coursekit.submit.PrivateSubmit"
+c.ExchangeFactory.submit = "learner.submit.PrivateSubmit"
 
 # The stub learners see in place of each solution region.
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}

@@ -6,17 +6,16 @@
   (nbgrader's student version: stubs, visible checks, no hidden tests), each
   stamped with the course version in its metadata, and ``DIR/notebooks/notation.md``,
   the notation page every notebook links;
-* ``DIR/package/``: an installable package, ``attention-course-student``, with
-  the grader's visible checks and their shipped expectations, and the learner
-  side of ``coursekit`` (data, plots, widgets, ready-made blocks, models);
+* ``DIR/package/``: an installable package, ``attention-course-student``: the learner's side, the package
+  ``learner`` copied whole (the visible checks and their shipped expectations, the widgets, data, plots, the
+  ready-made blocks and models, the syllabus, the student's side of the exchange);
 * ``DIR/VERSION`` and ``DIR/README.txt``.
 
-Left out: ``solutions/`` (the reference and the known mistakes), the hidden
-tests, the sample bugs of the course table (its instructor-only fields), and the
-instructor's files (the grading sandbox and judge, the nbgrader driver, the
-notebook sync, the sample submissions, the ``course`` command).
+Nothing is filtered by file name and no source is rewritten: what only the instructor may have is on the other side
+of the line, by where it stands (``coursekit/`` and ``grader/``: the ``course`` command and the grading machine;
+``solutions/``: the reference, its known mistakes and the sample bugs), and a test reads the learner's side's import
+graph so that no module of it reaches across.
 """
-import ast
 import os
 import shutil
 import tempfile
@@ -29,48 +28,21 @@ NOTATION = "notation.md"  # the notation page, beside the assignments' folders: 
 
 VERSION_KEY = "course_version"
 
-# what a student's install holds: the grader's learner side, and coursekit's
-STUDENT_FILES = {
-    "grader": ["__init__.py", "_safe.py", "compare.py", "course.py", "devices.py", "reference.py", "report.py",
-               "runner.py", "shipped.py", "cases/*.py", "expected/*.pt"],
-    "coursekit": ["__init__.py", "blocks.py", "capstone.py", "data.py", "drawings.py", "plots.py", "rnn.py",
-                  "submit.py", "training.py", "transformer.py", "widgets/*.py"],
-}
+# what a student's install holds: the learner's side, the package ``learner`` copied whole (a test reads its import
+# graph: it imports nothing of the instructor's side or the reference, so nothing needs leaving out)
+LEARNER = "learner"
 
 
 def course_version():
     """The course's version (pyproject.toml's), which the bundle and its notebooks record."""
-    from grader.course import version
+    from learner.syllabus import version
     return version()
-
-
-def without_instructor_fields(source):
-    """The course table's source with its instructor-only keyword arguments (``INSTRUCTOR_ONLY``) removed."""
-    from grader.course import INSTRUCTOR_ONLY
-    tree = ast.parse(source)
-    lines = source.splitlines(keepends=True)
-    starts = [0]
-    for line in lines:
-        starts.append(starts[-1] + len(line))
-    cuts = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            for kw in node.keywords:
-                if kw.arg in INSTRUCTOR_ONLY:
-                    begin = starts[kw.lineno - 1] + kw.col_offset
-                    end = starts[kw.end_lineno - 1] + kw.end_col_offset
-                    begin = source.rindex(",", 0, begin)  # the comma before the argument goes too
-                    cuts.append((begin, end))
-    for begin, end in sorted(cuts, reverse=True):
-        source = source[:begin] + source[end:]
-    ast.parse(source)
-    return source
 
 
 # The learner's package: what running the notebooks needs (JupyterLab, the kernel, ipywidgets, and what the notebooks
 # and the learner-side modules import). Any Python that PyTorch 2.13.0 has wheels for, from 3.11 up (3.11-3.14);
 # grading stays on the instructor's pinned 3.11. hatchling builds the wheel without writing into the bundle folder
-# (setuptools leaves build/ and an egg-info in it), and takes every file of the two packages, data included.
+# (setuptools leaves build/ and an egg-info in it), and takes every file of the package, data included.
 PYPROJECT = '''[build-system]
 requires = ["hatchling>=1.21"]
 build-backend = "hatchling.build"
@@ -91,7 +63,7 @@ dependencies = [
 ]
 
 [tool.hatch.build.targets.wheel]
-packages = ["grader", "coursekit"]
+packages = ["learner"]
 '''
 
 TESTED_PYTHONS = "3.11"  # what the bundle's test installs it on (tests/pipeline/test_bundle.py)
@@ -132,19 +104,9 @@ and the grading machinery are not in this bundle: your instructor grades with th
 
 
 def copy_package(package_dir):
-    import glob
-    for package, patterns in STUDENT_FILES.items():
-        src_root = os.path.join(ROOT, package)
-        for pattern in patterns:
-            for src in sorted(glob.glob(os.path.join(src_root, pattern))):
-                rel = os.path.relpath(src, src_root)
-                dest = os.path.join(package_dir, package, rel)
-                os.makedirs(os.path.dirname(dest), exist_ok=True)
-                if (package, rel) == ("grader", "course.py"):
-                    with open(src) as f, open(dest, "w") as g:
-                        g.write(without_instructor_fields(f.read()))
-                else:
-                    shutil.copy(src, dest)
+    """The learner's side, whole (no compiled files), into ``package_dir/learner``."""
+    shutil.copytree(os.path.join(ROOT, LEARNER), os.path.join(package_dir, LEARNER),
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
 
 
 def build(out):

@@ -6,7 +6,7 @@
     course demo       headless run of the whole pipeline: release, sample submissions, autograde, feedback
     course grade      instructors: release, grade every submission in course/submitted in parallel (Dask), feedback,
                       grades.csv, a summary naming every problem
-    course sync       create what grader/course.py adds, rewrite the answer and test cells (--check: report drift)
+    course sync       create what learner/syllabus.py adds, rewrite the answer and test cells (--check: report drift)
     course expected   rebuild the grader's shipped expected outputs (--check: report stale files)
     course validate   learners: run a notebook's checks; exits 1 when one fails (nbgrader validate exits 0)
     course bundle     instructors: the student bundle (released notebooks + a package without the answers)
@@ -214,11 +214,11 @@ def cmd_grade(args):
 
 
 def cmd_sync(args):
-    from .notebooks import drift, missing, sync
+    from .sync import drift, missing, sync
     if args.check:
         bad, absent = drift(), set(missing())
         for nb, gid in bad:
-            print(f"drift: {nb}: {gid} is in grader/course.py but not in the notebooks (run `course sync`)"
+            print(f"drift: {nb}: {gid} is in learner/syllabus.py but not in the notebooks (run `course sync`)"
                   if (nb, gid) in absent else f"drift: {nb}: cell {gid} differs from solutions/ (run `course sync`)")
         print("notebooks agree with solutions/" if not bad else f"{len(bad)} cell(s) drifted")
         return 1 if bad else 0
@@ -292,7 +292,7 @@ def cmd_bundle(args):
 
 def cmd_report(args):
     from .pipeline import gradebook
-    from .report import as_table, collect, collect_overview, overview_table, write, write_overview
+    from .class_report import as_table, assignment_report, class_overview, overview_table, write, write_overview
     root = os.path.abspath(args.course)
     if not os.path.exists(os.path.join(root, "gradebook.db")):
         print(f"no gradebook in {root}: grade first (`course grade`)")
@@ -305,11 +305,11 @@ def cmd_report(args):
         return 2
     out = args.out or os.path.join(root, "report")
     for assignment in args.assignment or graded:
-        report = collect(root, assignment)
+        report = assignment_report(root, assignment)
         html_path, csv_path = write(report, out)
         print(as_table(report))
         print(f"  -> {_shown(html_path)}, {_shown(csv_path)}\n")
-    overview = collect_overview(root, args.assignment or graded)
+    overview = class_overview(root, args.assignment or graded)
     index = write_overview(overview, out)
     print(overview_table(overview))
     print(f"  -> {_shown(index)}")
@@ -335,7 +335,7 @@ def _shown(path):
 
 
 def cmd_expected(args):
-    from grader.build import main
+    from coursekit.expected import main
     return main(["--check"] if args.check else [])
 
 

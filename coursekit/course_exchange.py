@@ -9,7 +9,7 @@ The exchange's course folder, as these classes leave it (``G``: the course folde
     <root>/<course>/outbound/    2755  released assignments: every student reads them
     <root>/<course>/inbound/     3773  a student may add a folder and enter one whose name they know; only G lists
                                        it, and only a folder's owner (or the instructor) removes or renames it
-    <root>/<course>/inbound/S+A+T+R/   2770 S:G, files 0640  (``coursekit.submit.PrivateSubmit``): S and G only
+    <root>/<course>/inbound/S+A+T+R/   2770 S:G, files 0640  (``learner.submit.PrivateSubmit``): S and G only
     <root>/<course>/feedback/    2771  students enter it, never list it
     <root>/<course>/feedback/<md5>.html  0640 with a POSIX ACL entry giving S read: S and G only
 

@@ -148,7 +148,7 @@ def collect(course_root, assignment, roster=None, out=print):
     from nbgrader.exchange import ExchangeError as NbgraderExchangeError
 
     from .course_exchange import CourseCollect
-    from .grading import collect as gradable
+    from .grading import gradable
     inbound, api = _inbound(course_root)
     if not os.path.isdir(inbound):
         out(f"nothing submitted: {assignment} has not been released to {os.path.dirname(inbound)} yet "

@@ -302,7 +302,7 @@ def role_settings(state, exchange, course):
             nbgrader = (f"c = get_config()  # noqa: F821\nc.CourseDirectory.course_id = 'attention-course'\n"
                         f"c.Exchange.root = {exchange!r}\n"
                         f"# a submission only its student and the instructors may read\n"
-                        f"c.ExchangeFactory.submit = 'coursekit.submit.PrivateSubmit'\n")
+                        f"c.ExchangeFactory.submit = 'learner.submit.PrivateSubmit'\n")
         else:
             nbgrader = (f"c = get_config()  # noqa: F821\n# the course folder's nbgrader_config.py is read on top\n"
                         f"c.CourseDirectory.root = {course!r}\n")

@@ -11,7 +11,7 @@ grading itself runs as root:
   (its files, the assignment's source notebook) and writes what comes back (gradebook, autograded, feedback, log);
 * this service checks who asks (the JupyterHub token of the instructor's server, asked of the hub: a student, a
   stranger or an instructor of another course is refused and named in the hub's log), then grades the submission
-  as ``course grade`` does on a worker (``coursekit.grading.worker.grade_submission``: real nbgrader, the sandboxed
+  as ``course grade`` does on a worker (``coursekit.grading.task.grade_submission``: real nbgrader, the sandboxed
   kernel, the trusted verdict), with the install's own ``nbgrader_config.py`` (never the course folder's, which the
   instructor may edit and which nbgrader would run as root), the sandbox always on, and only the settings that
   cannot weaken it taken from the request;
@@ -138,7 +138,7 @@ def make_app(config, client, api_url):
 
     from tornado import web
 
-    from .grading.worker import grade_submission
+    from .grading.task import grade_submission
     from .inbound import valid_student_id
 
     class Grade(web.RequestHandler):

@@ -5,22 +5,22 @@ reference source, so the submission is a learner's notebook with one mistake.
 """
 import copy
 
-from grader import EXERCISES
-from grader.course import NOTEBOOKS
+from learner.check import EXERCISES
+from solutions.sample_bugs import SAMPLE_BUGS
 
-from .notebooks import solution_source
+from .sync import solution_source
 
-# assignment -> (exercise, what the bug is, (old text, new text) in the reference source): the course table's
-# sample bugs (grader/course.py, instructor-only)
-ONE_BUG = {folder: nb.sample_bug for folder, nb in NOTEBOOKS.items() if nb.sample_bug is not None}
-ONE_BUG_COSTS = {folder: nb.sample_bug_costs for folder, nb in NOTEBOOKS.items() if nb.sample_bug is not None}
+# assignment -> (exercise, what the bug is, (old text, new text) in the reference source): the sample bugs
+# (solutions/sample_bugs.py, instructor-only)
+ONE_BUG = {folder: (bug.exercise, bug.what, bug.edit) for folder, bug in SAMPLE_BUGS.items()}
+ONE_BUG_COSTS = {folder: bug.costs for folder, bug in SAMPLE_BUGS.items()}
 
 
 def edited_source(name, old, new):
     src = solution_source(name)
     if old not in src:
         raise ValueError(f"the reference of {name} no longer contains {old!r}; update its sample bug in "
-                         f"grader/course.py")
+                         f"solutions/sample_bugs.py")
     return src.replace(old, new, 1)
 
 

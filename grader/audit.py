@@ -100,8 +100,7 @@ def _exit_code(exc):
 
 
 if __name__ == "__main__":  # the kernel's launcher: python -m grader.audit -f CONNECTION_FILE ...
-    import grader
-    grader.load()  # the grader and PyTorch, imported before the hook (the notebook's set-up cell uses both)
+    import learner.check  # noqa: F401  (the checks and PyTorch, imported before the hook: the set-up cell uses both)
     install()
     import runpy
     try:

@@ -43,9 +43,10 @@ from .worker import definitions  # noqa: F401  (the rule for what of a cell is k
 
 
 def run(request):
-    import grader  # first: the grader captures its primitives and the reference before student code exists
-    grader.load()
-    from grader import CheckFailed, remote, sandbox
+    import learner.check  # first: the checks capture their primitives and the reference before student code exists
+    from learner.check import CheckFailed
+
+    from . import remote, sandbox
 
     results, faults = {}, []
     worker = remote.Worker(request.get("prelude"), request["cells"], hide=ready_made(request["checks"]))
@@ -74,7 +75,7 @@ def run(request):
             printed = io.StringIO()
             try:
                 with contextlib.redirect_stdout(printed):
-                    grader.check(exercise, fn, part, seed=request.get("seed", 0))
+                    learner.check.check(exercise, fn, part, seed=request.get("seed", 0))
             except CheckFailed as exc:
                 results[cell_id] = (False, str(exc))
             except Exception as exc:
@@ -91,8 +92,8 @@ def ready_made(checks):
     """The course's ready-made versions ("module:function") of every exercise of the notebook these checks grade:
     none of them is in the sandbox while it is graded (``grader.sandbox.masked``), whatever route a student's code
     takes to them. (They are there for the notebooks after it.)"""
-    from .cases import EXERCISES
-    from .course import NOTEBOOKS
+    from learner.check.cases import EXERCISES
+    from learner.syllabus import NOTEBOOKS
     folders = sorted({EXERCISES[exercise].notebook for _, exercise, *_ in checks if exercise in EXERCISES})
     return [g for folder in folders for given in NOTEBOOKS[folder].given.values() for g in given]
 
@@ -113,11 +114,10 @@ def main():
 # ------------------------------------------------------------------ one judge per submission, forked
 def _warm():
     """Load, before any submission, what the checks would otherwise load on first use in every judge."""
-    import grader
-    grader.load()  # the reference and the grader's primitives, captured
+    import learner.check  # noqa: F401  (the reference and the checks' primitives, captured)
     import torch
 
-    from grader import devices
+    from learner.check import devices
     devices.spare_dynamo()  # the meta device's Python kernels would import torch._dynamo on their first call
     x = torch.ones(2, 3, device="meta")
     (x / 2).softmax(-1).masked_fill(x > 0, 0.0).matmul(x.T)  # no thread pool starts for the meta device

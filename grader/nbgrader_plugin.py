@@ -34,7 +34,7 @@ from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Integer, Unicode
 
 from . import audit, judge, sandbox, seeds
-from .course import version
+from learner.syllabus import version
 
 LOG_NAME = "grading_log.jsonl"
 

@@ -1,16 +1,12 @@
-"""The reference and the ready-made versions, captured when the grader is imported.
+"""The reference, as the grading machine provides it to the checks (``learner.check.hidden``).
 
-The course's first, read-only notebook cell imports the grader before any
-learner cell runs, so what is kept here is the genuine article even if learner
-code later replaces a module attribute. On a student's machine (or in the
-grading sandbox) there is no ``solutions`` package: ``REFERENCE`` is None and
-only the visible parts, which ship their expected outputs, can run.
+``provide`` is the instructor's install's entry point ``attention_course.reference`` (pyproject.toml): the checks call
+it when they are imported, before any learner code exists. It reads ``solutions/`` (each exercise's reference and
+known mistakes) and forbids a learner's function to call into it; where ``solutions/`` cannot be imported (a
+student's process on the hub, the grading sandbox) it provides nothing and only the visible parts run.
 """
 import importlib
 import os
-
-from . import _safe
-from .cases import EXERCISES
 
 
 def resolve(path, package="solutions"):
@@ -20,36 +16,19 @@ def resolve(path, package="solutions"):
     return getattr(importlib.import_module(f"{package}.{module}"), attr)
 
 
-def _load():
-    """({exercise: reference function}, {mistake path: function}), or None without ``solutions``."""
+def provide():
+    """({exercise: reference function}, {mistake path: function}), or None without a readable ``solutions``."""
     try:
         import solutions
-    except (ImportError, PermissionError):  # not installed; or closed to this user (a student on the course's hub)
+    except PermissionError:  # closed to this user (a student on the course's hub)
         return None
+    except ModuleNotFoundError as exc:
+        if exc.name != "solutions":  # the reference is there, and broken: say so
+            raise
+        return None  # not installed (a student's install, the grading sandbox)
+    from learner.check import _safe
+    from learner.check.cases import EXERCISES
     _safe.forbid_calls_into(os.path.dirname(os.path.abspath(solutions.__file__)))
     funcs = {name: resolve(ex.ref) for name, ex in EXERCISES.items()}
     mistakes = {m: resolve(m, "solutions.mistakes") for ex in EXERCISES.values() for m, _ in ex.mistakes}
     return funcs, mistakes
-
-
-REFERENCE = _load()
-_GIVEN = {}  # exercise -> {code object: "module.function"}, captured before learner code can replace them
-
-
-def capture_given(name):
-    """The code objects of the ready-made versions of exercise ``name`` (``Exercise.given``, from grader/course.py)."""
-    if name not in _GIVEN:
-        codes = {}
-        for path in EXERCISES[name].given:
-            module, _, attr = path.partition(":")
-            try:
-                codes[getattr(importlib.import_module(module), attr).__code__] = f"{module}.{attr}"
-            except (ImportError, AttributeError):  # not importable now: nothing captured, try again next time
-                return codes
-        _GIVEN[name] = codes
-    return _GIVEN[name]
-
-
-def available():
-    """True on a machine with the reference (the grading machine)."""
-    return REFERENCE is not None

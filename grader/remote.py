@@ -21,7 +21,9 @@ import sys
 import tempfile
 import time
 
-from . import _safe, audit, devices, processes, sandbox, wire
+from learner.check import _safe, devices
+
+from . import audit, processes, sandbox, wire
 
 GRACE = 5.0          # seconds past a call's limit on the clock (_safe.wall_limit) before the worker is stopped
 START_LIMIT = 120.0  # seconds the worker may take to start and define the student's functions

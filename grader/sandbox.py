@@ -166,7 +166,7 @@ def visible_paths():
         if p not in prefixes:
             prefixes.append(p)
     binds = list(prefixes)
-    for package in ("grader", "coursekit"):
+    for package in ("learner", "grader", "coursekit"):
         d = _package_dir(package)
         if d and not any(_inside(d, b) for b in binds):
             binds.append(d)

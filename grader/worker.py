@@ -152,7 +152,8 @@ def _outgoing(value):
     """Tensors detached (a Parameter becomes a plain tensor), torch.Size a tuple; then plain or NotPlain."""
     import torch
 
-    from grader import _safe, wire
+    from grader import wire
+    from learner.check import _safe
 
     def norm(v):
         if isinstance(v, torch.Size):
@@ -170,7 +171,7 @@ def _outgoing(value):
 
 
 def _describe(exc):
-    from grader import runner
+    from learner.check import runner
     try:
         message = str(exc)
     except Exception:
@@ -204,8 +205,9 @@ def _define(namespace, msg):
 
 
 def _call(namespace, msg, channel):
-    import grader
-    from grader import _safe, reference
+    import learner.check
+    from learner.check import _safe
+    from learner.check.given import capture_given
     call_id = msg["id"]
     reply = {"op": "result", "id": call_id}
     fn = namespace.get(msg["function"])
@@ -215,7 +217,7 @@ def _call(namespace, msg, channel):
         return reply
     args = _unmark(msg["args"], channel, call_id)
     kwargs = _unmark(msg["kwargs"], channel, call_id)
-    given = reference.capture_given(msg["exercise"]) if msg.get("exercise") in grader.EXERCISES else {}
+    given = capture_given(msg["exercise"]) if msg.get("exercise") in learner.check.EXERCISES else {}
     if not _warmed and _on_meta(args, kwargs):
         warm_up()
     try:
@@ -241,7 +243,7 @@ _warmed = []
 
 def _on_meta(args, kwargs):
     """Whether a call is the grader's device probe: inputs on PyTorch's meta device, or ``device="meta"``."""
-    from grader.devices import tensors
+    from learner.check.devices import tensors
     return str(kwargs.get("device")) == "meta" or any(t.device.type == "meta" for t in tensors((args, kwargs)))
 
 
@@ -275,8 +277,7 @@ def main():
     sys.stdin = open(os.devnull)
     sys.stdout = open(os.devnull, "w")
     sys.path[:] = [p for p in sys.path if p not in ("", ".", os.getcwd())]
-    import grader
-    grader.load()  # captures its primitives and the reference before any student code exists, and before the hook
+    import learner.check  # noqa: F401  (its primitives captured before any student code exists, and before the hook)
     from grader import audit
     audit.install()
 
@@ -284,7 +285,8 @@ def main():
     threads = os.environ.get("COURSE_TORCH_THREADS")
     if threads:
         torch.set_num_threads(int(threads))
-    from grader import devices, wire  # noqa: F401
+    from grader import wire  # noqa: F401
+    from learner.check import devices  # noqa: F401
     devices.spare_dynamo()
 
     channel = _Channel(rx, tx)

@@ -11,6 +11,6 @@ D model width, d_k query/key width, d_v value width, V vocabulary size.
 Masks follow one convention everywhere: a boolean tensor where ``True`` means
 "may attend" (the convention of ``torch.nn.functional.scaled_dot_product_attention``).
 """
-from . import attention, decoder, dot_products, encoder, encoder_decoder, kv_cache, rnn, softmax, tokens
+from . import decoder, dot_products, encoder, encoder_decoder, kv_cache, masks_attention, rnn, softmax, tokens
 
-__all__ = ["tokens", "dot_products", "softmax", "attention", "rnn", "encoder", "decoder", "encoder_decoder", "kv_cache"]
+__all__ = ["tokens", "dot_products", "softmax", "masks_attention", "rnn", "encoder", "decoder", "encoder_decoder", "kv_cache"]

@@ -17,7 +17,7 @@ Shape letters as in notebook 06; the weight dicts are those of
 import torch
 import torch.nn.functional as F
 
-from .attention import masked_attention
+from .masks_attention import masked_attention
 from .encoder import merge_heads, multi_head_attention, split_heads
 
 

@@ -25,7 +25,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .attention import masked_attention
+from .masks_attention import masked_attention
 
 def split_heads(x, n_heads):
     """Cut the model width into ``n_heads`` heads of width d_k = D / n_heads.

@@ -11,7 +11,7 @@ d_h hidden width (the state h_t has d_h numbers), V target vocabulary size (V_sr
 source's).
 
 The weights are passed in as tensors, or as one dict ``params`` (see
-``coursekit.rnn.init_params``) with the keys
+``learner.rnn_models.init_params``) with the keys
 
     E_src (V_src, D)   W_x_enc (d_h, D)   W_h_enc (d_h, d_h)   b_enc (d_h,)
     E_tgt (V, D)       W_x_dec (d_h, D)   W_h_dec (d_h, d_h)   b_dec (d_h,)

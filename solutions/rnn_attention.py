@@ -10,7 +10,7 @@ that turn the decoder's state (the query) and an encoder state (a key) into d_a 
 Shape letters: B batch, T_x source length, d_enc the encoder's state width, d_dec the decoder's, d_a the
 additive score's hidden width, D embedding width, V target vocabulary size.
 
-The decoder's weights come as one dict ``params`` (see ``coursekit.rnn.init_attention_params``) with the keys
+The decoder's weights come as one dict ``params`` (see ``learner.rnn_models.init_attention_params``) with the keys
 
     E_tgt (V, D)          the target embeddings
     W_q (d_a, d_dec)      W_k (d_a, d_enc)      u (d_a,)      the additive score

@@ -13,7 +13,7 @@ BODY_ATTACKS = {
     ''',
     "call-the-reference-from-a-thread-guard-off": '''
         def softmax(x, dim=-1, temperature=1.0):
-            import threading, grader._safe as s
+            import threading, learner.check._safe as s
             s._reference_dirs.clear()
             box = {}
             def go():
@@ -40,8 +40,8 @@ BODY_ATTACKS = {
     ''',
     "patch-the-grader-at-call-time": '''
         def softmax(x, dim=-1, temperature=1.0):
-            import grader, grader.compare
-            grader.compare.compare = lambda *a, **k: None
+            import learner.check, learner.check.compare
+            learner.check.compare.compare = lambda *a, **k: None
             grader._problem = lambda *a, **k: None
             torch.allclose = lambda *a, **k: True
             return x * 0.5
@@ -163,6 +163,7 @@ import base64, io
 import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
+import learner.check
 fig, ax = plt.subplots(figsize=(2, 2))
 ax.plot([0, 1, 2], [0, 1, 4], label="my plot")
 buf = io.BytesIO(); fig.savefig(buf, format="png"); PNG = base64.b64encode(buf.getvalue()).decode()
@@ -188,29 +189,29 @@ def with_markup(nb, canary):
 
 
 # Routes to the course's ready-made version of an exercise (here masked_attention of notebook 04, whose ready-made
-# version is coursekit.blocks.masked_attention): while notebook 04 is graded it is not in the sandbox at all
+# version is learner.blocks.masked_attention): while notebook 04 is graded it is not in the sandbox at all
 # (grader.sandbox.masked), so each route reaches only a function that raises, or nothing.
 READY_MADE_ROUTES = {
     "direct-call": '''
         def masked_attention(Q, K, V, mask=None):
-            from coursekit.blocks import masked_attention as ready
+            from learner.blocks import masked_attention as ready
             return ready(Q, K, V, mask)
     ''',
     "copy-of-its-code": '''
         def masked_attention(Q, K, V, mask=None):
-            import types, coursekit.blocks as b
+            import types, learner.blocks as b
             f = b.masked_attention
             copy = types.FunctionType(f.__code__.replace(co_name="mine"), f.__globals__, "mine", f.__defaults__)
             return copy(Q, K, V, mask)
     ''',
     "functools-partial": '''
         def masked_attention(Q, K, V, mask=None):
-            import functools, coursekit.blocks as b
+            import functools, learner.blocks as b
             return functools.partial(b.masked_attention, Q)(K, V, mask)
     ''',
     "functools-wraps": '''
         def masked_attention(Q, K, V, mask=None):
-            import functools, coursekit.blocks as b
+            import functools, learner.blocks as b
             @functools.wraps(b.masked_attention)
             def inner(*a):
                 return b.masked_attention.__wrapped__(*a) if hasattr(b.masked_attention, "__wrapped__") else \
@@ -219,13 +220,13 @@ READY_MADE_ROUTES = {
     ''',
     "marshal-copy": '''
         def masked_attention(Q, K, V, mask=None):
-            import marshal, types, coursekit.blocks as b
+            import marshal, types, learner.blocks as b
             code = marshal.loads(marshal.dumps(b.masked_attention.__code__))
             return types.FunctionType(code, vars(b))(Q, K, V, mask)
     ''',
     "from-a-thread-profiler-off": '''
         def masked_attention(Q, K, V, mask=None):
-            import sys, threading, coursekit.blocks as b
+            import sys, threading, learner.blocks as b
             sys.setprofile(None); threading.setprofile(None)
             box = {}
             t = threading.Thread(target=lambda: box.update(v=b.masked_attention(Q, K, V, mask)))
@@ -234,30 +235,30 @@ READY_MADE_ROUTES = {
     ''',
     "from-a-generator": '''
         def masked_attention(Q, K, V, mask=None):
-            import coursekit.blocks as b
+            import learner.blocks as b
             return next(b.masked_attention(*a) for a in [(Q, K, V, mask)])
     ''',
     "through-map": '''
         def masked_attention(Q, K, V, mask=None):
-            import coursekit.blocks as b
+            import learner.blocks as b
             return list(map(b.masked_attention, [Q], [K], [V], [mask]))[0]
     ''',
     "profiler-replaced": '''
         def masked_attention(Q, K, V, mask=None):
-            import sys, coursekit.blocks as b
+            import sys, learner.blocks as b
             sys.setprofile(lambda *a: None)
             return b.masked_attention(Q, K, V, mask)
     ''',
     "exec-its-source": '''
         def masked_attention(Q, K, V, mask=None):
-            import inspect, coursekit.blocks as b
+            import inspect, learner.blocks as b
             ns = dict(vars(b))
             exec(compile(open(inspect.getsourcefile(b)).read(), "<mine>", "exec"), ns)
             return ns["masked_attention"](Q, K, V, mask)
     ''',
     "load-its-compiled-file": '''
         def masked_attention(Q, K, V, mask=None):
-            import glob, marshal, os, types, coursekit.blocks as b
+            import glob, marshal, os, types, learner.blocks as b
             for pyc in glob.glob(os.path.join(os.path.dirname(b.__file__), "__pycache__", "blocks*.pyc")):
                 data = open(pyc, "rb").read()
                 if len(data) > 16:
@@ -268,9 +269,9 @@ READY_MADE_ROUTES = {
     ''',
     "reload-the-module": '''
         def masked_attention(Q, K, V, mask=None):
-            import importlib, sys, coursekit.blocks as b
-            sys.modules.pop("coursekit.blocks", None)
-            fresh = importlib.import_module("coursekit.blocks")
+            import importlib, sys, learner.blocks as b
+            sys.modules.pop("learner.blocks", None)
+            fresh = importlib.import_module("learner.blocks")
             return importlib.reload(fresh).masked_attention(Q, K, V, mask)
     ''',
 }

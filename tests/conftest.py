@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from helpers import TOGETHER, as_learner
-from grader import EXERCISES, CheckFailed, check, parts_of
+from learner.check import EXERCISES, CheckFailed, check, parts_of
 
 
 if os.environ.get("PYTEST_XDIST_WORKER"):

@@ -14,9 +14,9 @@ import pytest
 import torch
 from torch import nn
 
-from coursekit.notebooks import solution_source
-from grader import EXERCISES, CheckFailed, check
-from grader.course import NOTEBOOKS
+from coursekit.sync import solution_source
+from learner.check import EXERCISES, CheckFailed, check
+from learner.syllabus import NOTEBOOKS
 
 DTYPES = [torch.float32, torch.float64]
 
@@ -141,8 +141,8 @@ BOS, EOS = 1, 2
 
 
 def rnn_params(V_src=7, V=6, D=3, H=5, seed=0, out_scale=1.0):
-    """coursekit.rnn's initial weights in float64, the output layer scaled by ``out_scale``."""
-    from coursekit import rnn as rnn_models
+    """learner.rnn_models's initial weights in float64, the output layer scaled by ``out_scale``."""
+    from learner import rnn_models
     p = rnn_models.init_params(V_src, V, D, H, seed=seed, dtype=torch.float64)
     p["W_out"] = p["W_out"] * out_scale
     return p

@@ -33,6 +33,6 @@ plain data).
 from .client import COURSE_ID, QUIET_DASK, _cluster, grade_class, local_cluster, record, security_from  # noqa: F401
 from .files import MAX_FILE_BYTES  # noqa: F401
 from .server import PASSED_ENV  # noqa: F401
-from .submissions import collect, course_payload, with_files  # noqa: F401
+from .submissions import course_payload, gradable, with_files  # noqa: F401
 from .summary import Problem, Summary, print_summary  # noqa: F401
-from .worker import grade_submission  # noqa: F401
+from .task import grade_submission  # noqa: F401

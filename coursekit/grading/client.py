@@ -17,9 +17,9 @@ import nbformat
 from .. import COURSE_DIR
 from .files import write_files
 from .server import PASSED_ENV
-from .submissions import collect, course_payload, with_files
+from .submissions import course_payload, gradable, with_files
 from .summary import Problem, Summary
-from .worker import grade_submission
+from .task import grade_submission
 
 from ..hub_grading import grade_by_service, on_the_hub
 from ..pipeline import COURSE_ID  # noqa: F401  (re-exported by coursekit.grading)
@@ -191,7 +191,7 @@ def grade_class(course_root=COURSE_DIR, assignments=None, *, jobs=None, schedule
     summary.problems = [Problem("(every student)", a, f"the assignment could not be released, so none of its "
                                                       f"submissions was graded: {why}")
                         for a, why in sorted(unreleased.items())]
-    tasks, problems = collect(course_root, set(assignments) if assignments else None, roster, only_students,
+    tasks, problems = gradable(course_root, set(assignments) if assignments else None, roster, only_students,
                               set(unreleased))
     summary.problems += problems
     passed = _passed_env(isolated, env)

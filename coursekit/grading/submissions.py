@@ -27,7 +27,7 @@ def _source_ids(source_dir):
     return out
 
 
-def collect(course_root, only=None, roster=None, students=None, unreleased=()):
+def gradable(course_root, only=None, roster=None, students=None, unreleased=()):
     """(tasks, problems): one task per submission that can be graded, and every problem found on the way.
 
     A task is plain data: ``{"student", "assignment", "folder", "ignored", "timestamp"}``; its files are read

@@ -1,4 +1,4 @@
-"""The known mistakes, one module per notebook (``solutions/mistakes/<topic>.py``, the topics of ``grader/course.py``).
+"""The known mistakes, one module per notebook (``solutions/mistakes/<topic>.py``, the topics of ``learner/syllabus.py``).
 
 Each function is a deliberately wrong variant of a reference function, with the
 reference's signature. The grader runs them on the same inputs as the learner's

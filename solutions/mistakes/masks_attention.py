@@ -1,4 +1,4 @@
-"""Known mistakes of notebook 04 (masks and attention): wrong variants of ``solutions/attention.py``.
+"""Known mistakes of notebook 04 (masks and attention): wrong variants of ``solutions/masks_attention.py``.
 
 The grader runs them on the same inputs as the learner's function; when the
 learner's output matches one of them, the failure message names the mistake.
@@ -9,7 +9,7 @@ import math
 
 import torch
 
-from .. import attention
+from .. import masks_attention as attention
 
 
 def causal_mask_transposed(T, device=None):

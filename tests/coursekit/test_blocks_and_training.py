@@ -1,12 +1,12 @@
-"""The ready-made blocks of coursekit.blocks against the reference, and training by steps (coursekit.training,
+"""The ready-made blocks of learner.blocks against the reference, and training by steps (learner.training,
 transformer.fit)."""
 
 import pytest
 import torch
 
-from coursekit import blocks, transformer
-from coursekit.transformer import encoder_block_weights
-from solutions import attention, encoder
+from learner import blocks, transformer
+from learner.transformer import encoder_block_weights
+from solutions import encoder, masks_attention as attention
 from helpers import (DTYPES, assert_all_close, assert_close, causal, cotangent, flatten, gen, grads, randn,
                      random_dict, valid_from_lengths, with_grad)
 
@@ -15,7 +15,7 @@ from helpers import (DTYPES, assert_all_close, assert_close, causal, cotangent, 
 D, H, FF = 8, 2, 16  # model width, heads, feed-forward width of the small blocks below
 
 
-# ---------------------------------------------------------------- coursekit.blocks, the given re-implementations
+# ---------------------------------------------------------------- learner.blocks, the given re-implementations
 
 def blocks_attention_inputs(g, dtype, T_q, T_k):
     Q = randn(g, 2, 3, T_q, 4, dtype=dtype, requires_grad=True)
@@ -27,7 +27,7 @@ def blocks_attention_inputs(g, dtype, T_q, T_k):
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("case", ["no_mask", "random", "fully_masked_rows", "empty_source"])
 def test_blocks_masked_attention_equals_the_reference(case, dtype):
-    """coursekit.blocks.masked_attention gives the reference's output, weights and input gradients, fully masked
+    """learner.blocks.masked_attention gives the reference's output, weights and input gradients, fully masked
     rows (zero weights, no NaN) and T_k = 0 included."""
     g = gen(7)
     T_q, T_k = 4, (0 if case == "empty_source" else 6)
@@ -51,7 +51,7 @@ def test_blocks_masked_attention_equals_the_reference(case, dtype):
 
 @pytest.mark.parametrize("n_heads", [1, 2, 4, 8])
 def test_blocks_split_and_merge_heads_equal_the_reference(n_heads):
-    """coursekit.blocks.split_heads / merge_heads give exactly the reference's tensors."""
+    """learner.blocks.split_heads / merge_heads give exactly the reference's tensors."""
     x = randn(gen(8), 3, 5, D)
     assert torch.equal(blocks.split_heads(x, n_heads), encoder.split_heads(x, n_heads))
     s = encoder.split_heads(x, n_heads)
@@ -86,7 +86,7 @@ BLOCKS_MHA_CASES = ["self_no_mask", "self_causal", "cross_padding", "cross_fully
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("case", BLOCKS_MHA_CASES)
 def test_blocks_multi_head_attention_equals_the_reference(case, dtype):
-    """coursekit.blocks.multi_head_attention gives the reference's output and per-head weights (fully masked rows:
+    """learner.blocks.multi_head_attention gives the reference's output and per-head weights (fully masked rows:
     zero weights and output b_o; T_k = 0 too), and, where every query has a key, the same gradients."""
     g = gen(9)
     T_q, T_k, mask = blocks_mha_case(case, g)
@@ -113,7 +113,7 @@ def test_blocks_multi_head_attention_equals_the_reference(case, dtype):
 
 
 def test_blocks_multi_head_attention_gradients_stay_finite_with_fully_masked_rows():
-    """Backpropagating through coursekit.blocks.multi_head_attention with a query that may attend to nothing gives
+    """Backpropagating through learner.blocks.multi_head_attention with a query that may attend to nothing gives
     finite gradients equal to the reference's (the course's "never NaN")."""
     g = gen(10)
     T_q, T_k, mask = blocks_mha_case("cross_fully_masked_rows", g)
@@ -131,7 +131,7 @@ def test_blocks_multi_head_attention_gradients_stay_finite_with_fully_masked_row
 @pytest.mark.parametrize("T,lengths", [(5, None), (5, [5, 3, 1]), (5, [5, 0, 2]), (0, None), (0, [0, 0, 0])],
                          ids=str)
 def test_blocks_encoder_block_equals_the_reference(T, lengths, dtype):
-    """coursekit.blocks.encoder_block gives the reference encoder_block's output (a fully padded sequence and T = 0
+    """learner.blocks.encoder_block gives the reference encoder_block's output (a fully padded sequence and T = 0
     too), and the same gradients when every sequence has a real token."""
     g = gen(11)
     p = with_grad(random_dict(lambda g: encoder_block_weights(g, D, FF), g, dtype))
@@ -227,7 +227,7 @@ def test_fit_obeys_the_graders_cap(monkeypatch, capsys):
 
 
 def test_training_threads_come_from_the_environment_and_are_given_back(monkeypatch):
-    from coursekit.training import THREADS, training_threads
+    from learner.training import THREADS, training_threads
     before = torch.get_num_threads()
     monkeypatch.delenv("COURSE_TRAIN_THREADS", raising=False)
     with training_threads() as n:
@@ -239,7 +239,7 @@ def test_training_threads_come_from_the_environment_and_are_given_back(monkeypat
 
 
 def test_step_cap_caps_only_downwards_and_says_so(monkeypatch, capsys):
-    from coursekit.training import step_cap
+    from learner.training import step_cap
     monkeypatch.delenv("COURSE_MAX_TRAIN_STEPS", raising=False)
     assert step_cap(2500) == 2500 and capsys.readouterr().out == ""
     monkeypatch.setenv("COURSE_MAX_TRAIN_STEPS", "30")

@@ -1,4 +1,4 @@
-"""Notebook 10's experiment (coursekit/capstone.py) and its task (data.make_diary_task; data.make_long_date_task, the
+"""Notebook 10's experiment (learner/capstone_runs.py) and its task (data.make_diary_task; data.make_long_date_task, the
 other variant): one budget for every run, lengths that say nothing about the format, verdicts that are greedy decoding's, costs measured in turns and
 in CPU time, bad input in words, and a reduced run whose wide-margin orderings hold (``make capstone`` runs it in
 full)."""
@@ -11,7 +11,7 @@ import os
 import pytest
 import torch
 
-from coursekit import capstone, data
+from learner import capstone_runs as capstone, data
 from solutions.capstone import prefix_lm_mask
 
 
@@ -215,7 +215,7 @@ def test_the_one_pass_verdict_is_greedy_decodings_on_a_briefly_trained_model():
     learn) is right on some dates only, so both verdicts occur. (The full run also decodes 64 test dates greedily
     for every run, the decoder-only ones included, and records how many verdicts agree.)"""
     kind = "rnn_attention"
-    from coursekit import transformer
+    from learner import transformer
     short = data.make_date_task(n_train=5000, n_val=10, n_test=200, seed=0)
     run = capstone.build(kind, 32, short, seed=0, prefix_mask=prefix_lm_mask)
     transformer.fit(run.model, run.loss, data.shuffled(short.train, 64, 0), steps=150, lr=1e-2,

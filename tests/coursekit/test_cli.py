@@ -11,9 +11,10 @@ import pytest
 from helpers import stop_group
 
 from coursekit import ROOT
-from grader import check
-from grader.report import CheckFailed
+from learner.check import check
+from learner.check.messages import CheckFailed
 from solutions.mistakes.softmax import softmax_no_max_subtraction
+import learner.check
 
 COURSE = [sys.executable, "-m", "coursekit"]
 
@@ -73,7 +74,9 @@ def test_readme_opens_with_the_two_commands_and_ci_runs_the_second():
     commands = [line.split("#")[0].strip() for line in block.splitlines() if line.strip()]
     assert commands == ["make lab", "make test"]
     ci = open(os.path.join(ROOT, ".ci", "run")).read()
-    assert re.search(r"^make test$", ci, re.M)
+    commands = [line for line in ci.splitlines() if line.strip() and not line.startswith("#")]
+    assert commands[-1] == "exec make test", ci  # the README's second command, and nothing before it but cd
+    assert all(c.startswith(("set ", "cd ")) for c in commands[:-1]), ci
 
 
 @pytest.mark.pipeline
@@ -124,7 +127,7 @@ def test_lab_serves_the_workspace_notebooks(tmp_path):
 def test_validate_exits_non_zero_when_a_check_fails_and_names_it(tmp_path):
     """`course validate` is the learner's self-check for scripts and CI: 0 when every check passes, 1 (with the
     failing check in words) when one fails, 2 for a file that is not there."""
-    from coursekit.notebooks import notebook_path
+    from coursekit.sync import notebook_path
     good = tmp_path / "good" / "03_softmax.ipynb"
     good.parent.mkdir()
     shutil.copy(notebook_path("03_softmax"), good)

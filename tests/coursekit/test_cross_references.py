@@ -11,8 +11,8 @@ import nbformat
 import pytest
 import torch
 
-from coursekit.notebooks import assignment_of, source_notebooks
-from grader import EXERCISES
+from coursekit.sync import assignment_of, source_notebooks
+from learner.check import EXERCISES
 
 NOTEBOOKS = source_notebooks()
 IDS = [os.path.basename(p) for p in NOTEBOOKS]
@@ -20,9 +20,11 @@ NUMBERS = [assignment_of(p).split("_")[0] for p in NOTEBOOKS]  # "01", ..., "05"
 
 # the names a notebook's code binds to modules (its set-up cell and its own imports)
 ROOTS = {"torch": torch, "F": torch.nn.functional, "nn": torch.nn, "math": importlib.import_module("math")}
-for module in ("data", "transformer", "plots", "blocks", "capstone", "widgets", "drawings", "rnn", "training"):
-    ROOTS[module] = importlib.import_module(f"coursekit.{module}")
-ROOTS["coursekit"] = importlib.import_module("coursekit")
+for module in ("data", "transformer", "plots", "blocks", "widgets", "drawings", "training"):
+    ROOTS[module] = importlib.import_module(f"learner.{module}")
+ROOTS["capstone"] = importlib.import_module("learner.capstone_runs")  # as notebook 10 imports it
+ROOTS["rnn"] = importlib.import_module("learner.rnn_models")  # as notebooks 05 and 05b import it
+ROOTS["learner"] = importlib.import_module("learner")
 
 
 def markdown(path):
@@ -48,7 +50,7 @@ def code_names(path):
 
 
 def _resolve(dotted):
-    """The object a dotted name of the course's code means (torch.where, data.make_batch, coursekit.rnn.Seq2Seq,
+    """The object a dotted name of the course's code means (torch.where, data.make_batch, learner.rnn_models.Seq2Seq,
     nn.MultiheadAttention, F.cross_entropy, ...), or None."""
     root, *rest = dotted.split(".")
     obj = ROOTS.get(root)
@@ -56,7 +58,7 @@ def _resolve(dotted):
         if obj is None:
             return None
         obj = getattr(obj, part, None)
-        if obj is None and root == "coursekit":  # a submodule not imported yet
+        if obj is None and root == "learner":  # a submodule not imported yet
             try:
                 obj = importlib.import_module(dotted[:dotted.index(part) + len(part)])
             except ImportError:
@@ -83,12 +85,12 @@ def _torch_names():
 
 
 def _corpus():
-    """Every identifier and string literal of the course's learner modules (coursekit), and of every notebook's code:
+    """Every identifier and string literal of the course's learner modules (learner), and of every notebook's code:
     the keys of the course's dicts (``tgt_out``, ``W_h_dec``), its file names and its formats count as defined."""
     import glob
     import tokenize
     words = set()
-    files = glob.glob(os.path.join(os.path.dirname(ROOTS["coursekit"].__file__), "**", "*.py"), recursive=True)
+    files = glob.glob(os.path.join(os.path.dirname(ROOTS["learner"].__file__), "**", "*.py"), recursive=True)
     for path in files:
         with open(path, "rb") as f:
             for tok in tokenize.tokenize(f.readline):
@@ -125,7 +127,7 @@ def _exists(name, defined):
 
 
 def _course_classes():
-    from coursekit import capstone, rnn, transformer
+    from learner import capstone_runs as capstone, rnn_models as rnn, transformer
     return [obj for m in (rnn, transformer, capstone) for obj in vars(m).values() if isinstance(obj, type)]
 
 
@@ -194,9 +196,9 @@ def test_the_notation_page_names_only_what_the_course_defines():
 def test_the_checks_catch_a_name_that_does_not_exist():
     """The checker is not a rubber stamp: a made-up function, a made-up module function and a notebook that does not
     exist are caught; the course's own names are found."""
-    prose = "Call `greedy_decoder(context)`, then `data.make_dates()` and `coursekit.rnn.Seq2Seq`; see notebook 11."
+    prose = "Call `greedy_decoder(context)`, then `data.make_dates()` and `learner.rnn_models.Seq2Seq`; see notebook 11."
     names = _named_functions(prose)
-    assert names == ["greedy_decoder", "data.make_dates", "coursekit.rnn.Seq2Seq"]
+    assert names == ["greedy_decoder", "data.make_dates", "learner.rnn_models.Seq2Seq"]
     assert [_exists(n, set()) for n in names] == [False, False, True]
     assert _exists("greedy_decode", set()) and _exists("data.make_batch", set()) and not _exists("run_encoder", set())
     assert "11" not in NUMBERS

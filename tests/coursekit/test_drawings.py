@@ -1,4 +1,4 @@
-"""coursekit.drawings: each picture is drawn from the sizes it is given (a changed size shows in the picture), refuses
+"""learner.drawings: each picture is drawn from the sizes it is given (a changed size shows in the picture), refuses
 sizes it cannot draw, and in a notebook shows as exactly one PNG output, with the inline backend of JupyterLab as
 with the Agg backend the grading sandbox sets (whose feedback pages keep a cell's PNG outputs)."""
 import matplotlib
@@ -6,7 +6,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from coursekit import drawings
+from learner import drawings
 
 matplotlib.use("Agg")
 
@@ -74,7 +74,7 @@ def test_in_a_notebook_a_picture_is_one_png_output_whatever_the_backend(backend,
     else:
         monkeypatch.delenv("MPLBACKEND", raising=False)
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("from coursekit import drawings\n"
+    nb.cells = [nbformat.v4.new_code_cell("from learner import drawings\n"
                                           "fig = drawings.transformer_block('encoder', 4, 64, 4, 128)")]
     NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
     outputs = nb.cells[0].outputs

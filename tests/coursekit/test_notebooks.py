@@ -8,8 +8,8 @@ import pytest
 from helpers import STATED_ACCURACY, run_outputs
 from nbclient import NotebookClient
 
-from coursekit.notebooks import assignment_of, drift, exercises_in, setup_source, source_notebooks
-from grader import EXERCISES, cells_of
+from coursekit.sync import assignment_of, drift, exercises_in, setup_source, source_notebooks
+from learner.check import EXERCISES, cells_of
 
 NOTEBOOKS = source_notebooks()
 IDS = [os.path.basename(p) for p in NOTEBOOKS]
@@ -164,9 +164,9 @@ def test_the_readme_points_table_is_the_course_tables_and_every_graded_cell_carr
     """The course guide's table (docs/course.md) lists each exercise's points cell by cell as the course table sets them (d, ceil(d / 2)
     and 1 for the errors cell, for a difficulty d from 1 to 5), and every source notebook's graded cells are
     exactly the exercise's cells, carrying those points."""
-    from grader import cells_of
-    from grader.course import NOTEBOOKS as TABLE
-    from grader.course import QUESTION_POINTS, cell_points
+    from learner.check import cells_of
+    from learner.syllabus import NOTEBOOKS as TABLE
+    from learner.syllabus import QUESTION_POINTS, cell_points
     readme = open(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                                "docs", "course.md")).read()
     for nb in TABLE.values():
@@ -189,7 +189,7 @@ def test_the_readme_points_table_is_the_course_tables_and_every_graded_cell_carr
 
 @pytest.mark.parametrize("difficulty", [0, 6, 2.5])
 def test_a_difficulty_outside_1_to_5_is_refused_naming_it(difficulty):
-    from grader.course import _points
+    from learner.syllabus import _points
     with pytest.raises(ValueError, match="1 to 5"):
         _points(toy=difficulty)
 
@@ -202,7 +202,7 @@ DRAWN = {"05_rnn": {"two_lengths", "rnn_encoder_decoder"}, "05b_rnn_attention": 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)
 def test_every_architecture_is_drawn_by_a_read_only_cell_before_its_equations(path):
-    """Each notebook that teaches an architecture draws it with coursekit.drawings in a read-only cell, placed before
+    """Each notebook that teaches an architecture draws it with learner.drawings in a read-only cell, placed before
     any display equation of its section (the section's heading and the picture come first), and its sizes come
     from the notebook's own variables (no drawing cell passes a size the model does not use: checked by reading
     the names the call passes)."""

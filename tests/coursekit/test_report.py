@@ -23,7 +23,7 @@ import pytest
 from sqlalchemy.exc import SAWarning
 
 from coursekit.cli import main
-from coursekit.report import (CSP, collect, collect_overview, histogram_figure, overview_table, plain, as_table,
+from coursekit.class_report import (CSP, assignment_report, class_overview, histogram_figure, overview_table, plain, as_table,
                               _width)
 
 EVIL = '<img src=x onerror="window.pwned=1">'                  # a student id that is markup
@@ -129,7 +129,7 @@ def total(student, a):
 
 
 def test_scores_are_out_of_their_totals_per_item_and_per_assignment(course, cli):
-    report = collect(course, A)
+    report = assignment_report(course, A)
     assert report.max_total == sum(CELLS[A].values()) == 7
     assert report.totals == {s: total(s, A) for s in SCORES}
     assert report.max_points == {"softmax": 3, "log_softmax": 2, "answer_temperature_top_probability": 1,
@@ -146,7 +146,7 @@ def test_scores_are_out_of_their_totals_per_item_and_per_assignment(course, cli)
 
 
 def test_histograms_count_students_in_integers_with_labelled_axes(course):
-    report = collect(course, A)
+    report = assignment_report(course, A)
     fig = histogram_figure(report)
     assert len(fig.axes) == len(report.scores)
     for ax, item in zip(fig.axes, report.scores):
@@ -159,7 +159,7 @@ def test_histograms_count_students_in_integers_with_labelled_axes(course):
 
 
 def test_questions_count_among_the_most_failed(course):
-    report = collect(course, A)
+    report = assignment_report(course, A)
     hardest = report.most_failed()
     failed = {item: report.failed_by(item) for item in report.scores if report.failed_by(item)}
     assert set(hardest) == set(failed)  # both questions and every exercise anyone failed
@@ -186,7 +186,7 @@ def test_the_terminal_tables_stay_aligned_for_long_names(cli):
 
 def test_the_class_overview_links_every_score_to_the_students_feedback(course, cli):
     out, report_dir = cli
-    overview = collect_overview(course)
+    overview = class_overview(course)
     assert overview.assignments == sorted(CELLS) and overview.students == sorted(SCORES)
     parsed = Page(open(os.path.join(report_dir, "index.html")).read())
     rows = {row[0]: row for row in parsed.rows[1:]}
@@ -210,7 +210,7 @@ def test_the_class_overview_links_every_score_to_the_students_feedback(course, c
 
 
 def test_the_instructor_sees_who_made_each_named_mistake(course, cli):
-    report = collect(course, A)
+    report = assignment_report(course, A)
     (key, students), = report.mistake_students.items()
     assert key[0] == "softmax" and students == sorted(MADE_THE_MISTAKE) and report.mistakes[key] == 2
     page = Page(open(os.path.join(cli[1], A + ".html")).read())

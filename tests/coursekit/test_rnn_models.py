@@ -1,14 +1,14 @@
-"""Notebook 05's models (coursekit.rnn), the date task (coursekit.data) and the notebook's helpers."""
+"""Notebook 05's models (learner.rnn_models), the date task (learner.data) and the notebook's helpers."""
 
 import nbformat
 import pytest
 import torch
 
 import solutions.rnn as rnn
-from coursekit import data
-from coursekit import rnn as rnn_models
-from coursekit.notebooks import SOURCE_DIR
-from grader import EXERCISES
+from learner import data
+from learner import rnn_models
+from coursekit.sync import SOURCE_DIR
+from learner.check import EXERCISES
 
 NOTEBOOK = "05_rnn"
 # the exercises, not the self-check questions
@@ -106,10 +106,10 @@ def test_vocabularies_follow_notebook_01_and_ids_round_trip():
 
 # ---------------------------------------------------------------- the notebook's helpers
 def test_the_notebook_imports_its_helpers_and_copies_none():
-    """init_params, Seq2Seq and GatedSeq2Seq come from coursekit.rnn; the notebook holds no copy of them."""
+    """init_params, Seq2Seq and GatedSeq2Seq come from learner.rnn_models; the notebook holds no copy of them."""
     nb = nbformat.read(f"{SOURCE_DIR}/{NOTEBOOK}/{NOTEBOOK}.ipynb", as_version=4)
     code = "\n".join(cell.source for cell in nb.cells if cell.cell_type == "code")
-    assert "from coursekit.rnn import" in code
+    assert "from learner.rnn_models import" in code
     assert not any(f"def {name}(" in code or f"class {name}(" in code for name in ("init_params", "Seq2Seq",
                                                                                       "GatedSeq2Seq"))
     assert "rnn_encode=rnn_encode" in code and "teacher_forced_logits=teacher_forced_logits" in code

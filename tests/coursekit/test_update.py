@@ -13,7 +13,7 @@ import pytest
 from helpers import stop_group
 
 from coursekit import ROOT
-from coursekit.notebooks import solution_source
+from coursekit.sync import solution_source
 from coursekit.pipeline import CourseCopy, assignments
 from coursekit.update import answer_cells, update_workspace
 

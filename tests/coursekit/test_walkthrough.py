@@ -16,7 +16,7 @@ import sys
 import pytest
 
 from coursekit import ROOT
-from grader.course import NOTEBOOKS
+from learner.syllabus import NOTEBOOKS
 
 GUIDE = os.path.join(ROOT, "docs", "maintainers.md")
 TESTS = os.path.join(ROOT, "tests")
@@ -92,9 +92,9 @@ def make_sync(root):
 
 GRADED = '''
 import json, sys
-from grader import CheckFailed, EXERCISES, check, parts_of
+from learner.check import CheckFailed, EXERCISES, check, parts_of
 from helpers import as_learner
-from coursekit.notebooks import drift, exercises_in, notebook_path
+from coursekit.sync import drift, exercises_in, notebook_path
 name, notebook, wrong = sys.argv[1], sys.argv[2], sys.argv[3]
 mine = as_learner({name: None})[name]
 passed = []

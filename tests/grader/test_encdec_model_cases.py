@@ -8,11 +8,12 @@ fails, saying what it recomputed.
 import pytest
 import torch
 
-import grader
-from coursekit.notebooks import solution_source
-from grader import EXERCISES, check
-from grader.cases import encoder_decoder as ex8
+import learner.check
+from coursekit.sync import solution_source
+from learner.check import EXERCISES, check
+from learner.check.cases import encoder_decoder as ex8
 from helpers import failure, learner_namespace
+from grader import reference
 
 NOTEBOOK = "08_encoder_decoder"
 
@@ -43,11 +44,11 @@ def test_the_toy_model_is_honest_every_mask_and_the_keys_and_values_change_its_l
 
 
 def test_the_shipped_cases_hold_toy_models_that_load_safely_and_give_the_live_references_results():
-    from grader.compare import same
+    from learner.check.compare import same
     for name in ("encdec_forward", "translation_loss", "greedy_translate"):
-        records = grader.load_expected(name)["parts"]["basic"]
+        records = learner.check.load_expected(name)["parts"]["basic"]
         assert records and all(isinstance(r["args"][0], ex8.ToyPart) for r in records)
-        ref = grader.resolve(EXERCISES[name].ref)
+        ref = reference.resolve(EXERCISES[name].ref)
         for r in records:
             assert same(r["expected"], ref(*r["args"], **r["kwargs"])), r["what"]
 
@@ -105,7 +106,7 @@ def encdec_forward(encode, cross_kv, run_decoder, src, src_valid, tgt_in, tgt_va
 
 
 def test_the_model_s_decode_kv_equals_decode_and_refuses_what_cross_kv_did_not_make():
-    from coursekit import data, transformer
+    from learner import data, transformer
     from solutions.encoder_decoder import encdec_decoder_block
     from solutions.encoder import embed_with_positions, encoder_block
     task = data.make_date_task(n_train=50, n_val=10, n_test=10, seed=0)

@@ -12,12 +12,13 @@ import types
 import pytest
 import torch
 
-import grader
+import learner.check
 from helpers import as_learner, mistakes_as_learner
-from grader import EXERCISES, CheckFailed, check
-from grader.build import stale
-from grader.course import NOTEBOOKS
+from learner.check import EXERCISES, CheckFailed, check
+from coursekit.expected import stale
+from learner.syllabus import NOTEBOOKS
 from helpers import failure
+import learner.check as checks  # the checks' module (a test's `learner` is a notebook's namespace)
 
 
 
@@ -37,38 +38,39 @@ def mistake_as_learner(mname, learner):
     return ns[fn_name]
 
 
-# ---------------------------------------------------------------- the course table (grader/course.py)
+# ---------------------------------------------------------------- the course table (learner/syllabus.py)
 def test_the_course_table_is_the_registry_notebook_by_notebook():
     """Each notebook's entry lists exactly the exercises its case module registers, and gives them their
-    notebook and ready-made versions; every notebook has its two modules."""
-    import dataclasses
+    notebook and ready-made versions; every notebook has its modules, and a sample bug (instructor-only, with the
+    reference) in one of its exercises."""
     import os
-    from grader.course import INSTRUCTOR_ONLY, SHIPS, Notebook
+
+    from coursekit import ROOT
+    from solutions.sample_bugs import SAMPLE_BUGS
     assert list(EXERCISES) == [name for nb in NOTEBOOKS.values() for name in nb.exercises]
-    assert set(SHIPS) | set(INSTRUCTOR_ONLY) == {f.name for f in dataclasses.fields(Notebook)}
-    assert not set(SHIPS) & set(INSTRUCTOR_ONLY)
-    root = os.path.dirname(os.path.dirname(os.path.abspath(grader.__file__)))
     for folder, nb in NOTEBOOKS.items():
-        assert os.path.exists(os.path.join(root, "grader", "cases", f"{nb.topic}.py"))
-        assert os.path.exists(os.path.join(root, "solutions", "mistakes", f"{nb.topic}.py"))
-        assert os.path.exists(os.path.join(root, "course", "source", folder, f"{folder}.ipynb"))
+        assert os.path.exists(os.path.join(ROOT, "learner", "check", "cases", f"{nb.topic}.py"))
+        assert os.path.exists(os.path.join(ROOT, "solutions", f"{nb.topic}.py"))
+        assert os.path.exists(os.path.join(ROOT, "solutions", "mistakes", f"{nb.topic}.py"))
+        assert os.path.exists(os.path.join(ROOT, "course", "source", folder, f"{folder}.ipynb"))
         assert set(nb.given) <= set(nb.exercises)
         for name in nb.exercises:
             assert EXERCISES[name].notebook == folder and EXERCISES[name].given == nb.given.get(name, ())
-        assert nb.sample_bug is None or nb.sample_bug.exercise in nb.exercises
+        assert SAMPLE_BUGS[folder].exercise in nb.exercises
+    assert set(SAMPLE_BUGS) == set(NOTEBOOKS)
 
 
 def test_the_course_tables_points_are_the_source_notebooks_points():
     import nbformat
-    from grader.course import cell_points
-    from coursekit.notebooks import source_notebooks
+    from learner.syllabus import cell_points
+    from coursekit.sync import source_notebooks
     for path in source_notebooks():
         nb = nbformat.read(path, as_version=4)
         points = {c.metadata["nbgrader"]["grade_id"]: c.metadata["nbgrader"]["points"] for c in nb.cells
                   if c.metadata.get("nbgrader", {}).get("grade")}
         entry = NOTEBOOKS[path.split("/")[-2]]
         assert points == {f"{name}_{cell}": cell_points(name, cell) for name in entry.exercises
-                          for cell in grader.cells_of(name)}, path
+                          for cell in learner.check.cells_of(name)}, path
 
 
 def test_every_ready_made_version_in_the_course_table_is_a_function():
@@ -83,15 +85,15 @@ def test_every_ready_made_version_in_the_course_table_is_a_function():
 @pytest.mark.parametrize("name", list(EXERCISES))
 def test_reference_written_as_learner_code_passes_every_part(name, learner, capsys):
     """The reference, compiled as a notebook cell, passes every part, printing one PASSED line each."""
-    for part in grader.parts_of(name):
+    for part in checks.parts_of(name):
         check(name, learner[name], part)
     out = capsys.readouterr()
-    assert out.out.count("PASSED") == len(grader.parts_of(name)) and out.err == ""
+    assert out.out.count("PASSED") == len(checks.parts_of(name)) and out.err == ""
 
 
 @pytest.mark.parametrize("name", list(EXERCISES))
 def test_shipped_expected_outputs_are_not_stale(name):
-    """grader/expected/<name>.pt equals what the reference computes now (`course expected` rebuilds it)."""
+    """learner/check/expected/<name>.pt equals what the reference computes now (`course expected` rebuilds it)."""
     assert stale(name) is None
 
 
@@ -159,8 +161,8 @@ SHOWN_IN_BASIC = [(name, m, why) for name, m, why in MODULE_MISTAKES
 @pytest.mark.parametrize("name,mname,why", SHOWN_IN_BASIC, ids=[m.split(":")[-1] for _, m, _ in SHOWN_IN_BASIC])
 def test_the_visible_basic_cases_tell_each_mistake_from_the_reference(name, mname, why):
     """Most shipped basic cases tell the mistake from the reference, and on at least one it is the mistake named."""
-    from grader.compare import same
-    records = grader.load_expected(name)["parts"]["basic"]
+    from learner.check.compare import same
+    records = learner.check.load_expected(name)["parts"]["basic"]
     differs = [r for r in records if not same(r["expected"], r["mistakes"][mname])]
     assert len(differs) >= len(records) // 2, f"{mname} agrees with the reference on most basic cases"
     named = [r for r in differs if r["mistakes"][mname] is not None and mname == next(
@@ -254,13 +256,13 @@ def test_a_raising_function_is_reported_with_its_error_and_every_case_still_runs
     """An exception becomes a message naming it; all cases are still counted."""
     fn = learner_fn("def softmax(x, dim=-1, temperature=1.0):\n    raise KeyError('boom')\n", "softmax")
     msg = failure("softmax", fn, "basic")
-    n = len(grader.load_expected("softmax")["parts"]["basic"])
+    n = len(learner.check.load_expected("softmax")["parts"]["basic"])
     assert "raised KeyError: 'boom'" in msg and f"{n} of {n} checks failed" in msg
 
 
 def test_a_hanging_function_is_stopped_and_reported(monkeypatch):
     """An infinite loop is interrupted at the time limit, reported, and the check returns."""
-    monkeypatch.setattr(grader._safe, "DEFAULT_TIME_LIMIT", 0.5)
+    monkeypatch.setattr(learner.check._safe, "DEFAULT_TIME_LIMIT", 0.5)
     fn = learner_fn("def softmax(x, dim=-1, temperature=1.0):\n    while True:\n        pass\n", "softmax")
     msg = failure("softmax", fn, "basic")
     assert "did not finish within 0.5 s" in msg
@@ -271,7 +273,7 @@ def test_the_time_limit_counts_computing_not_waiting():
     a call that only waits is stopped on the clock at _safe.WALL_FACTOR times the limit, one that computes at it."""
     import time
 
-    from grader import _safe
+    from learner.check import _safe
 
     def spin():
         while True:
@@ -305,7 +307,7 @@ def test_a_call_puts_back_the_callers_own_alarm():
     import signal
     import time
 
-    from grader import _safe
+    from learner.check import _safe
     rang = []
     timeout = signal.getitimer(signal.ITIMER_REAL)  # pytest-timeout's own, while this test has the alarm
     old = signal.signal(signal.SIGALRM, lambda *_: rang.append(time.monotonic()))
@@ -327,7 +329,7 @@ def test_a_call_puts_back_the_callers_own_alarm():
 
 STARVED = """
 import os, sys, time
-from grader import _safe
+from learner.check import _safe
 
 def compute():  # 0.8 s of CPU: under its limit of 1 s, but slowed past the clock's limit by the processes beside it
     start = time.process_time()
@@ -360,7 +362,7 @@ def test_a_correct_function_slowed_past_the_clocks_limit_by_a_busy_machine_is_no
     import subprocess
     import sys
 
-    from grader import _safe
+    from learner.check import _safe
     proc = subprocess.run([sys.executable, "-c", STARVED], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     timed_out, value, seconds = proc.stdout.split()
@@ -375,7 +377,7 @@ def test_a_call_past_its_limit_in_the_middle_of_an_import_is_stopped_after_the_i
     past its limit inside an import is stopped once the import is done; a call that goes on computing after it is
     still stopped."""
     import importlib
-    from grader import _safe
+    from learner.check import _safe
     (tmp_path / "slow_to_load.py").write_text(
         "import time\nstart = time.process_time()\nwhile time.process_time() - start < 0.6:\n    pass\nLOADED = True\n")
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -477,19 +479,19 @@ def test_calling_the_reference_is_a_failure():
 
 GIVEN_DELEGATIONS = [
     ("encoder_block", "def encoder_block(x, valid, params, n_heads):\n"
-                      "    from coursekit.blocks import encoder_block as f\n"
+                      "    from learner.blocks import encoder_block as f\n"
                       "    return f(x, valid, params, n_heads)\n"),
     ("split_heads", "def split_heads(x, n_heads):\n"
-                    "    import coursekit.blocks\n"
-                    "    return coursekit.blocks.split_heads(x, n_heads)\n"),
+                    "    import learner.blocks\n"
+                    "    return learner.blocks.split_heads(x, n_heads)\n"),
     ("sinusoidal_positions", "def sinusoidal_positions(T, D, base=10000.0, dtype=torch.float32, device=None):\n"
-                             "    from coursekit.transformer import sinusoidal_table\n"
+                             "    from learner.transformer import sinusoidal_table\n"
                              "    return sinusoidal_table(T, D).to(dtype)\n"),
     ("masked_attention", "def masked_attention(Q, K, V, mask=None):\n"
-                         "    from coursekit import blocks\n"
+                         "    from learner import blocks\n"
                          "    return blocks.masked_attention(Q, K, V, mask)\n"),
     ("decoder_block", "def decoder_block(x, valid, params, n_heads):\n"
-                      "    from coursekit import blocks\n"
+                      "    from learner import blocks\n"
                       "    return blocks.decoder_block(x, valid, params, n_heads)\n"),
 ]
 
@@ -507,7 +509,7 @@ def test_calling_the_courses_ready_made_version_is_a_failure(name, source, part)
 def test_ready_made_versions_stay_allowed_where_they_are_given():
     """Notebook 07's decoder_block may call the given multi_head_attention: only an exercise's own version is
     forbidden."""
-    from coursekit.notebooks import solution_source
+    from coursekit.sync import solution_source
     ns = {"torch": torch, "F": torch.nn.functional}
     exec(NOTEBOOKS["07_decoder"].setup, ns)
     exec(compile(solution_source("decoder_block"), "<cell>", "exec"), ns)
@@ -536,21 +538,21 @@ def test_visible_checks_work_without_the_solutions_package():
                     raise ImportError("no reference on a learner's machine")
         sys.meta_path.insert(0, Block())
         import inspect, textwrap
-        import grader
-        assert not grader.reference_available()
+        import learner.check
+        assert not learner.check.reference_available()
         src = open(sys.argv[1]).read()
         ns = {}
         exec("import math, torch\\nimport torch.nn.functional as F\\n", ns)
         exec(compile(src, "<cell>", "exec"), ns)
         for name in ("softmax", "masked_attention", "build_vocab"):
-            grader.check(name, ns[name], "basic")
-            grader.check(name, ns[name], "edge")
+            learner.check.check(name, ns[name], "basic")
+            learner.check.check(name, ns[name], "edge")
         try:
-            grader.check("softmax", ns["softmax"], "hidden")
+            learner.check.check("softmax", ns["softmax"], "hidden")
         except RuntimeError as e:
             print("HIDDEN:", e)
     ''')
-    from coursekit.notebooks import solution_source
+    from coursekit.sync import solution_source
     import tempfile
     with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as f:
         f.write("\n\n".join(solution_source(n) for n in ("softmax", "masked_attention", "build_vocab")))
@@ -580,7 +582,7 @@ def test_causal_leak_names_the_leaking_pair():
     ''', "masked_attention")
     msg = failure("masked_attention", fn, "edge")
     assert "the future leaks" in msg or "Other failing cases show" in msg
-    from grader.cases.masks_attention import _attn_no_future_leak
+    from learner.check.cases.masks_attention import _attn_no_future_leak
     leak = _attn_no_future_leak(fn)
     assert leak and re.search(r"position i=(\d+) changed when the token at j=(\d+)", leak), leak
     i, j = map(int, re.search(r"i=(\d+) .* j=(\d+)", leak).groups())
@@ -591,13 +593,13 @@ def test_causal_leak_names_the_leaking_pair():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_hidden_checks_run_on_cuda_too(learner, capsys):
     """With a GPU the hidden part also runs every case on CUDA (and still passes the reference)."""
-    assert "cuda" in grader.grading_devices()
+    assert "cuda" in checks.grading_devices()
     check("masked_attention", learner["masked_attention"], "hidden")
     check("softmax", learner["softmax"], "hidden")
 
 
 # Right on the CPU; on a GPU it reads past the end of a table, which trips an assertion inside the kernel: after one,
-# the process cannot use the GPU again (grader.devices.gpu_fault).
+# the process cannot use the GPU again (learner.check.devices.gpu_fault).
 SOFTMAX_TRIPPING_ON_CUDA = """
 def softmax(x, dim=-1, temperature=1.0):
     if x.is_cuda:
@@ -614,7 +616,7 @@ def test_a_cuda_error_in_the_sandboxed_worker_is_named_and_costs_only_its_own_ch
     the GPU machine, the worker runs unsandboxed: what is tested is the worker's process, not the sandbox.)"""
     import shutil
 
-    from coursekit.notebooks import setup_source, solution_source
+    from coursekit.sync import setup_source, solution_source
     from grader import remote
     if shutil.which("bwrap") is None:
         monkeypatch.setenv("COURSE_ISOLATION", "none")
@@ -637,7 +639,7 @@ def test_a_cuda_error_in_the_learners_own_kernel_is_named_in_words():
     code = f"""
 import textwrap
 from helpers import as_learner
-from grader import CheckFailed, check
+from learner.check import CheckFailed, check
 fn = as_learner({{"softmax": textwrap.dedent({SOFTMAX_TRIPPING_ON_CUDA!r})}})["softmax"]
 try:
     check("softmax", fn, "hidden")
@@ -670,7 +672,7 @@ def test_every_part_fails_on_the_released_stub(name):
     it passes either: a property check that could not call the function is not counted as passed."""
     def stub(*args, **kwargs):
         raise NotImplementedError()
-    for part in grader.parts_of(name):
+    for part in learner.check.parts_of(name):
         said = failure(name, stub, part)
         assert "not implemented yet" in said
         counts = re.match(r"FAILED \S+ \[\S+\]: (\d+) of (\d+) checks failed", said)  # absent for one check
@@ -680,10 +682,10 @@ def test_every_part_fails_on_the_released_stub(name):
 def test_a_function_that_looks_up_the_shipped_expectations_fails_every_graded_cell(learner):
     """The visible expectations ship with the grader; a lookup passes them but no hidden part."""
     fn = learner_fn('''
-        import grader
+        import learner.check
         def softmax(x, dim=-1, temperature=1.0):
             for part in ("basic", "edge"):
-                for rec in grader.load_expected("softmax")["parts"][part]:
+                for rec in learner.check.load_expected("softmax")["parts"][part]:
                     a = rec["args"][0]
                     if a.shape == x.shape and a.dtype == x.dtype and bool((a == x).all()) \\
                             and rec["kwargs"].get("dim", -1) == dim \\
@@ -743,26 +745,28 @@ def test_a_new_gradebook_is_stamped_with_nbgraders_alembic_head_without_a_subpro
 
 def test_the_processes_that_grade_a_class_without_a_check_never_import_pytorch():
     """The `course` client, the Dask workers, nbgrader's process and the nbgrader apps that load the course's plugin
-    import only the grader's light half: each would spend 2 CPU-s importing PyTorch for nothing. A notebook's set-up
-    cell (``from grader import check``) loads it all at once (as a first use of any of the grader's names, and the
-    sandboxed worker's ``grader.load()``, do): PyTorch, the cases, and every ready-made version captured."""
+    import only the instructor's side (coursekit, and the grading machine, grader), which never imports the learner's
+    checks: each would otherwise spend 2 CPU-s importing PyTorch for nothing. This needs no lazy loader: the split
+    itself keeps PyTorch out. A notebook's set-up cell (``from learner.check import check``) imports the checks, with
+    PyTorch, the cases and every ready-made version captured, before any learner code exists."""
     script = textwrap.dedent("""
         import json, sys
-        import coursekit.grading, coursekit.grading.server, coursekit.cli, coursekit.pipeline
-        import grader.nbgrader_plugin, grader.untrusted, grader.judge, grader.audit, grader.sandbox
+        import coursekit.grading, coursekit.grading.server, coursekit.cli, coursekit.pipeline, coursekit.exchange
+        import coursekit.course_exchange, coursekit.hub, coursekit.class_report, coursekit.hub_grading
+        import grader.nbgrader_plugin, grader.untrusted, grader.judge, grader.audit, grader.sandbox, grader.reference
         from grader import seeds, processes
         seeds.student_seed("ada", "03_softmax")
-        light = {"torch": "torch" in sys.modules, "loaded": grader._loaded,
-                 "absent": [hasattr(grader, n) for n in ("nothing_here", "not.a.module")]}
-        from grader import check
-        print(json.dumps({"light": light, "torch": "torch" in sys.modules, "loaded": grader._loaded,
-                          "captured": sorted(grader.reference._GIVEN)}))
+        light = {"torch": "torch" in sys.modules, "checks": "learner.check" in sys.modules}
+        from learner.check import check
+        import learner.check.given
+        print(json.dumps({"light": light, "torch": "torch" in sys.modules,
+                          "captured": sorted(learner.check.given._GIVEN)}))
     """)
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     run = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert run["light"] == {"torch": False, "loaded": False, "absent": [False, False]}, run
-    assert run["torch"] and run["loaded"], run
+    assert run["light"] == {"torch": False, "checks": False}, run
+    assert run["torch"], run
     assert set(run["captured"]) == set(EXERCISES), run  # every exercise's ready-made versions, before learner code
 
 

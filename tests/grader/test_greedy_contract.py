@@ -1,15 +1,16 @@
-"""The course's one contract of greedy decoding (grader/cases/common.py), the same in notebooks 05, 08 and 09:
+"""The course's one contract of greedy decoding (learner/check/cases/common.py), the same in notebooks 05, 08 and 09:
 what max_len means, what happens at <eos>, what max_len = 0 asks for. Each notebook's greedy decoder is graded
 against it with the same edge cases, in the same words, and the same property."""
 import pytest
 
-import grader
-from grader import EXERCISES
-from grader.cases import common
-from grader.cases import encoder_decoder as ex8
-from grader.cases import kv_cache as ex9
-from grader.cases import rnn as ex5
+import learner.check
+from learner.check import EXERCISES
+from learner.check.cases import common
+from learner.check.cases import encoder_decoder as ex8
+from learner.check.cases import kv_cache as ex9
+from learner.check.cases import rnn as ex5
 from helpers import failure, mistakes_as_learner
+from grader import reference
 
 # notebook's decoder: (its case module, its models, how a model is called, the item of its tokens in what it returns)
 DECODERS = {
@@ -51,7 +52,7 @@ def test_the_contracts_models_do_what_their_descriptions_say(name):
     """The mixed model's rows end where its description says, at different steps and before max_len = 20; the
     others never write <eos>, or write it first."""
     module, models, call, item = DECODERS[name]
-    ref = grader.resolve(EXERCISES[name].ref)
+    ref = reference.resolve(EXERCISES[name].ref)
     for kind, (what, model) in models().items():
         args, kwargs = call(model, 20)
         out = ref(*args, **kwargs)

@@ -17,10 +17,12 @@ import pytest
 import torch
 from attacks import BODY_ATTACKS, READY_MADE_ROUTES
 
-import grader
-from coursekit.notebooks import setup_source, solution_source
+import learner.check
+from coursekit import ROOT
+from coursekit.sync import setup_source, solution_source
 from coursekit.samples import edited_source
-from grader import EXERCISES, _safe, check, judge, remote, sandbox, wire
+from grader import judge, remote, sandbox, wire
+from learner.check import EXERCISES, _safe, check
 from helpers import failure
 
 
@@ -49,15 +51,15 @@ def worker_for(notebook, overrides=None):
 # ---------------------------------------------------------------- what the sandbox shows
 def test_the_sandbox_hides_the_reference_the_course_and_the_network(tmp_path):
     """Inside: no `solutions`, no course folder or gradebook, no network, a plain user, the grader importable."""
-    course_dir = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(grader.__file__))), "course")
+    course_dir = os.path.join(ROOT, "course")
     proc = run_in_sandbox(f'''
         import os, socket, importlib.util
         print("uid", os.getuid())
         print("solutions", importlib.util.find_spec("solutions") is not None)
         print("course", os.path.exists({course_dir!r}))
         print("root", os.access("/root", os.R_OK))
-        import grader
-        print("reference", grader.reference_available())
+        import learner.check
+        print("reference", learner.check.reference_available())
         try:
             socket.create_connection(("1.1.1.1", 53), timeout=3)
             print("network yes")
@@ -136,7 +138,7 @@ def test_the_reference_answers_pass_every_part_through_the_sandbox(notebook):
                 continue
             fn = w.function(name, name)
             assert fn is not None, f"{name} was not defined in the worker: {w.define_errors}"
-            for part in grader.parts_of(name):
+            for part in learner.check.parts_of(name):
                 check(name, fn, part)
         assert not w.faults, w.faults
 
@@ -170,7 +172,7 @@ def test_sparing_dynamo_leaves_what_pytorchs_kernels_compute_unchanged():
     ``spare_dynamo`` as without it, in two fresh processes; only the spared one never loads torch._dynamo."""
     script = textwrap.dedent("""
         import json, sys, torch, torch.nn.functional as F
-        from grader import devices
+        from learner.check import devices
         spared = devices.spare_dynamo() if sys.argv[1] == "spare" else 0
         g = torch.Generator().manual_seed(0)
         q, k, v = (torch.randn(2, 3, 4, 8, generator=g) for _ in range(3))
@@ -257,7 +259,7 @@ LOG_OF_SUM = '''
 def test_standard_log_softmax_formulations_pass_with_logits_near_1e4(src):
     """The tolerance grows with the logits' size (log-softmax is exact only to about eps x |x|)."""
     with worker_for("03_softmax", {"log_softmax": src}) as w:
-        for part in grader.parts_of("log_softmax"):
+        for part in learner.check.parts_of("log_softmax"):
             check("log_softmax", w.function("log_softmax", "log_softmax"), part)
 
 
@@ -296,7 +298,7 @@ def test_a_0_dim_cpu_tensor_mixes_with_any_device_and_is_allowed():
     from helpers import as_learner
     src = MASKED_ATTENTION_WITH_FILL.replace("FILL", 'torch.tensor(float("-inf"), dtype=scores.dtype)')
     fn = as_learner({"masked_attention": textwrap.dedent(src)})["masked_attention"]
-    for part in grader.parts_of("masked_attention"):
+    for part in learner.check.parts_of("masked_attention"):
         check("masked_attention", fn, part)
 
 
@@ -312,7 +314,7 @@ def test_course_grade_without_bwrap_stops_naming_the_package(monkeypatch, tmp_pa
 def _judge_request(notebook, overrides=None):
     names = [name for name, ex in EXERCISES.items() if ex.notebook == notebook]
     cells = [textwrap.dedent((overrides or {}).get(name) or solution_source(name)) for name in names]
-    checks = [[f"{name}_{part}", name, name, part] for name in names for part in grader.parts_of(name)]
+    checks = [[f"{name}_{part}", name, name, part] for name in names for part in learner.check.parts_of(name)]
     return {"prelude": setup_source(notebook), "cells": cells, "checks": checks, "seed": 5}
 
 
@@ -386,11 +388,11 @@ def test_a_notebooks_ready_made_versions_are_hidden_while_it_is_graded_and_there
     """What the judge hides is every ready-made version of the notebook's own exercises, and none of an earlier
     notebook's (which the later notebooks' set-up cells import)."""
     hidden_04 = judge.ready_made([["masked_attention_basic", "masked_attention", "masked_attention", "basic"]])
-    assert hidden_04 == ["coursekit.blocks:masked_attention"]
+    assert hidden_04 == ["learner.blocks:masked_attention"]
     hidden_06 = judge.ready_made([["encoder_block_basic", "encoder_block", "encoder_block", "basic"]])
-    from grader.course import NOTEBOOKS
+    from learner.syllabus import NOTEBOOKS
     assert set(hidden_06) == {g for gs in NOTEBOOKS["06_encoder"].given.values() for g in gs}
-    assert "coursekit.blocks:masked_attention" not in hidden_06  # 04's: 06's set-up cell imports it
+    assert "learner.blocks:masked_attention" not in hidden_06  # 04's: 06's set-up cell imports it
     assert judge.ready_made([["x", "softmax", "softmax", "basic"]]) == []
 
 
@@ -398,7 +400,7 @@ def test_a_notebooks_ready_made_versions_are_hidden_while_it_is_graded_and_there
 def test_the_ready_made_version_of_the_exercise_earns_nothing_by_any_route(hidden_04, route):
     """Copies of its code (FunctionType, marshal), wrappers (partial, wraps), calls from a thread, a generator or
     map, the profiler off or replaced, its source exec'd, its compiled file loaded, the module reloaded: while
-    notebook 04 is graded, coursekit.blocks.masked_attention is not in the sandbox, so every route fails in words."""
+    notebook 04 is graded, learner.blocks.masked_attention is not in the sandbox, so every route fails in words."""
     fn = hidden_04.function(f"route_{list(READY_MADE_ROUTES).index(route)}", "masked_attention")
     assert fn is not None
     for part in ("basic", "edge"):
@@ -422,7 +424,7 @@ def test_without_hiding_three_routes_to_the_ready_made_version_would_have_passed
 def test_the_sandboxs_process_list_shows_no_host_path(tmp_path):
     """Nothing of the grading machine's folders in any process's command line: not bwrap's options (read from a
     file that is gone), not Python's path (bound at /opt/course/python), not the kernel's folder."""
-    project = os.path.dirname(os.path.dirname(os.path.abspath(grader.__file__)))
+    project = ROOT
     proc = run_in_sandbox('''
         import os
         for pid in sorted(p for p in os.listdir("/proc") if p.isdigit()):

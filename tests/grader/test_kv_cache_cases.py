@@ -2,7 +2,7 @@
 without the cache, caches that do not reproduce the whole computation, invalid inputs and an unanswered stub.
 
 Learner code is compiled the way the notebook runs it: the read-only set-up, then the functions the notebook
-gives (``coursekit.blocks``: decoder_block, embed_with_positions, masked_attention, split_heads, merge_heads),
+gives (``learner.blocks``: decoder_block, embed_with_positions, masked_attention, split_heads, merge_heads),
 then the learner's cells; the learner's decoder_block_step calls the learner's own cached_attention.
 ``greedy_generate`` is graded with the grader's ToyLM, whose cache is honest (feeding a token twice changes its
 state) and whose calls a property records.
@@ -12,12 +12,13 @@ import inspect
 import pytest
 import torch
 
-import grader
-from coursekit.notebooks import solution_source
-from grader import EXERCISES, check
-from grader.cases import kv_cache as ex9
-from grader.cases import visible_cases
+import learner.check
+from coursekit.sync import solution_source
+from learner.check import EXERCISES, check
+from learner.check.cases import kv_cache as ex9
+from learner.check.cases import visible_cases
 from helpers import failure, learner_namespace, reference_as_learner
+from grader import reference
 
 NOTEBOOK = "09_kv_cache"
 # the exercises, not the self-check questions
@@ -44,7 +45,7 @@ def reference_with(name, old, new):
 def test_notebook_09_registers_its_four_exercises():
     assert NAMES == ["cached_attention", "decoder_block_step", "greedy_generate", "kv_cache_bytes"]
     assert EXERCISES["decoder_block_step"].uses == ("cached_attention",)
-    assert "coursekit.blocks:decoder_block_step" in EXERCISES["decoder_block_step"].given
+    assert "learner.blocks:decoder_block_step" in EXERCISES["decoder_block_step"].given
 
 
 # ---------------------------------------------------------------- the reference passes
@@ -53,19 +54,19 @@ def test_notebook_09_registers_its_four_exercises():
 @pytest.mark.parametrize("name", NAMES)
 def test_the_reference_as_learner_code_passes_every_part(name, capsys):
     fn = reference_as_learner(name)
-    for part in grader.parts_of(name):
+    for part in learner.check.parts_of(name):
         check(name, fn, part)
     out = capsys.readouterr()
-    assert out.out.count("PASSED") == len(grader.parts_of(name)) and out.err == ""
+    assert out.out.count("PASSED") == len(learner.check.parts_of(name)) and out.err == ""
 
 
 def test_the_shipped_greedy_generate_cases_hold_toy_models_that_load_safely():
     """The visible greedy_generate cases ship a ToyLM as their step: it loads with weights_only (the grader's
     SAFE_GLOBALS), and the expected tokens are what the live reference generates with it."""
-    from grader.compare import same
-    records = grader.load_expected("greedy_generate")["parts"]["basic"]
+    from learner.check.compare import same
+    records = learner.check.load_expected("greedy_generate")["parts"]["basic"]
     assert records and all(isinstance(r["args"][0], ex9.ToyLM) for r in records)
-    ref = grader.resolve(EXERCISES["greedy_generate"].ref)
+    ref = reference.resolve(EXERCISES["greedy_generate"].ref)
     for r in records:
         assert same(r["expected"], ref(*r["args"], **r["kwargs"])), r["what"]
 
@@ -74,10 +75,10 @@ def test_the_shipped_greedy_generate_cases_hold_toy_models_that_load_safely():
 @pytest.mark.parametrize("name", NAMES)
 def test_a_stub_fails_every_part_saying_it_is_not_implemented(name):
     """The released stub keeps the signature and raises NotImplementedError(); no part crashes or passes."""
-    ref = grader.resolve(EXERCISES[name].ref)
+    ref = reference.resolve(EXERCISES[name].ref)
     stub = f"def {name}{inspect.signature(ref)}:\n    raise NotImplementedError()\n"
     fn = learner_fn(name, stub)
-    for part in grader.parts_of(name):
+    for part in learner.check.parts_of(name):
         msg = failure(name, fn, part)
         assert f"`{name}` is not implemented yet" in msg and "NotImplementedError" in msg, msg
 
@@ -215,8 +216,8 @@ def test_the_pieces_properties_pass_the_reference_and_the_given_block_step():
     assert ex9._cached_pieces_agree(reference_as_learner("cached_attention")) is None
     assert ex9._step_pieces_agree(reference_as_learner("decoder_block_step")) is None
     assert ex9._step_no_future_leak(reference_as_learner("decoder_block_step")) is None
-    import coursekit.blocks
-    assert ex9._step_pieces_agree(coursekit.blocks.decoder_block_step) is None
+    import learner.blocks
+    assert ex9._step_pieces_agree(learner.blocks.decoder_block_step) is None
 
 
 def test_a_block_step_with_no_causal_mask_among_new_positions_leaks_the_future():
@@ -235,7 +236,7 @@ BAD = [(name, case) for name in NAMES for case in visible_cases(EXERCISES[name],
 @pytest.mark.parametrize("name,case", BAD, ids=[f"{n}-{c.what[:40]}" for n, c in BAD])
 def test_invalid_inputs_raise_value_error(name, case):
     assert case.raises == "ValueError"
-    for fn in (grader.resolve(EXERCISES[name].ref), reference_as_learner(name)):
+    for fn in (reference.resolve(EXERCISES[name].ref), reference_as_learner(name)):
         with pytest.raises(ValueError):
             fn(*case.args, **case.kwargs)
 
@@ -268,22 +269,22 @@ def test_cached_attention_bad_inputs_need_a_value_error():
 # ---------------------------------------------------------------- the ready-made version is not an answer
 @pytest.mark.parametrize("how", ["import_inside", "module_attribute"])
 def test_calling_the_ready_made_decoder_block_step_is_a_failure_naming_it(how):
-    """coursekit.blocks.decoder_block_step exists for the course's own use; a learner's decoder_block_step that
+    """learner.blocks.decoder_block_step exists for the course's own use; a learner's decoder_block_step that
     calls it fails (every part; the second spelling is tried on the visible parts only, to save time), and the
     message names it as the course's ready-made version."""
     src = {"import_inside": '''
         def decoder_block_step(x_new, params, n_heads, cache=None):
-            from coursekit.blocks import decoder_block_step as ready
+            from learner.blocks import decoder_block_step as ready
             return ready(x_new, params, n_heads, cache)
     ''', "module_attribute": '''
-        import coursekit.blocks
+        import learner.blocks
         def decoder_block_step(x_new, params, n_heads, cache=None):
-            return coursekit.blocks.decoder_block_step(x_new, params, n_heads, cache)
+            return learner.blocks.decoder_block_step(x_new, params, n_heads, cache)
     '''}[how]
     fn = learner_fn("decoder_block_step", src)
-    for part in grader.parts_of("decoder_block_step") if how == "import_inside" else ("basic", "edge"):
+    for part in learner.check.parts_of("decoder_block_step") if how == "import_inside" else ("basic", "edge"):
         msg = failure("decoder_block_step", fn, part)
-        assert "it called coursekit.blocks.decoder_block_step, the course's ready-made version" in msg, msg
+        assert "it called learner.blocks.decoder_block_step, the course's ready-made version" in msg, msg
 
 
 def test_the_given_masked_attention_may_be_called_by_the_learners_block_step():

@@ -5,7 +5,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 
 def test_a_failed_check_shows_only_its_message_and_still_ends_the_cell_in_an_error():
     nb = new_notebook(cells=[
-        new_code_cell("from grader import check"),
+        new_code_cell("from learner.check import check"),
         new_code_cell("def softmax(x, dim=-1, temperature=1.0):\n    return x  # forgot everything\n\n"
                       "check('softmax', softmax)"),
         new_code_cell("check('softmax', softmax, part='edge')")])

@@ -1,15 +1,15 @@
 """Correct answers in other styles than the reference: the grader must accept every one of them.
 
-For every exercise of ``grader.EXERCISES`` this file holds at least two correct answers written the way other
+For every exercise of ``learner.check.EXERCISES`` this file holds at least two correct answers written the way other
 students might: einsum instead of matmul, explicit Python loops, library calls (torch.softmax, torch.logsumexp,
 F.cross_entropy, F.scaled_dot_product_attention, pad_sequence, ...), preallocated outputs filled in a loop, float64
 inside and a cast back, other validation code raising the same exception class. Each follows the rules of the
 reference's docstring (shapes, dtype kept, new tensors on the inputs' device, zeros rather than NaN for a query with
-nothing to attend to, the exception class for bad inputs) and uses nothing from ``solutions``, ``coursekit.blocks``
-or ``coursekit.widgets``.
+nothing to attend to, the exception class for bad inputs) and uses nothing from ``solutions``, ``learner.blocks``
+or ``learner.widgets``.
 
 Each answer is compiled as a notebook cell would be: the read-only set-up (``LEARNER_PRELUDE``), the notebook's
-ready-made parts (the course table's ``setup``, ``grader/course.py``), the notebook's other answer cells (the reference's source, as a
+ready-made parts (the course table's ``setup``, ``learner/syllabus.py``), the notebook's other answer cells (the reference's source, as a
 learner who got them right), then the answer itself. It must pass all four parts: basic, edge, hidden-basic, hidden.
 """
 import re
@@ -17,11 +17,11 @@ import textwrap
 
 import pytest
 
-import grader
-from coursekit.notebooks import solution_source
+import learner.check
+from coursekit.sync import solution_source
 from helpers import LEARNER_PRELUDE
-from grader import EXERCISES, CheckFailed, check
-from grader.course import NOTEBOOKS
+from learner.check import EXERCISES, CheckFailed, check
+from learner.syllabus import NOTEBOOKS
 
 
 def learner_function(name, src):
@@ -2102,7 +2102,7 @@ def test_a_correct_answer_in_another_style_passes_every_part(name, index):
     label, src = STYLES[name][index]
     fn = learner_function(name, src)
     failures = []
-    for part in grader.parts_of(name):
+    for part in learner.check.parts_of(name):
         try:
             check(name, fn, part)
         except CheckFailed as exc:
@@ -2133,7 +2133,7 @@ NOTEBOOK_STYLES = [(notebook, k % 2) for k, notebook in enumerate(NOTEBOOKS)]
 def test_a_notebook_answered_in_other_styles_passes_every_part_through_the_sandbox(notebook, index):
     """Every exercise of a notebook answered in its ``index``-th other style, held by a sandboxed worker as at
     grading time (the trusted side computes the reference's outputs and compares), passes all four parts."""
-    from coursekit.notebooks import setup_source
+    from coursekit.sync import setup_source
     from grader import remote
     names = [name for name, ex in EXERCISES.items() if ex.notebook == notebook]
     cells = [textwrap.dedent(STYLES[name][index][1]) for name in names]
@@ -2143,7 +2143,7 @@ def test_a_notebook_answered_in_other_styles_passes_every_part_through_the_sandb
         for name in names:
             fn = w.function(name, name)
             assert fn is not None, f"{name} was not defined in the sandbox: {w.define_errors}"
-            for part in grader.parts_of(name):
+            for part in learner.check.parts_of(name):
                 try:
                     check(name, fn, part)
                 except CheckFailed as exc:

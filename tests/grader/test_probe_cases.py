@@ -3,10 +3,11 @@ sentences let into the sense means, the word's vector read at the wrong position
 part in words, and in the words the class report collects; the property names a probe that reads other positions."""
 import pytest
 
-from coursekit.report import MISTAKE
-from grader import EXERCISES
-from grader.cases import encoder as ex6
+from coursekit.class_report import MISTAKE
+from learner.check import EXERCISES
+from learner.check.cases import encoder as ex6
 from helpers import failure, learner_namespace, mistakes_as_learner
+import learner.check
 
 NAME = "probe_accuracy"
 MISTAKES = dict(EXERCISES[NAME].mistakes)

@@ -7,12 +7,13 @@ import re
 import pytest
 import torch
 
-import grader
-from grader import EXERCISES, CheckFailed, check
-from grader.cases.common import Choice, Decimal, IntTuple, Integer, NotAnAnswer, answer_digest
-from grader.course import NOTEBOOKS, QUESTION_POINTS, cell_points
-from grader.shipped import load_expected
+import learner.check
+from learner.check import EXERCISES, CheckFailed, check
+from learner.check.cases.common import Choice, Decimal, IntTuple, Integer, NotAnAnswer, answer_digest
+from learner.syllabus import NOTEBOOKS, QUESTION_POINTS, cell_points
+from learner.check.shipped import load_expected
 from helpers import as_learner, failure, reference_as_learner
+from grader import reference
 
 QUESTIONS = [name for name, ex in EXERCISES.items() if ex.answer is not None]
 WRONG = [(name, m, why) for name in QUESTIONS for m, why in EXERCISES[name].mistakes]
@@ -24,13 +25,13 @@ def test_every_notebook_asks_questions_and_the_table_lists_them_after_its_exerci
         assert list(nb.exercises)[-len(nb.questions):] == list(nb.questions)
         for q in nb.questions:
             assert EXERCISES[q].answer is not None and EXERCISES[q].notebook == folder
-            assert grader.cells_of(q) == ["basic"] and cell_points(q, "basic") == QUESTION_POINTS
+            assert learner.check.cells_of(q) == ["basic"] and cell_points(q, "basic") == QUESTION_POINTS
     assert sorted(QUESTIONS) == sorted(q for nb in NOTEBOOKS.values() for q in nb.questions)
 
 
 @pytest.mark.parametrize("name", QUESTIONS)
 def test_the_right_answer_passes_the_visible_and_the_hidden_check(name, capsys):
-    for part in grader.parts_of(name):
+    for part in learner.check.parts_of(name):
         check(name, reference_as_learner(name), part)
     assert capsys.readouterr().out.count(": right.") == 2
 
@@ -46,8 +47,8 @@ def test_the_untouched_answer_cell_is_named_not_implemented(name):
 @pytest.mark.parametrize("name,mistake,why", WRONG, ids=[m for _, m, _ in WRONG])
 def test_each_known_wrong_answer_fails_both_checks_and_is_named(name, mistake, why):
     function = mistake.split(":")[1]
-    wrong = as_learner({function: inspect.getsource(grader.resolve(mistake, "solutions.mistakes"))})[function]
-    for part in grader.parts_of(name):
+    wrong = as_learner({function: inspect.getsource(reference.resolve(mistake, "solutions.mistakes"))})[function]
+    for part in learner.check.parts_of(name):
         message = failure(name, wrong, part)
         assert "is not the right answer" in message and why in message, message
 
@@ -55,8 +56,8 @@ def test_each_known_wrong_answer_fails_both_checks_and_is_named(name, mistake, w
 @pytest.mark.parametrize("name", QUESTIONS)
 def test_wrong_answers_are_distinct_from_the_right_one_and_from_each_other(name):
     ex = EXERCISES[name]
-    right = ex.answer.canonical(grader.resolve(ex.ref)())
-    wrongs = [ex.answer.canonical(grader.resolve(m, "solutions.mistakes")()) for m, _ in ex.mistakes]
+    right = ex.answer.canonical(reference.resolve(ex.ref)())
+    wrongs = [ex.answer.canonical(reference.resolve(m, "solutions.mistakes")()) for m, _ in ex.mistakes]
     assert right not in wrongs and len(set(wrongs)) == len(wrongs), (right, wrongs)
     assert len(wrongs) >= (len(ex.answer.letters) - 1 if isinstance(ex.answer, Choice) else 2)  # every wrong choice
 
@@ -66,8 +67,8 @@ def test_an_answer_that_no_mistake_explains_is_wrong_in_plain_words(name):
     """A wrong answer that is none of the known wrong ones gets the plain message, and no mistake is named (every
     wrong letter of a multiple choice is a known one, so only the other kinds have such answers)."""
     ex = EXERCISES[name]
-    taken = {ex.answer.canonical(grader.resolve(ex.ref)())} | {
-        ex.answer.canonical(grader.resolve(m, "solutions.mistakes")()) for m, _ in ex.mistakes}
+    taken = {ex.answer.canonical(reference.resolve(ex.ref)())} | {
+        ex.answer.canonical(reference.resolve(m, "solutions.mistakes")()) for m, _ in ex.mistakes}
     other = next(v for v in {Integer: [123457, 123458], Decimal: [123.25, 124.5],
                              IntTuple: [(9, 9, 9), (8, 8, 8)]}[type(ex.answer)] if ex.answer.canonical(v) not in taken)
     message = failure(name, lambda: other, "basic")
@@ -83,11 +84,11 @@ def test_the_shipped_file_holds_salted_digests_not_the_answers(name):
     shipped = load_expected(name)["parts"]
     (record,) = shipped["basic"]
     assert shipped["edge"] == [] and shipped["errors"] == []
-    right = ex.answer.canonical(grader.resolve(ex.ref)())
+    right = ex.answer.canonical(reference.resolve(ex.ref)())
     assert record["expected"] == answer_digest(name, right) and len(record["expected"]) == 64
     assert record["expected"] != answer_digest(name + "x", right)  # the salt includes the question
     for m, digest in record["mistakes"].items():
-        assert digest == answer_digest(name, ex.answer.canonical(grader.resolve(m, "solutions.mistakes")()))
+        assert digest == answer_digest(name, ex.answer.canonical(reference.resolve(m, "solutions.mistakes")()))
     hexdigest = re.compile(r"[0-9a-f]{64}")
     assert record["args"] == () and record["kwargs"] == {} and record["what"] == "your answer"
     assert all(hexdigest.fullmatch(d) for d in [record["expected"], *record["mistakes"].values()])  # nothing else
@@ -121,10 +122,10 @@ def test_a_value_of_the_wrong_kind_fails_saying_what_kind_the_question_wants():
 def test_the_hidden_check_grades_without_the_shipped_file(monkeypatch, tmp_path):
     """hidden-basic compares with the live reference: a learner who edits the shipped digest gains nothing."""
     name = "answer_causal_pairs"
-    monkeypatch.setattr(grader.runner, "load_expected", lambda n: {"parts": {"basic": [
+    monkeypatch.setattr(learner.check.runner, "load_expected", lambda n: {"parts": {"basic": [
         {"what": "your answer", "args": (), "kwargs": {}, "raises": None, "expected": answer_digest(n, "36"),
          "message": "", "mistakes": {}}]}})
     check(name, lambda: 36, "basic")  # the visible check believes the edited file
     with pytest.raises(CheckFailed, match="36 is not the right answer"):
         check(name, lambda: 36, "hidden-basic")
-    assert os.path.exists(grader.expected_path(name))
+    assert os.path.exists(learner.check.expected_path(name))

@@ -3,9 +3,9 @@ import textwrap
 
 import pytest
 
-import grader
+import learner.check
 from coursekit.samples import ONE_BUG, edited_source
-from grader import EXERCISES, CheckFailed, check
+from learner.check import EXERCISES, CheckFailed, check
 from helpers import as_learner, mistakes_as_learner
 
 NOTEBOOK = "05_rnn"
@@ -26,9 +26,9 @@ def test_notebook_05_registers_its_seven_exercises():
 @pytest.mark.parametrize("name", NAMES)
 def test_the_reference_as_learner_code_passes_every_part(name, capsys):
     fn = as_learner({name: None})[name]
-    for part in grader.parts_of(name):
+    for part in learner.check.parts_of(name):
         check(name, fn, part)
-    assert capsys.readouterr().out.count("PASSED") == len(grader.parts_of(name))
+    assert capsys.readouterr().out.count("PASSED") == len(learner.check.parts_of(name))
 
 
 def test_the_one_bug_sample_of_notebook_05_is_a_known_mistake():
@@ -39,7 +39,7 @@ def test_the_one_bug_sample_of_notebook_05_is_a_known_mistake():
 
 
 def test_properties_report_a_padding_leak_and_a_beam_that_is_not_greedy():
-    from grader.cases.rnn import _beam_width_one_is_greedy, _padded_context_equals_unpadded, \
+    from learner.check.cases.rnn import _beam_width_one_is_greedy, _padded_context_equals_unpadded, \
         _wide_beam_is_exhaustive
     ns = known_mistakes()
     assert "the padding changed it" in _padded_context_equals_unpadded(ns["rnn_encode_context_after_padding"])
@@ -51,7 +51,7 @@ def test_properties_report_a_padding_leak_and_a_beam_that_is_not_greedy():
 
 
 def test_a_greedy_decoder_that_waits_for_eos_forever_is_stopped_and_reported(monkeypatch):
-    monkeypatch.setattr(grader._safe, "DEFAULT_TIME_LIMIT", 0.5)
+    monkeypatch.setattr(learner.check._safe, "DEFAULT_TIME_LIMIT", 0.5)
     fn = as_learner({"greedy_decode": textwrap.dedent('''
         def greedy_decode(context, params, bos_id, eos_id, max_len):
             if max_len < 0:

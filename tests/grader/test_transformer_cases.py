@@ -2,7 +2,7 @@
 mistakes, invalid inputs and an unanswered stub.
 
 Learner code is compiled the way a notebook runs it: the read-only set-up, then the functions the notebook
-gives (``coursekit.blocks``), then the learner's cells. In notebook 06 the learner's multi_head_attention calls
+gives (``learner.blocks``), then the learner's cells. In notebook 06 the learner's multi_head_attention calls
 the learner's own split_heads and merge_heads, and encoder_block the learner's own multi_head_attention; in
 notebooks 07 and 08 the attention helpers are the given ones, and encdec_decoder_block calls the learner's own
 cross_attention.
@@ -11,12 +11,13 @@ import inspect
 
 import pytest
 
-import grader
+import learner.check
 import solutions.mistakes.encoder
-from coursekit.notebooks import solution_source
-from grader import EXERCISES, check
-from grader.cases import decoder, encoder, encoder_decoder, visible_cases
+from coursekit.sync import solution_source
+from learner.check import EXERCISES, check
+from learner.check.cases import decoder, encoder, encoder_decoder, visible_cases
 from helpers import failure, learner_namespace, mistakes_as_learner, reference_as_learner
+from grader import reference
 
 NOTEBOOKS = ("06_encoder", "07_decoder", "08_encoder_decoder")
 # the exercises, not the self-check questions
@@ -48,10 +49,10 @@ def test_notebooks_06_to_08_register_their_twenty_exercises():
 @pytest.mark.parametrize("name", NAMES)
 def test_the_reference_as_learner_code_passes_every_part(name, capsys):
     fn = reference_as_learner(name)
-    for part in grader.parts_of(name):
+    for part in learner.check.parts_of(name):
         check(name, fn, part)
     out = capsys.readouterr()
-    assert out.out.count("PASSED") == len(grader.parts_of(name)) and out.err == ""
+    assert out.out.count("PASSED") == len(learner.check.parts_of(name)) and out.err == ""
 
 
 # ---------------------------------------------------------------- invalid inputs
@@ -85,7 +86,7 @@ def test_every_exercise_with_invalid_inputs_has_its_sizes_listed():
 @pytest.mark.parametrize("name,i,case", BAD, ids=[f"{n}-{c.what[:40]}" for n, _, c in BAD])
 def test_invalid_inputs_raise_value_error_naming_the_sizes(name, i, case):
     assert case.raises == "ValueError"
-    for fn in (grader.resolve(EXERCISES[name].ref), reference_as_learner(name)):
+    for fn in (reference.resolve(EXERCISES[name].ref), reference_as_learner(name)):
         with pytest.raises(ValueError) as info:
             fn(*case.args, **case.kwargs)
         for size in SIZES[name][i]:
@@ -96,10 +97,10 @@ def test_invalid_inputs_raise_value_error_naming_the_sizes(name, i, case):
 @pytest.mark.parametrize("name", NAMES)
 def test_a_stub_fails_every_part_saying_it_is_not_implemented(name):
     """The released stub keeps the signature and raises NotImplementedError(); no part crashes or passes."""
-    ref = grader.resolve(EXERCISES[name].ref)
+    ref = reference.resolve(EXERCISES[name].ref)
     stub = f"def {name}{inspect.signature(ref)}:\n    raise NotImplementedError()\n"
     fn = learner_namespace(EXERCISES[name].notebook, {name: stub})[name]
-    for part in grader.parts_of(name):
+    for part in learner.check.parts_of(name):
         msg = failure(name, fn, part)
         assert f"`{name}` is not implemented yet" in msg and "NotImplementedError" in msg, msg
 
@@ -152,7 +153,7 @@ OTHER_STYLES = {
 def test_correct_implementations_in_other_styles_pass(name):
     """Judged by behaviour: unflatten/permute, complex numbers, F.cross_entropy and keepdim masks all pass."""
     fn = learner_namespace(EXERCISES[name].notebook, {name: OTHER_STYLES[name]})[name]
-    for part in grader.parts_of(name):
+    for part in learner.check.parts_of(name):
         check(name, fn, part)
 
 

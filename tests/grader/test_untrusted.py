@@ -263,7 +263,7 @@ def test_feedback_names_each_graded_cell_shows_an_ungraded_cells_error_in_one_li
     nb = nbformat.read(os.path.join(COURSE, "source", a, a + ".ipynb"), as_version=4)
     plot = next(c for c in nb.cells if c.cell_type == "code" and not c.metadata.get("nbgrader"))
     plot.outputs = [nbformat.v4.new_output("error", ename="NotImplementedError", evalue="", traceback=[
-        "\x1b[31mTraceback\x1b[0m", "File coursekit/widgets/temperature.py:88, in draw", "raise NotImplementedError"])]
+        "\x1b[31mTraceback\x1b[0m", "File learner/widgets/temperature.py:88, in draw", "raise NotImplementedError"])]
     failed = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "softmax_basic")
     failed.outputs = [nbformat.v4.new_output("error", ename="CheckFailed", evalue="FAILED softmax [basic]: " + "x" * 400,
                                              traceback=["a", "stack"])]

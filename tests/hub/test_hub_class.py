@@ -46,6 +46,7 @@ HONEST, FORK, MEMORY = "ckhub-right", "ckhub-fork", "ckhub-memory"
 STUDENTS = [HONEST, FORK, MEMORY]
 FORK_UNTIL_REFUSED = '''
 import os as _os, time as _time
+import learner.check
 while True:  # forks until the sandbox refuses: the children hold the process budget for a while
     if _os.fork() == 0:
         _time.sleep(20)
@@ -233,7 +234,7 @@ def test_a_class_on_the_hub_as_its_people_use_it(class_folder):
             # a student's terminal: the reference is out of reach, and the grading service refuses their token
             student_terminal = Terminal(pages[HONEST])
             said = student_terminal.run(
-                "python -c \"import grader; print('reference', grader.reference_available())\"; "
+                "python -c \"import learner.check; print('reference', learner.check.reference_available())\"; "
                 f"ls {REFERENCE} {hub.course} 2>&1 | head -3",
                 r"reference (True|False)[\s\S]*\$\s*$", timeout=120)
             assert "reference False" in said and said.count("Permission denied") >= 2, said

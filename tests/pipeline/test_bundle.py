@@ -25,7 +25,8 @@ from helpers import stop_group
 
 from coursekit.bundle import TESTED_PYTHONS, VERSION_KEY, course_version
 from coursekit.samples import answered
-from grader import EXERCISES, cells_of, resolve
+from grader.reference import resolve
+from learner.check import EXERCISES, cells_of
 
 # one test worker runs them all, so the bundle and the student's virtual environment (module fixtures) are made once
 pytestmark = [pytest.mark.pipeline, pytest.mark.xdist_group("bundle")]
@@ -161,7 +162,7 @@ def test_the_bundle_holds_no_reference_no_hidden_test_and_no_sample_bug(bundle):
 
 def test_a_student_install_cannot_import_the_reference(student_python, tmp_path):
     out = run_student(student_python, "import importlib.util, grader\n"
-                                      "from grader import reference\n"
+                                      "from learner.check import reference\n"
                                       "print(grader.__file__, importlib.util.find_spec('solutions'), "
                                       "reference.REFERENCE)", tmp_path)
     where, spec, ref = out.split()
@@ -180,7 +181,7 @@ print("imported", len(json.loads(sys.argv[1])))
 
 
 def test_every_course_module_a_notebook_imports_is_in_the_student_install(bundle, student_python, tmp_path):
-    """What each of the bundle's notebooks imports from coursekit and grader (``from coursekit import capstone``)
+    """What each of the bundle's notebooks imports from coursekit and grader (``from learner import capstone``)
     imports in the student's environment, with no solutions/."""
     import ast
     wanted = set()
@@ -205,7 +206,7 @@ import json, sys, nbformat
 from nbclient import NotebookClient
 nb = nbformat.read(sys.argv[1], as_version=4)
 nb.cells.append(nbformat.v4.new_code_cell(
-    "import grader, importlib.util; print('GRADER', grader.__file__, importlib.util.find_spec('solutions'))"))
+    "import learner.check, importlib.util; print('GRADER', grader.__file__, importlib.util.find_spec('solutions'))"))
 NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=True).execute()
 print(json.dumps([[o.get("text", "") + o.get("evalue", "") for o in c.outputs] for c in nb.cells
                   if c.cell_type == "code"]))
@@ -238,7 +239,7 @@ async def main():
                                              + "/channels", headers=headers))
     nb = nbformat.read(source, as_version=4)
     nb.cells.append(nbformat.v4.new_code_cell(
-        "import grader, importlib.util; print('GRADER', grader.__file__, importlib.util.find_spec('solutions'))"))
+        "import learner.check, importlib.util; print('GRADER', grader.__file__, importlib.util.find_spec('solutions'))"))
     outputs, sid = [], uuid.uuid4().hex
     for cell in [c for c in nb.cells if c.cell_type == "code"]:
         msg_id = uuid.uuid4().hex

@@ -16,7 +16,7 @@ from browser import CHROMIUM, CHROMIUM_ARGS, Lab, need_browser
 from pipeline_helpers import SECOND_BUG, bug_students, grade, release_nb
 
 from coursekit.samples import MATHS, ONE_BUG, answered
-from grader import EXERCISES
+from learner.check import EXERCISES
 
 # one test worker for both: they share 01_tokens' course copy and its gradebook
 pytestmark = [pytest.mark.pipeline, pytest.mark.browser, pytest.mark.timeout(900), pytest.mark.xdist_group("formgrader")]

@@ -21,11 +21,11 @@ from helpers import STATED_ACCURACY, run_outputs
 from pipeline_helpers import ASSIGNMENTS, SECOND_BUG, UNTOUCHED, bug_students, grade, release_nb, total
 from nbgrader.validator import Validator
 
-from coursekit.notebooks import solution_source
+from coursekit.sync import solution_source
 from coursekit.pipeline import CLASS_GRADING_ENV
 from coursekit.samples import MATHS, ONE_BUG, ONE_BUG_COSTS, answered, edited_source, points_of, total_points
-from grader import EXERCISES, parts_of
-from grader.course import version
+from learner.check import EXERCISES, parts_of
+from learner.syllabus import version
 
 pytestmark = [pytest.mark.pipeline, pytest.mark.timeout(3600)]  # the tamper class is graded in one fixture
 
@@ -90,13 +90,13 @@ def test_the_reference_submission_runs_top_to_bottom_with_its_training_capped(co
     if a == "09_kv_cache":
         assert "the same translations as recomputing everything: True" in text
     if a == "10_capstone":  # capped: the first seed of each kind, a few test dates decoded greedily
-        from coursekit.capstone import CAPPED_GREEDY_SAMPLE, KINDS
+        from learner.capstone_runs import CAPPED_GREEDY_SAMPLE, KINDS
         agreed = re.search(r"greedy decoding agrees with the one-pass verdicts on (.*)", text).group(1)
         assert [int(n) for n in re.findall(r"/(\d+)", agreed)] == [CAPPED_GREEDY_SAMPLE] * len(KINDS), agreed
     if a == "08_encoder_decoder":
         assert "the same tokens: True" in text
         assert "max |run_decoder (your block) - run_decoder_kv (keys and values given)|" in text
-    # the pictures of the architectures (coursekit.drawings) are drawn in the graded run and survive the feedback page
+    # the pictures of the architectures (learner.drawings) are drawn in the graded run and survive the feedback page
     pictures = [[o["data"]["image/png"] for o in c.outputs if "image/png" in o.get("data", {})]
                 for c in nb.cells if c.cell_type == "code" and "= drawings." in c.source]
     assert all(len(p) == 1 for p in pictures), [len(p) for p in pictures]
@@ -205,10 +205,10 @@ TAMPERS = {
         torch.Tensor.__eq__ = lambda a, b: True
     '''),
     "rebind-check": _append_to_answer('''
-        import grader
+        import learner.check
         def check(*args, **kwargs):
             print("PASSED")
-        grader.check = check
+        learner.check.check = check
     '''),
     "rebind-check-to-return-a-value": _append_to_answer('''
         def check(*args, **kwargs):
@@ -219,7 +219,7 @@ TAMPERS = {
         fake = types.ModuleType("grader")
         fake.check = lambda *a, **k: None
         sys.modules["grader"] = fake
-        from grader import check
+        from learner.check import check
     '''),
     "edit-test-cells": _replace_tests,
     "delete-test-cells": _delete_tests,
@@ -459,9 +459,9 @@ def test_each_students_hidden_cases_seed_is_recorded_beside_the_gradebook(course
 def test_the_class_report_counts_scores_and_names_the_mistakes_students_made(course, samples, tmp_path):
     """`course report`: per exercise the scores, the known mistakes the grader named with how many students made
     each, as HTML, CSV and a table in the terminal."""
-    from coursekit.report import collect
+    from coursekit.class_report import assignment_report
     samples(TAMPER_A)
-    report = collect(course[TAMPER_A].root, TAMPER_A)
+    report = assignment_report(course[TAMPER_A].root, TAMPER_A)
     assert len(report.students) == len(samples(TAMPER_A))
     bug1, bug2 = ONE_BUG[TAMPER_A], SECOND_BUG[TAMPER_A]
     assert report.failed_by(bug1[0]) == 2 and report.failed_by(bug2[0]) == 2  # the untouched stub, and the bug
@@ -478,9 +478,9 @@ def test_the_class_report_counts_scores_and_names_the_mistakes_students_made(cou
 
 
 def test_the_class_report_flags_crashes_and_tampering_for_a_person(tampered):
-    from coursekit.report import collect
+    from coursekit.class_report import assignment_report
     student = "tamper-kill-the-kernel"
-    flagged = collect(tampered.courses[student].root, TAMPER_A).flagged
+    flagged = assignment_report(tampered.courses[student].root, TAMPER_A).flagged
     assert any(s == student and kind == "kernel" for s, kind, _ in flagged), flagged
     assert not any(s == "tamper-honest" for s, _, _ in flagged)
 
@@ -488,6 +488,7 @@ def test_the_class_report_flags_crashes_and_tampering_for_a_person(tampered):
 # ---------------------------------------------------------------- one student never touches another's grade
 FORK_UNTIL_REFUSED = '''
 import os as _os, time as _time
+import learner.check
 while True:  # forks until the sandbox refuses: the children hold the process budget for a while
     if _os.fork() == 0:
         _time.sleep(20)

@@ -4,7 +4,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from coursekit import capstone, data, rnn
+from learner import capstone_runs as capstone, data, rnn_models as rnn
 from helpers import assert_close, gen
 from solutions.capstone import prefix_lm_mask
 from solutions.rnn_attention import attention_decoder_step
@@ -52,7 +52,7 @@ def _task():
 def test_the_prefix_decoder_with_the_causal_mask_equals_an_nn_transformer_encoder_with_a_causal_mask():
     """PrefixDecoder's blocks are post-norm nn.TransformerEncoderLayer's; with the causal mask and padding blocked,
     its logits equal those of nn.TransformerEncoder (weights copied) times the tied token table."""
-    from coursekit.transformer import as_dict, weights_of
+    from learner.transformer import as_dict, weights_of
     task = _task()
     model = capstone.PrefixDecoder(len(data.lm_vocab(task)), 8, 2, 16, 2, 48, capstone.causal_lm_mask, seed=0).double()
     layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True, dtype=torch.float64)

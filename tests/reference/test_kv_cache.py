@@ -16,7 +16,7 @@ boolean ``attn_mask``) say True = may attend.
 
 Layout: 1. cached_attention against SDPA (forward, cache, backward); 2.
 decoder_block_step against nn.TransformerEncoderLayer and the decoder block (and
-the given coursekit.blocks versions against the reference); 3. DecoderLM.step and
+the given learner.blocks versions against the reference); 3. DecoderLM.step and
 greedy_generate against the uncached model; 4. kv_cache_bytes against real
 caches; 5. errors that name the sizes; 6. CUDA (a test marked ``cuda`` that
 reruns the comparisons on a GPU).
@@ -28,11 +28,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from coursekit import blocks
-from coursekit.transformer import DecoderLM, TransformerConfig, encoder_block_weights, weights_of
+from learner import blocks
+from learner.transformer import DecoderLM, TransformerConfig, encoder_block_weights, weights_of
 from solutions import decoder, encoder, kv_cache
 from helpers import (DTYPES, assert_all_close, assert_close, assert_message_names, causal, cotangent, gen, grads,
                      randn, random_dict, randomize)
+import learner.check
 
 # ================================================================== helpers
 
@@ -219,7 +220,7 @@ def test_decoder_block_step_token_by_token_has_the_gradients_of_nn_transformer_e
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("T_past", [0, 4])
 def test_blocks_decoder_block_step_equals_the_reference(T_past, dtype):
-    """The given coursekit.blocks.decoder_block_step (SDPA inside) equals the reference in pieces, after a random
+    """The given learner.blocks.decoder_block_step (SDPA inside) equals the reference in pieces, after a random
     cache or none: same outputs and same caches."""
     g, B = gen(8), 2
     p = random_dict(lambda g: encoder_block_weights(g, D, FF), g, dtype)
@@ -237,7 +238,7 @@ def test_blocks_decoder_block_step_equals_the_reference(T_past, dtype):
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("lengths", [None, [7, 4, 1]], ids=str)
 def test_blocks_decoder_block_equals_the_reference(lengths, dtype):
-    """The given coursekit.blocks.decoder_block equals solutions.decoder.decoder_block, with key padding or none,
+    """The given learner.blocks.decoder_block equals solutions.decoder.decoder_block, with key padding or none,
     and has the same gradients w.r.t. the input."""
     g, B = gen(9), 3
     p = random_dict(lambda g: encoder_block_weights(g, D, FF), g, dtype)
@@ -290,7 +291,7 @@ def test_decoder_lm_step_in_pieces_equals_the_full_forward(chunks, positions):
 
 
 @pytest.mark.parametrize("block_step", [kv_cache.decoder_block_step, blocks.decoder_block_step],
-                         ids=["reference", "coursekit.blocks"])
+                         ids=["reference", "learner.blocks"])
 def test_decoder_lm_step_in_float32_with_either_block_step_equals_the_full_forward(block_step):
     g = gen(11)
     model = cached_lm(block_step=block_step, dtype=torch.float32)
@@ -335,7 +336,7 @@ def test_greedy_generate_with_the_cache_equals_decoder_lm_generate_token_for_tok
 def test_greedy_generate_keeps_the_courses_greedy_contract_with_a_real_eos(eos):
     """With an <eos> the model writes, each row is DecoderLM.generate's continuation up to its <eos>, then 0; the loop
     stops once every row has written <eos> (or after max_len), calling step once per token written."""
-    from grader.cases.common import greedy_contract_broken
+    from learner.check.cases.common import greedy_contract_broken
     g, B, T_p, max_len = gen(15), 4, 3, 9
     model = cached_lm()
     prompt = torch.randint(0, 10, (B, T_p), generator=g)
@@ -404,7 +405,7 @@ def test_cached_attention_rejects_inputs_that_do_not_fit_naming_their_shapes():
 
 
 @pytest.mark.parametrize("fn", [kv_cache.decoder_block_step, blocks.decoder_block_step],
-                         ids=["reference", "coursekit.blocks"])
+                         ids=["reference", "learner.blocks"])
 def test_decoder_block_step_rejects_a_width_not_divisible_by_n_heads_naming_both(fn):
     p = encoder_block_weights(gen(), 10, FF)
     with pytest.raises(ValueError) as e:
@@ -522,7 +523,7 @@ def test_the_device_comparison_runs_end_to_end_on_the_cpu():
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (torch.cuda.is_available() is False)")
 def test_cached_attention_block_step_and_decoder_lm_step_on_cuda_equal_sdpa_and_the_cpu():
-    """On CUDA: cached_attention in pieces equals causal SDPA, decoder_block_step (reference and coursekit.blocks)
+    """On CUDA: cached_attention in pieces equals causal SDPA, decoder_block_step (reference and learner.blocks)
     token by token equals the whole-text decoder block, both equal the CPU, and DecoderLM.step / greedy_generate
     give the CPU's logits and tokens."""
     check_kv_cache_on("cuda")
@@ -542,9 +543,9 @@ def test_complete_with_the_cached_loop_writes_what_recomputing_writes():
 
 
 def test_next_token_loss_is_minus_lm_log_prob_per_predicted_token():
-    """coursekit.transformer.next_token_loss (notebook 09's training loss) equals notebook 07's objective built from
+    """learner.transformer.next_token_loss (notebook 09's training loss) equals notebook 07's objective built from
     the reference lm_log_prob: minus the summed log-probabilities over the number of real next tokens."""
-    from coursekit.transformer import next_token_loss
+    from learner.transformer import next_token_loss
     g = gen(22)
     logits = randn(g, 3, 6, 11)
     ids = torch.randint(0, 11, (3, 6), generator=g)

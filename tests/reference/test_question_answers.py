@@ -9,23 +9,24 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-import grader
-from coursekit.notebooks import notebook_path
-from coursekit.transformer import weights_of
-from grader import EXERCISES
+import learner.check
+from coursekit.sync import notebook_path
+from learner.transformer import weights_of
+from learner.check import EXERCISES
 from helpers import causal, gen, randn
 from solutions import decoder, encoder, encoder_decoder, kv_cache, rnn
+from grader import reference
 
 
 def answer(name):
     ex = EXERCISES[name]
-    return ex.answer.canonical(grader.resolve(ex.ref)())
+    return ex.answer.canonical(reference.resolve(ex.ref)())
 
 
 def wrong(name, short):
     ex = EXERCISES[name]
     mistake = f"{ex.mistakes[0][0].split(':')[0]}:{name}_{short}"
-    return ex.answer.canonical(grader.resolve(mistake, "solutions.mistakes")())
+    return ex.answer.canonical(reference.resolve(mistake, "solutions.mistakes")())
 
 
 def chosen(name):
@@ -89,7 +90,7 @@ def test_a_product_of_probabilities_underflows_where_the_sum_of_logs_does_not():
 
 # ---------------------------------------------------------------- 04
 def test_the_causal_pairs_of_six_tokens_are_the_lower_triangle():
-    from solutions.attention import bidirectional_mask, causal_mask
+    from solutions.masks_attention import bidirectional_mask, causal_mask
     name = "answer_causal_pairs"
     assert answer(name) == canonical(name, causal_mask(6).sum())
     assert wrong(name, "all_pairs") == canonical(name, bidirectional_mask(6, 6).sum())
@@ -119,7 +120,7 @@ def test_the_context_of_a_batch_is_one_state_per_source():
 def test_teacher_forcing_reads_the_true_previous_token():
     """Changing the target token read at step t changes the logits of step t and of no earlier step: what the
     decoder reads at step t is tgt_in[:, t], the true y_{t-1}, not anything it predicted."""
-    from grader.cases.rnn import _dec, _params
+    from learner.check.cases.rnn import _dec, _params
     g = gen(11)
     params, context = _dec(_params(g, 7, 6, 3, 5)), randn(g, 2, 5)
     tgt_in = torch.tensor([[1, 3, 4, 5, 3], [1, 2, 2, 4, 0]])
@@ -176,7 +177,7 @@ def test_the_nucleus_of_the_question_is_top_p_filters():
 
 # ---------------------------------------------------------------- 08
 def test_cross_attention_queries_the_decoder_against_the_encoders_keys_and_values():
-    from grader.cases.common import attn_params
+    from learner.check.cases.common import attn_params
     g = gen(9)
     y, memory, p = randn(g, 2, 5, 8), randn(g, 2, 7, 8), attn_params(g, 8)
     out, weights = encoder_decoder.cross_attention(y, memory, None, p, 4)
@@ -213,7 +214,7 @@ def test_the_cache_holds_keys_and_values():
 
 # ---------------------------------------------------------------- 05b
 def test_an_attention_decoder_computes_one_weight_per_output_step_and_source_position():
-    from coursekit.rnn import AttentionSeq2Seq
+    from learner.rnn_models import AttentionSeq2Seq
     from solutions.rnn_attention import attention_decoder_step
     model = AttentionSeq2Seq(12, 9, D=4, d_h=8, d_a=4, seed=0, step=attention_decoder_step)
     src, tgt_in = torch.randint(4, 12, (1, 10)), torch.randint(4, 9, (1, 11))
@@ -227,7 +228,7 @@ def test_an_attention_decoder_computes_one_weight_per_output_step_and_source_pos
 
 # ---------------------------------------------------------------- 10
 def test_in_the_prefix_a_token_reads_the_prefix_token_after_it_only_with_the_prefix_lm_mask():
-    from coursekit import data
+    from learner import data
     from solutions.capstone import prefix_lm_mask
     tokens = data.tokenize("the 1st of may 2001")
     assert tokens[4] == "may" and tokens[5] == "2"  # positions 5 and 6 once <bos> comes first

@@ -7,9 +7,10 @@ import torch.nn.functional as F
 from torch import nn
 
 import solutions.rnn as rnn
-from coursekit import data
-from grader import EXERCISES
+from learner import data
+from learner.check import EXERCISES
 from helpers import BOS, EOS, all_sequences, contexts, rnn_log_prob, rnn_params
+import learner.check
 
 NOTEBOOK = "05_rnn"
 # the exercises, not the self-check questions
@@ -126,7 +127,7 @@ def test_greedy_stops_at_max_len_when_eos_never_comes_and_pads_after_eos():
     p["b_out"][EOS] = 80.0
     tokens, lp = rnn.greedy_decode(contexts(3, 5), p, BOS, EOS, max_len=9)
     assert tokens.tolist() == [[EOS]] * 3 and torch.allclose(lp, torch.zeros(3, dtype=torch.float64))
-    from grader.cases.rnn import _greedy_edge
+    from learner.check.cases.rnn import _greedy_edge
     case = next(c for c in _greedy_edge() if "different steps" in c.what)
     tokens, lp = rnn.greedy_decode(*case.args, **case.kwargs)
     ends = [row.index(EOS) if EOS in row else None for row in tokens.tolist()]
@@ -166,7 +167,7 @@ def test_a_vocabulary_wide_beam_finds_the_exhaustive_optimum(seed, length_norm):
 
 def test_a_wider_beam_can_beat_greedy():
     """The edge case shipped with the grader: width 5 finds a more probable sentence than greedy."""
-    from grader.cases.rnn import _beam_edge
+    from learner.check.cases.rnn import _beam_edge
     case = next(c for c in _beam_edge() if "better sequence than greedy" in c.what)
     c, p = case.args[0], case.args[1]
     greedy, _ = rnn.beam_search(c, p, BOS, EOS, beam_width=1, max_len=6)

@@ -1,11 +1,11 @@
-"""Notebook 05b's reference against PyTorch's own building blocks, and its ready-made models (coursekit.rnn)."""
+"""Notebook 05b's reference against PyTorch's own building blocks, and its ready-made models (learner.rnn_models)."""
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from coursekit import data
-from coursekit.rnn import AttentionSeq2Seq, FixedContextSeq2Seq, RNNEncoder, init_attention_params
+from learner import data
+from learner.rnn_models import AttentionSeq2Seq, FixedContextSeq2Seq, RNNEncoder, init_attention_params
 from helpers import DTYPES, assert_close, gen, randn
 from solutions import rnn
 from solutions.rnn_attention import additive_score, attend, attention_decoder_step, dot_score

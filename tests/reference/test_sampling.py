@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from coursekit import data, transformer
+from learner import data, transformer
 from solutions.decoder import sample_next, top_k_filter, top_p_filter
 
 
@@ -108,7 +108,7 @@ def test_complete_samples_with_the_given_choice_and_is_greedy_without_one():
     task = data.make_date_task(seed=0)
     vocab = data.lm_vocab(task)
     cfg = transformer.TransformerConfig(vocab_size=len(vocab), d_model=16, n_heads=2, d_ff=32, n_layers=1, max_len=40)
-    from coursekit import blocks
+    from learner import blocks
     gpt = transformer.DecoderLM(cfg, blocks.decoder_block, blocks.embed_with_positions, seed=0)
     prompts = [data.lm_ids(s, None, vocab) for s, _ in task.test[:4]]
     greedy = gpt.complete(prompts, 6, data.EOS_ID)

@@ -21,7 +21,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from solutions import attention, dot_products, tokens
+from solutions import dot_products, masks_attention as attention, tokens
 from solutions.softmax import log_softmax, sequence_log_prob, softmax
 from helpers import DTYPES, assert_close, gen, grads, randn, tol
 

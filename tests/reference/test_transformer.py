@@ -1,5 +1,5 @@
 """Notebooks 06-08, the transformer: the reference blocks against PyTorch's own modules, their properties,
-the models of ``coursekit.transformer`` built from them, and the errors bad sizes get.
+the models of ``learner.transformer`` built from them, and the errors bad sizes get.
 
 Every expected value is computed by PyTorch on the same seeded inputs and weights
 (nn.MultiheadAttention, nn.TransformerEncoderLayer, nn.TransformerDecoderLayer,
@@ -17,7 +17,7 @@ course's own promise (zero weights, never NaN) instead.
 
 Layout: helpers (weights read out of PyTorch's modules as the course's dicts);
 1. parity with PyTorch, forward and backward, float32 and float64 (and the given
-coursekit.blocks against the reference); 2. properties; 3. errors; 4. CUDA (a
+learner.blocks against the reference); 2. properties; 3. errors; 4. CUDA (a
 test marked ``cuda`` that reruns the block and the models on a GPU and compares
 with the CPU).
 """
@@ -29,8 +29,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from coursekit import blocks
-from coursekit.transformer import (DecoderLM, EncoderDecoder, EncoderDecoderConfig, MaskedLM, TransformerConfig,
+from learner import blocks
+from learner.transformer import (DecoderLM, EncoderDecoder, EncoderDecoderConfig, MaskedLM, TransformerConfig,
                                    as_dict, encdec_block_weights, encoder_block_weights, weights_of)
 from solutions import decoder, encoder, encoder_decoder
 from helpers import (DTYPES, assert_all_close, assert_close, assert_message_names, causal, cotangent, flatten, gen,
@@ -269,7 +269,7 @@ def test_encoder_decoder_memory_equals_nn_transformer_encoder_in_eval_without_gr
 
 
 def test_encoder_decoder_with_its_default_encoder_block_trains_on_a_batch_with_an_all_padding_source():
-    """EncoderDecoder with its default encoder_block (coursekit.blocks) gets finite gradients, equal to those of the
+    """EncoderDecoder with its default encoder_block (learner.blocks) gets finite gradients, equal to those of the
     same model built with the reference encoder_block, when one source of the batch is all padding."""
     cfg = small_encdec_cfg(n_enc_layers=1, n_dec_layers=1)
     src, src_valid = torch.tensor([[3, 4, 5], [0, 0, 0]]), valid_from_lengths([3, 0], 3)

@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt
 import pytest
 import torch
 
-from coursekit import data, widgets
+from learner import data, widgets
 from coursekit.samples import ONE_BUG, edited_source
 from helpers import as_learner
 
@@ -357,7 +357,7 @@ def test_the_widgets_work_without_the_solutions_package():
     code = (
         "import sys; sys.modules['solutions'] = None\n"
         "import torch\n"
-        "from coursekit import widgets\n"
+        "from learner import widgets\n"
         "t = widgets.temperature_explorer(lambda x, dim=-1, temperature=1.0: torch.softmax(x / temperature, dim)"
         ".nan_to_num(0.0))\n"  # the notebook's checks run from their shipped expectations, and pass it
         "t.slider.value = 0.3\n"
@@ -383,13 +383,13 @@ def test_the_browsers_snapped_echo_of_the_slider_is_not_a_move(temp):
 # ====================================================================== cross-attention viewer (notebook 08)
 @pytest.fixture(scope="module")
 def date_task():
-    from coursekit import data
+    from learner import data
     return data.make_date_task(seed=0)
 
 
 def _translator(task, decoder_block=None, steps=0):
     """An encoder-decoder on the date task built with the reference blocks (optionally trained a little)."""
-    from coursekit import data, transformer
+    from learner import data, transformer
     from solutions import encoder, encoder_decoder
     cfg = transformer.EncoderDecoderConfig(len(task.src_vocab), len(task.tgt_vocab), d_model=32, n_heads=2, d_ff=64,
                                            n_enc_layers=1, n_dec_layers=2, max_len=32)
@@ -415,7 +415,7 @@ def test_the_viewer_translates_the_typed_date_and_draws_one_row_per_written_toke
     assert viewer.png.startswith(b"\x89PNG") and viewer.message == "" and viewer.learner_message == ""
     assert r["T_x"] == 9 and len(r["strongest"]) == r["T_y"] == len(r["row_sums"])
     assert all(abs(s - 1) < 1e-5 for s in r["row_sums"])
-    from coursekit import data
+    from learner import data
     b = data.make_batch([("the 1st of february 2014", "")], viewer.task.src_vocab, viewer.task.tgt_vocab)
     tokens, cross = viewer.model.greedy(b["src"], b["src_mask"], data.BOS_ID, data.EOS_ID, 12)
     assert r["translation"] == data.to_text(tokens[0], viewer.task.tgt_vocab)  # the model's own greedy output
@@ -463,7 +463,7 @@ PROMPT = "the 1st of february 2014 ="  # <bos> + 10 tokens: T = 11 positions aft
 def _gpt(task, max_len=48, writes_eos=False):
     """A small DecoderLM on the date task's vocabulary with seeded random weights (untrained: the stepper's
     mechanics do not need good text). ``writes_eos``: its last block always predicts <eos>."""
-    from coursekit import blocks, data, transformer
+    from learner import blocks, data, transformer
     cfg = transformer.TransformerConfig(vocab_size=len(data.lm_vocab(task)), d_model=32, n_heads=2, d_ff=64,
                                         n_layers=2, max_len=max_len)
     model = transformer.DecoderLM(cfg, blocks.decoder_block, blocks.embed_with_positions, seed=1, block_step=stub)
@@ -494,7 +494,7 @@ def _mistake(name):
 def test_the_stepper_feeds_the_prompt_once_then_one_token_a_step_and_counts_the_work(stepper, gpt, date_task):
     """Step 0 feeds <bos> + the prompt; each Step feeds 1 token, the cache grows by one position, the dot products
     are T with the cache and T(T+1)/2 recomputing everything, and the picture changes."""
-    from coursekit import data
+    from learner import data
     n_prompt = 1 + len(data.tokenize(PROMPT))
     L, H, d_k = 2, 2, 16
     pngs, cached_total, recomputed_total = {stepper.png}, n_prompt * (n_prompt + 1) // 2, n_prompt * (n_prompt + 1) // 2
@@ -654,7 +654,7 @@ def test_a_run_compares_every_step_as_stepping_one_at_a_time_does(step, learner,
     """Run to <eos> recomputes the whole text once (the model is causal) rather than once a step: it finds the
     same tokens and the same verdict at every step as Step clicked again and again, and the work panels' span
     set at the prompt (the ready-made cache's run) is the run's length when the learner's step is right."""
-    from coursekit.widgets import kv_cache as K
+    from learner.widgets import kv_cache as K
     fn = learner["decoder_block_step"] if step == "right" else _mistake(step)
     setup = K.Setup.of(fn, gpt, date_task)
     gen = K.start(setup, PROMPT)
@@ -710,7 +710,7 @@ EXTRA_LOGITS = [[-math.inf, -math.inf], [-math.inf], [0.0], [-math.inf, 5.0, -ma
 def test_the_reference_softmax_agrees_with_the_hand_written_one(tau):
     """torch.softmax(x / τ) with the all -inf rule gives what the old hand-written softmax gave: on every preset,
     blocked entries, rows with nothing allowed, huge logits, and the extreme temperatures."""
-    from coursekit.widgets.reference import reference_probabilities
+    from learner.widgets.builtin import reference_probabilities
     for values in [v for _, v in widgets.PRESETS.values()] + EXTRA_LOGITS:
         x = torch.tensor(values, dtype=torch.float32)
         new, old = reference_probabilities(x, tau), _old_reference_softmax(x, tau)
@@ -741,7 +741,7 @@ def test_the_reference_attention_agrees_with_the_hand_written_one():
     """scaled_dot_product_attention (out) and torch.softmax of the masked scaled scores (weights) give what the old
     hand-written attention gave on the widget's inputs, with fully masked rows giving zeros, never NaN; the known
     mistakes the widget names (no √d_k, softmax over the queries, zeroing after the softmax) agree too."""
-    from coursekit.widgets.reference import attention_weights, reference_masked_attention
+    from learner.widgets.builtin import attention_weights, reference_masked_attention
     inputs = _widget_inputs()
     assert len({tuple(m.shape) for *_, m in inputs}) > 3  # every kind, with and without padding
     for Q, K, V, mask in inputs:
@@ -762,30 +762,30 @@ def test_the_reference_attention_agrees_with_the_hand_written_one():
 
 
 def test_the_old_hand_written_references_are_gone():
-    from coursekit.widgets import masks, reference, temperature
-    for module in (widgets, masks, reference, temperature):
+    from learner.widgets import builtin, masks, temperature
+    for module in (widgets, masks, builtin, temperature):
         assert not hasattr(module, "reference_softmax") and not hasattr(module, "reference_attention")
 
 
 def test_the_widgets_call_the_learner_through_the_graders_public_call_only():
-    """One guarded call of learner code (grader.call_learner) serves the checks and the widgets; the widgets use
+    """One guarded call of learner code (learner.check.call_learner) serves the checks and the widgets; the widgets use
     nothing of the grader but its public names (the guarded call, and the notebook's own check with its failure
     and its cells), and a hanging function is stopped in the widgets' words."""
     import ast
     import glob
 
-    import grader
-    from coursekit import widgets
+    import learner.check
+    from learner import widgets
     used = set()
     for path in glob.glob(os.path.join(os.path.dirname(widgets.__file__), "*.py")):
         tree = ast.parse(open(path).read())
-        used |= {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and (n.module or "").startswith(
-            "grader") for a in n.names}
-        used |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)
-                 and isinstance(n.value, ast.Name) and n.value.id == "grader"}
-        assert not [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and (n.module or "") != "grader"
-                    and (n.module or "").startswith("grader")], path
-    assert used == {"call_learner", "check", "CheckFailed", "cells_of"} and used <= set(grader.__all__), used
+        used |= {a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module == "learner.check"
+                 for a in n.names}
+        used |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Attribute)
+                 and n.value.attr == "check" and isinstance(n.value.value, ast.Name) and n.value.value.id == "learner"}
+        assert not [n for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and (n.module or "") != "learner.check"
+                    and (n.module or "").startswith("learner.check")], path
+    assert used == {"call_learner", "check", "CheckFailed", "cells_of"} and used <= set(learner.check.__all__), used
 
     def forever(x, dim=-1, temperature=1.0):
         while True:
@@ -806,7 +806,7 @@ def no_figures(monkeypatch):
 
 
 def test_temperature_compute_and_readout(learner, no_figures):
-    from coursekit.widgets import temperature as T
+    from learner.widgets import temperature as T
     words, values = T.PRESETS["next word (notebook 03, §5)"]
     rec = T.compute(learner["softmax"], values, words, 0.5)
     page = T.readout(rec)
@@ -832,7 +832,7 @@ def test_temperature_compute_and_readout(learner, no_figures):
     ("parse_temperature", "100", "outside what this explorer draws"), ("parse_logits", "", "Type between 1 and 12"),
     ("parse_logits", "1, inf", "cannot be a logit"), ("parse_logits", "1, x", "'x' is not a number")])
 def test_temperature_bad_input_says_what_is_allowed(parse, typed, says):
-    from coursekit.widgets import temperature as T
+    from learner.widgets import temperature as T
     with pytest.raises(widgets.BadInput, match=re.escape(says)) as bad:
         getattr(T, parse)(typed)
     notice = widgets.base.notice_html(str(bad.value), "")
@@ -840,7 +840,7 @@ def test_temperature_bad_input_says_what_is_allowed(parse, typed, says):
 
 
 def test_mask_compute_and_readout(learner, no_figures):
-    from coursekit.widgets import masks as M
+    from learner.widgets import masks as M
     W_ = M.make_projections(8, 0)
     rec = M.compute(learner["masked_attention"], W_, "causal", "a b c d", "x y z", 1, 3)
     page = M.readout(rec)
@@ -864,13 +864,13 @@ def test_mask_compute_and_readout(learner, no_figures):
     ("prefix", "a b c d e f g h i j", "x y z", 0, "at most 12 positions per axis, and this gives 13"),
     ("padding", "a b c d e f g h i j", "", 3, "10 words + 3 pads")])
 def test_mask_bad_input_says_what_is_allowed(kind, sentence, source, padding, says):
-    from coursekit.widgets import masks as M
+    from learner.widgets import masks as M
     with pytest.raises(widgets.BadInput, match=re.escape(says)):
         M.compute(stub, M.make_projections(8, 0), kind, sentence, source, padding, 0)
 
 
 def test_cross_attention_compute_and_readout(date_task, no_figures):
-    from coursekit.widgets import cross_attention as C
+    from learner.widgets import cross_attention as C
     model = _translator(date_task)
     rec = C.compute(model, date_task, "the 1st of february 2014", 1, -1)
     page = C.readout(rec)
@@ -886,8 +886,8 @@ def test_cross_attention_compute_and_readout(date_task, no_figures):
 
 
 def test_kv_cache_compute_and_readout(learner, gpt, date_task, no_figures):
-    from coursekit.widgets import kv_cache as K
-    from coursekit.widgets.kv_cache_view import learner_words, readout
+    from learner.widgets import kv_cache as K
+    from learner.widgets.kv_cache_view import learner_words, readout
     setup = K.Setup.of(learner["decoder_block_step"], gpt, date_task)
     gen = K.start(setup, PROMPT)
     readouts, page = readout(setup, gen, 0)
@@ -986,11 +986,11 @@ def test_the_iso_date_rule_needs_a_real_calendar_day():
 # notebook's visible checks; a function they fail gets the check's own message, and never "matches".
 def _check_message(name, fn):
     """What the notebook's visible check cells say of ``fn`` (the first failing one's message)."""
-    import grader
-    for part in [c for c in grader.cells_of(name) if c in ("basic", "edge")]:
+    import learner.check
+    for part in [c for c in learner.check.cells_of(name) if c in ("basic", "edge")]:
         try:
-            grader.check(name, fn, part)
-        except grader.CheckFailed as exc:
+            learner.check.check(name, fn, part)
+        except learner.check.CheckFailed as exc:
             return str(exc)
     raise AssertionError(f"the checks pass this {name}: it is not a wrong function")
 
@@ -1085,10 +1085,11 @@ def test_a_cached_step_for_one_text_only_is_not_reported_as_agreeing_in_silence(
 
 
 def test_the_check_runs_once_per_function_not_on_every_move(learner, monkeypatch):
-    import grader
+    import importlib
+    checks = importlib.import_module("learner.check")  # (``learner`` here is the notebook's namespace)
     calls = []
-    real = grader.check
-    monkeypatch.setattr(grader, "check", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
+    real = checks.check
+    monkeypatch.setattr(checks, "check", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
 
     def fresh(x, dim=-1, temperature=1.0):  # a function the widgets have not checked yet
         return _softmax_over_dim_0(x, dim, temperature)

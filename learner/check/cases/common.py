@@ -1,0 +1,535 @@
+"""What every notebook's case module is built from: Case, Exercise, the registry, and the shared helpers.
+
+A case module (``learner/check/cases/<topic>.py``, one per notebook of ``learner/syllabus.py``)
+makes its cases from seeded generators with the helpers here, without the
+reference, and ends with ``register(__name__, Exercise(...), ...)``. The visible
+parts ("basic", "edge") are computed once from the reference and shipped in
+``learner/check/expected/`` so a learner's machine needs no ``solutions`` package; the
+hidden parts draw fresh cases and run the live reference on the grading machine.
+
+A property check calls the learner's function through ``learner_call`` /
+``learner_tensor``: when the call fails or returns something of the wrong kind
+the property gives up (returns None), because the case checks already report it.
+"""
+import hashlib
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from .. import _safe
+from ...syllabus import TOPICS
+
+F64, F32 = torch.float64, torch.float32
+INF = float("inf")
+
+
+@dataclass
+class Case:
+    """One call of the exercise function: ``fn(*args, **kwargs)``.
+
+    ``what`` describes it for a person; ``raises`` names the exception class a
+    correct function must raise (the reference raises it too).
+    """
+    what: str
+    args: tuple
+    kwargs: dict = field(default_factory=dict)
+    raises: str | None = None
+
+
+@dataclass
+class Exercise:
+    name: str
+    ref: str                                   # "module:function" inside the solutions package
+    random_case: Callable | None = None        # (generator, big: bool) -> Case
+    edge: Callable[[], list] = lambda: []      # fixed cases from the notes
+    properties: list = field(default_factory=list)   # (part, callable(fn) -> message | None)
+    mistakes: list = field(default_factory=list)     # ("<topic>:<function>" in solutions.mistakes, explanation)
+    n_basic: int = 8
+    n_hidden: int = 24
+    tensor_inputs: bool = True                 # also probe the hidden part on the meta device (wrong-device tensors)
+    uses: tuple = ()                           # other exercises the learner's function calls (named in failures)
+    conditioning: Callable | None = None       # (args, kwargs) -> size of the inputs the rounding error scales with
+    answer: "Answer | None" = None             # a self-check question: the kind of literal it returns (see question)
+    # from the course table (learner/syllabus.py), filled in by register:
+    notebook: str = field(default="", init=False)   # the notebook's folder, "03_softmax"
+    given: tuple = field(default=(), init=False)    # "module:function" ready-made versions learners must not call
+
+
+# ---------------------------------------------------------------- self-check questions
+class NotAnAnswer(ValueError):
+    """A question's function returned something that is not an answer of its kind."""
+
+
+class Answer:
+    """The kind of literal a question's answer is. ``canonical(value)`` writes an answer as the one text that is
+    compared (and hashed); a value of another kind raises ``NotAnAnswer`` saying what was expected."""
+    expects = "a value"
+
+    def canonical(self, value):
+        raise NotImplementedError
+
+    def refuse(self, value):
+        shown = repr(value)[:60] if type(value) in (str, int, float, tuple, list) else type(value).__name__
+        raise NotAnAnswer(f"return {self.expects}, not {shown}")
+
+
+def _number(value):
+    """A Python number from an int, a float or a one-element tensor (a learner may compute with torch); else None."""
+    if type(value) is _safe.Tensor and value.numel() == 1 and value.device.type != "meta":
+        value = _safe.tolist(_safe.to(_safe.detach(value), "cpu").flatten())[0]
+    return value if type(value) in (int, float) else None
+
+
+class Choice(Answer):
+    """One of a few letters: "a", "b", ... (case, spaces and parentheses do not matter: "B", "(b)", " b ")."""
+
+    def __init__(self, *letters):
+        self.letters = letters
+        self.expects = "one of " + ", ".join(f'"{c}"' for c in letters) + " (a str)"
+
+    def canonical(self, value):
+        letter = value.strip().strip("()").strip().lower() if type(value) is str else None
+        if letter in self.letters:
+            return letter
+        self.refuse(value)
+
+
+class Integer(Answer):
+    """A whole number: an int, or a float or a one-element tensor holding one (15, 15.0, torch.tensor(15))."""
+    expects = "a whole number (an int)"
+
+    def canonical(self, value):
+        number = _number(value)
+        if number is not None and math.isfinite(number) and float(number).is_integer():
+            return str(int(number))
+        self.refuse(value)
+
+
+class Decimal(Answer):
+    """A number, compared to ``digits`` decimal places (0.5065 and 0.51 are the same answer at 2 places)."""
+
+    def __init__(self, digits):
+        self.digits = digits
+        self.expects = f"a number (it is compared to {digits} decimal places)"
+
+    def canonical(self, value):
+        number = _number(value)
+        if number is not None and math.isfinite(number):
+            return f"{float(number):.{self.digits}f}"
+        self.refuse(value)
+
+
+class IntTuple(Answer):
+    """A tuple of whole numbers, such as a shape: (2, 4, 5, 7); a list or a torch.Size is the same answer."""
+    expects = "a tuple of whole numbers, such as (2, 3)"
+
+    def canonical(self, value):
+        if type(value) in (tuple, list, torch.Size) and all(type(v) is int for v in value):
+            return "(" + ", ".join(str(v) for v in value) + ")"
+        self.refuse(value)
+
+
+ANSWER_SALT = "attention-course self-check v1"
+
+
+def answer_digest(name, text):
+    """The salted SHA-256 of question ``name``'s answer written canonically: what ships instead of the answer, so
+    that a learner's check says right or wrong while the answer is not readable in the course's files."""
+    return hashlib.sha256(f"{ANSWER_SALT}|{name}|{text}".encode()).hexdigest()
+
+
+def question(name, ref, answer, wrong=()):
+    """A self-check question as an exercise: the learner's function ``name()`` returns a literal of kind ``answer``
+    (an ``Answer``); ``ref`` returns the right one, and each known wrong answer is a function of
+    ``solutions/mistakes/<topic>.py`` returning it, named with what it misunderstands (``wrong``: (mistake,
+    explanation) pairs). Only salted digests of the answers ship (``answer_digest``)."""
+    return Exercise(name, ref, lambda g, big: Case("your answer", ()), mistakes=list(wrong), n_basic=1, n_hidden=1,
+                    tensor_inputs=False, answer=answer)
+
+
+def digest_of(ex, value):
+    """What is compared for ``ex``: the salted digest of a question's answer (``NotAnAnswer`` for a value of the
+    wrong kind), the value itself for every other exercise."""
+    return answer_digest(ex.name, ex.answer.canonical(value)) if ex.answer is not None else value
+
+
+# ---------------------------------------------------------------- the registry
+EXERCISES = {}     # name -> Exercise, in course order
+SAFE_GLOBALS = []  # classes (beyond tensors and plain data) that shipped expectations may hold; modules add theirs
+
+
+def register(module, *exercises):
+    """Add the exercises of one notebook; its case module ``module`` (pass ``__name__``) ends with this call.
+
+    The exercises (and questions) must be the table's (``learner/syllabus.py``), registered in its order, and
+    their known mistakes must live in ``solutions/mistakes/<topic>.py``.
+    """
+    topic = module.rsplit(".", 1)[-1]
+    nb = TOPICS[topic]
+    names = [ex.name for ex in exercises]
+    if sorted(names) != sorted(nb.exercises) or len(set(names)) != len(names):
+        raise ValueError(f"learner/check/cases/{topic}.py registers {names}; learner/syllabus.py lists {list(nb.exercises)}")
+    for ex in sorted(exercises, key=lambda ex: list(nb.exercises).index(ex.name)):  # in the table's order
+        if ex.name in EXERCISES:
+            raise ValueError(f"exercise {ex.name!r} is registered twice")
+        wrong = [m for m, _ in ex.mistakes if not m.startswith(topic + ":")]
+        if wrong:
+            raise ValueError(f"the known mistakes of {ex.name} are named '{topic}:<function>' "
+                             f"(solutions/mistakes/{topic}.py), not {wrong}")
+        ex.notebook = nb.folder
+        ex.given = tuple(nb.given.get(ex.name, ()))
+        EXERCISES[ex.name] = ex
+
+
+def visible_cases(ex, part):
+    """The cases of a visible part, made from fixed seeds: ``basic`` (seeded random cases), ``edge`` (the fixed
+    cases that must compute a value) or ``errors`` (the fixed cases of bad input, which must raise)."""
+    if part == "basic":
+        g = gen(1000 + sum(map(ord, ex.name)))
+        return [ex.random_case(g, False) for _ in range(ex.n_basic)] if ex.random_case else []
+    if part == "edge":
+        return [c for c in ex.edge() if not c.raises]
+    if part == "errors":
+        return [c for c in ex.edge() if c.raises]
+    raise ValueError(f"unknown visible part {part!r}")
+
+
+# One graded test cell per kind: its visible part, then its hidden part. The maths (basic, edge) and the
+# validation of bad input (errors) score apart.
+CELLS = {"basic": ("basic", "hidden-basic"), "edge": ("edge", "hidden"), "errors": ("errors", "hidden-errors")}
+
+
+def cells_of(ex):
+    """The graded cells ``ex`` has: ``basic`` always; ``edge`` when it has fixed cases that compute a value or an
+    edge property; ``errors`` when some input must be refused with an error."""
+    fixed = ex.edge()
+    cells = ["basic"]
+    if any(not c.raises for c in fixed) or any(part == "edge" for part, _ in ex.properties):
+        cells.append("edge")
+    if any(c.raises for c in fixed):
+        cells.append("errors")
+    return cells
+
+
+def hidden_cases(ex, seed, big=True, n=None):
+    """Fresh random cases for the hidden parts (larger ones unless ``big`` is False)."""
+    g = gen(seed)
+    return [ex.random_case(g, big) for _ in range(ex.n_hidden if n is None else n)] if ex.random_case else []
+
+
+# ---------------------------------------------------------------- rounding: how large the inputs are
+def logit_scale(args, kwargs):
+    """The largest finite |logit| / temperature: log-softmax and friends are exact only to about eps times it."""
+    x = args[0] if args else kwargs.get("x", kwargs.get("logits"))
+    if not _safe.is_tensor(x) or not x.is_floating_point() or x.device.type == "meta" or x.numel() == 0:
+        return 0.0
+    values = [abs(v) for v in _safe.tolist(_safe.to(_safe.detach(x), "cpu", _safe.float64).flatten())
+              if _safe._isfinite(v)]
+    temperature = kwargs.get("temperature", args[2] if len(args) > 2 else 1.0)
+    try:
+        temperature = float(temperature)
+    except (TypeError, ValueError):
+        temperature = 1.0
+    return max(values, default=0.0) / (temperature if temperature > 0 else 1.0)
+
+
+def logit_sum_scale(args, kwargs):
+    """``logit_scale`` times the number of positions: for log-probabilities summed over a sequence."""
+    x = args[0] if args else kwargs.get("logits")
+    rows = max(1, x.numel() // max(1, x.shape[-1])) if hasattr(x, "numel") and x.dim() else 1
+    return logit_scale(args, kwargs) * rows
+
+
+# ---------------------------------------------------------------- seeded random inputs
+def gen(seed):
+    return torch.Generator().manual_seed(seed)
+
+
+def pick_int(g, lo, hi):
+    """Uniform int in [lo, hi]."""
+    return int(torch.randint(lo, hi + 1, (1,), generator=g))
+
+
+def randn(g, *shape, dtype=F64, scale=1.0):
+    return (torch.randn(*shape, generator=g, dtype=F64) * scale).to(dtype)
+
+
+def pick_dtype(g):
+    return F64 if pick_int(g, 0, 1) else F32
+
+
+def dn(dtype):
+    """A dtype's name for a case's description: "float64"."""
+    return str(dtype).replace("torch.", "")
+
+
+# ---------------------------------------------------------------- calling the learner in a property
+def stub_message(fn_name):
+    """What a learner reads when ``fn_name`` is still the released stub."""
+    return (f"`{fn_name}` is not implemented yet: it still raises NotImplementedError. Replace the "
+            f"`raise NotImplementedError()` line in the exercise cell with your code.")
+
+
+# How many times a check gave up on the learner's function (it raised, ran out of time or returned no usable tensor):
+# a property check that gave up has checked nothing, so it is not counted as passed (learner.check.runner.run_properties).
+GAVE_UP = [0]
+
+
+def learner_call(fn, args, kwargs=None):
+    """The outcome of ``fn(*args, **kwargs)`` (a ``_safe.Outcome``), or None when it raised or ran out of time.
+
+    None means: give up, the case checks report what went wrong.
+    """
+    out = _safe.call(fn, args, kwargs or {})
+    if out.error is not None or out.timed_out:
+        GAVE_UP[0] += 1
+        return None
+    return out
+
+
+def tensor_in(value, item=None, shape=None, dim=None):
+    """``value`` (or ``value[item]`` of a returned pair) when it is a plain tensor of that shape / number of axes;
+    else None."""
+    if item is not None:
+        if not (isinstance(value, tuple) and len(value) == 2):
+            return None
+        value = value[item]
+    if type(value) is not _safe.Tensor:
+        return None
+    if shape is not None and tuple(value.shape) != tuple(shape):
+        return None
+    if dim is not None and value.dim() != dim:
+        return None
+    return value
+
+
+def learner_tensor(fn, args, kwargs=None, item=None, shape=None, dim=None):
+    """Call the learner's ``fn``; the tensor it returned (see ``tensor_in``), or None to give up."""
+    out = learner_call(fn, args, kwargs)
+    if out is None:
+        return None
+    value = tensor_in(out.value, item, shape, dim)
+    if value is None:
+        GAVE_UP[0] += 1
+    return value
+
+
+def nested(t):
+    """A learner's tensor as nested Python lists, through the grader's captured primitives."""
+    return _safe.tolist(_safe.to(_safe.detach(t), "cpu"))
+
+
+# ---------------------------------------------------------------- greedy decoding: one contract (05, 08, 09)
+GREEDY_CONTRACT = ("at most max_len tokens are written after <bos> (or after the prompt), a row's <eos> included; a "
+                   "row that has written <eos> holds 0 (<pad>) from then on; the loop stops as soon as every row has "
+                   "written <eos>, or after max_len tokens; max_len = 0 writes nothing, a (B, 0) result; max_len < 0 "
+                   "is a ValueError")
+
+
+def greedy_contract_broken(rows, eos_id, max_len):
+    """How greedy decoding's tokens ``rows`` (a list of B lists of ints, all of one length L) break the course's one
+    contract (``GREEDY_CONTRACT``), in words, or None. Notebooks 05, 08 and 09 check their decoders with it."""
+    L = len(rows[0]) if rows else 0
+    if L > max_len:
+        return f"it wrote {L} tokens with max_len={max_len}: write at most max_len tokens, <eos> included"
+    ends = []
+    for b, row in enumerate(rows):
+        if eos_id in row:
+            at = row.index(eos_id)
+            if any(t != 0 for t in row[at + 1:]):
+                return (f"row {b} wrote {row[at + 1:]} after its <eos> (token {at + 1} of {L}): a row that has written "
+                        f"<eos> holds 0 (<pad>) from then on")
+            ends.append(at + 1)
+        else:
+            ends.append(None)
+    if rows and all(e is not None for e in ends) and L != max(ends):
+        return (f"every row had written <eos> after {max(ends)} tokens, yet it wrote {L}: stop as soon as every row "
+                f"has written <eos>")
+    if rows and any(e is None for e in ends) and L != max_len:
+        row = ends.index(None)
+        return (f"it stopped after {L} tokens while row {row} had not written <eos> and max_len={max_len}: stop only "
+                f"when every row has written <eos>, or after max_len tokens")
+    return None
+
+
+def greedy_contract_cases(call, mixed, never, at_once):
+    """The contract's edge cases, in the same words in notebooks 05, 08 and 09. ``call(model, max_len)`` gives a
+    case's (args, kwargs); ``mixed`` is a model whose rows write <eos> at different steps, every row before 20
+    tokens, ``never`` one that never writes <eos>, ``at_once`` one that writes it first."""
+    return [Case("max_len = 0: nothing to write, an empty (B, 0) result", *call(mixed, 0)),
+            Case("max_len = 1: one token", *call(mixed, 1)),
+            Case("rows that write <eos> at different steps, all before max_len = 20: 0 (<pad>) after each row's "
+                 "<eos>, and the loop stops when the last row has written its <eos>", *call(mixed, 20)),
+            Case("a model that never writes <eos> stops at max_len = 7", *call(never, 7)),
+            Case("a model that writes <eos> first: one token, (B, 1)", *call(at_once, 5)),
+            Case("max_len = -1: an error", *call(mixed, -1), raises="ValueError")]
+
+
+def greedy_contract_property(call, models, eos_id, item=None):
+    """A property: the learner's decoder keeps ``GREEDY_CONTRACT`` with each of ``models`` ((what, model) pairs) at
+    max_len 1, 3 and 20. ``call(model, max_len)`` gives (args, kwargs); ``item`` picks the tokens from a returned
+    pair (05's greedy_decode returns (tokens, log_prob))."""
+    def keeps_the_contract(fn):
+        for what, model in models:
+            for max_len in (1, 3, 20):
+                args, kwargs = call(model, max_len)
+                out = learner_call(fn, args, kwargs)
+                tokens = None if out is None else tensor_in(out.value, item=item, dim=2)
+                if tokens is None:
+                    return None  # reported by the case checks
+                wrong = greedy_contract_broken(nested(tokens), eos_id, max_len)
+                if wrong:
+                    return f"the contract of greedy decoding, with {what}: {wrong}"
+        return None
+    keeps_the_contract.__doc__ = f"The contract of greedy decoding: {GREEDY_CONTRACT}."
+    return keeps_the_contract
+
+
+# ---------------------------------------------------------------- causal: no future leak
+CAUSAL_LESSON = "query i may attend to key j only if j <= i"
+
+
+def leak_message(i, j, what):
+    return (f"the future leaks: the output at position i={i} changed when {what} at j={j} (a later position) "
+            f"changed. With the causal mask, position i may only depend on positions j <= i.")
+
+
+def no_future_leak(fn, args, x_index, T, first_of_tuple, what="the input", kwargs=None):
+    """Perturb position j of args[x_index] for j = T-1 .. 1; rows i < j of the output must not move.
+
+    ``x_index`` is one index into ``args`` or a tuple of them (all perturbed together);
+    ``first_of_tuple``: the output is the first of a returned pair (out, weights).
+    Returns the message naming the leaking pair (i, j), or None.
+    """
+    kwargs = kwargs or {}
+    indices = x_index if isinstance(x_index, tuple) else (x_index,)
+    item = 0 if first_of_tuple else None
+
+    def output(call_args):
+        out = learner_tensor(fn, call_args, kwargs, item=item, dim=3)
+        return None if out is None or out.shape[1] != T else nested(out)
+
+    out0 = output(args)
+    if out0 is None:
+        return None  # reported by the case checks
+    for j in range(T - 1, 0, -1):
+        moved_args = list(args)
+        for k in indices:
+            x = _safe.clone(args[k])
+            x[:, j] += 3.0
+            moved_args[k] = x
+        out1 = output(tuple(moved_args))
+        if out1 is None:
+            return None
+        for b in range(len(out0)):
+            for i in range(j):
+                if any(abs(u - w) > 1e-9 * (1 + abs(u)) for u, w in zip(out0[b][i], out1[b][i])):
+                    return leak_message(i, j, what)
+    return None
+
+
+# ---------------------------------------------------------------- transformer weights and masks (notebooks 06-09)
+# The weights are random and seeded, in the dict layout of ``solutions/encoder.py``:
+# attention {"W_q", "b_q", "W_k", "b_k", "W_v", "b_v", "W_o", "b_o"}, feed-forward
+# {"W_1", "b_1", "W_2", "b_2"}, layer norm {"weight", "bias"}; a block's dict holds
+# those under "attn"/"ln1"/"ffn"/"ln2" (encoder, decoder) or
+# "self_attn"/"ln1"/"cross_attn"/"ln2"/"ffn"/"ln3" (encoder-decoder). Masks are
+# bool, True = may attend; padding is on the right.
+def attn_params(g, D, dtype=F64, scale=1.5):
+    """An attention dict; ``scale`` > 1 gives peaky weights, so scaling mistakes show."""
+    p = {}
+    for n in "qkvo":
+        p[f"W_{n}"] = randn(g, D, D, dtype=dtype, scale=scale / math.sqrt(D))
+        p[f"b_{n}"] = randn(g, D, dtype=dtype, scale=0.3)
+    return p
+
+
+def ln_params(g, D, dtype=F64):
+    return {"weight": 1.0 + randn(g, D, dtype=dtype, scale=0.2), "bias": randn(g, D, dtype=dtype, scale=0.2)}
+
+
+def ffn_params(g, D, F, dtype=F64):
+    return {"W_1": randn(g, F, D, dtype=dtype, scale=1.5 / math.sqrt(D)), "b_1": randn(g, F, dtype=dtype, scale=0.3),
+            "W_2": randn(g, D, F, dtype=dtype, scale=1.5 / math.sqrt(F)), "b_2": randn(g, D, dtype=dtype, scale=0.3)}
+
+
+def block_params(g, D, F, dtype=F64):
+    return {"attn": attn_params(g, D, dtype), "ln1": ln_params(g, D, dtype), "ffn": ffn_params(g, D, F, dtype),
+            "ln2": ln_params(g, D, dtype)}
+
+
+def encdec_params(g, D, F, dtype=F64):
+    return {"self_attn": attn_params(g, D, dtype), "ln1": ln_params(g, D, dtype),
+            "cross_attn": attn_params(g, D, dtype), "ln2": ln_params(g, D, dtype),
+            "ffn": ffn_params(g, D, F, dtype), "ln3": ln_params(g, D, dtype)}
+
+
+def as_float32(params):
+    """A weight dict (nested or flat) in float32."""
+    return {k: as_float32(v) if isinstance(v, dict) else v.float() for k, v in params.items()}
+
+
+def random_lengths(g, B, T, lo=1, force_pad=True):
+    """Random lengths in [lo, T]; with ``force_pad`` one row is shorter than T whenever T allows."""
+    lengths = [pick_int(g, min(lo, T), T) for _ in range(B)]
+    if force_pad and T >= 2 and all(n == T for n in lengths):
+        lengths[pick_int(g, 0, B - 1)] = pick_int(g, max(1, min(lo, T - 1)), T - 1)
+    return lengths
+
+
+def valid_mask(lengths, T):
+    """(B, T) bool: True at the real tokens of rows of the given lengths."""
+    return torch.arange(T)[None, :] < torch.tensor(lengths, dtype=torch.long).reshape(-1, 1)
+
+
+def causal_mask(T):
+    return torch.ones(T, T, dtype=torch.bool).tril()
+
+
+def pick_heads(g, big, lo_basic=2, d_lo=1, d_hi=4, min_D=1):
+    """(H, d_k) with H >= lo_basic in the basic part, and D = H * d_k >= min_D."""
+    while True:
+        H = pick_int(g, 1 if big else lo_basic, 4 if big else 3)
+        d_k = pick_int(g, d_lo, d_hi)
+        if H * d_k >= min_D:
+            return H, d_k
+
+
+def random_padding_mask(g, B, T_k):
+    """A (B, 1, T_k) padding mask with random lengths, and its description."""
+    lengths = random_lengths(g, B, T_k)
+    return valid_mask(lengths, T_k)[:, None, :], f"padding mask (source lengths {lengths})"
+
+
+def block_case(g, big, T_lo=2):
+    """A random case of a transformer block (x, valid, params, n_heads): encoder_block and decoder_block."""
+    dtype = pick_dtype(g)
+    B = pick_int(g, 1, 3)
+    T = pick_int(g, 1, 7) if big else pick_int(g, T_lo, 6)
+    H, d_k = pick_heads(g, big, d_lo=2, d_hi=3, min_D=4)
+    D, F = H * d_k, pick_int(g, 2, 8)
+    if big and pick_int(g, 0, 3) == 0:
+        valid, vname = None, "no padding"
+    else:
+        lengths = random_lengths(g, B, T, lo=0 if big else 1)
+        valid, vname = valid_mask(lengths, T), f"lengths {lengths}"
+    return Case(f"B={B}, T={T}, D={D}, n_heads={H}, F={F}, {vname}, {dn(dtype)}",
+                (randn(g, B, T, D, dtype=dtype), valid, block_params(g, D, F, dtype), H))
+
+
+def block_edge(seed, first="n = 1: one token, which attends to itself"):
+    """The edge cases of a transformer block: encoder_block and decoder_block."""
+    g = gen(seed)
+    p6, p8 = block_params(g, 6, 5), block_params(g, 8, 7)
+    x, x8 = randn(g, 3, 5, 6), randn(g, 2, 4, 8)
+    return [
+        Case(first, (x[:1, :1], None, p6, 2)),
+        Case("no padding (valid=None)", (x, None, p6, 3)),
+        Case("a padded batch, lengths [5, 3, 1]", (x, valid_mask([5, 3, 1], 5), p6, 2)),
+        Case("one sequence is all padding, lengths [4, 0]", (x8, valid_mask([4, 0], 4), p8, 2)),
+        Case("one head (H = 1)", (x, valid_mask([5, 4, 2], 5), p6, 1)),
+        Case("four heads of width d_k = 2", (x8, valid_mask([2, 4], 4), p8, 4)),
+        Case("float32", (x8.float(), valid_mask([3, 4], 4), as_float32(p8), 2)),
+    ]

@@ -1,0 +1,331 @@
+"""Running one part of one exercise: the cases, the learner's calls, the reference, the diagnosis.
+
+``run_part(report, ex, fn, part)`` judges ``fn`` on the part's cases: the visible
+ones (``basic``, ``edge``, ``errors``) against the shipped expected outputs, the
+hidden ones (``hidden-basic``, ``hidden``, ``hidden-errors``) against the live
+reference on every grading device, then the properties. Every call of the learner's function goes through
+``_safe.call`` (time limit, printed text and warnings kept, calls of the
+reference noticed); at grading time ``fn`` is a ``grader.remote.RemoteFunction``
+and each call runs in the sandbox.
+"""
+import os
+import traceback
+from dataclasses import dataclass
+
+from . import _safe, given, hidden
+from .compare import compare, same
+from .devices import GPU_FAULT, gpu_fault, grading_devices, move, tensors
+from .cases import EXERCISES, hidden_cases, visible_cases
+from .cases.common import GAVE_UP, Case, NotAnAnswer, digest_of, stub_message
+from .messages import Report
+from .shipped import load_expected
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def where_raised(exc):
+    where = getattr(exc, "course_where", None)  # raised in the sandbox: where it was raised came with it
+    if isinstance(where, str):
+        return where
+    frames = traceback.extract_tb(exc.__traceback__)
+    mine = [f for f in frames if not f.filename.startswith(_HERE) and "site-packages" not in f.filename]
+    if not mine:
+        return ""
+    f = mine[-1]
+    place = "your cell" if f.filename.startswith("<") or "ipykernel" in f.filename else os.path.basename(f.filename)
+    code = (f.line or "").strip()
+    return f" (line {f.lineno} of {place}" + (f": `{code}`)" if code else ")")
+
+
+def problem(fn_name, outcome, expected, raises, ref_message, device, input_scale=0.0):
+    """Return (kind, text) describing what is wrong with one call, or None when it is right."""
+    if outcome.called_reference:
+        what = outcome.called_reference
+        what = f"{what}" if "ready-made" in what else f"the reference solution ({what})"
+        return "reference", (f"it called {what}. The grader needs your own implementation, so this counts as a "
+                             f"failure.")
+    if outcome.timed_out:
+        return "timeout", (f"it did not finish within {_safe.DEFAULT_TIME_LIMIT:g} s of computing and was stopped: look for a loop "
+                           f"that never ends. The remaining cases of this check were skipped.")
+    err = outcome.error
+    if gpu_fault(err):
+        return "crash", (GPU_FAULT.format(what=gpu_fault(err)) + ". The remaining cases of this check were skipped "
+                         "(in a notebook, restart the kernel: the GPU stays unusable in it).")
+    if type(err).__name__ == "SandboxFault":
+        return "crash", f"{err}. The remaining cases of this check were skipped."
+    if type(err).__name__ == "NotPlain":
+        return "type", f"{err}."
+    if isinstance(err, NotImplementedError) and not str(err):  # the stub; torch's own have a message
+        return "stub", stub_message(fn_name)
+    if raises:
+        if err is None:
+            return "no-raise", (f"this input is invalid, so it should raise {raises} (the reference says: "
+                                f"\"{ref_message}\"), but it returned a {type(outcome.value).__name__}.")
+        if type(err).__name__ != raises and raises not in [c.__name__ for c in type(err).__mro__]:
+            return "wrong-raise", (f"this input is invalid and should raise {raises}, but it raised "
+                                   f"{type(err).__name__}: {err}{where_raised(err)}.")
+        return None
+    if err is not None:
+        return "error", f"it raised {type(err).__name__}: {str(err)[:300]}{where_raised(err)}."
+    mismatch = compare(expected, outcome.value, "output", input_scale=input_scale)
+    if mismatch is None:
+        return None
+    return mismatch.kind, mismatch.text
+
+
+def diagnose(kind, got, mistake_outputs, explanations):
+    """Name the known mistake whose output the learner's output equals.
+
+    A NaN output cannot equal anything, so for NaN the mistake named is the first
+    one that also produces NaN on this case (overflow, a 0/0 row).
+    """
+    if kind in ("stub", "error", "timeout", "crash", "reference", "no-raise", "wrong-raise"):
+        return None
+    for mname, mout in mistake_outputs.items():
+        if mout is None or mname not in explanations:
+            continue
+        if kind == "nan":
+            if any(t.is_floating_point() and t.device.type != "meta" and any(v != v for v in _flat(t))
+                   for t in tensors(mout)):
+                return explanations[mname]
+        elif same(mout, got):
+            return explanations[mname]
+    return None
+
+
+def _flat(t):
+    values = _safe.tolist(_safe.to(_safe.detach(t), "cpu"))
+    stack, out = [values], []
+    while stack:
+        v = stack.pop()
+        if isinstance(v, list):
+            stack.extend(v)
+        else:
+            out.append(v)
+    return out
+
+
+
+@dataclass
+class Expected:
+    """What the reference says about one case: its output (or a function that computes it once the learner's
+    call is over), its error message when the case must raise, and the known mistakes' outputs (or a function)."""
+    value: object = None
+    message: str = ""
+    mistakes: object = None
+
+
+def judge_case(run, ex, fn, index, case, expected, device):
+    """Call ``fn`` on ``case`` (a Case), compare with ``expected`` and record the verdict in ``run``."""
+    if run.stopped:
+        return
+    outcome = _safe.call(fn, case.args, case.kwargs)
+    if ex.answer is not None:
+        return judge_answer(run, ex, index, case, outcome, expected, device)
+    if gpu_fault(outcome.error):  # nothing more on this process's GPU: no reference, no comparison
+        return run.record(index, case.what, device, outcome, problem(ex.name, outcome, None, None, "", device), None)
+    scale = ex.conditioning(case.args, case.kwargs) if ex.conditioning and not case.raises else 0.0
+    value = expected.value() if callable(expected.value) else expected.value
+    wrong = problem(ex.name, outcome, value, case.raises, expected.message, device, scale)
+    mistake = None
+    if wrong is not None:
+        mistakes = expected.mistakes() if callable(expected.mistakes) else expected.mistakes
+        mistake = diagnose(wrong[0], outcome.value, mistakes, dict(ex.mistakes))
+    run.record(index, case.what, device, outcome, wrong, mistake)
+
+
+def judge_answer(run, ex, index, case, outcome, expected, device):
+    """A self-check question: the learner's answer, written canonically and hashed, against the digest of the
+    right one (``expected``); a wrong answer that a known mistake gives is named with its explanation."""
+    wrong, mistake = None, None
+    if outcome.called_reference or outcome.timed_out or outcome.error is not None:
+        wrong = problem(ex.name, outcome, None, None, "", device)  # the stub, an error, a time-out: in words
+    else:
+        try:
+            got = digest_of(ex, outcome.value)
+        except NotAnAnswer as exc:
+            wrong = ("type", f"{exc}.")
+        else:
+            if got != (expected.value() if callable(expected.value) else expected.value):
+                mistakes = expected.mistakes() if callable(expected.mistakes) else expected.mistakes
+                mistake = next((why for m, why in ex.mistakes if (mistakes or {}).get(m) == got), None)
+                wrong = ("answer", f"{outcome.value!r} is not the right answer" +
+                         ("" if mistake else "; read the question and its section again, then try another."))
+    run.record(index, case.what, device, outcome, wrong, mistake)
+
+
+def judge_shipped(run, ex, fn, part):
+    """The cases of a visible part against their shipped expected outputs."""
+    for i, rec in enumerate(load_expected(ex.name)["parts"][part], 1):
+        case = Case(rec["what"], rec["args"], rec["kwargs"], rec["raises"])
+        judge_case(run, ex, fn, i, case, Expected(rec["expected"], rec["message"], rec["mistakes"]), "cpu")
+
+
+def run_properties(run, ex, fn, part):
+    for ppart, prop in ex.properties:
+        if ppart != part or run.stopped:
+            continue
+        gave_up = GAVE_UP[0]
+        try:
+            message = prop(fn)
+        except Exception as exc:  # a property that cannot even run the learner code
+            message = f"the property check could not run your function: {type(exc).__name__}: {exc}"
+        if message is None and GAVE_UP[0] > gave_up:  # it checked nothing: no credit for it
+            message = ("not checked: your function gave no usable result on this check's input (the failures above "
+                       "say why), so nothing could be checked")
+        doc = (prop.__doc__ or prop.__name__.strip("_").replace("_", " ")).strip().splitlines()[0]
+        run.record(run.n + 1, f"property: {doc}", "cpu", None, ("property", message) if message else None, None)
+
+
+
+def run_part(run, ex, fn, part, seed=0):
+    if part in ("basic", "edge", "errors"):
+        judge_shipped(run, ex, fn, part)
+    else:
+        run_hidden(run, ex, fn, part, seed)
+    run_properties(run, ex, fn, part)
+
+
+
+def failing_dependencies(ex, fn):
+    """Notes for the exercises ``fn`` calls (``ex.uses``) that fail their own basic checks.
+
+    A block built on a wrong helper fails too; saying which helper is wrong
+    points the learner at the cause rather than the symptom.
+    """
+    notes = []
+    for dep in ex.uses:
+        dep_fn = learner_function(fn, dep)
+        if not callable(dep_fn):
+            continue
+        probe = Report(dep, "basic")
+        with _safe.forbid_given(given.capture_given(dep)):
+            judge_shipped(probe, EXERCISES[dep], dep_fn, "basic")
+        if probe.failures:
+            notes.append(f"your {ex.name} calls your {dep}, which fails its own checks ({len(probe.failures)} of "
+                         f"{probe.n} basic cases): fix {dep} first, its test cell says what is wrong")
+    return notes
+
+
+def learner_function(fn, name):
+    """The learner's function ``name``, defined beside ``fn`` (in its module, or in its sandbox), or None."""
+    if _safe.REMOTE_TYPES and type(fn) in _safe.REMOTE_TYPES:
+        return fn.sibling(name)
+    try:
+        namespace = fn.__globals__ if type(fn).__name__ == "function" else {}
+    except Exception:
+        namespace = {}
+    found = namespace.get(name) if isinstance(namespace, dict) else None
+    return found if callable(found) else None
+
+
+def reference_call(ref, args, kwargs):
+    """Run the reference: (value, None) or (None, exception)."""
+    try:
+        return ref(*args, **kwargs), None
+    except Exception as exc:
+        return None, exc
+
+
+def run_hidden(run, ex, fn, part, seed=0):
+    if hidden.REFERENCE is None:
+        raise RuntimeError("hidden checks need the reference solutions, which are only installed on the grading "
+                           "machine (pip install the course with its `solutions` package)")
+    refs, mistake_fns = hidden.REFERENCE
+    ref = refs[ex.name]
+    seed = 7919 + sum(map(ord, ex.name)) * 31 + seed * 1_000_003  # seed 0: the cases of a learner's own run
+    if part == "hidden-basic":
+        cases = hidden_cases(ex, seed + 1, big=False, n=ex.n_basic)
+    elif part == "hidden-errors":
+        cases = visible_cases(ex, "errors")  # live, on every grading device
+    else:
+        cases = visible_cases(ex, "edge") + hidden_cases(ex, seed)
+    index = 0
+    for device in (["cpu"] if ex.answer is not None else grading_devices()):  # a question has no tensors
+        if device != "cpu" and run.failures:
+            # a function wrong on the CPU is not run on the GPU: there its failures would only repeat, and an
+            # index out of range stops the process's GPU for good instead of raising (devices.gpu_fault)
+            break
+        for case in cases:
+            if run.stopped:
+                break
+            index += 1
+            try:
+                args, kwargs = move(case.args, device), move(case.kwargs, device)
+            except Exception as exc:  # an earlier CUDA error in this process (a learner's own kernel)
+                if not gpu_fault(exc):
+                    raise
+                run.record(index, case.what, device, None, ("crash", (
+                    f"this process cannot use the GPU since an earlier CUDA error ({gpu_fault(exc)}). Restart the "
+                    f"kernel to check on the GPU again; the remaining cases were skipped.")), None)
+                break
+
+            # the learner's function runs first; the reference only afterwards, so no expected
+            # value exists anywhere while learner code runs
+            def expected(args=args, kwargs=kwargs):
+                value, _ = reference_call(ref, args, kwargs)
+                return digest_of(ex, value)
+
+            def mistakes(args=args, kwargs=kwargs, device=device):
+                # on CPU copies: a known mistake may index past a table, which on a GPU would stop this (trusted)
+                # process's GPU for good; ``same`` compares across devices
+                if device != "cpu":
+                    args, kwargs = move(args, "cpu"), move(kwargs, "cpu")
+                out = {}
+                for mname, _ in ex.mistakes:
+                    value, err = reference_call(mistake_fns[mname], args, kwargs)
+                    out[mname] = None if err is not None else digest_of(ex, value)
+                return out
+
+            message = ""
+            if case.raises:
+                _, err = reference_call(ref, args, kwargs)
+                message = str(err)
+            judge_case(run, ex, fn, index, Case(case.what, args, kwargs, case.raises),
+                       Expected(expected, message, mistakes), device)
+    if part == "hidden" and ex.tensor_inputs and not run.stopped:
+        meta_probe(run, ex, fn, ref, cases)
+
+
+def meta_probe(run, ex, fn, ref, cases):
+    """Catch tensors created on the wrong device, even without a GPU.
+
+    Inputs go to PyTorch's "meta" device (shapes without data). A function that
+    builds a helper tensor without ``device=`` gets a CPU tensor and mixes
+    devices. Functions that need real data (``.item()``, Python ``if`` on values)
+    cannot run on meta at all; for them the probe says nothing.
+    """
+    probed = 0
+    for case in cases:
+        if case.raises or run.stopped:
+            continue
+        args, kwargs = move(case.args, "meta"), move(case.kwargs, "meta")
+        if not any(True for _ in tensors((args, kwargs))):
+            if "device" not in ref.__code__.co_varnames[:ref.__code__.co_argcount]:
+                return
+            kwargs = dict(kwargs, device="meta")
+        ref_value, ref_err = reference_call(ref, args, kwargs)
+        if ref_err is not None:
+            continue
+        outcome = _safe.call(fn, args, kwargs)
+        wrong = None
+        if outcome.error is not None:
+            text = str(outcome.error)
+            if not ("device" in text and ("meta" in text or "same device" in text)):
+                continue  # it raised for another reason (it needs real data, or it is a stub): nothing probed
+            wrong = ("device", f"it mixes devices: with inputs on device X, a tensor made inside the function "
+                               f"without device=X lands on the CPU. PyTorch said: {text[:200]}")
+        elif outcome.timed_out:
+            continue
+        else:
+            for t in tensors(outcome.value):
+                if t.device.type != "meta":
+                    wrong = ("device", f"with inputs on the 'meta' device the output came back on {t.device}: "
+                                       f"create new tensors with device=<input>.device (and dtype=...)")
+                    break
+        probed += 1
+        if wrong is not None:  # one failure is enough to teach the rule
+            run.record(run.n + 1, f"device probe on: {case.what}", "meta", outcome, wrong, None)
+            return
+    if probed:
+        run.record(run.n + 1, f"device probe on {probed} cases", "meta", None, None, None)
