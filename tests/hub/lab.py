@@ -69,12 +69,14 @@ class Terminal:
         raise AssertionError(f"the terminal did not show {pattern!r} within {timeout} s:\n{self.text()}")
 
     def run(self, command, until, timeout=120):
-        """Type ``command`` and Enter; the terminal's text once ``until`` (a regex) shows after it."""
+        """Type ``command`` and Enter; the terminal's text once ``until`` (a regex) shows after it and the command has
+        finished (the prompt is back, as the last line)."""
         self.page.locator(".jp-Terminal .xterm-helper-textarea").last.focus()
         self.page.keyboard.type("clear\n")
         time.sleep(0.5)
         self.page.keyboard.type(command + "\n")
-        return self.wait_for(until, timeout)
+        self.wait_for(until, timeout)
+        return self.wait_for(re.compile(r"\n[^\n]*[$#] *(\n *)*$"), timeout)
 
 
 def open_assignments(page):
