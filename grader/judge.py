@@ -39,6 +39,7 @@ import sys
 import tempfile
 import time
 
+from .processes import Kept
 from .worker import definitions  # noqa: F401  (the rule for what of a cell is kept, documented there)
 
 
@@ -216,20 +217,15 @@ def _read(path):
         return ""
 
 
-_SERVER = None
+_SERVER = Kept(JudgeServer)  # this process's judge server, started again for another environment or when it died
 
 
 def judge(request, env, timeout):
     """(stdout, stderr, exit code or None past ``timeout``) of the judge on ``request``, forked from this process's
     judge server (started, or started again, as needed)."""
-    global _SERVER
     for attempt in (1, 2):
-        if _SERVER is None or not _SERVER.alive() or _SERVER.env != env:
-            if _SERVER is not None:
-                _SERVER.stop()
-            _SERVER = JudgeServer(env)
         try:
-            return _SERVER.judge(request, timeout)
+            return _SERVER.get(env).judge(request, timeout)
         except (OSError, EOFError, ValueError):  # BrokenPipeError is an OSError
             _SERVER.stop()  # it died between two submissions: once more with a fresh one
             if attempt == 2:

@@ -37,3 +37,25 @@ def descendants(pid, stats=None):
 def cpu_of(pids):
     """CPU seconds used so far by the processes ``pids`` that are still there (each one's own, not its children's)."""
     return sum(cpu for _, cpu in _stats(pids).values())
+
+
+class Kept:
+    """One long-lived subprocess, started again when it has died or when the settings it was started with change.
+
+    ``start(settings)`` makes it: an object with ``alive()`` and ``stop()``. A grading worker keeps its nbgrader
+    process (``coursekit.grading.task``), and a grading process its judge server (``grader.judge``), this way."""
+
+    def __init__(self, start):
+        self._start, self.process, self.settings = start, None, None
+
+    def get(self, settings):
+        """The process started with ``settings``: the running one, or a new one in its place."""
+        if self.process is None or not self.process.alive() or self.settings != settings:
+            self.stop()
+            self.process, self.settings = self._start(settings), settings
+        return self.process
+
+    def stop(self):
+        if self.process is not None:
+            self.process.stop()
+            self.process = None

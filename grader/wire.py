@@ -42,11 +42,14 @@ def read_exact(stream, n):
     return b"".join(chunks)
 
 
-def read_frame(stream):
-    (n,) = _HEADER.unpack(read_exact(stream, _HEADER.size))
+def read_frame(source):
+    """One frame: the one reader of this boundary, on both sides. ``source`` is a stream (the worker reads its stdin)
+    or a function that returns exactly n bytes (the trusted side reads with a deadline, ``grader.remote``)."""
+    read = source if callable(source) else (lambda n: read_exact(source, n))
+    (n,) = _HEADER.unpack(read(_HEADER.size))
     if n > MAX_FRAME:
         raise NotPlain(f"a reply of {n} bytes is larger than the grader accepts")
-    return torch.load(io.BytesIO(read_exact(stream, n)), weights_only=True)
+    return torch.load(io.BytesIO(read(n)), weights_only=True)
 
 
 _SCALARS = (int, float, bool, str, bytes, type(None), complex, torch.dtype, torch.device)

@@ -21,21 +21,17 @@ parameters, the training curve and the test exact match by source length; per ru
 step and of a written token, measured with the runs taking turns (``measure_costs``).
 """
 
-import bisect
-import functools
 import json
 import os
 import time
 from dataclasses import asdict, dataclass, field
 
 import torch
-import torch.nn.functional as F
-from torch import nn
 
-from . import blocks, data, rnn_models as rnn, transformer
-from .capstone_models import (EMBED, KINDS, MAX_LEN, MAX_NEW, POSITIONS, PrefixDecoder, TOLERANCE, WIDTHS,
-                             attention_step, build, causal_lm_mask, n_params, size_for, _DecoderOnly, _Seq2Seq,
-                             _encdec_block)  # noqa: F401
+from . import data, transformer
+# the models, named here too: notebook 10 reads the whole experiment from this one module
+from .capstone_models import (KINDS, TOLERANCE, WIDTHS, PrefixDecoder, attention_step, build,  # noqa: F401
+                              causal_lm_mask, n_params, size_for)
 
 
 

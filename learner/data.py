@@ -411,3 +411,17 @@ def sense_game_batches(task, batch_size, seed=0):
         at_word = torch.zeros_like(ids, dtype=torch.bool)
         at_word[rows, positions] = True
         yield ids, targets, at_word
+
+
+def mask_tokens(ids, valid, mask_id, p=0.15, generator=None):
+    """BERT-style corruption: hide a share ``p`` of the real tokens behind ``mask_id``.
+
+    Returns (inputs, is_masked); every sequence with a real token gets at least one mask.
+    """
+    r = torch.rand(ids.shape, generator=generator)
+    is_masked = (r < p) & valid
+    first = torch.where(valid, r, torch.full_like(r, 2.0)).argmin(dim=1)  # one real position per row
+    force = torch.zeros_like(is_masked)
+    force[torch.arange(ids.shape[0]), first] = True
+    is_masked |= force & valid & ~is_masked.any(dim=1, keepdim=True)
+    return ids.masked_fill(is_masked, mask_id), is_masked

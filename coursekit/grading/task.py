@@ -6,18 +6,15 @@ import tempfile
 import time
 
 from .files import read_files, write_files
+from grader.processes import Kept
+
 from .server import Nbgrader
 
-_NBGRADER = None  # this worker's nbgrader process
+_NBGRADER = Kept(Nbgrader)  # this worker's nbgrader process, started again for other settings or when it died
 
 
 def _nbgrader(passed):
-    global _NBGRADER
-    if _NBGRADER is None or not _NBGRADER.alive() or _NBGRADER.passed != passed:
-        if _NBGRADER is not None:
-            _NBGRADER.stop()
-        _NBGRADER = Nbgrader(passed)
-    return _NBGRADER
+    return _NBGRADER.get(passed)
 
 
 

@@ -6,7 +6,7 @@ a bidirectional one, a prefix one token too long and a mask by query all differ 
 """
 import torch
 
-from .common import Case, Choice, Exercise, Integer, pick_int, question, register
+from .common import (Case, Choice, Exercise, Integer, pick_int, question, register)
 
 
 def _lengths(g, B, T, lo=0):

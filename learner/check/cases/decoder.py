@@ -14,10 +14,10 @@ import math
 
 import torch
 
-from .common import (CAUSAL_LESSON, INF, Case, Exercise, F64, as_float32, attn_params, block_case, block_edge, block_params,
-                     causal_mask, dn, gen, learner_tensor, logit_sum_scale, nested, no_future_leak, pick_dtype,
-                     pick_heads, pick_int, randn, random_lengths, random_padding_mask, register, valid_mask)
-from .common import Choice, IntTuple, Integer, question
+from .common import (CAUSAL_LESSON, INF, Case, Exercise, F64, dn, gen, learner_tensor, logit_sum_scale, nested,
+                     no_future_leak, pick_dtype, pick_int, randn, register, Choice, IntTuple, Integer, question)
+from .transformer_parts import (as_float32, attn_params, block_case, block_edge, block_params, causal_mask,
+                                pick_heads, random_lengths, random_padding_mask, valid_mask)
 
 
 # ---------------------------------------------------------------- rope

@@ -2,8 +2,8 @@
 import torch
 
 from .. import _safe
-from .common import Case, Exercise, F64, dn, gen, pick_dtype, pick_int, randn, register, stub_message
-from .common import Choice, Integer, question
+from .common import (Case, Exercise, F64, dn, gen, pick_dtype, pick_int, randn, register, stub_message, Choice,
+                     Integer, question)
 
 
 def _qk_case(g, big):

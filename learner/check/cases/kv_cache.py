@@ -16,10 +16,10 @@ import math
 import torch
 
 from ..compare import _flatten
-from .common import (Case, Exercise, F64, SAFE_GLOBALS, as_float32, block_params, dn, gen, greedy_contract_cases,
-                     greedy_contract_property, learner_call, nested, no_future_leak, pick_dtype, pick_int, randn,
-                     register, tensor_in)
-from .common import Choice, Integer, question
+from .common import (Case, Exercise, F64, SAFE_GLOBALS, dn, gen, learner_call, nested, no_future_leak, pick_dtype,
+                     pick_int, randn, register, tensor_in, Choice, Integer, question)
+from .greedy import (greedy_contract_cases, greedy_contract_property)
+from .transformer_parts import (as_float32, block_params)
 
 
 # ---------------------------------------------------------------- the grader's toy model

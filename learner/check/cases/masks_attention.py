@@ -4,9 +4,8 @@ The known mistakes live in ``solutions/mistakes/masks_attention.py``.
 """
 import torch
 
-from .common import (Case, Exercise, F64, dn, gen, learner_tensor, nested, no_future_leak, pick_dtype, pick_int, randn,
-                     register)
-from .common import Choice, Integer, question
+from .common import (Case, Exercise, F64, dn, gen, learner_tensor, nested, no_future_leak, pick_dtype, pick_int,
+                     randn, register, Choice, Integer, question)
 
 
 def _bidir_case(g, big):

@@ -9,9 +9,9 @@ import torch
 
 from .. import _safe
 from ..compare import same
-from .common import (Case, Exercise, F64, dn, gen, greedy_contract_cases, greedy_contract_property, learner_call,
-                     logit_sum_scale, nested, pick_dtype, pick_int, randn, register, tensor_in)
-from .common import Choice, IntTuple, question
+from .common import (Case, Exercise, F64, dn, gen, learner_call, logit_sum_scale, nested, pick_dtype, pick_int,
+                     randn, register, tensor_in, Choice, IntTuple, question)
+from .greedy import (greedy_contract_cases, greedy_contract_property)
 
 BOS, EOS = 1, 2
 

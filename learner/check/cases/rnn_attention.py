@@ -4,9 +4,8 @@ import math
 
 import torch
 
-from .common import (Case, Exercise, F64, dn, gen, learner_call, learner_tensor, pick_dtype, pick_int, randn, register,
-                     tensor_in)
-from .common import Choice, Integer, question
+from .common import (Case, Exercise, F64, dn, gen, learner_call, learner_tensor, pick_dtype, pick_int, randn,
+                     register, tensor_in, Choice, Integer, question)
 
 
 def _states(g, B, T, d_enc, lengths=None, dtype=F64):

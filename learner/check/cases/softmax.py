@@ -2,8 +2,7 @@
 import torch
 
 from .common import (Case, Exercise, F64, dn, gen, learner_tensor, logit_scale, logit_sum_scale, nested, pick_dtype,
-                     pick_int, randn, register)
-from .common import Choice, Decimal, question
+                     pick_int, randn, register, Choice, Decimal, question)
 
 
 def _logits_case(g, big):

@@ -1,8 +1,7 @@
 """Notebook 01, tokens and embeddings: cases, properties and known mistakes (``solutions/mistakes/tokens.py``)."""
 import torch
 
-from .common import Case, Exercise, dn, gen, pick_dtype, pick_int, randn, register
-from .common import Choice, Integer, question
+from .common import (Case, Exercise, dn, gen, pick_dtype, pick_int, randn, register, Choice, Integer, question)
 
 _WORDS = ("the cat sat on mat a dog ran to river bank money we saw big small red blue it "
           "is was and of in".split())
