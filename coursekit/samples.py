@@ -6,14 +6,14 @@ reference source, so the submission is a learner's notebook with one mistake.
 import copy
 
 from learner.check import EXERCISES
-from solutions.sample_bugs import SAMPLE_BUGS
+from solutions.sample_bugs import COSTS, SAMPLE_BUGS
 
 from .sync import solution_source
 
 # assignment -> (exercise, what the bug is, (old text, new text) in the reference source): the sample bugs
 # (solutions/sample_bugs.py, instructor-only)
-ONE_BUG = {folder: (bug.exercise, bug.what, bug.edit) for folder, bug in SAMPLE_BUGS.items()}
-ONE_BUG_COSTS = {folder: bug.costs for folder, bug in SAMPLE_BUGS.items()}
+ONE_BUG = SAMPLE_BUGS
+ONE_BUG_COSTS = COSTS
 
 
 def edited_source(name, old, new):

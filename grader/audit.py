@@ -20,7 +20,8 @@ _state = {"n": 0}
 def install(path=None):
     import json
     here = os.path.dirname(os.path.abspath(__file__))
-    packages = {here, os.path.join(os.path.dirname(here), "coursekit")}  # the course's own packages, nothing more
+    packages = {os.path.join(os.path.dirname(here), name) for name in ("learner", "grader", "coursekit")}  # the
+    # course's own packages, nothing more
     allowed = tuple({os.path.join(os.path.realpath(p), "") for p in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
                     | {os.path.join(p, "") for p in packages}) + _ALLOWED
     # the reference, wherever the course lives (under /tmp too, which is otherwise the sandbox's own)

@@ -23,7 +23,7 @@ import os
 import sys
 
 ALLOWED_DECORATORS = {"torch.no_grad", "torch.inference_mode", "torch.enable_grad"}
-BLOCKED_MODULES = ("grader", "solutions", "coursekit")
+BLOCKED_MODULES = ("grader", "solutions", "coursekit", "learner")  # the course's own: the prelude gives what a cell needs
 
 
 # ------------------------------------------------------------------ the student's definitions

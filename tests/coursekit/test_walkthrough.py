@@ -66,7 +66,7 @@ def apply(root, block):
 def scratch(tmp_path):
     """A copy of the course's packages and source notebooks; commands run in it import it, not the project."""
     root = tmp_path / "course-copy"
-    for folder in ("solutions", "grader", "coursekit"):
+    for folder in ("solutions", "learner", "grader", "coursekit"):
         shutil.copytree(os.path.join(ROOT, folder), root / folder, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(os.path.join(ROOT, "course", "source"), root / "course" / "source")
     shutil.copy(os.path.join(ROOT, "course", "nbgrader_config.py"), root / "course")
@@ -130,7 +130,7 @@ def test_the_add_an_exercise_walkthrough_gives_a_graded_exercise(scratch):
     questions = list(NOTEBOOKS["03_softmax"].questions)  # the new exercise comes before the self-check questions
     assert got["in_notebook"] == ["softmax", "log_softmax", "sequence_log_prob", "entropy", *questions]
     assert got["wrong"] and all("the minus sign is missing" in m for m in got["wrong"]), got["wrong"]
-    assert os.path.exists(os.path.join(scratch, "grader", "expected", "entropy.pt"))
+    assert os.path.exists(os.path.join(scratch, "learner", "check", "expected", "entropy.pt"))
 
 
 @pytest.mark.pipeline

@@ -12,6 +12,7 @@ import learner.check
 from coursekit.sync import solution_source
 from learner.check import EXERCISES, check
 from learner.check.cases import encoder_decoder as ex8
+from learner.check.cases import toy_encdec as toy
 from helpers import failure, learner_namespace
 from grader import reference
 
@@ -47,7 +48,7 @@ def test_the_shipped_cases_hold_toy_models_that_load_safely_and_give_the_live_re
     from learner.check.compare import same
     for name in ("encdec_forward", "translation_loss", "greedy_translate"):
         records = learner.check.load_expected(name)["parts"]["basic"]
-        assert records and all(isinstance(r["args"][0], ex8.ToyPart) for r in records)
+        assert records and all(isinstance(r["args"][0], toy.ToyPart) for r in records)
         ref = reference.resolve(EXERCISES[name].ref)
         for r in records:
             assert same(r["expected"], ref(*r["args"], **r["kwargs"])), r["what"]

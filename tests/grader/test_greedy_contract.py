@@ -5,7 +5,7 @@ import pytest
 
 import learner.check
 from learner.check import EXERCISES
-from learner.check.cases import common
+from learner.check.cases import common, greedy
 from learner.check.cases import encoder_decoder as ex8
 from learner.check.cases import kv_cache as ex9
 from learner.check.cases import rnn as ex5
@@ -25,7 +25,7 @@ IGNORES_EOS = {"greedy_decode": "rnn:greedy_decode_finished_keep_going",
 
 
 def test_the_contract_checker_names_each_way_to_break_it():
-    broken = common.greedy_contract_broken
+    broken = greedy.greedy_contract_broken
     assert broken([[5, 2, 0], [5, 5, 2]], 2, 4) is None  # both rows end, the loop stops at the last <eos>
     assert broken([[5, 5, 5], [5, 2, 0]], 2, 3) is None  # a row never ends: max_len tokens
     assert broken([[], []], 2, 0) is None
@@ -41,7 +41,7 @@ def test_each_decoder_is_graded_with_the_contracts_cases_and_property(name):
     module, models, call, _ = DECODERS[name]
     ex = EXERCISES[name]
     m = models()
-    shared = [c.what for c in common.greedy_contract_cases(call, m["mixed"][1], m["never"][1], m["at_once"][1])]
+    shared = [c.what for c in greedy.greedy_contract_cases(call, m["mixed"][1], m["never"][1], m["at_once"][1])]
     assert [c.what for c in ex.edge()][:len(shared)] == shared
     contract = [part for part, prop in ex.properties if "contract of greedy decoding" in (prop.__doc__ or "")]
     assert sorted(contract) == ["edge", "hidden"]

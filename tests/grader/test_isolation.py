@@ -338,9 +338,9 @@ def test_a_forked_judge_gives_the_verdict_a_fresh_judge_gives_and_sees_no_earlie
     first, code = _forked_judge(buggy)
     assert code == 0 and not first["results"]["softmax_basic"][0]
     assert "multiplied by the temperature" in first["results"]["softmax_basic"][1]  # the mistake is named
-    server = judge._SERVER.proc.pid
+    server = judge._SERVER.process.proc.pid
     second, _ = _forked_judge(right)
-    assert judge._SERVER.proc.pid == server  # one server, two children
+    assert judge._SERVER.process.proc.pid == server  # one server, two children
     assert second["results"] == _fresh_judge(right)["results"]  # the buggy one before it left nothing behind
     assert all(ok for ok, _ in second["results"].values())
 
@@ -356,13 +356,13 @@ def test_a_judge_past_its_time_is_stopped_and_the_server_judges_the_next_submiss
 
 @pytest.mark.pipeline  # real judges of whole notebooks: make test, not test-fast
 def test_a_judge_server_that_died_is_started_again():
-    if judge._SERVER is None or not judge._SERVER.alive():
+    if judge._SERVER.process is None or not judge._SERVER.process.alive():
         _forked_judge(_judge_request("02_dot_products"))
-    dead = judge._SERVER.proc
+    dead = judge._SERVER.process.proc
     dead.kill()
     dead.wait()
     verdict, code = _forked_judge(_judge_request("02_dot_products"))
-    assert code == 0 and all(ok for ok, _ in verdict["results"].values()) and judge._SERVER.proc is not dead
+    assert code == 0 and all(ok for ok, _ in verdict["results"].values()) and judge._SERVER.process.proc is not dead
 
 
 # ---------------------------------------------------------------- the ready-made version of an exercise

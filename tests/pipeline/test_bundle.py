@@ -161,13 +161,15 @@ def test_the_bundle_holds_no_reference_no_hidden_test_and_no_sample_bug(bundle):
 
 
 def test_a_student_install_cannot_import_the_reference(student_python, tmp_path):
-    out = run_student(student_python, "import importlib.util, grader\n"
-                                      "from learner.check import reference\n"
-                                      "print(grader.__file__, importlib.util.find_spec('solutions'), "
-                                      "reference.REFERENCE)", tmp_path)
-    where, spec, ref = out.split()
+    """The student's install holds the learner's side alone: no reference, no grading machine, no instructor's tools,
+    and the checks find no reference to run their hidden parts with."""
+    out = run_student(student_python, "import importlib.util, learner.check\n"
+                                      "from learner.check import hidden\n"
+                                      "print(learner.check.__file__, *(importlib.util.find_spec(m) for m in "
+                                      "('solutions', 'grader', 'coursekit')), hidden.REFERENCE)", tmp_path)
+    where, *specs, ref = out.split()
     assert where.startswith(os.path.dirname(os.path.dirname(os.path.dirname(student_python))))
-    assert spec == "None" and ref == "None"
+    assert specs == ["None", "None", "None"] and ref == "None"
 
 
 IMPORTS = """
@@ -181,8 +183,8 @@ print("imported", len(json.loads(sys.argv[1])))
 
 
 def test_every_course_module_a_notebook_imports_is_in_the_student_install(bundle, student_python, tmp_path):
-    """What each of the bundle's notebooks imports from coursekit and grader (``from learner import capstone``)
-    imports in the student's environment, with no solutions/."""
+    """What each of the bundle's notebooks imports of the course's code (``from learner import capstone_runs``) imports
+    in the student's environment, with no solutions/."""
     import ast
     wanted = set()
     for path in sorted(glob.glob(os.path.join(bundle, "notebooks", "*", "*.ipynb"))):
@@ -194,9 +196,11 @@ def test_every_course_module_a_notebook_imports_is_in_the_student_install(bundle
             except SyntaxError:
                 continue  # a stub the learner completes, or IPython syntax
             for node in ast.walk(tree):
-                if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in ("coursekit", "grader"):
+                if isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] in ("learner", "coursekit",
+                                                                                               "grader", "solutions"):
                     wanted |= {(node.module, alias.name) for alias in node.names}
-    assert ("coursekit", "capstone") in wanted  # notebook 10's
+    assert ("learner", "capstone_runs") in wanted  # notebook 10's
+    assert all(module.split(".")[0] == "learner" for module, _ in wanted), wanted  # the learner's side alone
     out = run_student(student_python, IMPORTS.replace("sys.argv[1]", repr(json.dumps(sorted(wanted)))), tmp_path)
     assert out.strip() == f"imported {len(wanted)}"
 
@@ -206,7 +210,7 @@ import json, sys, nbformat
 from nbclient import NotebookClient
 nb = nbformat.read(sys.argv[1], as_version=4)
 nb.cells.append(nbformat.v4.new_code_cell(
-    "import learner.check, importlib.util; print('GRADER', grader.__file__, importlib.util.find_spec('solutions'))"))
+    "import learner.check, importlib.util; print('GRADER', learner.check.__file__, importlib.util.find_spec('solutions'))"))
 NotebookClient(nb, timeout=600, kernel_name="python3", allow_errors=True).execute()
 print(json.dumps([[o.get("text", "") + o.get("evalue", "") for o in c.outputs] for c in nb.cells
                   if c.cell_type == "code"]))
@@ -239,7 +243,7 @@ async def main():
                                              + "/channels", headers=headers))
     nb = nbformat.read(source, as_version=4)
     nb.cells.append(nbformat.v4.new_code_cell(
-        "import learner.check, importlib.util; print('GRADER', grader.__file__, importlib.util.find_spec('solutions'))"))
+        "import learner.check, importlib.util; print('GRADER', learner.check.__file__, importlib.util.find_spec('solutions'))"))
     outputs, sid = [], uuid.uuid4().hex
     for cell in [c for c in nb.cells if c.cell_type == "code"]:
         msg_id = uuid.uuid4().hex

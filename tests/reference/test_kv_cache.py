@@ -336,7 +336,7 @@ def test_greedy_generate_with_the_cache_equals_decoder_lm_generate_token_for_tok
 def test_greedy_generate_keeps_the_courses_greedy_contract_with_a_real_eos(eos):
     """With an <eos> the model writes, each row is DecoderLM.generate's continuation up to its <eos>, then 0; the loop
     stops once every row has written <eos> (or after max_len), calling step once per token written."""
-    from learner.check.cases.common import greedy_contract_broken
+    from learner.check.cases.greedy import greedy_contract_broken
     g, B, T_p, max_len = gen(15), 4, 3, 9
     model = cached_lm()
     prompt = torch.randint(0, 10, (B, T_p), generator=g)

@@ -177,7 +177,7 @@ def test_the_nucleus_of_the_question_is_top_p_filters():
 
 # ---------------------------------------------------------------- 08
 def test_cross_attention_queries_the_decoder_against_the_encoders_keys_and_values():
-    from learner.check.cases.common import attn_params
+    from learner.check.cases.transformer_parts import attn_params
     g = gen(9)
     y, memory, p = randn(g, 2, 5, 8), randn(g, 2, 7, 8), attn_params(g, 8)
     out, weights = encoder_decoder.cross_attention(y, memory, None, p, 4)
