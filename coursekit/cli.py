@@ -16,7 +16,8 @@
     course hub        instructors: a JupyterHub for the class on this machine (as root; coursekit/hub.py)
     course release    instructors: generate an assignment and release it to nbgrader's exchange
     course collect    instructors: collect each student's latest submission from the exchange (earlier ones kept)
-    course return     instructors: generate the feedback and release it to the exchange
+    course return     instructors: generate the feedback and release it to the exchange (--lms: and post the
+                      scores to the LMS, on a hub with LTI login)
     course instructor-lab  instructors: JupyterLab on the course folder, with the formgrader and the exchange ready
 """
 import argparse
@@ -352,9 +353,16 @@ def _with_exchange(args):
 
 
 def cmd_hub(args):
-    """Start a JupyterHub for the course on this machine (coursekit/hub.py says what each user gets)."""
+    """Start a JupyterHub for the course on this machine (coursekit/hub.py says what each user gets; several courses
+    and LTI login: coursekit/hub_courses.py and coursekit/hub_lti.py)."""
     from .hub import HubError, prepare
     from .exchange import ExchangeError
+    if args.courses or args.lti:
+        from .hub_courses import prepare
+    elif not args.roster:
+        print("course hub: give the class: --instructor NAME --roster roster.csv (one course), --courses FILE "
+              "(several), or --lti FILE (login from the LMS)", file=sys.stderr)
+        return 2
     try:
         cmd, cwd, env = prepare(args)
     except (HubError, ExchangeError) as exc:
@@ -368,7 +376,8 @@ def cmd_hub(args):
 def _exchange_step(name):
     """The command `course NAME A ...`: ``coursekit.exchange``'s step for each assignment in turn (release, collect,
     return_feedback); exits 2 on the exchange's refusal, 1 when collect refused a folder or return returned
-    nothing."""
+    nothing. `course return A --lms` then posts each student's score for A to the LMS (coursekit/lms_return.py),
+    exiting 1 when a post failed and 2 when nothing could be posted."""
     def command(args):
         from . import exchange
         step = getattr(exchange, {"return": "return_feedback"}.get(name, name))
@@ -379,6 +388,9 @@ def _exchange_step(name):
                 done = step(root, a)
                 if (name == "return" and not done) or (name == "collect" and done.refused):  # said, and exit 1
                     worst = 1
+                if name == "return" and args.lms:
+                    from .lms_return import post_scores
+                    worst = max(worst, post_scores(root, a, err=lambda line: print(line, file=sys.stderr)))
         except exchange.ExchangeError as exc:
             print(f"course {name}: {exc}", file=sys.stderr)
             return 2
@@ -489,7 +501,7 @@ def main(argv=None):
     p.add_argument("assignment", nargs="*", help="only these assignments (default: every graded one)")
     p.set_defaults(func=cmd_export)
     p = sub.add_parser("hub", help="instructors: a JupyterHub for the course on this machine (as root)")
-    p.add_argument("--roster", required=True, help="CSV of the students: id,name (ids are Unix user names)")
+    p.add_argument("--roster", default=None, help="CSV of the students: id,name (ids are Unix user names)")
     p.add_argument("--instructor", action="append", default=[], help="an instructor's Unix user name (repeatable)")
     p.add_argument("--create-users", action="store_true", help="create the missing Unix users (useradd; root)")
     p.add_argument("--ip", default="127.0.0.1", help="address the hub listens on (0.0.0.0: every interface)")
@@ -499,6 +511,10 @@ def main(argv=None):
     p.add_argument("--state", default=os.path.join(ROOT, "hub", "state"),
                    help="the hub's database, secret and settings (keep it: users and servers survive a restart)")
     p.add_argument("--extra-config", default=None, help="a jupyterhub_config.py read after the course's")
+    p.add_argument("--courses", default=None, help="several courses: a TOML file of [[course]] tables (folder, "
+                                                   "instructors, roster), in place of --instructor and --roster")
+    p.add_argument("--lti", default=None, help="login from the LMS by LTI 1.3: a TOML file naming the platform and "
+                                               "its [[course]] tables (folder, context_id)")
     p.set_defaults(func=cmd_hub)
     for name, what in (("release", "generate, then release to the exchange"),
                        ("collect", "collect each student's latest submission from the exchange"),
@@ -507,6 +523,9 @@ def main(argv=None):
         p.add_argument("assignment", nargs="+")
         p.add_argument("--course", default=None, help="the course folder (default: $COURSE_ROOT or course/)")
         p.add_argument("--exchange", default=None, help="nbgrader's exchange (default: the course's setting)")
+        if name == "return":
+            p.add_argument("--lms", action="store_true", help="then post each student's score to the LMS (a hub "
+                                                              "started with --lti)")
         p.set_defaults(func=_exchange_step(name))
     p = sub.add_parser("instructor-lab", help="instructors: JupyterLab on the course folder with the formgrader")
     p.add_argument("--course", default=None, help="the course folder (default: $COURSE_ROOT or course/)")

@@ -188,11 +188,14 @@ def _group_name(gid):
         return str(gid)
 
 
-def give_to_staff(course, instructors, reference=REFERENCE, out=print):
+def give_to_staff(course, instructors, reference=REFERENCE, out=print, group=None):
     """As root: the instructors' group (made if missing, the instructors added), the course folder the first
     instructor's and the group's (closed to others), the reference answers the group's to read (closed to others).
-    What `course hub --create-users` does instead of asking for the commands of ``_fixes``."""
-    group = staff_group(course)
+    What `course hub --create-users` does instead of asking for the commands of ``_fixes``. With no instructor (a
+    course of an LTI hub before its first instructor's launch) the course folder is root's and the group's;
+    ``reference=None`` leaves the reference answers as they are (a hub of several courses gives them to a group of
+    every course's instructors)."""
+    group = group or staff_group(course)
     try:
         gid = grp.getgrnam(group).gr_gid
     except KeyError:
@@ -202,8 +205,10 @@ def give_to_staff(course, instructors, reference=REFERENCE, out=print):
     for name in instructors:
         if name not in grp.getgrgid(gid).gr_mem:
             subprocess.run(["usermod", "-aG", group, name], check=True, capture_output=True)
-    owner = pwd.getpwnam(instructors[0]).pw_uid
+    owner = pwd.getpwnam(instructors[0]).pw_uid if instructors else 0
     for top, uid, dirs_mode, files_mode in ((course, owner, 0o2770, 0o660), (reference, -1, 0o2750, 0o640)):
+        if top is None:
+            continue
         for here, dirs, files in os.walk(top):
             os.chown(here, uid, gid)
             os.chmod(here, dirs_mode)
@@ -212,8 +217,9 @@ def give_to_staff(course, instructors, reference=REFERENCE, out=print):
                 if not os.path.islink(path):
                     os.chown(path, uid, gid)
                     os.chmod(path, files_mode | (stat.S_IMODE(os.stat(path).st_mode) & 0o100))
-    out(f"the course folder {course} is {instructors[0]}'s and {group}'s, the reference answers {reference} "
-        f"{group}'s to read; both closed to everyone else")
+    out(f"the course folder {course} is {instructors[0] if instructors else 'root'}'s and {group}'s"
+        + (f", the reference answers {reference} {group}'s to read; both closed to everyone else" if reference
+           else ", closed to everyone else"))
 
 
 def enrol(course, roster, out=print):
@@ -238,14 +244,15 @@ def enrol(course, roster, out=print):
     return added
 
 
-def exchange_for_class(root, course, instructors, students):
+def exchange_for_class(root, course, instructors, students, course_id=None):
     """nbgrader's exchange at ``root`` as a class needs it (mode 1777, reachable by everyone), and the course's
     folder in it made now, as root, the first instructor's and the course folder's group's: a student who made it
-    first could otherwise read or replace what the others hand in. Returns the root."""
+    first could otherwise read or replace what the others hand in. Returns the root. (``course_id``: the course's
+    id when the caller knows it, rather than reading the course folder's nbgrader_config.py.)"""
     from .course_exchange import close_course_folder, problems_of_course_folder
     from .exchange import check_exchange, course_id_of
     root = check_exchange(root, create=True, shared=True)
-    folder = os.path.join(root, course_id_of(course))
+    folder = os.path.join(root, course_id or course_id_of(course))
     owner, gid = pwd.getpwnam(instructors[0]).pw_uid, os.stat(course).st_gid
     if os.path.lexists(folder) and os.lstat(folder).st_uid not in (owner, 0):
         raise HubError(f"{folder} is owned by {pwd.getpwuid(os.lstat(folder).st_uid).pw_name}, not by the instructor "
