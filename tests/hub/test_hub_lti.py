@@ -198,3 +198,206 @@ def test_good_launches_make_the_accounts_groups_and_gradebook_entries(lti_class)
     answer, _ = launch(hub, TEACH_ENC, CONTEXTS[DEC])
     assert answer.status_code == 403 and f"You are already an instructor of {ENC} on this hub" in answer.text
     del lms.contexts[CONTEXTS[DEC]]["members"][TEACH_ENC]
+
+
+def select_course(page, course):
+    """The Assignments tab's course menu: open it, choose ``course``; the lists show that course's assignments."""
+    from lab import open_assignments
+    open_assignments(page)
+    default = page.locator("#course_list_default:visible")
+    if default.inner_text().strip() != course:
+        page.locator("#course_list_dropdown:visible").click()
+        page.locator("#course_list:visible li a", has_text=re.compile(f"^{re.escape(course)}$")).click()
+    page.locator("#course_list_default:visible", has_text=re.compile(f"^{re.escape(course)}$")).wait_for(
+        timeout=60_000)
+
+
+def courses_in_menu(page):
+    page.locator("#course_list_dropdown:visible").click()
+    items = page.locator("#course_list:visible li a").all_inner_texts()
+    page.keyboard.press("Escape")
+    page.locator("#course_list_dropdown:visible").click()  # closed again
+    return sorted(set(items) | {page.locator("#course_list_default:visible").inner_text().strip()})
+
+
+def open_path(page, *folders):
+    """Open ``folders`` one in another from the home folder in the file browser (select, then Enter)."""
+    page.locator(".jp-BreadCrumbs-home").first.click()
+    for name in folders:
+        page.locator(".jp-DirListing-item", has=page.locator(".jp-DirListing-itemText", has_text=re.compile(
+            f"^{re.escape(name)}$"))).click()
+        page.keyboard.press("Enter")
+        page.locator(".jp-BreadCrumbs", has_text=name).first.wait_for(timeout=30_000)
+
+
+@pytest.mark.browser
+def test_two_courses_from_the_lms_in_chromium(lti_class, tmp_path):
+    import nbformat
+    from lab import TALL, Terminal, button_in, launch as chromium, press_in_assignments, screenshot_on_failure
+    from lab import upload, wait_for_lab
+    from playwright.sync_api import sync_playwright
+
+    from coursekit.pipeline import gradebook
+    from coursekit.samples import answered, with_bug
+    lms, hub = lti_class
+    t0 = time.monotonic()
+    phase = lambda what: print(f"[{time.monotonic() - t0:6.1f} s] {what}", flush=True)  # noqa: E731
+    with sync_playwright() as p:
+        browser = chromium(p)
+        pages = {who: browser.new_context(viewport=TALL).new_page() for who in (TEACH_ENC, TEACH_DEC, ADA, BOB)}
+
+        def from_lms(who, course):  # the course's link in the LMS, clicked
+            pages[who].goto(lms.launch_url(who, CONTEXTS[course]))
+
+        from_lms(TEACH_ENC, ENC)
+        from_lms(TEACH_DEC, DEC)
+        from_lms(ADA, ENC)
+        from_lms(BOB, ENC)
+        teach = pages[TEACH_ENC]
+        with screenshot_on_failure(teach, "lti-instructor-release"):
+            wait_for_lab(teach)
+            assert teach.url.startswith(f"{hub.base}/user/{hub.user(TEACH_ENC)}/lab"), teach.url
+            terminal = Terminal(teach)
+            said = terminal.run(f"course release {A}", rf"released {A} to \S+|course: .*", timeout=300)
+            assert f"released {A} to {hub.exchange}/{ENC}/outbound/{A}" in said, said
+        with screenshot_on_failure(pages[TEACH_DEC], "lti-other-instructor-release"):
+            wait_for_lab(pages[TEACH_DEC])
+            said = Terminal(pages[TEACH_DEC]).run(f"course release {A}", rf"released {A} to \S+|course: .*",
+                                                  timeout=300)
+            assert f"released {A} to {hub.exchange}/{DEC}/outbound/{A}" in said, said
+        phase("both instructors launched and released")
+        # the instructor of one course sees nothing of the other's: its folder, its exchange folders, its formgrader
+        said = terminal.run(f"ls {hub.courses[DEC]} {hub.exchange}/{DEC}/outbound {hub.exchange}/{DEC}/inbound "
+                            f"{hub.exchange}/{DEC}/feedback 2>&1; echo listed", r"listed\s*\n[\s\S]*\$\s*$")
+        assert said.count("Permission denied") == 4, said
+        other = teach.context.new_page()
+        answer = other.goto(f"{hub.base}/user/{hub.user(TEACH_DEC)}/formgrader/")
+        assert answer.status == 403 and "formgrader" not in other.title().lower(), (answer.status, other.content())
+        other.close()
+        phase("the other course closed to the instructor")
+
+        release = nbformat.read(os.path.join(hub.courses[ENC], "release", A, f"{A}.ipynb"), as_version=4)
+        for who, nb in ((ADA, answered(release)), (BOB, with_bug(release, A))):
+            nbformat.write(nb, tmp_path / f"{who}.ipynb")
+        # Ada, in both courses: her first launch from DEC restarts her server with DEC's group; the course menu
+        # lists both, and she fetches from each
+        ada = pages[ADA]
+        with screenshot_on_failure(ada, "lti-student-in-two-courses"):
+            wait_for_lab(ada)
+            from_lms(ADA, DEC)
+            wait_for_lab(ada)
+            select_course(ada, ENC)
+            assert courses_in_menu(ada) == sorted([ENC, DEC])
+            for course in (DEC, ENC):
+                select_course(ada, course)
+                button_in(ada, "released_assignments_list", "Fetch").click()
+                button_in(ada, "fetched_assignments_list", "Submit").wait_for(timeout=120_000)
+            os.rename(tmp_path / f"{ADA}.ipynb", tmp_path / f"{A}.ipynb")
+            open_path(ada, ENC, A)
+            upload(ada, str(tmp_path / f"{A}.ipynb"))
+            select_course(ada, ENC)
+            press_in_assignments(ada, "fetched_assignments_list", "Submit")
+            button_in(ada, "submitted_assignments_list", "Fetch Feedback").wait_for(timeout=120_000)
+        for course in (ENC, DEC):
+            assert os.path.isfile(os.path.join(f"/home/{hub.user(ADA)}", course, A, f"{A}.ipynb")), course
+        assert f"stopping {hub.user(ADA)}'s server: it starts again with the groups of the new course" in \
+            hub.log_tail(10 ** 7)
+        phase("Ada fetched from both courses and submitted to ENC")
+        # Bob, in ENC only: no DEC in his menu, DEC's outbound closed to his terminal
+        bob = pages[BOB]
+        with screenshot_on_failure(bob, "lti-student-in-one-course"):
+            wait_for_lab(bob)
+            select_course(bob, ENC)
+            assert courses_in_menu(bob) == [ENC]
+            button_in(bob, "released_assignments_list", "Fetch").click()
+            button_in(bob, "fetched_assignments_list", "Submit").wait_for(timeout=120_000)
+            said = Terminal(bob).run(f"ls {hub.exchange}/{DEC}/outbound 2>&1; echo listed",
+                                     r"listed\s*\n[\s\S]*\$\s*$")
+            assert "Permission denied" in said, said
+            os.makedirs(tmp_path / "bob")
+            os.rename(tmp_path / f"{BOB}.ipynb", tmp_path / "bob" / f"{A}.ipynb")
+            open_path(bob, ENC, A)
+            upload(bob, str(tmp_path / "bob" / f"{A}.ipynb"))
+            press_in_assignments(bob, "fetched_assignments_list", "Submit")
+            button_in(bob, "submitted_assignments_list", "Fetch Feedback").wait_for(timeout=120_000)
+        phase("Bob fetched and submitted; DEC closed to him")
+
+        # the instructor: collect, grade, return with --lms (the platform refuses Bob's score once)
+        with screenshot_on_failure(teach, "lti-instructor-grade-and-return"):
+            said = terminal.run(f"course collect {A}", rf"collected {A}: .*|course collect: .*", timeout=300)
+            assert re.search(rf"{hub.user(ADA)}\s+new", said) and re.search(rf"{hub.user(BOB)}\s+new", said), said
+            said = terminal.run(f"course grade {A} -j 2 --no-progress", r"grades written to|course grade: .*",
+                                timeout=900)
+            assert "of the hub's grading service (as root)" in said, said
+            phase("collected and graded")
+            lms.refuse_scores(BOB, 422)
+            said = terminal.run(f"course return {A} --lms; echo exit=$?", r"exit=\d+", timeout=300)
+            assert f"{A}: 1 scores posted to the LMS" in said, said
+            assert re.search(rf"FAILED {hub.user(BOB)}: HTTP 422", said) and "exit=1" in said, said
+            assert f"log: {hub.courses[ENC]}/lms/ags_log.jsonl" in said, said
+            lms.refuse_scores(BOB, None)
+            said = terminal.run(f"course return {A} --lms; echo exit=$?", r"exit=\d+", timeout=300)
+            assert f"{A}: 2 scores posted to the LMS" in said and "exit=0" in said and "FAILED" not in said, said
+        phase("returned with --lms")
+        browser.close()
+    with gradebook(hub.courses[ENC]) as gb:
+        book = {}
+        for sub in (ADA, BOB):
+            submission = gb.find_submission(A, hub.user(sub))
+            book[sub] = (max(0.0, submission.score - (submission.late_submission_penalty or 0.0)),
+                         gb.find_assignment(A).max_score)
+    recorded = lms.recorded(CONTEXTS[ENC], A)
+    assert recorded == book and book[ADA][0] == book[ADA][1] and 0 < book[BOB][0] < book[BOB][1], (recorded, book)
+    assert [s["userId"] for s in lms.scores] == [ADA, BOB, ADA]  # Ada alone (Bob refused), then both (by name)
+
+
+def service_post(hub, token, body):
+    """POST /lms/scores to the hub's grading service, as `course return --lms` does; (status, answer)."""
+    config = json.load(open(os.path.join(hub.state, "grading.json")))
+    request = urllib.request.Request(f"http://127.0.0.1:{config['port']}/lms/scores", data=json.dumps(body).encode(),
+                                     method="POST", headers={"Authorization": f"token {token}"})
+    try:
+        with urllib.request.urlopen(request, timeout=300) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_grade_posts_the_platform_refuses_are_named_per_student(lti_class):
+    """The grading service posts an instructor's scores with the tool's key (root's): the platform refusing three
+    students' scores (401 twice, as a stale token would be tried once more; 404; 422), each is named with its status
+    and the fourth is posted; the log (root's) holds every post. A student's token and the other course's
+    instructor's are refused."""
+    lms, hub = lti_class
+    for sub in (TEACH_ENC, TEACH_DEC, BOB, *EXTRA):
+        answer, _ = launch(hub, sub, CONTEXTS[DEC if sub == TEACH_DEC else ENC])
+        assert answer.status_code == 302, (sub, answer.text[:2000])
+    for sub, status in zip(EXTRA, (401, 404, 422)):
+        lms.refuse_scores(sub, status)
+    body = {"course": hub.courses[ENC], "assignment": "02_dot_products", "maximum": 10,
+            "students": [hub.user(s) for s in (BOB, *EXTRA)],
+            "scores": {hub.user(BOB): 7.5, hub.user("cy"): 1, hub.user("dee"): 2, hub.user("eve"): 3}}
+    try:
+        status, answer = service_post(hub, hub.user_token(hub.user(TEACH_ENC)), body)
+    finally:
+        for sub in EXTRA:
+            lms.refuse_scores(sub, None)
+    assert status == 200, answer
+    assert answer["posted"] == {hub.user(BOB): 7.5} and answer["created"], answer
+    assert {s: why.split(":")[0] for s, why in answer["failed"].items()} == {
+        hub.user("cy"): "HTTP 401", hub.user("dee"): "HTTP 404", hub.user("eve"): "HTTP 422"}, answer
+    assert lms.recorded(CONTEXTS[ENC], "02_dot_products") == {BOB: (7.5, 10)}
+    scores = [r for r in answer["log"] if r["event"] == "score"]
+    assert sorted((r["userId"], r["ok"], r["status"]) for r in scores) == [
+        (BOB, True, 204), ("cy", False, 401), ("dee", False, 404), ("eve", False, 422)]
+    root_log = os.path.join(hub.state, "lms", f"{ENC}.jsonl")
+    assert os.stat(root_log).st_mode & 0o077 == 0 and os.stat(os.path.dirname(root_log)).st_mode & 0o077 == 0
+    # a student, and the instructor of the other course
+    for who, why in ((BOB, f"{hub.user(BOB)} is not an instructor of {hub.courses[ENC]}"),
+                     (TEACH_DEC, f"{hub.user(TEACH_DEC)} is not an instructor of {hub.courses[ENC]}")):
+        status, answer = service_post(hub, hub.user_token(hub.user(who)), body)
+        assert status == 403 and why in answer, (status, answer)
+    # a score above the maximum is no request to post
+    status, answer = service_post(hub, hub.user_token(hub.user(TEACH_ENC)),
+                                  dict(body, scores={hub.user(BOB): 11}))
+    assert status == 400 and "each score between 0 and the maximum" in answer, (status, answer)
