@@ -102,16 +102,17 @@ def read_courses(tables, path, lti=False):
         if not isinstance(table, dict):
             problems.append(f"{where} is not a table")
             continue
+        folder = table.get("folder")
+        if isinstance(folder, str) and folder:
+            folder = os.path.normpath(os.path.join(base, folder))
+            where = f"{path}, course {n} ({folder})"
         unknown = sorted(set(table) - COURSE_KEYS)
         if unknown:
             problems.append(f"{where}: unknown key(s) {', '.join(unknown)} (a course has "
                             f"{', '.join(sorted(COURSE_KEYS))})")
-        folder = table.get("folder")
         if not isinstance(folder, str) or not folder:
             problems.append(f"{where}: no folder = \"...\" (the course folder)")
             continue
-        folder = os.path.normpath(os.path.join(base, folder))
-        where = f"{path}, course {n} ({folder})"
         if not os.path.isfile(os.path.join(folder, "nbgrader_config.py")):
             problems.append(f"{where}: not a course folder (no nbgrader_config.py)")
             continue
@@ -154,7 +155,7 @@ def read_courses(tables, path, lti=False):
                             f"lists the courses)")
         courses.append(course)
     problems += _clashes(courses, path)
-    return courses, problems
+    return courses, list(dict.fromkeys(problems))
 
 
 def _clashes(courses, path):
