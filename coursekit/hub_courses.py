@@ -62,10 +62,11 @@ class Course:
     instructors: list = field(default_factory=list)
     roster: list = field(default_factory=list)  # [(student id, name)]
     context_id: str = None
+    launched: list = field(default_factory=list)  # students an LTI launch brought (the hub's state), not on the roster
 
     @property
     def students(self):
-        return [sid for sid, _ in self.roster]
+        return [sid for sid, _ in self.roster] + self.launched
 
 
 def students_group(course_id):
@@ -316,6 +317,9 @@ def prepare(args, out=print):
             problems.append(str(exc))
     if problems:
         raise HubError(_listed(problems))
+    state = os.path.abspath(args.state)
+    hub_state = HubState(state)
+    add_launched(courses, hub_state.read())
     create = args.create_users or lti is not None  # an LTI hub makes its users at their first launch
     instructors = [i for c in courses for i in c.instructors]
     students = list(dict.fromkeys(s for c in courses for s in c.students))
@@ -338,12 +342,10 @@ def prepare(args, out=print):
     for c in courses:
         if c.instructors:
             exchange_for_class(exchange, c.folder, c.instructors, c.students)
-    state = os.path.abspath(args.state)
     os.makedirs(state, exist_ok=True)
     if lti:
         from .hub_lti import ensure_tool_key
         ensure_tool_key(lti, state, out)
-    hub_state = HubState(state)
     with hub_state.change() as data:
         record_courses(data, courses)
     config = write_hub_config(state, courses, exchange, lti, args, hub_state)
@@ -372,6 +374,26 @@ def _group_problems(courses):
             problems.append(f"{', '.join(missing)} not in the group {group} (the course {c.id}'s outbound is its "
                             f"alone)")
     return problems
+
+
+def add_launched(courses, data):
+    """The members that launches brought (the hub's state from its last run) added to the file's courses, so that a
+    restart keeps them where they are: the course folder stays its owner's when that owner is an instructor."""
+    import pwd
+    for c in courses:
+        before = data["courses"].get(c.id)
+        if not before or before.get("folder") != c.folder:
+            continue
+        c.instructors = list(dict.fromkeys(c.instructors + before.get("instructors", [])))
+        try:
+            owner = pwd.getpwuid(os.stat(c.folder).st_uid).pw_name
+        except KeyError:
+            owner = None
+        if owner in c.instructors:
+            c.instructors.remove(owner)
+            c.instructors.insert(0, owner)
+        listed = set(c.students)
+        c.launched = [sid for sid in before.get("students", {}) if sid not in listed]
 
 
 def record_courses(data, courses):

@@ -340,15 +340,15 @@ def record(settings, adm):
         if adm.lineitems:
             course["lineitems"] = adm.lineitems
         data["users"][adm.name] = {"sub": adm.sub}
-        teaching = {c["folder"]: c["instructors"] for c in data["courses"].values()}
-    if adm.role == "instructor":
-        grading = hub_grading.read_config(settings["grading_config"])
-        if grading["courses"].get(adm.folder, {}).get("instructors") != sorted(teaching[adm.folder]):
-            extra = {k: v for k, v in grading.items() if k not in ("port", "hub_api", "workers", "courses")}
-            courses = {folder: c["instructors"] for folder, c in grading["courses"].items()}
-            courses[adm.folder] = teaching[adm.folder]
-            hub_grading.write_config(os.path.dirname(settings["grading_config"]), grading["port"],
-                                     grading["hub_api"], courses, grading.get("workers"), extra=extra)
+        teaching = course["instructors"]
+        if adm.role == "instructor":  # under the state's lock: one writer of the grading settings at a time
+            grading = hub_grading.read_config(settings["grading_config"])
+            if grading["courses"].get(adm.folder, {}).get("instructors") != sorted(teaching):
+                extra = {k: v for k, v in grading.items() if k not in ("port", "hub_api", "workers", "courses")}
+                courses = {folder: c["instructors"] for folder, c in grading["courses"].items()}
+                courses[adm.folder] = teaching
+                hub_grading.write_config(os.path.dirname(settings["grading_config"]), grading["port"],
+                                         grading["hub_api"], courses, grading.get("workers"), extra=extra)
 
 
 def enrol_as_owner(python, folder, records, timeout=300):
@@ -356,8 +356,8 @@ def enrol_as_owner(python, folder, records, timeout=300):
     date) by a process of the course folder's owner and group: root never opens what an instructor may have
     replaced. Raises RuntimeError with what went wrong."""
     st = os.stat(folder)
-    proc = subprocess.run([python, "-m", "coursekit.hub_lti", "enrol", folder], input=json.dumps(records),
-                          user=st.st_uid, group=st.st_gid, extra_groups=[], umask=0o007, cwd=folder,
+    proc = subprocess.run([python, "-I", "-m", "coursekit.hub_lti", "enrol", folder], input=json.dumps(records),
+                          user=st.st_uid, group=st.st_gid, extra_groups=[], umask=0o007, cwd="/",
                           env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": folder,
                                "PYTHONDONTWRITEBYTECODE": "1"},
                           capture_output=True, text=True, timeout=timeout)

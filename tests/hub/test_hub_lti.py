@@ -230,11 +230,23 @@ def open_path(page, *folders):
         page.locator(".jp-BreadCrumbs", has_text=name).first.wait_for(timeout=30_000)
 
 
+def upload_answers(page, path):
+    """Upload ``path`` into the file browser's folder; JupyterLab then opens the notebook in front, a few seconds
+    later: wait for its tab, so that the Assignments tab is brought back after it, not before."""
+    from lab import upload
+    upload(page, path)
+    try:
+        page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text=os.path.basename(path)).first.wait_for(
+            timeout=30_000)
+    except Exception:
+        pass  # not opened: nothing in front of the Assignments tab
+
+
 @pytest.mark.browser
 def test_two_courses_from_the_lms_in_chromium(lti_class, tmp_path):
     import nbformat
     from lab import TALL, Terminal, button_in, launch as chromium, press_in_assignments, screenshot_on_failure
-    from lab import upload, wait_for_lab
+    from lab import wait_for_lab
     from playwright.sync_api import sync_playwright
 
     from coursekit.pipeline import gradebook
@@ -294,7 +306,7 @@ def test_two_courses_from_the_lms_in_chromium(lti_class, tmp_path):
                 button_in(ada, "fetched_assignments_list", "Submit").wait_for(timeout=120_000)
             os.rename(tmp_path / f"{ADA}.ipynb", tmp_path / f"{A}.ipynb")
             open_path(ada, ENC, A)
-            upload(ada, str(tmp_path / f"{A}.ipynb"))
+            upload_answers(ada, str(tmp_path / f"{A}.ipynb"))
             select_course(ada, ENC)
             press_in_assignments(ada, "fetched_assignments_list", "Submit")
             button_in(ada, "submitted_assignments_list", "Fetch Feedback").wait_for(timeout=120_000)
@@ -317,7 +329,7 @@ def test_two_courses_from_the_lms_in_chromium(lti_class, tmp_path):
             os.makedirs(tmp_path / "bob")
             os.rename(tmp_path / f"{BOB}.ipynb", tmp_path / "bob" / f"{A}.ipynb")
             open_path(bob, ENC, A)
-            upload(bob, str(tmp_path / "bob" / f"{A}.ipynb"))
+            upload_answers(bob, str(tmp_path / "bob" / f"{A}.ipynb"))
             press_in_assignments(bob, "fetched_assignments_list", "Submit")
             button_in(bob, "submitted_assignments_list", "Fetch Feedback").wait_for(timeout=120_000)
         phase("Bob fetched and submitted; DEC closed to him")
@@ -401,3 +413,33 @@ def test_grade_posts_the_platform_refuses_are_named_per_student(lti_class):
     status, answer = service_post(hub, hub.user_token(hub.user(TEACH_ENC)),
                                   dict(body, scores={hub.user(BOB): 11}))
     assert status == 400 and "each score between 0 and the maximum" in answer, (status, answer)
+
+
+def test_a_restart_keeps_what_the_launches_brought(lti_class):
+    """`course hub --lti` started again with the same file: the instructor who came by launch keeps the course folder
+    and the grading service's trust, the students keep their groups and gradebook entries (names and LMS user ids
+    untouched), the line items URL stays, and they launch again."""
+    import grp
+    import pwd
+
+    from coursekit.course_exchange import students_group
+    from coursekit.pipeline import gradebook
+    lms, hub = lti_class
+    for sub in (TEACH_ENC, BOB):
+        answer, _ = launch(hub, sub, CONTEXTS[ENC])
+        assert answer.status_code == 302, answer.text[:2000]
+    before = HubState(hub.state).read()
+    hub.stop()
+    hub.start()
+    assert HubState(hub.state).read()["courses"] == before["courses"]
+    folder = hub.courses[ENC]
+    assert pwd.getpwuid(os.stat(folder).st_uid).pw_name == hub.user(TEACH_ENC)
+    grading = json.load(open(os.path.join(hub.state, "grading.json")))
+    assert grading["courses"][folder]["instructors"] == [hub.user(TEACH_ENC)]
+    assert hub.user(BOB) in grp.getgrnam(students_group(ENC)).gr_mem
+    with gradebook(folder) as gb:
+        bob = gb.find_student(hub.user(BOB))
+        assert (bob.first_name, bob.last_name, bob.lms_user_id) == ("Bob", "Jones", BOB)
+    for sub in (TEACH_ENC, BOB):
+        answer, _ = launch(hub, sub, CONTEXTS[ENC])
+        assert answer.status_code == 302, answer.text[:2000]
