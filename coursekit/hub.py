@@ -18,6 +18,9 @@ nbgrader's exchange is a folder every user reaches, mode 0777 as nbgrader docume
 own files (its database, cookie secret, generated configuration, the role settings) live in ``--state``; the
 proxy is configurable-http-proxy, installed beforehand by ``npm ci --prefix hub`` (pinned in
 ``hub/package-lock.json``): nothing is downloaded when the hub starts.
+
+Several courses on one hub (``--courses FILE``) and login from the LMS by LTI 1.3 (``--lti FILE``) are
+``coursekit/hub_courses.py`` and ``coursekit/hub_lti.py``, built on what this module does for one course.
 """
 import csv
 import errno

@@ -341,7 +341,7 @@ def prepare(args, out=print):
     exchange = check_exchange(os.path.abspath(args.exchange), create=True, shared=True)
     for c in courses:
         if c.instructors:
-            exchange_for_class(exchange, c.folder, c.instructors, c.students)
+            exchange_for_class(exchange, c.folder, c.instructors, c.students, course_id=c.id)
     os.makedirs(state, exist_ok=True)
     if lti:
         from .hub_lti import ensure_tool_key

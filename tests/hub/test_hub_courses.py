@@ -209,6 +209,17 @@ def test_a_verified_launch_is_refused_in_words(settings, launch, why):
     assert why in refused.value.message, refused.value.message
 
 
+def test_course_hub_says_what_it_needs_to_know(capsys, tmp_path):
+    """No class named, or a class named twice: a sentence, exit 2, nothing started."""
+    from coursekit.cli import main
+    assert main(["hub", "--instructor", "alice", "--state", str(tmp_path)]) == 2
+    assert "give the class: --instructor NAME --roster roster.csv (one course), --courses FILE (several), or --lti " \
+           "FILE" in capsys.readouterr().err
+    if os.geteuid() == 0:  # past the check for root
+        assert main(["hub", "--courses", str(tmp_path / "c.toml"), "--roster", "r.csv", "--state", str(tmp_path)]) == 2
+        assert "with --courses or --lti the file names each course's instructors and roster" in capsys.readouterr().err
+
+
 # ------------------------------------------------------------------ grades to the LMS away from an LTI hub
 def test_return_lms_away_from_the_hub_says_where_it_works(tmp_path, monkeypatch):
     from coursekit.lms_return import post_scores
