@@ -16,7 +16,10 @@ grading itself runs as root:
   instructor may edit and which nbgrader would run as root), the sandbox always on, and only the settings that
   cannot weaken it taken from the request;
 * its Dask workers run on 127.0.0.1 with TLS and a key that exists only in this process and its workers
-  (``Security.temporary``): nobody else on the machine can hand them a task.
+  (``Security.temporary``): nobody else on the machine can hand them a task;
+* on a hub with LTI login it also posts an instructor's scores to the LMS (``POST /lms/scores``, from ``course
+  return A --lms``: ``coursekit.lms_return``) with the tool's private key, which stays root's; its settings name
+  every course of the hub with its instructors, and are read again when an LTI launch adds an instructor.
 
     python -m coursekit.hub_grading STATE/grading.json    # what the hub runs (as root)
 """
