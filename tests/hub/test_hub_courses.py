@@ -220,6 +220,41 @@ def test_course_hub_says_what_it_needs_to_know(capsys, tmp_path):
         assert "with --courses or --lti the file names each course's instructors and roster" in capsys.readouterr().err
 
 
+def test_first_launches_that_arrive_together_are_enrolled_in_batches(monkeypatch):
+    """The gradebook is written by one process per batch: the launches that arrive while one batch is written go
+    together into the next; a batch that fails fails each of its launches, and the next batch is written."""
+    import asyncio
+    import threading
+    import time
+
+    from coursekit import hub_lti
+    batches, release = [], threading.Event()
+
+    def enrol(python, folder, records):
+        batches.append(sorted(r["id"] for r in records))
+        if len(batches) == 1:
+            release.wait(10)  # the first batch is slow: the others arrive meanwhile
+        if "bad" in batches[-1]:
+            raise RuntimeError("its gradebook could not be written (disk full)")
+    monkeypatch.setattr(hub_lti, "enrol_as_owner", enrol)
+
+    async def launches():
+        enroller = hub_lti.Enroller("python")
+        first = asyncio.ensure_future(enroller.enrol("/srv/enc", {"id": "a"}))
+        await asyncio.sleep(0.2)
+        others = [asyncio.ensure_future(enroller.enrol("/srv/enc", {"id": n})) for n in ("b", "c", "d")]
+        await asyncio.sleep(0.2)
+        release.set()
+        await asyncio.gather(first, *others)
+        failed = await asyncio.gather(enroller.enrol("/srv/enc", {"id": "bad"}), return_exceptions=True)
+        await enroller.enrol("/srv/enc", {"id": "e"})
+        return failed
+    t0 = time.monotonic()
+    failed = asyncio.run(launches())
+    assert batches == [["a"], ["b", "c", "d"], ["bad"], ["e"]] and time.monotonic() - t0 < 10
+    assert isinstance(failed[0], RuntimeError) and "disk full" in str(failed[0])
+
+
 # ------------------------------------------------------------------ grades to the LMS away from an LTI hub
 def test_return_lms_away_from_the_hub_says_where_it_works(tmp_path, monkeypatch):
     from coursekit.lms_return import post_scores
