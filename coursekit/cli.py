@@ -16,7 +16,8 @@
     course hub        instructors: a JupyterHub for the class on this machine (as root; coursekit/hub.py)
     course release    instructors: generate an assignment and release it to nbgrader's exchange
     course collect    instructors: collect each student's latest submission from the exchange (earlier ones kept)
-    course return     instructors: generate the feedback and release it to the exchange
+    course return     instructors: generate the feedback and release it to the exchange (--lms: and post the
+                      scores to the LMS, on a hub with LTI login)
     course instructor-lab  instructors: JupyterLab on the course folder, with the formgrader and the exchange ready
 """
 import argparse
@@ -27,6 +28,7 @@ import tempfile
 import time
 
 from . import COURSE_DIR, ROOT, SOURCE_DIR
+from .cli_class import _course_default, add_class_commands
 
 
 def _workspace(target):
@@ -339,86 +341,6 @@ def cmd_expected(args):
     return main(["--check"] if args.check else [])
 
 
-# ------------------------------------------------------------- a class on a JupyterHub (coursekit/hub.py, exchange.py)
-def _course_default():
-    """The course folder: --course, else $COURSE_ROOT (set in an instructor's server on the hub), else course/."""
-    return os.environ.get("COURSE_ROOT") or COURSE_DIR
-
-
-def _with_exchange(args):
-    if getattr(args, "exchange", None):  # the course's nbgrader_config.py reads it
-        os.environ["COURSE_EXCHANGE"] = os.path.abspath(args.exchange)
-    return os.path.abspath(args.course)
-
-
-def cmd_hub(args):
-    """Start a JupyterHub for the course on this machine (coursekit/hub.py says what each user gets)."""
-    from .hub import HubError, prepare
-    from .exchange import ExchangeError
-    try:
-        cmd, cwd, env = prepare(args)
-    except (HubError, ExchangeError) as exc:
-        print(f"course hub: {exc}", file=sys.stderr)
-        return 2
-    print("starting JupyterHub; stop it with Ctrl-C", flush=True)
-    os.chdir(cwd)
-    os.execve(sys.executable, cmd, env)  # become the hub: stopping this process stops it (and the users' servers)
-
-
-def _exchange_step(name):
-    """The command `course NAME A ...`: ``coursekit.exchange``'s step for each assignment in turn (release, collect,
-    return_feedback); exits 2 on the exchange's refusal, 1 when collect refused a folder or return returned
-    nothing."""
-    def command(args):
-        from . import exchange
-        step = getattr(exchange, {"return": "return_feedback"}.get(name, name))
-        root = _with_exchange(args)
-        worst = 0
-        try:
-            for a in args.assignment:
-                done = step(root, a)
-                if (name == "return" and not done) or (name == "collect" and done.refused):  # said, and exit 1
-                    worst = 1
-        except exchange.ExchangeError as exc:
-            print(f"course {name}: {exc}", file=sys.stderr)
-            return 2
-        return worst
-    return command
-
-
-def instructor_settings(env):
-    """The instructor's JupyterLab settings under ``env``'s JUPYTER_CONFIG_DIR (the course's .jupyter, never
-    $HOME): no news, no update check."""
-    from .hub import NO_NEWS
-    config = env["JUPYTER_CONFIG_DIR"]
-    _write_json(os.path.join(config, "jupyter_server_config.json"), {"LabApp": dict(NO_NEWS)})
-    _write_json(os.path.join(config, "labconfig", "page_config.json"),
-                {"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}})
-    return env
-
-
-def cmd_instructor_lab(args):
-    """Instructors: JupyterLab on the course folder, with the formgrader and the exchange ready."""
-    from .exchange import ExchangeError, check_exchange, exchange_root
-    from .pipeline import nbgrader_env
-    root = _with_exchange(args)
-    try:
-        exchange = check_exchange(exchange_root(root), create=True)
-    except ExchangeError as exc:
-        print(f"course instructor-lab: {exc}", file=sys.stderr)
-        return 2
-    env = instructor_settings(nbgrader_env(root))
-    cmd = [sys.executable, "-m", "jupyter", "lab", f"--notebook-dir={root}", f"--ServerApp.ip={args.ip}",
-           f"--ServerApp.port={args.port}", f"--ServerApp.open_browser={args.browser}", *args.jupyter_args]
-    if hasattr(os, "geteuid") and os.geteuid() == 0:
-        cmd.append("--allow-root")
-    print(f"starting JupyterLab on the course {root} (exchange {exchange}); the formgrader is in the Nbgrader "
-          f"menu, or at http://{args.ip}:{args.port}/formgrader; stop it with Ctrl-C", flush=True)
-    os.chdir(root)  # the formgrader reads nbgrader_config.py from here
-    os.execve(sys.executable, cmd, env)
-
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="course", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -488,34 +410,7 @@ def main(argv=None):
     p.add_argument("--course", default=None, help="the course folder (default: $COURSE_ROOT or course/)")
     p.add_argument("assignment", nargs="*", help="only these assignments (default: every graded one)")
     p.set_defaults(func=cmd_export)
-    p = sub.add_parser("hub", help="instructors: a JupyterHub for the course on this machine (as root)")
-    p.add_argument("--roster", required=True, help="CSV of the students: id,name (ids are Unix user names)")
-    p.add_argument("--instructor", action="append", default=[], help="an instructor's Unix user name (repeatable)")
-    p.add_argument("--create-users", action="store_true", help="create the missing Unix users (useradd; root)")
-    p.add_argument("--ip", default="127.0.0.1", help="address the hub listens on (0.0.0.0: every interface)")
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--course", default=None, help="the course folder (default: $COURSE_ROOT or course/)")
-    p.add_argument("--exchange", default="/srv/nbgrader/exchange", help="nbgrader's exchange (made 0777)")
-    p.add_argument("--state", default=os.path.join(ROOT, "hub", "state"),
-                   help="the hub's database, secret and settings (keep it: users and servers survive a restart)")
-    p.add_argument("--extra-config", default=None, help="a jupyterhub_config.py read after the course's")
-    p.set_defaults(func=cmd_hub)
-    for name, what in (("release", "generate, then release to the exchange"),
-                       ("collect", "collect each student's latest submission from the exchange"),
-                       ("return", "generate the feedback and release it to the exchange")):
-        p = sub.add_parser(name, help=f"instructors: {what}")
-        p.add_argument("assignment", nargs="+")
-        p.add_argument("--course", default=None, help="the course folder (default: $COURSE_ROOT or course/)")
-        p.add_argument("--exchange", default=None, help="nbgrader's exchange (default: the course's setting)")
-        p.set_defaults(func=_exchange_step(name))
-    p = sub.add_parser("instructor-lab", help="instructors: JupyterLab on the course folder with the formgrader")
-    p.add_argument("--course", default=None, help="the course folder (default: $COURSE_ROOT or course/)")
-    p.add_argument("--exchange", default=None, help="nbgrader's exchange (default: the course's setting)")
-    p.add_argument("--ip", default="127.0.0.1")
-    p.add_argument("--port", default="8888")
-    p.add_argument("--browser", action="store_true", help="open a browser window")
-    p.add_argument("jupyter_args", nargs="*", help="passed on to `jupyter lab` (after --)")
-    p.set_defaults(func=cmd_instructor_lab)
+    add_class_commands(sub)
     args = parser.parse_args(argv)
     if getattr(args, "course", "") is None:
         args.course = _course_default()

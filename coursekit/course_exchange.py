@@ -6,7 +6,9 @@ The exchange's course folder, as these classes leave it (``G``: the course folde
 
     <root>/                      1777  everyone may add an entry; only its owner may remove or rename it
     <root>/<course>/             2755  the instructor's; G, inherited by what is made inside
-    <root>/<course>/outbound/    2755  released assignments: every student reads them
+    <root>/<course>/outbound/    2755  released assignments: every student reads them (2750 and the group
+                                       ``<course>-students`` where a hub of several courses made that group:
+                                       its students alone read them)
     <root>/<course>/inbound/     3773  a student may add a folder and enter one whose name they know; only G lists
                                        it, and only a folder's owner (or the instructor) removes or renames it
     <root>/<course>/inbound/S+A+T+R/   2770 S:G, files 0640  (``learner.submit.PrivateSubmit``): S and G only
@@ -32,6 +34,7 @@ from . import inbound as untrusted
 
 COURSE_FOLDER_MODE = 0o2755
 OUTBOUND_MODE = 0o2755
+OUTBOUND_STUDENTS_MODE = 0o2750  # the outbound of a course with a students' group: that group reads it, nobody else
 INBOUND_MODE = 0o3773
 FEEDBACK_MODE = 0o2771
 PAGE_MODE = 0o640
@@ -43,18 +46,42 @@ def course_group(course_root):
     return os.stat(course_root).st_gid
 
 
+def students_group(course_id):
+    """The Unix group of a course's students (and its instructors) on a hub of several courses:
+    ``<course id>-students`` (``coursekit.hub_courses`` makes it). Where it exists, the course's outbound is that
+    group's alone, so a student of another course cannot fetch this one's assignments."""
+    return f"{course_id}-students"[:32]
+
+
+def outbound_access(course_path):
+    """(gid, mode) of the exchange course folder's outbound: its course's students' group and 2750 where that group
+    exists, else (None: the course folder's group) and 2755, every user reads it."""
+    try:
+        return grp.getgrnam(students_group(os.path.basename(course_path))).gr_gid, OUTBOUND_STUDENTS_MODE
+    except KeyError:
+        return None, OUTBOUND_MODE
+
+
+def _folders(course_path, gid):
+    """(path, gid, mode) of the exchange's course folder and its three subfolders."""
+    out_gid, out_mode = outbound_access(course_path)
+    return ((course_path, gid, COURSE_FOLDER_MODE),
+            (os.path.join(course_path, "outbound"), gid if out_gid is None else out_gid, out_mode),
+            (os.path.join(course_path, "inbound"), gid, INBOUND_MODE),
+            (os.path.join(course_path, "feedback"), gid, FEEDBACK_MODE))
+
+
 def close_course_folder(course_path, gid=None, uid=None):
     """The exchange's course folder and its three subfolders with the owners and modes above (made if missing).
     As root, ``uid`` and ``gid`` give them to the instructor; otherwise ``gid`` is used where the caller may."""
-    for path, mode in ((course_path, COURSE_FOLDER_MODE), (os.path.join(course_path, "outbound"), OUTBOUND_MODE),
-                       (os.path.join(course_path, "inbound"), INBOUND_MODE),
-                       (os.path.join(course_path, "feedback"), FEEDBACK_MODE)):
+    for path, want_gid, mode in _folders(course_path, gid):
         if not os.path.isdir(path):
             os.mkdir(path, 0o700)
         st = os.lstat(path)
-        if (uid is not None and st.st_uid != uid) or (gid is not None and st.st_gid != gid):
+        if (uid is not None and st.st_uid != uid) or (want_gid is not None and st.st_gid != want_gid):
             try:
-                os.chown(path, -1 if uid is None else uid, -1 if gid is None else gid, follow_symlinks=False)
+                os.chown(path, -1 if uid is None else uid, -1 if want_gid is None else want_gid,
+                         follow_symlinks=False)
             except PermissionError:
                 pass  # not a group of ours: the folder keeps the caller's
         if stat.S_IMODE(os.lstat(path).st_mode) != mode:
@@ -77,9 +104,7 @@ def problems_of_course_folder(course_path, gid, roster=(), owners=None):
         problems.append(f"the students {', '.join(students)} are in the group {group} of the course folder, so they "
                         f"could read every submission: take them out of it (`gpasswd -d NAME {group}`), or give the "
                         f"course folder a group of the instructors alone (`chgrp -R GROUP COURSE`)")
-    for path, mode in ((course_path, COURSE_FOLDER_MODE), (os.path.join(course_path, "outbound"), OUTBOUND_MODE),
-                       (os.path.join(course_path, "inbound"), INBOUND_MODE),
-                       (os.path.join(course_path, "feedback"), FEEDBACK_MODE)):
+    for path, _, mode in _folders(course_path, gid):
         try:
             st = os.lstat(path)
         except FileNotFoundError:

@@ -15,6 +15,7 @@ The root is writable by everyone with the sticky bit (1777): ``check_exchange`` 
 import contextlib
 import logging
 import os
+import re
 import stat
 from dataclasses import dataclass, field
 
@@ -51,11 +52,42 @@ def exchange_root(course_root):
     return os.path.abspath(config.Exchange.root)
 
 
+# A course id a hub accepts: "<id>-students" stays within a Unix group name's 32 characters, and the id is one plain
+# folder name in the exchange.
+COURSE_ID = re.compile(r"^[a-z][a-z0-9_-]{0,22}$")
+
+
 def course_id_of(course_root):
-    """The course id that the course's ``nbgrader_config.py`` names (its folder's name in the exchange)."""
-    from traitlets.config.loader import PyFileConfigLoader
-    config = PyFileConfigLoader("nbgrader_config.py", path=course_root).load_config()
-    return config.CourseDirectory.course_id
+    """The course id that the course's ``nbgrader_config.py`` names (its folder's name in the exchange), read without
+    running the file: the hub reads it as root, and the file is its instructors' to write. The id must be given as
+    ``c.CourseDirectory.course_id = "..."`` with a plain string (the last such line counts); anything else is an
+    ``ExchangeError`` that says so."""
+    import ast
+    path = os.path.join(course_root, "nbgrader_config.py")
+    try:
+        with open(path, "rb") as f:
+            tree = ast.parse(f.read(1_000_000), filename=path)
+    except (OSError, SyntaxError, ValueError) as exc:
+        raise ExchangeError(f"{path} cannot be read for its course id: {exc}") from None
+    found, unreadable = None, False
+    for node in tree.body:
+        if not isinstance(node, ast.Assign):
+            continue
+        for target in node.targets:
+            if ast.unparse(target) == "c.CourseDirectory.course_id":
+                value = node.value
+                if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                    found, unreadable = value.value, False
+                else:
+                    unreadable = True
+    if unreadable or found is None:
+        raise ExchangeError(f"{path} must name its course id as a line c.CourseDirectory.course_id = \"...\" with a "
+                            f"plain string (the hub reads it without running the file)")
+    if not COURSE_ID.match(found):
+        raise ExchangeError(f"{path}: its course id {found!r} (c.CourseDirectory.course_id) must be 1 to 23 lowercase "
+                            f"letters, digits, '_' or '-', starting with a letter: on a hub it names the course's "
+                            f"folder in the exchange and its groups {found}-staff and {found}-students")
+    return found
 
 
 def check_exchange(root, create=False, shared=False):

@@ -18,28 +18,24 @@ nbgrader's exchange is a folder every user reaches, mode 0777 as nbgrader docume
 own files (its database, cookie secret, generated configuration, the role settings) live in ``--state``; the
 proxy is configurable-http-proxy, installed beforehand by ``npm ci --prefix hub`` (pinned in
 ``hub/package-lock.json``): nothing is downloaded when the hub starts.
+
+Several courses on one hub (``--courses FILE``) and login from the LMS by LTI 1.3 (``--lti FILE``) are
+``coursekit/hub_courses.py`` and ``coursekit/hub_lti.py``, built on what this module does for one course.
 """
-import csv
 import errno
-import grp
 import json
 import os
 import pwd
-import re
 import shlex
 import shutil
 import socket
-import stat
-import subprocess
 import sys
 
 from . import ROOT
+from .hub_access import (REFERENCE, HubError, _fixes, course_problems, enrol, ensure_users, give_to_staff,
+                         read_roster, staff_group, users_python)
 
-# useradd's own rule (Debian's NAME_REGEX without --badname): a lowercase letter or '_', then lowercase letters,
-# digits, '_' and '-', at most 32 characters
-UNIX_NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 PROXY = os.path.join(ROOT, "hub", "node_modules", ".bin", "configurable-http-proxy")
-REFERENCE = os.path.join(ROOT, "solutions")
 
 # what a student's JupyterLab leaves out (the Assignments tab, Validate and the Nbgrader menu stay)
 STUDENT_HIDDEN_PLUGINS = ("@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment",
@@ -54,62 +50,6 @@ LAB_EXTENSIONS = os.path.join(ROOT, "hub", "share", "jupyter")
 GRADING_SETTINGS = ("COURSE_SANDBOX_",)
 # every user's terminal keeps its text in the page (xterm's screen-reader mode), for a screen reader to read
 TERMINAL_SETTINGS = {"@jupyterlab/terminal-extension:plugin": {"screenReaderMode": True}}
-
-
-class HubError(Exception):
-    """Something that stops the hub from starting, said in plain words with what to change."""
-
-
-# ------------------------------------------------------------------ users
-def read_roster(path):
-    """[(id, name)] of a roster CSV (``id,name``; a header row is optional). A row whose id is not a valid Unix
-    user name, a repeated id or an empty roster is refused with the row number."""
-    if not os.path.isfile(path):
-        raise HubError(f"no roster at {path}: a CSV file of id,name (one student a row)")
-    rows, seen = [], {}
-    with open(path, newline="", encoding="utf-8") as f:
-        for number, row in enumerate(csv.reader(f), start=1):
-            if not row or not "".join(row).strip():
-                continue
-            sid = row[0].strip()
-            name = row[1].strip() if len(row) > 1 else ""
-            if number == 1 and sid.lower() == "id":
-                continue
-            if not UNIX_NAME.match(sid):
-                raise HubError(f"{path} row {number}: {sid!r} is not a valid Unix user name (lowercase letters, "
-                               f"digits, '_' and '-', starting with a letter or '_', at most 32 characters)")
-            if sid in seen:
-                raise HubError(f"{path} row {number}: {sid!r} is already on row {seen[sid]}")
-            seen[sid] = number
-            rows.append((sid, name))
-    if not rows:
-        raise HubError(f"{path} names no student (expected rows of id,name)")
-    return rows
-
-
-def ensure_users(names, create=False, out=print):
-    """Every name is a local Unix user; with ``create`` (as root) the missing ones are made with ``useradd``
-    (a home folder only its owner may enter). Returns the names created."""
-    for name in names:
-        if not UNIX_NAME.match(name):
-            raise HubError(f"{name!r} is not a valid Unix user name")
-    missing = []
-    for name in names:
-        try:
-            pwd.getpwnam(name)
-        except KeyError:
-            missing.append(name)
-    if missing and not create:
-        raise HubError(f"no Unix user for {', '.join(missing)}: create them (`sudo useradd -m NAME` and "
-                       f"`sudo passwd NAME`), or let the hub create them with --create-users (as root)")
-    if missing and os.geteuid() != 0:
-        raise HubError(f"--create-users needs root (sudo) to create {', '.join(missing)}")
-    for name in missing:
-        subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", "--comment", "attention-course", name],
-                       check=True, capture_output=True)
-        os.chmod(pwd.getpwnam(name).pw_dir, 0o700)
-        out(f"created Unix user {name} (set a password with `passwd {name}`)")
-    return missing
 
 
 # ------------------------------------------------------------------ checks
@@ -133,119 +73,15 @@ def free_port(ip="127.0.0.1"):
         return s.getsockname()[1]
 
 
-def _instructor_has(name, st, group_bits):
-    """Whether the user ``name`` owns the file of ``st``, or is in its group and the group has ``group_bits``."""
-    user = pwd.getpwnam(name)
-    groups = {user.pw_gid, *os.getgrouplist(name, user.pw_gid)}
-    return user.pw_uid == st.st_uid or (st.st_gid in groups and st.st_mode & group_bits == group_bits)
-
-
-def staff_group(course):
-    """The Unix group of the course's instructors: ``<course id>-staff``. The course folder, the exchange's course
-    folder and the reference answers are theirs; no student may be in it."""
-    from .exchange import course_id_of
-    return f"{course_id_of(course)}-staff"[:32]
-
-
-def _fixes(course, instructors, group, reference):
-    """The commands that give the course folder and the reference answers to the instructors' group."""
-    add = " && ".join(f"usermod -aG {group} {name}" for name in instructors)
-    return [f"groupadd -f {group} && {add}",
-            f"chown -R {instructors[0]}:{group} {course} && chmod -R g+rwX,o-rwx {course}",
-            f"chgrp -R {group} {reference} && chmod -R g+rX,o-rwx {reference}"]
-
-
-def course_problems(course, instructors, students=(), reference=REFERENCE):
-    """What keeps the course folder and the reference answers from being the instructors' alone, each a sentence:
-    the course folder holds the source notebooks with the answers, the submissions and the gradebook; the reference
-    (the install's ``solutions/``) is what ``course grade`` compares against. Students' servers import the student
-    bundle's packages, which hold no answers, so they never need either."""
-    if not os.path.isfile(os.path.join(course, "nbgrader_config.py")):
-        return [f"{course} is not a course folder (no nbgrader_config.py)"]
-    problems = []
-    for path, what, bits in ((course, "the course folder", 0o070), (reference, "the reference answers", 0o050)):
-        st = os.stat(path)
-        mode = stat.S_IMODE(st.st_mode)
-        if mode & 0o007:
-            problems.append(f"students could read {what} {path} (permissions {mode:04o})")
-        for name in instructors:
-            if _instructor_has(name, st, bits if path == reference else 0o030):
-                continue
-            problems.append(f"the instructor {name} cannot {'write' if path == course else 'read'} {what} {path} "
-                            f"(owned by {pwd.getpwuid(st.st_uid).pw_name}, group {_group_name(st.st_gid)})")
-    from .course_exchange import group_members
-    inside = sorted(set(students) & group_members(os.stat(course).st_gid))
-    if inside:
-        problems.append(f"the students {', '.join(inside)} are in the group {_group_name(os.stat(course).st_gid)} "
-                        f"of the course folder, so they could read every submission and the answers")
-    return problems
-
-
-def _group_name(gid):
-    try:
-        return grp.getgrgid(gid).gr_name
-    except KeyError:
-        return str(gid)
-
-
-def give_to_staff(course, instructors, reference=REFERENCE, out=print):
-    """As root: the instructors' group (made if missing, the instructors added), the course folder the first
-    instructor's and the group's (closed to others), the reference answers the group's to read (closed to others).
-    What `course hub --create-users` does instead of asking for the commands of ``_fixes``."""
-    group = staff_group(course)
-    try:
-        gid = grp.getgrnam(group).gr_gid
-    except KeyError:
-        subprocess.run(["groupadd", group], check=True, capture_output=True)
-        gid = grp.getgrnam(group).gr_gid
-        out(f"created the group {group} of the course's instructors")
-    for name in instructors:
-        if name not in grp.getgrgid(gid).gr_mem:
-            subprocess.run(["usermod", "-aG", group, name], check=True, capture_output=True)
-    owner = pwd.getpwnam(instructors[0]).pw_uid
-    for top, uid, dirs_mode, files_mode in ((course, owner, 0o2770, 0o660), (reference, -1, 0o2750, 0o640)):
-        for here, dirs, files in os.walk(top):
-            os.chown(here, uid, gid)
-            os.chmod(here, dirs_mode)
-            for name in files:
-                path = os.path.join(here, name)
-                if not os.path.islink(path):
-                    os.chown(path, uid, gid)
-                    os.chmod(path, files_mode | (stat.S_IMODE(os.stat(path).st_mode) & 0o100))
-    out(f"the course folder {course} is {instructors[0]}'s and {group}'s, the reference answers {reference} "
-        f"{group}'s to read; both closed to everyone else")
-
-
-def enrol(course, roster, out=print):
-    """The roster's students in the course's gradebook (``course collect`` names those who did not submit, the
-    formgrader lists them): added, or their names brought up to date; a gradebook made here is the course
-    folder's owner's, as the rest of the folder."""
-    import grader.nbgrader_plugin  # noqa: F401  (a new gradebook's revision read in-process, not by `alembic`)
-    from .pipeline import gradebook
-    path = os.path.join(course, "gradebook.db")
-    new = not os.path.exists(path)
-    with gradebook(course) as gb:
-        before = {s.id for s in gb.students}
-        for sid, name in roster:
-            first, _, last = name.partition(" ")
-            gb.update_or_create_student(sid, first_name=first or None, last_name=last or None)
-    if new and os.geteuid() == 0:
-        st = os.stat(course)
-        os.chown(path, st.st_uid, st.st_gid)
-        os.chmod(path, 0o660)
-    added = [sid for sid, _ in roster if sid not in before]
-    out(f"gradebook: {len(roster)} student(s) on the roster, {len(added)} new")
-    return added
-
-
-def exchange_for_class(root, course, instructors, students):
+def exchange_for_class(root, course, instructors, students, course_id=None):
     """nbgrader's exchange at ``root`` as a class needs it (mode 1777, reachable by everyone), and the course's
     folder in it made now, as root, the first instructor's and the course folder's group's: a student who made it
-    first could otherwise read or replace what the others hand in. Returns the root."""
+    first could otherwise read or replace what the others hand in. Returns the root. (``course_id``: the course's
+    id when the caller knows it, rather than reading the course folder's nbgrader_config.py.)"""
     from .course_exchange import close_course_folder, problems_of_course_folder
     from .exchange import check_exchange, course_id_of
     root = check_exchange(root, create=True, shared=True)
-    folder = os.path.join(root, course_id_of(course))
+    folder = os.path.join(root, course_id or course_id_of(course))
     owner, gid = pwd.getpwnam(instructors[0]).pw_uid, os.stat(course).st_gid
     if os.path.lexists(folder) and os.lstat(folder).st_uid not in (owner, 0):
         raise HubError(f"{folder} is owned by {pwd.getpwuid(os.lstat(folder).st_uid).pw_name}, not by the instructor "
@@ -316,29 +152,6 @@ def role_settings(state, exchange, course):
             os.chmod(d, 0o755)
         folders[role] = folder
     return folders
-
-
-def closed_folders(path):
-    """The folders above ``path`` (its real path) that other users may not enter, top first."""
-    closed, parent = [], os.path.dirname(os.path.realpath(path))
-    while True:
-        if not os.stat(parent).st_mode & 0o001:
-            closed.append(parent)
-        if parent == os.path.dirname(parent):
-            return closed[::-1]
-        parent = os.path.dirname(parent)
-
-
-def users_python():
-    """This install's Python, which every user's server runs; a HubError when other users cannot reach it (its
-    interpreter, the virtual environment's packages, or the course's own packages)."""
-    closed = sorted(set(closed_folders(sys.executable)) | set(closed_folders(os.path.join(sys.prefix, "x")))
-                    | set(closed_folders(os.path.join(ROOT, "x"))))
-    if closed:
-        raise HubError(f"other users cannot run this install's Python ({os.path.realpath(sys.executable)}): "
-                       f"{', '.join(closed)} may not be entered by them: run `chmod o+x {' '.join(closed)}` "
-                       f"(it lets them through, not list it), or install the course with a Python outside it")
-    return sys.executable
 
 
 def student_packages(state):

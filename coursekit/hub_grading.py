@@ -16,7 +16,10 @@ grading itself runs as root:
   instructor may edit and which nbgrader would run as root), the sandbox always on, and only the settings that
   cannot weaken it taken from the request;
 * its Dask workers run on 127.0.0.1 with TLS and a key that exists only in this process and its workers
-  (``Security.temporary``): nobody else on the machine can hand them a task.
+  (``Security.temporary``): nobody else on the machine can hand them a task;
+* on a hub with LTI login it also posts an instructor's scores to the LMS (``POST /lms/scores``, from ``course
+  return A --lms``: ``coursekit.lms_return``) with the tool's private key, which stays root's; its settings name
+  every course of the hub with its instructors, and are read again when an LTI launch adds an instructor.
 
     python -m coursekit.hub_grading STATE/grading.json    # what the hub runs (as root)
 """
@@ -132,14 +135,17 @@ def authorise(config, api_url, header, course):
     return user, None
 
 
-def make_app(config, client, api_url):
-    """The service's web application: POST /grade, one submission."""
+def make_app(config, client, api_url, config_path=None):
+    """The service's web application: POST /grade, one submission; POST /lms/scores, an assignment's scores to the
+    LMS (``coursekit.lms_return``). With ``config_path`` the settings are read again whenever that file changes (an
+    LTI launch adds an instructor to a course)."""
     import asyncio
 
     from tornado import web
 
     from .grading.task import grade_submission
     from .inbound import valid_student_id
+    current = Settings(config_path, config)
 
     class Grade(web.RequestHandler):
         async def post(self):
@@ -148,6 +154,7 @@ def make_app(config, client, api_url):
                 course = str(body["course"])
             except (ValueError, KeyError, TypeError):
                 raise web.HTTPError(400, "not a grading request")
+            config = current()
             user, refused = authorise(config, api_url, self.request.headers.get(TOKEN_HEADER), course)
             if refused:
                 log.warning("refused a grading request from %s for %s: %s", user or "an unknown token", course, refused)
@@ -169,7 +176,57 @@ def make_app(config, client, api_url):
             self.set_header("Content-Type", "application/json")
             self.finish(json.dumps(result))
 
-    return web.Application([(r"/grade", Grade)])
+    class PostScores(web.RequestHandler):
+        async def post(self):
+            from .lms_return import Refusal, post_for_instructor
+            try:
+                body = json.loads(self.request.body)
+                course = str(body["course"])
+            except (ValueError, KeyError, TypeError):
+                raise web.HTTPError(400, "not a request to post grades")
+            config = current()
+            user, refused = authorise(config, api_url, self.request.headers.get(TOKEN_HEADER), course)
+            if refused:
+                log.warning("refused to post grades for %s to the LMS for %s: %s", course, user or "an unknown token",
+                            refused)
+                self.set_status(403)
+                self.finish(refused)
+                return
+            log.info("%s posts the scores of %s / %s to the LMS", user, course, body.get("assignment"))
+            try:
+                answer = await asyncio.get_running_loop().run_in_executor(None, post_for_instructor, config, course,
+                                                                          body)
+            except Refusal as exc:
+                log.warning("grades of %s not posted: %s", course, exc.message)
+                self.set_status(exc.status)
+                self.finish(exc.message)
+                return
+            self.set_header("Content-Type", "application/json")
+            self.finish(json.dumps(answer))
+
+    return web.Application([(r"/grade", Grade), (r"/lms/scores", PostScores)])
+
+
+def read_config(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+class Settings:
+    """The service's settings, read again from ``path`` when the file changes (or the dict given, with no path)."""
+
+    def __init__(self, path, config):
+        self.path, self.config, self.stamp = path, config, None
+
+    def __call__(self):
+        if self.path:
+            try:
+                st = os.stat(self.path)
+                if (st.st_mtime_ns, st.st_size) != self.stamp:
+                    self.config, self.stamp = read_config(self.path), (st.st_mtime_ns, st.st_size)
+            except (OSError, ValueError) as exc:  # keep the last good settings, and say so
+                log.error("could not read the settings %s again: %s", self.path, exc)
+        return self.config
 
 
 def serve(config_path):
@@ -193,7 +250,7 @@ def serve(config_path):
             host="127.0.0.1", protocol="tls://", security=security, dashboard_address=None, memory_limit=0,
             silence_logs=logging.ERROR) as cluster, Client(cluster, security=security) as client:
         api_url = os.environ.get("JUPYTERHUB_API_URL") or config["hub_api"]
-        app = make_app(config, client, api_url)
+        app = make_app(config, client, api_url, config_path=config_path)
 
         async def main():
             server = HTTPServer(app, max_body_size=MAX_BODY)
@@ -203,12 +260,15 @@ def serve(config_path):
         asyncio.run(main())
 
 
-def write_config(state, port, hub_api, courses, workers=None):
-    """The service's settings in ``state`` (root's alone): its port, the hub's API and {course: instructors}."""
+def write_config(state, port, hub_api, courses, workers=None, extra=None):
+    """The service's settings in ``state`` (root's alone): its port, the hub's API and {course: instructors}; on a
+    hub of several courses or with LTI, ``extra`` adds the hub's state folder (``hub_state``) and the tool's LTI
+    credentials (``lti``: client id, token URL, the path of its private key), with which it posts grades."""
     path = os.path.join(state, "grading.json")
     with open(path + ".tmp", "w") as f:
         json.dump({"port": port, "hub_api": hub_api, "workers": workers,
-                   "courses": {c: {"instructors": sorted(i)} for c, i in courses.items()}}, f, indent=1)
+                   "courses": {c: {"instructors": sorted(i)} for c, i in courses.items()}, **(extra or {})},
+                  f, indent=1)
     os.chmod(path + ".tmp", 0o600)
     os.replace(path + ".tmp", path)
     return path

@@ -20,7 +20,7 @@ import nbformat
 import pytest
 from hub_helpers import course_copy_for, need_hub_parts, remove_users
 
-from coursekit import ROOT, exchange, hub
+from coursekit import ROOT, exchange, hub_access
 
 pytestmark = [pytest.mark.pipeline, pytest.mark.xdist_group("hub")]  # one worker: see test_hub_class.py
 A = "03_softmax"
@@ -83,11 +83,11 @@ def test_the_roster_goes_into_the_gradebook_which_stays_the_course_folders_owner
     course.mkdir()
     os.chown(course, 65534, 65534)
     said = []
-    assert hub.enrol(str(course), [("ann", "Ann Lee"), ("bo", "Bo")], out=said.append) == ["ann", "bo"]
+    assert hub_access.enrol(str(course), [("ann", "Ann Lee"), ("bo", "Bo")], out=said.append) == ["ann", "bo"]
     db = course / "gradebook.db"
     st = os.stat(db)
     assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (65534, 65534, 0o660)
-    assert hub.enrol(str(course), [("ann", "Ann Lee-Park"), ("cy", "Cy Young")], out=said.append) == ["cy"]
+    assert hub_access.enrol(str(course), [("ann", "Ann Lee-Park"), ("cy", "Cy Young")], out=said.append) == ["cy"]
     assert said == ["gradebook: 2 student(s) on the roster, 2 new", "gradebook: 2 student(s) on the roster, 1 new"]
     with Gradebook(f"sqlite:///{db}", course_id="attention-course") as gb:
         names = {s.id: (s.first_name, s.last_name) for s in gb.students}
@@ -118,7 +118,7 @@ def test_a_course_folder_or_reference_others_could_read_or_an_instructor_could_n
     nobody = pwd.getpwuid(65534).pw_name  # in no group of root's folders
     os.chmod(course, 0o755)
     os.chmod(reference, 0o754)
-    problems = hub.course_problems(str(course), ["root", nobody], reference=str(reference))
+    problems = hub_access.course_problems(str(course), ["root", nobody], reference=str(reference))
     assert problems == [f"students could read the course folder {course} (permissions 0755)",
                         f"the instructor {nobody} cannot write the course folder {course} (owned by root, group root)",
                         f"students could read the reference answers {reference} (permissions 0754)",
@@ -128,9 +128,9 @@ def test_a_course_folder_or_reference_others_could_read_or_an_instructor_could_n
     os.chmod(reference, 0o2750)
     os.chown(course, 0, pwd.getpwuid(65534).pw_gid)
     os.chown(reference, 0, pwd.getpwuid(65534).pw_gid)
-    assert hub.course_problems(str(course), ["root", nobody], reference=str(reference)) == []
+    assert hub_access.course_problems(str(course), ["root", nobody], reference=str(reference)) == []
     # a student in the instructors' group reads everything
-    assert hub.course_problems(str(course), ["root"], students=[nobody], reference=str(reference)) == [
+    assert hub_access.course_problems(str(course), ["root"], students=[nobody], reference=str(reference)) == [
         f"the students {nobody} are in the group {grp.getgrgid(pwd.getpwuid(65534).pw_gid).gr_name} of the course "
         f"folder, so they could read every submission and the answers"]
 
@@ -139,7 +139,7 @@ def test_collect_names_nothing_submitted_takes_the_latest_keeps_the_history_and_
         class_folder, capsys):
     remove_users(STUDENTS + ["ckex-teach"])
     try:
-        hub.ensure_users(STUDENTS, create=True)
+        hub_access.ensure_users(STUDENTS, create=True)
         root = course_copy_for(class_folder)
         ex = os.path.join(class_folder, "exchange")
         os.environ["COURSE_EXCHANGE"] = ex

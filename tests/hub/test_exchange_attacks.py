@@ -32,8 +32,8 @@ import nbformat
 import pytest
 from hub_helpers import course_copy_for, modes_of, need_hub_parts, remove_users, restore_modes
 
-from coursekit import hub
-from coursekit.hub import REFERENCE
+from coursekit import hub, hub_access
+from coursekit.hub_access import REFERENCE
 from coursekit.samples import answered, total_points
 
 pytestmark = [pytest.mark.pipeline, pytest.mark.timeout(1200), pytest.mark.xdist_group("hub")]
@@ -139,7 +139,7 @@ def test_the_exchange_is_untrusted_input_for_collect_grade_and_return(class_fold
     remove_users([TEACH, *STUDENTS])
     reference_modes = modes_of(REFERENCE)
     try:
-        hub.ensure_users([TEACH, *STUDENTS], create=True)
+        hub_access.ensure_users([TEACH, *STUDENTS], create=True)
         cls = Class(class_folder)
         subprocess.run(["chown", "-R", f"{TEACH}:{TEACH}", cls.course], check=True)
         subprocess.run(["chmod", "o-rwx", cls.course], check=True)
@@ -147,7 +147,7 @@ def test_the_exchange_is_untrusted_input_for_collect_grade_and_return(class_fold
         os.makedirs(cls.exchange)
         os.chmod(cls.exchange, 0o1777)
         hub.exchange_for_class(cls.exchange, cls.course, [TEACH], STUDENTS)
-        hub.enrol(cls.course, [(s, s) for s in STUDENTS])
+        hub_access.enrol(cls.course, [(s, s) for s in STUDENTS])
         # the instructor's own secrets, which links in a submission point at
         home = pwd.getpwnam(TEACH).pw_dir
         key = os.path.join(home, ".ssh", "id_ed25519")
@@ -158,7 +158,7 @@ def test_the_exchange_is_untrusted_input_for_collect_grade_and_return(class_fold
         os.chmod(key, 0o600)
         subprocess.run(["chown", "-R", f"{TEACH}:{TEACH}", os.path.dirname(key)], check=True)
         gradebook_token = "gb" + secrets.token_hex(12)  # a name only the gradebook holds
-        hub.enrol(cls.course, [("ckatk-ghost", f"{gradebook_token} Ghost")])
+        hub_access.enrol(cls.course, [("ckatk-ghost", f"{gradebook_token} Ghost")])
         targets = {"the SSH key": key, "the gradebook": os.path.join(cls.course, "gradebook.db"),
                    "a reference module": os.path.join(REFERENCE, "softmax.py"),
                    "the source notebook": os.path.join(cls.course, "source", A, A + ".ipynb")}

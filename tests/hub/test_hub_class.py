@@ -34,7 +34,7 @@ from hub_helpers import Hub, course_copy_for, modes_of, remove_users, restore_mo
 from lab import (TALL, Terminal, button_in, close_current_tab, launch, login, menu, open_assignments,
                  open_file, open_folder, press_in_assignments, screenshot_on_failure, upload, wait_for_lab)
 
-from coursekit.hub import REFERENCE, staff_group
+from coursekit.hub_access import REFERENCE, staff_group
 from coursekit.samples import answered, total_points
 
 # one test worker for the hub's tests: they open the way to this install's Python for the time they run

@@ -1,0 +1,138 @@
+"""The `course` commands of a class with nbgrader's exchange: ``course hub`` (a JupyterHub on this machine, as root:
+coursekit/hub.py, and several courses or LTI login: hub_courses.py, hub_lti.py), ``course release``, ``collect``
+and ``return`` (coursekit/exchange.py), and ``course instructor-lab``. coursekit/cli.py adds them to ``course``."""
+import os
+import sys
+
+from . import COURSE_DIR, ROOT
+
+
+def add_class_commands(sub):
+    """The class's commands on ``course``'s subparsers."""
+    p = sub.add_parser("hub", help="instructors: a JupyterHub for the course on this machine (as root)")
+    p.add_argument("--roster", default=None, help="CSV of the students: id,name (ids are Unix user names)")
+    p.add_argument("--instructor", action="append", default=[], help="an instructor's Unix user name (repeatable)")
+    p.add_argument("--create-users", action="store_true", help="create the missing Unix users (useradd; root)")
+    p.add_argument("--ip", default="127.0.0.1", help="address the hub listens on (0.0.0.0: every interface)")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--course", default=None, help="the course folder (default: $COURSE_ROOT or course/)")
+    p.add_argument("--exchange", default="/srv/nbgrader/exchange", help="nbgrader's exchange (made 0777)")
+    p.add_argument("--state", default=os.path.join(ROOT, "hub", "state"),
+                   help="the hub's database, secret and settings (keep it: users and servers survive a restart)")
+    p.add_argument("--extra-config", default=None, help="a jupyterhub_config.py read after the course's")
+    p.add_argument("--courses", default=None, help="several courses: a TOML file of [[course]] tables (folder, "
+                                                   "instructors, roster), in place of --instructor and --roster")
+    p.add_argument("--lti", default=None, help="login from the LMS by LTI 1.3: a TOML file naming the platform and "
+                                               "its [[course]] tables (folder, context_id)")
+    p.set_defaults(func=cmd_hub)
+    for name, what in (("release", "generate, then release to the exchange"),
+                       ("collect", "collect each student's latest submission from the exchange"),
+                       ("return", "generate the feedback and release it to the exchange")):
+        p = sub.add_parser(name, help=f"instructors: {what}")
+        p.add_argument("assignment", nargs="+")
+        p.add_argument("--course", default=None, help="the course folder (default: $COURSE_ROOT or course/)")
+        p.add_argument("--exchange", default=None, help="nbgrader's exchange (default: the course's setting)")
+        if name == "return":
+            p.add_argument("--lms", action="store_true", help="then post each student's score to the LMS (a hub "
+                                                              "started with --lti)")
+        p.set_defaults(func=_exchange_step(name))
+    p = sub.add_parser("instructor-lab", help="instructors: JupyterLab on the course folder with the formgrader")
+    p.add_argument("--course", default=None, help="the course folder (default: $COURSE_ROOT or course/)")
+    p.add_argument("--exchange", default=None, help="nbgrader's exchange (default: the course's setting)")
+    p.add_argument("--ip", default="127.0.0.1")
+    p.add_argument("--port", default="8888")
+    p.add_argument("--browser", action="store_true", help="open a browser window")
+    p.add_argument("jupyter_args", nargs="*", help="passed on to `jupyter lab` (after --)")
+    p.set_defaults(func=cmd_instructor_lab)
+
+
+def _course_default():
+    """The course folder: --course, else $COURSE_ROOT (set in an instructor's server on the hub), else course/."""
+    return os.environ.get("COURSE_ROOT") or COURSE_DIR
+
+
+def _with_exchange(args):
+    if getattr(args, "exchange", None):  # the course's nbgrader_config.py reads it
+        os.environ["COURSE_EXCHANGE"] = os.path.abspath(args.exchange)
+    return os.path.abspath(args.course)
+
+
+def cmd_hub(args):
+    """Start a JupyterHub for the course on this machine (coursekit/hub.py says what each user gets; several courses
+    and LTI login: coursekit/hub_courses.py and coursekit/hub_lti.py)."""
+    from .exchange import ExchangeError
+    from .hub_access import HubError
+    if args.courses or args.lti:
+        from .hub_courses import prepare
+    elif args.roster:
+        from .hub import prepare
+    else:
+        print("course hub: give the class: --instructor NAME --roster roster.csv (one course), --courses FILE "
+              "(several), or --lti FILE (login from the LMS)", file=sys.stderr)
+        return 2
+    try:
+        cmd, cwd, env = prepare(args)
+    except (HubError, ExchangeError) as exc:
+        print(f"course hub: {exc}", file=sys.stderr)
+        return 2
+    print("starting JupyterHub; stop it with Ctrl-C", flush=True)
+    os.chdir(cwd)
+    os.execve(sys.executable, cmd, env)  # become the hub: stopping this process stops it (and the users' servers)
+
+
+def _exchange_step(name):
+    """The command `course NAME A ...`: ``coursekit.exchange``'s step for each assignment in turn (release, collect,
+    return_feedback); exits 2 on the exchange's refusal, 1 when collect refused a folder or return returned
+    nothing. `course return A --lms` then posts each student's score for A to the LMS (coursekit/lms_return.py),
+    exiting 1 when a post failed and 2 when nothing could be posted."""
+    def command(args):
+        from . import exchange
+        step = getattr(exchange, {"return": "return_feedback"}.get(name, name))
+        root = _with_exchange(args)
+        worst = 0
+        try:
+            for a in args.assignment:
+                done = step(root, a)
+                if (name == "return" and not done) or (name == "collect" and done.refused):  # said, and exit 1
+                    worst = 1
+                if name == "return" and args.lms:
+                    from .lms_return import post_scores
+                    worst = max(worst, post_scores(root, a, err=lambda line: print(line, file=sys.stderr)))
+        except exchange.ExchangeError as exc:
+            print(f"course {name}: {exc}", file=sys.stderr)
+            return 2
+        return worst
+    return command
+
+
+def instructor_settings(env):
+    """The instructor's JupyterLab settings under ``env``'s JUPYTER_CONFIG_DIR (the course's .jupyter, never
+    $HOME): no news, no update check."""
+    from .cli import _write_json
+    from .hub import NO_NEWS
+    config = env["JUPYTER_CONFIG_DIR"]
+    _write_json(os.path.join(config, "jupyter_server_config.json"), {"LabApp": dict(NO_NEWS)})
+    _write_json(os.path.join(config, "labconfig", "page_config.json"),
+                {"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}})
+    return env
+
+
+def cmd_instructor_lab(args):
+    """Instructors: JupyterLab on the course folder, with the formgrader and the exchange ready."""
+    from .exchange import ExchangeError, check_exchange, exchange_root
+    from .pipeline import nbgrader_env
+    root = _with_exchange(args)
+    try:
+        exchange = check_exchange(exchange_root(root), create=True)
+    except ExchangeError as exc:
+        print(f"course instructor-lab: {exc}", file=sys.stderr)
+        return 2
+    env = instructor_settings(nbgrader_env(root))
+    cmd = [sys.executable, "-m", "jupyter", "lab", f"--notebook-dir={root}", f"--ServerApp.ip={args.ip}",
+           f"--ServerApp.port={args.port}", f"--ServerApp.open_browser={args.browser}", *args.jupyter_args]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-root")
+    print(f"starting JupyterLab on the course {root} (exchange {exchange}); the formgrader is in the Nbgrader "
+          f"menu, or at http://{args.ip}:{args.port}/formgrader; stop it with Ctrl-C", flush=True)
+    os.chdir(root)  # the formgrader reads nbgrader_config.py from here
+    os.execve(sys.executable, cmd, env)

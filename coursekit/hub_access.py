@@ -1,0 +1,225 @@
+"""Who may have what on a hub, as root: the users and their groups, the course folder and the reference answers
+given to the course's instructors (never through a link), the roster in the gradebook (by the course folder's
+owner), and every problem with them named in one list, each with the command that fixes it. ``course hub``
+(coursekit/hub.py) and a hub of several courses or of LTI login (coursekit/hub_courses.py, hub_lti.py) use them."""
+import csv
+import grp
+import os
+import pwd
+import re
+import stat
+import subprocess
+import sys
+
+from . import ROOT
+
+# useradd's own rule (Debian's NAME_REGEX without --badname): a lowercase letter or '_', then lowercase letters,
+# digits, '_' and '-', at most 32 characters
+UNIX_NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+
+REFERENCE = os.path.join(ROOT, "solutions")
+
+
+class HubError(Exception):
+    """Something that stops the hub from starting, said in plain words with what to change."""
+
+
+# ------------------------------------------------------------------ users
+def read_roster(path):
+    """[(id, name)] of a roster CSV (``id,name``; a header row is optional). A row whose id is not a valid Unix
+    user name, a repeated id or an empty roster is refused with the row number."""
+    if not os.path.isfile(path):
+        raise HubError(f"no roster at {path}: a CSV file of id,name (one student a row)")
+    rows, seen = [], {}
+    with open(path, newline="", encoding="utf-8") as f:
+        for number, row in enumerate(csv.reader(f), start=1):
+            if not row or not "".join(row).strip():
+                continue
+            sid = row[0].strip()
+            name = row[1].strip() if len(row) > 1 else ""
+            if number == 1 and sid.lower() == "id":
+                continue
+            if not UNIX_NAME.match(sid):
+                raise HubError(f"{path} row {number}: {sid!r} is not a valid Unix user name (lowercase letters, "
+                               f"digits, '_' and '-', starting with a letter or '_', at most 32 characters)")
+            if sid in seen:
+                raise HubError(f"{path} row {number}: {sid!r} is already on row {seen[sid]}")
+            seen[sid] = number
+            rows.append((sid, name))
+    if not rows:
+        raise HubError(f"{path} names no student (expected rows of id,name)")
+    return rows
+
+
+def ensure_users(names, create=False, out=print):
+    """Every name is a local Unix user; with ``create`` (as root) the missing ones are made with ``useradd``
+    (a home folder only its owner may enter). Returns the names created."""
+    for name in names:
+        if not UNIX_NAME.match(name):
+            raise HubError(f"{name!r} is not a valid Unix user name")
+    missing = []
+    for name in names:
+        try:
+            pwd.getpwnam(name)
+        except KeyError:
+            missing.append(name)
+    if missing and not create:
+        raise HubError(f"no Unix user for {', '.join(missing)}: create them (`sudo useradd -m NAME` and "
+                       f"`sudo passwd NAME`), or let the hub create them with --create-users (as root)")
+    if missing and os.geteuid() != 0:
+        raise HubError(f"--create-users needs root (sudo) to create {', '.join(missing)}")
+    for name in missing:
+        subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", "--comment", "attention-course", name],
+                       check=True, capture_output=True)
+        os.chmod(pwd.getpwnam(name).pw_dir, 0o700)
+        out(f"created Unix user {name} (set a password with `passwd {name}`)")
+    return missing
+
+
+def _instructor_has(name, st, group_bits):
+    """Whether the user ``name`` owns the file of ``st``, or is in its group and the group has ``group_bits``."""
+    user = pwd.getpwnam(name)
+    groups = {user.pw_gid, *os.getgrouplist(name, user.pw_gid)}
+    return user.pw_uid == st.st_uid or (st.st_gid in groups and st.st_mode & group_bits == group_bits)
+
+
+def staff_group(course):
+    """The Unix group of the course's instructors: ``<course id>-staff``. The course folder, the exchange's course
+    folder and the reference answers are theirs; no student may be in it."""
+    from .exchange import course_id_of
+    return f"{course_id_of(course)}-staff"[:32]
+
+
+def _fixes(course, instructors, group, reference):
+    """The commands that give the course folder and the reference answers to the instructors' group."""
+    add = " && ".join(f"usermod -aG {group} {name}" for name in instructors)
+    return [f"groupadd -f {group} && {add}",
+            f"chown -R {instructors[0]}:{group} {course} && chmod -R g+rwX,o-rwx {course}",
+            f"chgrp -R {group} {reference} && chmod -R g+rX,o-rwx {reference}"]
+
+
+def course_problems(course, instructors, students=(), reference=REFERENCE):
+    """What keeps the course folder and the reference answers from being the instructors' alone, each a sentence:
+    the course folder holds the source notebooks with the answers, the submissions and the gradebook; the reference
+    (the install's ``solutions/``) is what ``course grade`` compares against. Students' servers import the student
+    bundle's packages, which hold no answers, so they never need either."""
+    if not os.path.isfile(os.path.join(course, "nbgrader_config.py")):
+        return [f"{course} is not a course folder (no nbgrader_config.py)"]
+    problems = []
+    for path, what, bits in ((course, "the course folder", 0o070), (reference, "the reference answers", 0o050)):
+        st = os.stat(path)
+        mode = stat.S_IMODE(st.st_mode)
+        if mode & 0o007:
+            problems.append(f"students could read {what} {path} (permissions {mode:04o})")
+        for name in instructors:
+            if _instructor_has(name, st, bits if path == reference else 0o030):
+                continue
+            problems.append(f"the instructor {name} cannot {'write' if path == course else 'read'} {what} {path} "
+                            f"(owned by {pwd.getpwuid(st.st_uid).pw_name}, group {_group_name(st.st_gid)})")
+    from .course_exchange import group_members
+    inside = sorted(set(students) & group_members(os.stat(course).st_gid))
+    if inside:
+        problems.append(f"the students {', '.join(inside)} are in the group {_group_name(os.stat(course).st_gid)} "
+                        f"of the course folder, so they could read every submission and the answers")
+    return problems
+
+
+def _group_name(gid):
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:
+        return str(gid)
+
+
+def _own_tree(top, uid, gid, dirs_mode, files_mode, out=print):
+    """As root, a tree its instructors may be writing to at the same time given to ``uid``:``gid``. It never follows
+    a link, not even one that replaces a folder while it walks (``os.fwalk`` holds each folder open, and every change
+    is made through a descriptor opened without following links); a file with a second hard link is left as it is
+    and named (it may be someone else's file linked in)."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | getattr(os, "O_CLOEXEC", 0)
+    for here, _dirs, files, dirfd in os.fwalk(top, follow_symlinks=False):
+        os.fchown(dirfd, uid, gid)
+        os.fchmod(dirfd, dirs_mode)
+        for name in files:
+            try:
+                fd = os.open(name, flags, dir_fd=dirfd)
+            except OSError:  # a link (ELOOP), or gone
+                continue
+            try:
+                st = os.fstat(fd)
+                if not stat.S_ISREG(st.st_mode):
+                    continue
+                if st.st_nlink > 1:
+                    out(f"left as it is: {os.path.join(here, name)} (a file with {st.st_nlink} hard links)")
+                    continue
+                os.fchown(fd, uid, gid)
+                os.fchmod(fd, files_mode | (stat.S_IMODE(st.st_mode) & 0o100))
+            finally:
+                os.close(fd)
+
+
+def give_to_staff(course, instructors, reference=REFERENCE, out=print, group=None):
+    """As root: the instructors' group (made if missing, the instructors added), the course folder the first
+    instructor's and the group's (closed to others), the reference answers the group's to read (closed to others).
+    What `course hub --create-users` does instead of asking for the commands of ``_fixes``. With no instructor (a
+    course of an LTI hub before its first instructor's launch) the course folder is root's and the group's;
+    ``reference=None`` leaves the reference answers as they are (a hub of several courses gives them to a group of
+    every course's instructors)."""
+    group = group or staff_group(course)
+    try:
+        gid = grp.getgrnam(group).gr_gid
+    except KeyError:
+        subprocess.run(["groupadd", group], check=True, capture_output=True)
+        gid = grp.getgrnam(group).gr_gid
+        out(f"created the group {group} of the course's instructors")
+    for name in instructors:
+        if name not in grp.getgrgid(gid).gr_mem:
+            subprocess.run(["usermod", "-aG", group, name], check=True, capture_output=True)
+    owner = pwd.getpwnam(instructors[0]).pw_uid if instructors else 0
+    for top, uid, dirs_mode, files_mode in ((course, owner, 0o2770, 0o660), (reference, -1, 0o2750, 0o640)):
+        if top is not None:
+            _own_tree(top, uid, gid, dirs_mode, files_mode, out)
+    out(f"the course folder {course} is {instructors[0] if instructors else 'root'}'s and {group}'s"
+        + (f", the reference answers {reference} {group}'s to read; both closed to everyone else" if reference
+           else ", closed to everyone else"))
+
+
+def enrol(course, roster, out=print):
+    """The roster's students in the course's gradebook (``course collect`` names those who did not submit, the
+    formgrader lists them): added, or their names brought up to date, by a process of the course folder's owner
+    (coursekit/enrol.py): root never opens a gradebook an instructor may have replaced with a link."""
+    import sys
+    from .enrol import enrol as write
+    records = []
+    for sid, name in roster:
+        first, _, last = name.partition(" ")
+        records.append({"id": sid, "first_name": first, "last_name": last})
+    try:
+        added = write(sys.executable, course, records)
+    except RuntimeError as exc:
+        raise HubError(f"the roster could not be enrolled in {course}: {exc}") from None
+    out(f"gradebook: {len(roster)} student(s) on the roster, {len(added)} new")
+    return added
+
+
+def closed_folders(path):
+    """The folders above ``path`` (its real path) that other users may not enter, top first."""
+    closed, parent = [], os.path.dirname(os.path.realpath(path))
+    while True:
+        if not os.stat(parent).st_mode & 0o001:
+            closed.append(parent)
+        if parent == os.path.dirname(parent):
+            return closed[::-1]
+        parent = os.path.dirname(parent)
+
+
+def users_python():
+    """This install's Python, which every user's server runs; a HubError when other users cannot reach it (its
+    interpreter, the virtual environment's packages, or the course's own packages)."""
+    closed = sorted(set(closed_folders(sys.executable)) | set(closed_folders(os.path.join(sys.prefix, "x")))
+                    | set(closed_folders(os.path.join(ROOT, "x"))))
+    if closed:
+        raise HubError(f"other users cannot run this install's Python ({os.path.realpath(sys.executable)}): "
+                       f"{', '.join(closed)} may not be entered by them: run `chmod o+x {' '.join(closed)}` "
+                       f"(it lets them through, not list it), or install the course with a Python outside it")
+    return sys.executable

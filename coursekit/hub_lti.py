@@ -1,0 +1,474 @@
+"""Login from the LMS by LTI 1.3: ``course hub --lti lti.toml``.
+
+The platform's side of the login is jupyterhub-ltiauthenticator's ``LTI13Authenticator`` (pinned), configured with
+the platform's issuer, client id, authorization (OpenID Connect login) URL and key set: it checks the launch's
+signature, issuer, audience, expiry, age, nonce, message type and version. ``CourseLTI13Authenticator`` adds what it
+leaves out, and refuses with a page that says why:
+
+* the launch's deployment id must be one of the file's ``deployment_ids``;
+* its context (the LMS course) must be the ``context_id`` of one of the file's courses;
+* its roles decide: Instructor (and its sub-roles, TeachingAssistant among them) is an instructor of that course,
+  Learner (and its sub-roles) a student; any other role (Mentor, Administrator, ContentDeveloper, ...) is refused;
+* the LMS user names the Unix user by ``USERNAME_RULE`` (``unix_name``), and a name that is not a valid Unix user
+  name, an account of the machine the hub did not make, or a name another LMS user has, is refused;
+* a user is an instructor of one course or a student of any number of them, never both (``coursekit.hub_courses``).
+
+A good launch makes what the user needs, as root, before the hub logs them in: their Unix user (``useradd``, a home
+only they may enter) if missing; an instructor joins the course's staff group ``<course id>-staff`` (the first
+instructor of a course is given its folder, ``coursekit.hub_access.give_to_staff``, and its folder in the exchange), its
+students' group and the reference's group; a student joins the course's students' group and, at their first launch,
+the course's gradebook with their LMS user id (nbgrader's ``lms_user_id``, what grades are posted to), written as
+the course folder's owner, never as root. The launch's Assignment and Grade Services line items URL is kept in the
+hub's state (root's alone), where ``course return --lms`` finds it. A user given a new group while their server runs
+has it stopped, so that it starts again with the group (a second course's assignments become readable).
+
+    lti.toml
+    issuer = "https://canvas.instructure.com"
+    client_id = "10000000000042"
+    login_url = "https://sso.canvaslms.com/api/lti/authorize_redirect"   # the platform's OIDC authorization URL
+    token_url = "https://sso.canvaslms.com/login/oauth2/token"
+    jwks_url = "https://sso.canvaslms.com/api/lti/security/jwks"
+    deployment_ids = ["42:1f6b9c..."]
+    tool_key = "/etc/attention-course/lti-tool-key.pem"   # the tool's private key (made, and its public key shown,
+                                                          # when missing)
+    username_claim = "custom:canvas_user_id"              # "sub" (the default) or "custom:NAME"
+    username_prefix = "c"
+
+    [[course]]
+    folder = "/srv/courses/enc101"
+    context_id = "4dde05e8ca1973bcca9bffc13e1548820eee93a3"
+    instructors = ["c17"]        # optional: instructors before any launch
+    roster = "enc101.csv"        # optional: students before any launch (id,name)
+"""
+import asyncio
+import json
+import os
+import pwd
+import re
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+
+from .enrol import enrol_as_owner
+from .hub import _write
+from .hub_access import UNIX_NAME, HubError
+
+LTI = "https://purl.imsglobal.org/spec/lti/claim/"
+AGS_CLAIM = "https://purl.imsglobal.org/spec/lti-ags/claim/endpoint"
+MEMBERSHIP = "http://purl.imsglobal.org/vocab/lis/v2/membership"
+INSTRUCTOR_ROLES = ("Instructor",)  # principal roles; TeachingAssistant is Instructor's sub-role
+STUDENT_ROLES = ("Learner",)
+LTI_KEYS = {"issuer", "client_id", "login_url", "token_url", "jwks_url", "deployment_ids", "tool_key",
+            "username_claim", "username_prefix", "course"}
+SETTINGS_FILE = "lti.json"
+USERNAME_RULE = ("a Unix user name here is the LMS user id ({claim}) with {prefix} before it, unchanged, and must be 1 "
+                 "to 32 lowercase letters, digits, '_' or '-', starting with a lowercase letter or '_'")
+
+
+class Refused(Exception):
+    """A launch refused: ``message`` is what the page says."""
+
+    def __init__(self, message):
+        super().__init__(message)
+        self.message = message
+
+
+# ------------------------------------------------------------------ the LTI file
+@dataclass
+class LtiConfig:
+    path: str
+    issuer: str
+    client_id: str
+    login_url: str
+    token_url: str
+    jwks_url: str
+    deployment_ids: list
+    tool_key: str
+    username_claim: str = "sub"
+    username_prefix: str = ""
+    courses: list = None  # the [[course]] tables, read by coursekit.hub_courses.read_courses
+
+
+def _url(value):
+    return isinstance(value, str) and re.match(r"^https?://[^\s/]+", value) is not None
+
+
+def read_lti_config(path):
+    """The LTI file at ``path``; a HubError naming every problem (each key, what it must be, and where an
+    administrator finds it in the README)."""
+    from .hub_courses import load_toml
+    data = load_toml(path, "LTI settings file")
+    problems = []
+    unknown = sorted(set(data) - LTI_KEYS)
+    if unknown:
+        problems.append(f"{path}: unknown key(s) {', '.join(unknown)} (it has {', '.join(sorted(LTI_KEYS))})")
+    for key, what in (("issuer", "the platform's issuer (iss)"),
+                      ("client_id", "the client id the platform gave the tool")):
+        if not isinstance(data.get(key), str) or not data.get(key):
+            problems.append(f"{path}: no {key} = \"...\" ({what})")
+    for key, what in (("login_url", "the platform's OpenID Connect authorization URL"),
+                      ("token_url", "the platform's OAuth 2 token URL (for grades)"),
+                      ("jwks_url", "the platform's public key set URL")):
+        if not _url(data.get(key)):
+            problems.append(f"{path}: {key} must be an http(s) URL: {what}")
+    deployments = data.get("deployment_ids")
+    if not isinstance(deployments, list) or not deployments or not all(isinstance(d, str) and d for d in deployments):
+        problems.append(f"{path}: deployment_ids must list the deployment id(s) of the tool, e.g. [\"1:abc\"]")
+    key = data.get("tool_key")
+    if not isinstance(key, str) or not key:
+        problems.append(f"{path}: no tool_key = \"...\" (the path of the tool's private key; made when missing)")
+    claim = data.get("username_claim", "sub")
+    if not (claim == "sub" or (isinstance(claim, str) and re.fullmatch(r"custom:[A-Za-z0-9_.-]+", claim))):
+        problems.append(f"{path}: username_claim must be \"sub\" or \"custom:NAME\" (a custom parameter of the "
+                        f"launch), not {claim!r}")
+    prefix = data.get("username_prefix", "")
+    if not isinstance(prefix, str) or (prefix and not re.fullmatch(r"[a-z_][a-z0-9_-]{0,15}", prefix)):
+        problems.append(f"{path}: username_prefix must be up to 16 lowercase letters, digits, '_' or '-', starting "
+                        f"with a letter or '_' (or \"\"), not {prefix!r}")
+    if problems:
+        from .hub import _listed
+        raise HubError(_listed(problems))
+    base = os.path.dirname(os.path.abspath(path))
+    return LtiConfig(os.path.abspath(path), data["issuer"], data["client_id"], data["login_url"], data["token_url"],
+                     data["jwks_url"], list(deployments), os.path.normpath(os.path.join(base, key)), claim, prefix,
+                     data.get("course"))
+
+
+def ensure_tool_key(lti, state, out=print):
+    """The tool's private key, root's alone: made when missing (its public key, which the administrator registers
+    with the platform, printed and written to STATE/lti-tool-public-key.json); a HubError when others could read it
+    or it is not a private key."""
+    from .lms import generate_key, load_key, public_jwk, public_pem
+    path = lti.tool_key
+    if not os.path.lexists(path):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        generate_key(path)
+        out(f"made the tool's private key {path} (root's alone)")
+    st = os.lstat(path)
+    if not os.path.isfile(path) or os.path.islink(path) or st.st_uid != 0 or st.st_mode & 0o077:
+        raise HubError(f"the tool's private key {path} must be a file of root's that nobody else may read: "
+                       f"`chown root:root {path} && chmod 600 {path}`")
+    try:
+        key = load_key(path)
+    except (ValueError, TypeError) as exc:
+        raise HubError(f"{path} is not a PEM private key (tool_key): {exc}") from None
+    public = {"jwk": public_jwk(key), "pem": public_pem(key)}
+    _write(os.path.join(state, "lti-tool-public-key.json"), json.dumps(public, indent=1), mode=0o644)
+    out(f"the tool's public key (register it with the platform): {os.path.join(state, 'lti-tool-public-key.json')}")
+    return public
+
+
+def write_settings(state, lti, courses, exchange):
+    """The authenticator's settings (root's alone); returns their path."""
+    settings = {"deployment_ids": lti.deployment_ids, "username_claim": lti.username_claim,
+                "username_prefix": lti.username_prefix, "state": state, "exchange": exchange,
+                "python": sys.executable, "grading_config": os.path.join(state, "grading.json"),
+                "configured": sorted({n for c in courses for n in c.instructors + c.students})}
+    path = os.path.join(state, SETTINGS_FILE)
+    _write(path, json.dumps(settings, indent=1), mode=0o600)
+    return path
+
+
+# ------------------------------------------------------------------ a launch's claims
+def role_of(roles):
+    """"instructor", "student" or None from the launch's roles claim: the context (membership) roles, as full
+    URIs (``...membership#Instructor``, ``...membership/Instructor#TeachingAssistant``) or as LTI's simple names."""
+    found = set()
+    for role in roles if isinstance(roles, list) else []:
+        if not isinstance(role, str):
+            continue
+        if role.startswith(MEMBERSHIP + "#"):
+            found.add(role[len(MEMBERSHIP) + 1:])
+        elif role.startswith(MEMBERSHIP + "/"):
+            found.add(role[len(MEMBERSHIP) + 1:].split("#")[0])
+        elif "/" not in role and "#" not in role:
+            found.add("Instructor" if role == "TeachingAssistant" else role)
+    if found & set(INSTRUCTOR_ROLES):
+        return "instructor"
+    if found & set(STUDENT_ROLES):
+        return "student"
+    return None
+
+
+def role_names(roles):
+    """The roles of a claim, short (the part after the last '#' or '/'), for a page."""
+    return [re.split(r"[#/]", r)[-1] for r in roles if isinstance(r, str)] if isinstance(roles, list) else []
+
+
+def lms_id(claims, claim):
+    """The value of the claim that names the user (``sub``, or ``custom:NAME``), or None."""
+    if claim == "sub":
+        value = claims.get("sub")
+    else:
+        custom = claims.get(LTI + "custom")
+        value = custom.get(claim[len("custom:"):]) if isinstance(custom, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
+def unix_name(value, prefix):
+    """The Unix user name of the LMS user id ``value``: ``prefix + value``, unchanged (so two LMS users never share
+    one), or None when that is not a valid Unix user name."""
+    name = prefix + value
+    return name if UNIX_NAME.match(name) else None
+
+
+def made_by_hub(name):
+    try:
+        return pwd.getpwnam(name).pw_gecos.split(",")[0] == "attention-course"
+    except KeyError:
+        return False
+
+
+def _exists(name):
+    try:
+        pwd.getpwnam(name)
+        return True
+    except KeyError:
+        return False
+
+
+@dataclass
+class Admission:
+    name: str
+    role: str
+    course: str        # the course id
+    folder: str
+    sub: str
+    first_name: str = ""
+    last_name: str = ""
+    email: str = ""
+    lineitems: str = None
+
+
+def check_launch(settings, data, claims):
+    """The Admission of a launch whose token ltiauthenticator has verified, or Refused with what the page says.
+    ``data``: the hub's state (``coursekit.hub_state.HubState.read``)."""
+    from .hub_state import instructor_course, student_courses
+    deployment = claims.get(LTI + "deployment_id")
+    if deployment not in settings["deployment_ids"]:
+        raise Refused(f"This hub is not set up for the LMS deployment {deployment!r}: the launch came from a "
+                      f"placement of the tool that the hub's administrator has not added to its deployment_ids.")
+    context = claims.get(LTI + "context") if isinstance(claims.get(LTI + "context"), dict) else {}
+    context_id = context.get("id")
+    title = context.get("title") or context.get("label") or context_id
+    match = [(cid, c) for cid, c in data["courses"].items() if context_id and c.get("context_id") == context_id]
+    if not match:
+        raise Refused(f"This hub serves no course for the LMS course {title!r} (context id {context_id!r}): ask the "
+                      f"hub's administrator to add it to the hub's courses.")
+    cid, course = match[0]
+    roles = claims.get(LTI + "roles")
+    role = role_of(roles)
+    if role is None:
+        raise Refused(f"The LMS gave you the role(s) {', '.join(role_names(roles)) or 'none'} in {title!r}, which "
+                      f"this course does not know: Instructor and TeachingAssistant are its instructors, Learner its "
+                      f"students.")
+    claim, prefix = settings["username_claim"], settings["username_prefix"]
+    value = lms_id(claims, claim)
+    rule = USERNAME_RULE.format(claim=claim, prefix=repr(prefix) if prefix else "nothing")
+    if value is None:
+        raise Refused(f"The launch carries no {claim}, which names your account here ({rule}).")
+    name = unix_name(value, prefix)
+    if name is None:
+        raise Refused(f"Your LMS user id {value!r} gives no valid Unix user name: {rule}.")
+    known = data["users"].get(name)
+    sub = claims.get("sub")
+    if known and known.get("sub") != sub:
+        raise Refused(f"The Unix user {name} belongs to another LMS user on this hub.")
+    if _exists(name) and not made_by_hub(name) and name not in settings["configured"] and not known:
+        raise Refused(f"Your LMS user id {value!r} names the Unix user {name}, an account of this machine that the "
+                      f"hub did not make: the hub logs nobody into such an account ({rule}).")
+    teaches = instructor_course(data, name)
+    learns = student_courses(data, name)
+    if role == "instructor" and teaches and teaches != cid:
+        raise Refused(f"You are already an instructor of {teaches} on this hub, and an instructor's server serves one "
+                      f"course: ask the hub's administrator for another account for {title!r}.")
+    if role == "instructor" and learns:
+        raise Refused(f"You are a student of {', '.join(learns)} on this hub: a user is an instructor or a student "
+                      f"here, not both.")
+    if role == "student" and teaches:
+        raise Refused(f"You are an instructor of {teaches} on this hub: a user is an instructor or a student here, "
+                      f"not both.")
+    ags = claims.get(AGS_CLAIM) if isinstance(claims.get(AGS_CLAIM), dict) else {}
+    lineitems = ags.get("lineitems") if _url(ags.get("lineitems")) else None
+    return Admission(name, role, cid, course["folder"], sub, _text(claims.get("given_name")),
+                     _text(claims.get("family_name")), _text(claims.get("email")), lineitems)
+
+
+def _text(value, most=200):
+    return value[:most] if isinstance(value, str) else ""
+
+
+# ------------------------------------------------------------------ what a good launch makes (as root)
+def staff_of(course_id):
+    return f"{course_id}-staff"[:32]
+
+
+def provision(settings, adm, out):
+    """The Unix user, the groups, the course folder of a course's first instructor and its exchange folder; returns
+    the groups the user was added to (their running server does not have them yet)."""
+    from .course_exchange import students_group
+    from .hub import exchange_for_class
+    from .hub_access import ensure_users, give_to_staff
+    from .hub_courses import REFERENCE_GROUP, ensure_group
+    from .hub_state import HubState
+    ensure_users([adm.name], create=True, out=out)
+    added = []
+    if adm.role == "instructor":
+        course = HubState(settings["state"]).read()["courses"][adm.course]
+        if not course["instructors"]:  # the course's first instructor: its folder, and its folder in the exchange
+            give_to_staff(adm.folder, [adm.name], reference=None, out=out, group=staff_of(adm.course))
+            added += ensure_group(students_group(adm.course), [adm.name], out)
+            exchange_for_class(settings["exchange"], adm.folder, [adm.name], list(course["students"]),
+                               course_id=adm.course)
+        added += ensure_group(staff_of(adm.course), [adm.name], out)
+        added += ensure_group(students_group(adm.course), [adm.name], out)
+        added += ensure_group(REFERENCE_GROUP, [adm.name], out)
+    else:
+        added += ensure_group(students_group(adm.course), [adm.name], out)
+    return added
+
+
+def record(settings, adm):
+    """The launch in the hub's state (the member, their LMS user id, the line items URL) and, for an instructor, in
+    the grading service's settings (it reads them again)."""
+    from . import hub_grading
+    from .hub_state import HubState
+    with HubState(settings["state"]).change() as data:
+        course = data["courses"][adm.course]
+        if adm.role == "instructor":
+            if adm.name not in course["instructors"]:
+                course["instructors"].append(adm.name)
+        else:
+            course["students"][adm.name] = adm.sub
+        if adm.lineitems:
+            course["lineitems"] = adm.lineitems
+        data["users"][adm.name] = {"sub": adm.sub}
+        teaching = course["instructors"]
+        if adm.role == "instructor":  # under the state's lock: one writer of the grading settings at a time
+            grading = hub_grading.read_config(settings["grading_config"])
+            if grading["courses"].get(adm.folder, {}).get("instructors") != sorted(teaching):
+                extra = {k: v for k, v in grading.items() if k not in ("port", "hub_api", "workers", "courses")}
+                courses = {folder: c["instructors"] for folder, c in grading["courses"].items()}
+                courses[adm.folder] = teaching
+                hub_grading.write_config(os.path.dirname(settings["grading_config"]), grading["port"],
+                                         grading["hub_api"], courses, grading.get("workers"), extra=extra)
+
+
+class Enroller:
+    """First launches of one course's students, added to its gradebook in batches: one process for every launch
+    that arrived while the last one ran (a class that launches at once at the start of a lecture waits a few
+    batches, not one process each)."""
+
+    def __init__(self, python):
+        self.python, self.pending, self.running = python, {}, set()
+
+    async def enrol(self, folder, record):
+        future = asyncio.get_running_loop().create_future()
+        self.pending.setdefault(folder, []).append((record, future))
+        if folder not in self.running:
+            self.running.add(folder)
+            asyncio.get_running_loop().create_task(self._drain(folder))
+        return await future
+
+    async def _drain(self, folder):
+        try:
+            while self.pending.get(folder):
+                batch = self.pending.pop(folder)
+                try:
+                    await asyncio.to_thread(enrol_as_owner, self.python, folder, [r for r, _ in batch])
+                except Exception as exc:  # each launch of the batch says so
+                    for _, future in batch:
+                        if not future.done():
+                            future.set_exception(RuntimeError(str(exc)))
+                else:
+                    for _, future in batch:
+                        if not future.done():
+                            future.set_result(None)
+        finally:
+            self.running.discard(folder)
+
+
+# ------------------------------------------------------------------ the authenticator
+def _authenticator_class():
+    from ltiauthenticator.lti13.auth import LTI13Authenticator
+    from tornado.web import HTTPError
+    from traitlets import Unicode
+
+    class CourseLTI13Authenticator(LTI13Authenticator):
+        """ltiauthenticator's LTI 1.3 login, with the course's checks and what a good launch makes (module
+        docstring)."""
+
+        settings_file = Unicode("", config=True, help="The hub's LTI settings (coursekit.hub_lti.write_settings)")
+
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self._settings = None
+            self._lock = threading.Lock()  # useradd, usermod and the course folders: one launch at a time
+            self._enroller = None
+
+        @property
+        def course_settings(self):
+            if self._settings is None:
+                with open(self.settings_file) as f:
+                    self._settings = json.load(f)
+            return self._settings
+
+        async def authenticate(self, handler, data=None):
+            from .hub_state import HubState
+            settings = self.course_settings
+            claims = data or {}
+            state = HubState(settings["state"])
+            try:
+                adm = check_launch(settings, state.read(), claims)
+            except Refused as exc:
+                self.log.warning("LTI launch of %r refused: %s", claims.get("sub"), exc.message)
+                raise HTTPError(403, exc.message)
+
+            def make():
+                with self._lock:
+                    return provision(settings, adm, self.log.info)
+            try:
+                added = await asyncio.to_thread(make)
+                course = state.read()["courses"][adm.course]
+                if adm.role == "student" and course["students"].get(adm.name) != adm.sub:
+                    if self._enroller is None:
+                        self._enroller = Enroller(settings["python"])
+                    await self._enroller.enrol(adm.folder, {"id": adm.name, "first_name": adm.first_name,
+                                                            "last_name": adm.last_name, "email": adm.email,
+                                                            "lms_user_id": adm.sub})
+                await asyncio.to_thread(record, settings, adm)
+            except (OSError, subprocess.SubprocessError, RuntimeError, HubError) as exc:
+                self.log.error("LTI launch of %s into %s failed: %s", adm.name, adm.course, exc)
+                raise HTTPError(500, f"The hub could not set up your account for {adm.course}: {exc}. Try the "
+                                     f"link again; if it fails again, tell the course's instructor.")
+            self.log.info("LTI launch: %s is %s of %s%s", adm.name,
+                          "an instructor" if adm.role == "instructor" else "a student", adm.course,
+                          f" (new groups: {', '.join(added)})" if added else "")
+            if added:
+                await self._restart_for_groups(handler, adm.name)
+            return {"name": adm.name}
+
+        async def _restart_for_groups(self, handler, name):
+            """Stop the user's running server: started again, it has the groups just given."""
+            user = handler.find_user(name)
+            spawner = user.spawner if user is not None else None
+            if spawner is None or not spawner.active or spawner.pending:
+                return
+            self.log.info("stopping %s's server: it starts again with the groups of the new course", name)
+            await handler.stop_single_user(user)
+            for _ in range(300):
+                if not spawner.pending:
+                    return
+                await asyncio.sleep(0.1)
+
+    CourseLTI13Authenticator.__module__, CourseLTI13Authenticator.__qualname__ = __name__, "CourseLTI13Authenticator"
+    return CourseLTI13Authenticator
+
+
+def __getattr__(name):  # the authenticator class made on first use: importing this module costs no JupyterHub
+    if name == "CourseLTI13Authenticator":
+        cls = _authenticator_class()
+        globals()[name] = cls
+        return cls
+    raise AttributeError(name)

@@ -1,0 +1,138 @@
+"""``course return A --lms``: after the feedback, each student's score for A posted to the LMS (Assignment and Grade
+Services, ``coursekit.lms.post_assignment``), through the hub's grading service.
+
+The tool's private key, which signs its requests to the platform, is root's alone on the hub (``tool_key`` of the
+LTI file) and never reaches an instructor: the instructor's ``course return`` (a plain user, in a terminal of their
+JupyterLab on the hub) reads the assignment's scores from the course's gradebook and sends them to the grading
+service (``coursekit.hub_grading``, root), which already checks that the JupyterHub token of the instructor's server
+is an instructor's of this course. The service posts them with the key and the platform's token URL of the LTI file,
+to the line items URL that the course's last launch brought, and to each student's LMS user id as their own launch
+gave it (the hub's state, not the request); it writes what it posted to its log (``STATE/lms/<course id>.jsonl``,
+root's) and sends back the result, which the command prints (a line per failure, naming the student), appends to
+the course's own log (``<course>/lms/ags_log.jsonl``) and turns into its exit status: 1 when a post failed.
+"""
+import json
+import os
+import urllib.error
+import urllib.request
+
+from .hub_grading import TOKEN_HEADER
+
+REQUEST_TIMEOUT = 600
+
+
+class Refusal(Exception):
+    """The service will not post (``status``: its HTTP answer)."""
+
+    def __init__(self, status, message):
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+# ------------------------------------------------------------------ the instructor's side
+def post_scores(course_root, assignment, out=print, err=print):
+    """Send ``assignment``'s scores of the course's gradebook to the hub's grading service to be posted to the LMS;
+    returns the exit status (0 all posted, 1 a post failed, 2 nothing posted)."""
+    from .lms_export import NoGrades, read_grades
+    from .pipeline import gradebook
+    url, token = os.environ.get("COURSE_GRADING_URL"), os.environ.get("JUPYTERHUB_API_TOKEN")
+    if not url or not token:
+        err("course return --lms: grades go to the LMS through the hub that students launch from (course hub --lti): "
+            "run it in a terminal of your JupyterLab there; elsewhere, `course export --lms canvas|moodle|generic` "
+            "writes the file the LMS imports")
+        return 2
+    root = os.path.abspath(course_root)
+    if not os.path.isfile(os.path.join(root, "gradebook.db")):
+        err(f"course return --lms: no gradebook in {root}: grade first (course grade {assignment})")
+        return 2
+    try:
+        with gradebook(root) as gb:
+            grades = read_grades(gb, [assignment])
+    except NoGrades as exc:
+        err(f"course return --lms: {exc}")
+        return 2
+    maximum = dict(grades.assignments)[assignment]
+    body = {"course": root, "assignment": assignment, "maximum": maximum,
+            "students": [s.id for s in grades.students],
+            "scores": {s.id: grades.score(s.id, assignment) for s in grades.students
+                       if grades.submitted(s.id, assignment)}}
+    request = urllib.request.Request(url.rstrip("/") + "/lms/scores", data=json.dumps(body).encode(), method="POST",
+                                     headers={TOKEN_HEADER: f"token {token}", "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT) as response:
+            answer = json.loads(response.read())
+    except urllib.error.HTTPError as exc:
+        err(f"course return --lms: nothing posted: {exc.read().decode('utf-8', 'replace')[:500]}")
+        return 2
+    except (OSError, ValueError) as exc:
+        err(f"course return --lms: the hub's grading service could not be reached at {url}: {exc}")
+        return 2
+    log = os.path.join(root, "lms", "ags_log.jsonl")
+    os.makedirs(os.path.dirname(log), exist_ok=True)
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o660)
+    with os.fdopen(fd, "a") as f:
+        for rec in answer.get("log", []):
+            f.write(json.dumps(rec) + "\n")
+    from .lms import PostResult
+    result = PostResult(assignment, answer.get("lineitem"), bool(answer.get("created")), answer.get("posted", {}),
+                        answer.get("failed", {}), answer.get("not_posted", {}), log)
+    for line in result.lines():
+        out(line)
+    return 0 if result.ok else 1
+
+
+# ------------------------------------------------------------------ the service's side (root)
+def _number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+
+
+def post_for_instructor(config, course, body):
+    """What the grading service answers an instructor of ``course`` (already checked) who asks to post ``body``'s
+    scores: the PostResult as a dict, with the log records written; Refusal when nothing can be posted."""
+    from .hub_state import HubState, course_of_folder
+    from .inbound import valid_student_id
+    from .lms import AgsError, ToolCredentials, load_key, post_assignment
+    from .lms_export import ClassGrades, Student
+    lti = config.get("lti")
+    if not lti:
+        raise Refusal(409, "this hub was started without --lti, so it knows no LMS to post to (course export --lms "
+                           "writes the file the LMS imports)")
+    assignment, maximum = body.get("assignment"), body.get("maximum")
+    students, scores = body.get("students"), body.get("scores")
+    if not (isinstance(assignment, str) and valid_student_id(assignment) and _number(maximum) and maximum > 0
+            and isinstance(students, list) and all(isinstance(s, str) and valid_student_id(s) for s in students)
+            and isinstance(scores, dict) and all(s in students and _number(v) and 0 <= v <= maximum
+                                                  for s, v in scores.items())):
+        raise Refusal(400, "not a request to post an assignment's scores (an assignment, its maximum, the students, "
+                           "each score between 0 and the maximum)")
+    state_dir = config["hub_state"]
+    cid, known = course_of_folder(HubState(state_dir).read(), course)
+    if known is None:
+        raise Refusal(404, f"{course} is no course of this hub")
+    if not known.get("lineitems"):
+        raise Refusal(409, f"no launch from the LMS has brought {cid}'s line items URL yet (the platform grants "
+                           f"Assignment and Grade Services at launch): launch the course from the LMS once, then "
+                           f"run it again")
+    subs = known.get("students", {})
+    grades = ClassGrades([(assignment, float(maximum))],
+                         [Student(sid, lms_user_id=subs.get(sid) or "") for sid in students],
+                         {(sid, assignment): float(v) for sid, v in scores.items()})
+    try:
+        credentials = ToolCredentials(lti["client_id"], load_key(lti["tool_key"]), lti["token_url"])
+    except (OSError, ValueError) as exc:
+        raise Refusal(500, f"the tool's key could not be read ({exc}): tell the hub's administrator")
+    log_path = os.path.join(state_dir, "lms", f"{cid}.jsonl")
+    os.makedirs(os.path.dirname(log_path), mode=0o700, exist_ok=True)
+    start = os.path.getsize(log_path) if os.path.exists(log_path) else 0
+    try:
+        result = post_assignment(grades, assignment, known["lineitems"], credentials, log_path)
+        failure = None
+    except AgsError as exc:
+        result, failure = None, exc
+    with open(log_path) as f:
+        f.seek(start)
+        records = [json.loads(line) for line in f if line.strip()]
+    if failure is not None:
+        raise Refusal(502, f"the LMS refused before any score was posted: {failure}")
+    return {"assignment": assignment, "lineitem": result.lineitem, "created": result.created,
+            "posted": result.posted, "failed": result.failed, "not_posted": result.not_posted, "log": records}

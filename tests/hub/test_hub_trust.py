@@ -1,0 +1,150 @@
+"""What the hub does as root with a course folder its instructors write: it reads the course id without running
+their nbgrader_config.py, gives the folder to the instructors without following a link, and enrols the roster by a
+process of the folder's owner (coursekit/exchange.py, coursekit/hub.py, coursekit/enrol.py)."""
+import os
+import sqlite3
+import shutil
+import tempfile
+import threading
+
+import pytest
+
+from coursekit.exchange import ExchangeError, course_id_of
+from coursekit.hub_access import HubError, _own_tree, enrol
+
+NOBODY = 65534
+as_root = pytest.mark.skipif(os.geteuid() != 0, reason="gives files to another user: run as root (make test does)")
+
+
+def config(folder, text):
+    folder.mkdir(exist_ok=True)
+    (folder / "nbgrader_config.py").write_text(text)
+    return folder
+
+
+def test_the_course_id_is_read_without_running_the_file(tmp_path):
+    ran = tmp_path / "ran"
+    course = config(tmp_path / "c", f"import pathlib\npathlib.Path({str(ran)!r}).write_text('x')\n"
+                                    "c = get_config()\nc.CourseDirectory.course_id = 'first'\n"
+                                    "c.CourseDirectory.course_id = 'enc101'\n")
+    assert course_id_of(course) == "enc101"  # the last line counts, as when nbgrader runs it
+    assert not ran.exists()
+
+
+@pytest.mark.parametrize("line", [
+    "c.CourseDirectory.course_id = os.environ['ID']",  # not a plain string: the hub would have to run the file
+    "c.CourseDirectory.course_id = '../../etc'",  # a path, not one folder name
+    "c.CourseDirectory.course_id = 'Enc101'",
+    "c.CourseDirectory.course_id = 'a' * 30",
+    "# no course id at all",
+    "c.CourseDirectory.course_id = (",  # not Python
+])
+def test_a_course_id_the_hub_cannot_use_is_refused_with_the_rule(tmp_path, line):
+    course = config(tmp_path / "c", "import os\nc = get_config()\n" + line + "\n")
+    with pytest.raises(ExchangeError) as refused:
+        course_id_of(course)
+    said = str(refused.value)
+    assert str(course / "nbgrader_config.py") in said
+    assert "plain string" in said or "lowercase letters" in said or "cannot be read" in said
+
+
+@as_root
+def test_giving_the_folder_to_its_instructors_follows_no_link_and_leaves_hard_links(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    secret = outside / "shadow"
+    secret.write_text("root's")
+    os.chmod(secret, 0o600)
+    course = tmp_path / "course"
+    (course / "source").mkdir(parents=True)
+    (course / "source" / "a.ipynb").write_text("{}")
+    os.symlink(secret, course / "link-to-a-file")
+    os.symlink(outside, course / "source" / "link-to-a-folder")
+    os.link(secret, course / "hard")
+    said = []
+    _own_tree(str(course), NOBODY, NOBODY, 0o2770, 0o660, out=said.append)
+    for path in (course, course / "source"):
+        assert (os.stat(path).st_uid, os.stat(path).st_mode & 0o7777) == (NOBODY, 0o2770)
+    assert os.stat(course / "source" / "a.ipynb").st_uid == NOBODY
+    for path in (secret, outside):
+        assert os.stat(path).st_uid == 0, f"{path} was given away through a link"
+    assert os.stat(secret).st_mode & 0o777 == 0o600
+    assert said == [f"left as it is: {course / 'hard'} (a file with 2 hard links)"]
+
+
+@as_root
+def test_a_folder_swapped_for_a_link_while_it_walks_gives_nothing_outside_away(tmp_path):
+    """An instructor replaces folders with links to root's folder as fast as they can while root walks: whatever
+    the timing, nothing outside the course changes owner."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "key").write_text("root's")
+    course = tmp_path / "course"
+    course.mkdir()
+    names = [course / f"d{i}" for i in range(200)]
+    for d in names:
+        d.mkdir()
+        (d / "f").write_text("")
+    stop = threading.Event()
+
+    def swap():
+        while not stop.is_set():
+            for d in names:
+                try:
+                    os.rename(d, str(d) + ".old")
+                    os.symlink(outside, d)
+                    os.unlink(d)
+                    os.rename(str(d) + ".old", d)
+                except OSError:
+                    pass
+
+    attacker = threading.Thread(target=swap)
+    attacker.start()
+    try:
+        for _ in range(5):
+            _own_tree(str(course), NOBODY, NOBODY, 0o2770, 0o660, out=lambda s: None)
+    finally:
+        stop.set()
+        attacker.join()
+    assert os.stat(outside).st_uid == 0 and os.stat(outside / "key").st_uid == 0
+
+
+@pytest.fixture
+def open_tmp():
+    """A folder under /tmp that another user may enter (pytest's own are root's alone)."""
+    import pathlib
+    path = tempfile.mkdtemp(prefix="hub-trust-")
+    os.chmod(path, 0o755)
+    yield pathlib.Path(path)
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@as_root
+@pytest.mark.xdist_group("hub")  # opens the folders above this install's Python to other users while it runs
+def test_the_roster_is_enrolled_by_the_folders_owner_never_through_a_link(open_tmp):
+    from hub_helpers import python_reachable
+    with python_reachable():
+        enrolled_by_owner(open_tmp)
+
+
+def enrolled_by_owner(tmp_path):
+    course = config(tmp_path / "course", "c = get_config()\nc.CourseDirectory.course_id = 'enc101'\n")
+    os.chown(course, NOBODY, NOBODY)
+    added = enrol(str(course), [("s1", "Ada Lovelace"), ("s2", "Bo")], out=lambda s: None)
+    assert added == ["s1", "s2"]
+    db = course / "gradebook.db"
+    assert (os.stat(db).st_uid, os.stat(db).st_mode & 0o777) == (NOBODY, 0o660)
+    with sqlite3.connect(db) as con:
+        assert sorted(con.execute("select id, first_name, last_name from student")) == [
+            ("s1", "Ada", "Lovelace"), ("s2", "Bo", None)]
+    # the instructor links the gradebook to a file of root's: the owner's process cannot open it, root never does
+    other = tmp_path / "roots.db"
+    with sqlite3.connect(other) as con:
+        con.execute("create table t (x)")
+    os.chmod(other, 0o600)
+    db.unlink()
+    os.symlink(other, db)
+    with pytest.raises(HubError, match="could not be enrolled"):
+        enrol(str(course), [("s3", "Cy")], out=lambda s: None)
+    with sqlite3.connect(other) as con:
+        assert [r[0] for r in con.execute("select name from sqlite_master")] == ["t"]
