@@ -108,7 +108,7 @@ BENCH_RUN := $(VENV)/bench-run.csv
 bench: system-for-grading bytecode
 	@rm -f $(BENCH_RUN)
 	BENCH_RESULTS=$(abspath $(BENCH_RUN)) $(BIN)/python bench/attention.py
-	BENCH_RESULTS=$(abspath $(BENCH_RUN)) $(BIN)/python bench/transformer.py
+	BENCH_RESULTS=$(abspath $(BENCH_RUN)) $(BIN)/python bench/reference_vs_torch.py
 	BENCH_RESULTS=$(abspath $(BENCH_RUN)) $(BIN)/python bench/kv_cache.py
 	BENCH_RESULTS=$(abspath $(BENCH_RUN)) $(BIN)/python bench/widgets.py
 	BENCH_RESULTS=$(abspath $(BENCH_RUN)) $(BIN)/python bench/isolation.py --assignments 03_softmax 05_rnn 09_kv_cache

@@ -1,6 +1,6 @@
 """Speed of the reference transformer blocks against PyTorch's modules, measured in the same run.
 
-    python bench/transformer.py [--device cpu|cuda] [--repeat N]
+    python bench/reference_vs_torch.py [--device cpu|cuda] [--repeat N]
 
 For several sizes: the reference's multi_head_attention against nn.MultiheadAttention,
 encoder_block against nn.TransformerEncoderLayer, and encdec_decoder_block against
