@@ -158,6 +158,21 @@ def _own_tree(top, uid, gid, dirs_mode, files_mode, out=print):
                 os.close(fd)
 
 
+def ensure_group(group, members, out=print):
+    """The Unix group ``group`` (made if missing) with ``members`` in it (added if missing); returns the names added."""
+    try:
+        gid = grp.getgrnam(group).gr_gid
+    except KeyError:
+        subprocess.run(["groupadd", group], check=True, capture_output=True)
+        gid = grp.getgrnam(group).gr_gid
+        out(f"created the group {group}")
+    have = set(grp.getgrgid(gid).gr_mem)
+    added = [m for m in members if m not in have]
+    for name in added:
+        subprocess.run(["usermod", "-aG", group, name], check=True, capture_output=True)
+    return added
+
+
 def give_to_staff(course, instructors, reference=REFERENCE, out=print, group=None):
     """As root: the instructors' group (made if missing, the instructors added), the course folder the first
     instructor's and the group's (closed to others), the reference answers the group's to read (closed to others).
@@ -166,15 +181,8 @@ def give_to_staff(course, instructors, reference=REFERENCE, out=print, group=Non
     ``reference=None`` leaves the reference answers as they are (a hub of several courses gives them to a group of
     every course's instructors)."""
     group = group or staff_group(course)
-    try:
-        gid = grp.getgrnam(group).gr_gid
-    except KeyError:
-        subprocess.run(["groupadd", group], check=True, capture_output=True)
-        gid = grp.getgrnam(group).gr_gid
-        out(f"created the group {group} of the course's instructors")
-    for name in instructors:
-        if name not in grp.getgrgid(gid).gr_mem:
-            subprocess.run(["usermod", "-aG", group, name], check=True, capture_output=True)
+    ensure_group(group, instructors, out)
+    gid = grp.getgrnam(group).gr_gid
     owner = pwd.getpwnam(instructors[0]).pw_uid if instructors else 0
     for top, uid, dirs_mode, files_mode in ((course, owner, 0o2770, 0o660), (reference, -1, 0o2750, 0o640)):
         if top is not None:

@@ -36,13 +36,12 @@ reads it to post grades.
 """
 import grp
 import os
-import subprocess
 from dataclasses import dataclass, field
 
 from .hub import (LAB_EXTENSIONS, _listed, _write, check_port, exchange_for_class, proxy_command, role_settings,
                   write_config)
-from .hub_access import (REFERENCE, UNIX_NAME, HubError, course_problems, enrol, ensure_users, give_to_staff,
-                         read_roster, staff_group, users_python)
+from .hub_access import (REFERENCE, UNIX_NAME, HubError, course_problems, enrol, ensure_group, ensure_users,
+                         give_to_staff, read_roster, staff_group, users_python)
 from .hub_state import HubState, add_launched, instructor_course, record_courses
 
 REFERENCE_GROUP = "course-reference"
@@ -185,21 +184,6 @@ def _clashes(courses, path):
 
 
 # ------------------------------------------------------------------ groups
-def ensure_group(group, members, out=print):
-    """The Unix group ``group`` (made if missing) with ``members`` in it (added if missing); returns the names added."""
-    try:
-        gid = grp.getgrnam(group).gr_gid
-    except KeyError:
-        subprocess.run(["groupadd", group], check=True, capture_output=True)
-        gid = grp.getgrnam(group).gr_gid
-        out(f"created the group {group}")
-    have = set(grp.getgrgid(gid).gr_mem)
-    added = [m for m in members if m not in have]
-    for name in added:
-        subprocess.run(["usermod", "-aG", group, name], check=True, capture_output=True)
-    return added
-
-
 def give_reference(instructors, out=print):
     """The reference answers the group ``course-reference``'s to read (every course's instructors in it), closed to
     everyone else: on a hub of several courses they are not one course's."""
