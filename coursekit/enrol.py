@@ -17,6 +17,11 @@ def enrol_here(folder, records):
     date, by this process. Returns the ids that were not there before."""
     import grader.nbgrader_plugin  # noqa: F401  (a new gradebook's revision read in-process, not by `alembic`)
     from .pipeline import gradebook
+    try:  # made here, not by SQLite (which makes it 0644 less the umask): the instructors' group writes it too
+        os.close(os.open(os.path.join(folder, "gradebook.db"), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                         0o660))
+    except FileExistsError:
+        pass
     with gradebook(folder) as gb:
         before = {s.id for s in gb.students}
         for r in records:

@@ -142,7 +142,8 @@ def plot_capstone_accuracy(exp):
     """Exact match against source length, one line per run: the mean over its seeds, the bar from its lowest to
     its highest seed. The lines are shifted sideways a little, each with its own marker, so that runs at the same
     accuracy stay visible side by side; the legend sits below the axes, off the data."""
-    from .capstone import KINDS, bin_label
+    from .capstone_models import KINDS
+    from .capstone_runs import bin_label
     plt = _plt()
     fig, ax = plt.subplots(figsize=(7.5, 4.6))
     kinds = list(exp.runs)
@@ -174,7 +175,7 @@ def plot_capstone_accuracy(exp):
 def plot_capstone_curves(exp, every=None):
     """Training loss against step, one line per run: the mean over its seeds of the loss averaged over ``every``
     steps, a band from the lowest to the highest seed; log scale, the legend to the right of the axes."""
-    from .capstone import KINDS
+    from .capstone_models import KINDS
     plt = _plt()
     fig, ax = plt.subplots(figsize=(8.5, 4.0))
     for kind, runs in exp.runs.items():

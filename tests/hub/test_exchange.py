@@ -12,7 +12,6 @@ import grp
 import os
 import pwd
 import re
-import stat
 import subprocess
 import traceback
 
@@ -73,26 +72,6 @@ def test_a_roster_row_that_is_no_unix_user_name_is_refused_with_its_row_number(t
                           capture_output=True, text=True)  # as the README writes it, without sudo: the tests are root
     assert proc.returncode != 0
     assert f"{roster} row 3: 'Bob Smith' is not a valid Unix user name" in proc.stderr, proc.stdout + proc.stderr
-
-
-def test_the_roster_goes_into_the_gradebook_which_stays_the_course_folders_owners(tmp_path):
-    """`course hub` enrols the roster (collect then names who did not submit): a gradebook it makes belongs to
-    the course folder's owner, not to root, and enrolling again updates names and adds only the new students."""
-    from nbgrader.api import Gradebook
-    course = tmp_path / "course"
-    course.mkdir()
-    os.chown(course, 65534, 65534)
-    said = []
-    assert hub_access.enrol(str(course), [("ann", "Ann Lee"), ("bo", "Bo")], out=said.append) == ["ann", "bo"]
-    db = course / "gradebook.db"
-    st = os.stat(db)
-    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (65534, 65534, 0o660)
-    assert hub_access.enrol(str(course), [("ann", "Ann Lee-Park"), ("cy", "Cy Young")], out=said.append) == ["cy"]
-    assert said == ["gradebook: 2 student(s) on the roster, 2 new", "gradebook: 2 student(s) on the roster, 1 new"]
-    with Gradebook(f"sqlite:///{db}", course_id="attention-course") as gb:
-        names = {s.id: (s.first_name, s.last_name) for s in gb.students}
-    assert names == {"ann": ("Ann", "Lee-Park"), "bo": ("Bo", None), "cy": ("Cy", "Young")}
-    assert os.stat(db).st_uid == 65534
 
 
 def test_an_exchange_with_the_wrong_permissions_is_named_with_what_to_change(tmp_path):

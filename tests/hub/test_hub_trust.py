@@ -128,15 +128,20 @@ def test_the_roster_is_enrolled_by_the_folders_owner_never_through_a_link(open_t
 
 
 def enrolled_by_owner(tmp_path):
+    """`course hub` enrols the roster (collect then names who did not submit): the gradebook it makes is the course
+    folder's owner's and group's (0660), and enrolling again updates names and adds only the new students."""
     course = config(tmp_path / "course", "c = get_config()\nc.CourseDirectory.course_id = 'enc101'\n")
     os.chown(course, NOBODY, NOBODY)
-    added = enrol(str(course), [("s1", "Ada Lovelace"), ("s2", "Bo")], out=lambda s: None)
-    assert added == ["s1", "s2"]
+    said = []
+    assert enrol(str(course), [("s1", "Ada Lovelace"), ("s2", "Bo")], out=said.append) == ["s1", "s2"]
     db = course / "gradebook.db"
-    assert (os.stat(db).st_uid, os.stat(db).st_mode & 0o777) == (NOBODY, 0o660)
+    assert (os.stat(db).st_uid, os.stat(db).st_gid, os.stat(db).st_mode & 0o777) == (NOBODY, NOBODY, 0o660)
+    assert enrol(str(course), [("s1", "Ada King"), ("s3", "Cy Young")], out=said.append) == ["s3"]
+    assert said == ["gradebook: 2 student(s) on the roster, 2 new", "gradebook: 2 student(s) on the roster, 1 new"]
     with sqlite3.connect(db) as con:
         assert sorted(con.execute("select id, first_name, last_name from student")) == [
-            ("s1", "Ada", "Lovelace"), ("s2", "Bo", None)]
+            ("s1", "Ada", "King"), ("s2", "Bo", None), ("s3", "Cy", "Young")]
+    assert os.stat(db).st_uid == NOBODY
     # the instructor links the gradebook to a file of root's: the owner's process cannot open it, root never does
     other = tmp_path / "roots.db"
     with sqlite3.connect(other) as con:
@@ -145,6 +150,6 @@ def enrolled_by_owner(tmp_path):
     db.unlink()
     os.symlink(other, db)
     with pytest.raises(HubError, match="could not be enrolled"):
-        enrol(str(course), [("s3", "Cy")], out=lambda s: None)
+        enrol(str(course), [("s4", "Di")], out=lambda s: None)
     with sqlite3.connect(other) as con:
         assert [r[0] for r in con.execute("select name from sqlite_master")] == ["t"]
