@@ -1,7 +1,7 @@
 """What the hub does as root with a course folder its instructors write: it reads the course id without running
 their nbgrader_config.py, gives the folder to the instructors without following a link, and enrols the roster by a
-process of the folder's owner (coursekit/exchange.py, coursekit/hub_access.py, coursekit/enrol.py). Cost: about 5 s, as
-root (the tests that give files to another user are skipped otherwise)."""
+process of the folder's owner (coursekit/exchange.py, coursekit/hub_access.py, coursekit/enrol.py). Cost: about
+5 s, as root (the tests that give files to another user are skipped otherwise)."""
 import os
 import sqlite3
 import shutil
