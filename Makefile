@@ -67,9 +67,9 @@ test: system-for-tests bytecode proxy
 	$(BIN)/python -m pytest -n 5 --dist loadgroup --no-loadscope-reorder --durations=15 -m "not figures"
 
 ## maintainers: the fast loop while you work: everything but what drives real nbgrader, Jupyter kernels,
-## JupyterLab or the browser (make test runs those too)
+## JupyterLab or the browser, trains for long, or runs the benchmarks (make test runs those too)
 test-fast: system-for-grading bytecode
-	$(BIN)/python -m pytest -n 2 --dist loadgroup --no-loadscope-reorder --durations=15 -m "not pipeline and not browser and not figures and not experiment"
+	$(BIN)/python -m pytest -n 2 --dist loadgroup --no-loadscope-reorder --durations=15 -m "not pipeline and not browser and not figures and not experiment and not bench"
 
 ## maintainers: the long experiment, one notebook at a time: every step of training, and the accuracy each states
 test-figures: bytecode

@@ -76,8 +76,10 @@ def main():
                       block_step=kv_cache.decoder_block_step).to(dev).eval()
     prompt = torch.randint(0, cfg.vocab_size, (1, PROMPT), device=dev)
 
+    no_eos = cfg.vocab_size  # an id the model cannot write, so that every generation writes its n tokens
+
     def cached(n):
-        return kv_cache.greedy_generate(lambda ids, c: model.step(ids, c), prompt, n)[0].tolist()
+        return kv_cache.greedy_generate(lambda ids, c: model.step(ids, c), prompt, no_eos, n)[0].tolist()
 
     def uncached(n):
         return model.generate(prompt[0].tolist(), n)[PROMPT:]
