@@ -275,3 +275,19 @@ READY_MADE_ROUTES = {
             return importlib.reload(fresh).masked_attention(Q, K, V, mask)
     ''',
 }
+
+
+# Bombs a cell of a submission runs, each until the sandbox refuses it (the pipeline and the hub tests)
+FORK_UNTIL_REFUSED = '''
+import os as _os, time as _time
+import learner.check
+while True:  # forks until the sandbox refuses: the children hold the process budget for a while
+    if _os.fork() == 0:
+        _time.sleep(20)
+        _os._exit(0)
+'''
+ALLOCATE_UNTIL_REFUSED = '''
+_hog = []
+while True:  # memory, every page written, until the sandbox refuses
+    _hog.append(b"x" * 2**26)
+'''

@@ -30,6 +30,7 @@ import urllib.request
 
 import nbformat
 import pytest
+from attacks import ALLOCATE_UNTIL_REFUSED, FORK_UNTIL_REFUSED
 from hub_helpers import Hub, course_copy_for, modes_of, remove_users, restore_modes
 from lab import (TALL, Terminal, button_in, close_current_tab, launch, login, menu, open_assignments,
                  open_file, open_folder, press_in_assignments, screenshot_on_failure, upload, wait_for_lab)
@@ -44,19 +45,6 @@ A = "03_softmax"
 INSTRUCTOR = "ckhub-teach"
 HONEST, FORK, MEMORY = "ckhub-right", "ckhub-fork", "ckhub-memory"
 STUDENTS = [HONEST, FORK, MEMORY]
-FORK_UNTIL_REFUSED = '''
-import os as _os, time as _time
-import learner.check
-while True:  # forks until the sandbox refuses: the children hold the process budget for a while
-    if _os.fork() == 0:
-        _time.sleep(20)
-        _os._exit(0)
-'''
-ALLOCATE_UNTIL_REFUSED = '''
-_hog = []
-while True:  # memory, every page written, until the sandbox refuses
-    _hog.append(b"x" * 2**26)
-'''
 BOMB = {FORK: (FORK_UNTIL_REFUSED, "processes"), MEMORY: (ALLOCATE_UNTIL_REFUSED, "memory")}
 
 

@@ -16,7 +16,7 @@ from typing import NamedTuple
 
 import nbformat
 import pytest
-from attacks import BODY_ATTACKS
+from attacks import ALLOCATE_UNTIL_REFUSED, BODY_ATTACKS, FORK_UNTIL_REFUSED
 from helpers import STATED_ACCURACY, run_outputs
 from pipeline_helpers import ASSIGNMENTS, SECOND_BUG, UNTOUCHED, bug_students, grade, release_nb, total
 from nbgrader.validator import Validator
@@ -486,19 +486,6 @@ def test_the_class_report_flags_crashes_and_tampering_for_a_person(tampered):
 
 
 # ---------------------------------------------------------------- one student never touches another's grade
-FORK_UNTIL_REFUSED = '''
-import os as _os, time as _time
-import learner.check
-while True:  # forks until the sandbox refuses: the children hold the process budget for a while
-    if _os.fork() == 0:
-        _time.sleep(20)
-        _os._exit(0)
-'''
-ALLOCATE_UNTIL_REFUSED = '''
-_hog = []
-while True:  # memory, every page written, until the sandbox refuses
-    _hog.append(b"x" * 2**26)
-'''
 FORK_IN_A_FUNCTION = '''
 def softmax(x, dim=-1, temperature=1.0):
     import os, time
