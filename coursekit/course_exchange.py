@@ -46,11 +46,16 @@ def course_group(course_root):
     return os.stat(course_root).st_gid
 
 
+def staff_group_of(course_id):
+    """The Unix group of a course's instructors: ``<course id>-staff`` (its course folder's group)."""
+    return f"{course_id}-staff"
+
+
 def students_group(course_id):
     """The Unix group of a course's students (and its instructors) on a hub of several courses:
     ``<course id>-students`` (``coursekit.hub_courses`` makes it). Where it exists, the course's outbound is that
     group's alone, so a student of another course cannot fetch this one's assignments."""
-    return f"{course_id}-students"[:32]
+    return f"{course_id}-students"  # at most 32: a course id has at most 23
 
 
 def outbound_access(course_path):

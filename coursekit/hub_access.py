@@ -18,6 +18,7 @@ from . import ROOT
 UNIX_NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
 
 REFERENCE = os.path.join(ROOT, "solutions")
+MADE_BY_HUB = "attention-course"  # the comment `useradd` gives the users the hub makes: an LTI hub logs in only those
 
 
 class HubError(Exception):
@@ -69,7 +70,7 @@ def ensure_users(names, create=False, out=print):
     if missing and os.geteuid() != 0:
         raise HubError(f"--create-users needs root (sudo) to create {', '.join(missing)}")
     for name in missing:
-        subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", "--comment", "attention-course", name],
+        subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", "--comment", MADE_BY_HUB, name],
                        check=True, capture_output=True)
         os.chmod(pwd.getpwnam(name).pw_dir, 0o700)
         out(f"created Unix user {name} (set a password with `passwd {name}`)")
@@ -86,8 +87,9 @@ def _instructor_has(name, st, group_bits):
 def staff_group(course):
     """The Unix group of the course's instructors: ``<course id>-staff``. The course folder, the exchange's course
     folder and the reference answers are theirs; no student may be in it."""
+    from .course_exchange import staff_group_of
     from .exchange import course_id_of
-    return f"{course_id_of(course)}-staff"[:32]
+    return staff_group_of(course_id_of(course))
 
 
 def _fixes(course, instructors, group, reference):
@@ -106,15 +108,16 @@ def course_problems(course, instructors, students=(), reference=REFERENCE):
     if not os.path.isfile(os.path.join(course, "nbgrader_config.py")):
         return [f"{course} is not a course folder (no nbgrader_config.py)"]
     problems = []
-    for path, what, bits in ((course, "the course folder", 0o070), (reference, "the reference answers", 0o050)):
+    for path, what, bits, verb in ((course, "the course folder", 0o030, "write"),
+                                   (reference, "the reference answers", 0o050, "read")):
         st = os.stat(path)
         mode = stat.S_IMODE(st.st_mode)
         if mode & 0o007:
             problems.append(f"students could read {what} {path} (permissions {mode:04o})")
         for name in instructors:
-            if _instructor_has(name, st, bits if path == reference else 0o030):
+            if _instructor_has(name, st, bits):
                 continue
-            problems.append(f"the instructor {name} cannot {'write' if path == course else 'read'} {what} {path} "
+            problems.append(f"the instructor {name} cannot {verb} {what} {path} "
                             f"(owned by {pwd.getpwuid(st.st_uid).pw_name}, group {_group_name(st.st_gid)})")
     from .course_exchange import group_members
     inside = sorted(set(students) & group_members(os.stat(course).st_gid))
@@ -196,7 +199,6 @@ def enrol(course, roster, out=print):
     """The roster's students in the course's gradebook (``course collect`` names those who did not submit, the
     formgrader lists them): added, or their names brought up to date, by a process of the course folder's owner
     (coursekit/enrol.py): root never opens a gradebook an instructor may have replaced with a link."""
-    import sys
     from .enrol import enrol as write
     records = []
     for sid, name in roster:

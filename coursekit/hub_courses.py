@@ -40,12 +40,12 @@ from dataclasses import dataclass, field
 
 from .hub import (LAB_EXTENSIONS, _listed, _write, check_port, exchange_for_class, proxy_command, role_settings,
                   write_config)
-from .hub_access import (REFERENCE, UNIX_NAME, HubError, course_problems, enrol, ensure_group, ensure_users,
+from .hub_access import (REFERENCE, UNIX_NAME, HubError, _own_tree, course_problems, enrol, ensure_group, ensure_users,
                          give_to_staff, read_roster, staff_group, users_python)
+from .course_exchange import group_members, students_group
 from .hub_state import HubState, add_launched, instructor_course, record_courses
 
 REFERENCE_GROUP = "course-reference"
-MADE_BY_HUB = "attention-course"  # the comment `useradd` gives the users the hub makes (coursekit.hub_access.ensure_users)
 COURSE_KEYS = {"folder", "instructors", "roster", "context_id"}
 
 
@@ -61,11 +61,6 @@ class Course:
     @property
     def students(self):
         return [sid for sid, _ in self.roster] + self.launched
-
-
-def students_group(course_id):
-    from .course_exchange import students_group as name
-    return name(course_id)
 
 
 # ------------------------------------------------------------------ the courses file
@@ -187,17 +182,8 @@ def _clashes(courses, path):
 def give_reference(instructors, out=print):
     """The reference answers the group ``course-reference``'s to read (every course's instructors in it), closed to
     everyone else: on a hub of several courses they are not one course's."""
-    import stat
     ensure_group(REFERENCE_GROUP, instructors, out)
-    gid = grp.getgrnam(REFERENCE_GROUP).gr_gid
-    for here, dirs, files in os.walk(REFERENCE):
-        os.chown(here, -1, gid)
-        os.chmod(here, 0o2750)
-        for name in files:
-            path = os.path.join(here, name)
-            if not os.path.islink(path):
-                os.chown(path, -1, gid)
-                os.chmod(path, 0o640 | (stat.S_IMODE(os.stat(path).st_mode) & 0o100))
+    _own_tree(REFERENCE, -1, grp.getgrnam(REFERENCE_GROUP).gr_gid, 0o2750, 0o640, out)
 
 
 def set_up_course(course, out=print):
@@ -295,7 +281,7 @@ def _group_problems(courses):
     for c in courses:
         group = students_group(c.id)
         try:
-            members = set(grp.getgrnam(group).gr_mem)
+            members = group_members(grp.getgrnam(group).gr_gid)
         except KeyError:
             problems.append(f"there is no group {group} of the course {c.id}'s students")
             continue

@@ -52,10 +52,10 @@ from dataclasses import dataclass
 
 from .enrol import enrol_as_owner
 from .hub import _write
-from .hub_access import UNIX_NAME, HubError
+from .hub_access import MADE_BY_HUB, UNIX_NAME, HubError
+from .lms import AGS_CLAIM
 
 LTI = "https://purl.imsglobal.org/spec/lti/claim/"
-AGS_CLAIM = "https://purl.imsglobal.org/spec/lti-ags/claim/endpoint"
 MEMBERSHIP = "http://purl.imsglobal.org/vocab/lis/v2/membership"
 INSTRUCTOR_ROLES = ("Instructor",)  # principal roles; TeachingAssistant is Instructor's sub-role
 STUDENT_ROLES = ("Learner",)
@@ -215,7 +215,7 @@ def unix_name(value, prefix):
 
 def made_by_hub(name):
     try:
-        return pwd.getpwnam(name).pw_gecos.split(",")[0] == "attention-course"
+        return pwd.getpwnam(name).pw_gecos.split(",")[0] == MADE_BY_HUB
     except KeyError:
         return False
 
@@ -300,14 +300,10 @@ def _text(value, most=200):
 
 
 # ------------------------------------------------------------------ what a good launch makes (as root)
-def staff_of(course_id):
-    return f"{course_id}-staff"[:32]
-
-
 def provision(settings, adm, out):
     """The Unix user, the groups, the course folder of a course's first instructor and its exchange folder; returns
     the groups the user was added to (their running server does not have them yet)."""
-    from .course_exchange import students_group
+    from .course_exchange import staff_group_of, students_group
     from .hub import exchange_for_class
     from .hub_access import ensure_users, give_to_staff
     from .hub_courses import REFERENCE_GROUP, ensure_group
@@ -317,11 +313,10 @@ def provision(settings, adm, out):
     if adm.role == "instructor":
         course = HubState(settings["state"]).read()["courses"][adm.course]
         if not course["instructors"]:  # the course's first instructor: its folder, and its folder in the exchange
-            give_to_staff(adm.folder, [adm.name], reference=None, out=out, group=staff_of(adm.course))
-            added += ensure_group(students_group(adm.course), [adm.name], out)
+            give_to_staff(adm.folder, [adm.name], reference=None, out=out, group=staff_group_of(adm.course))
             exchange_for_class(settings["exchange"], adm.folder, [adm.name], list(course["students"]),
                                course_id=adm.course)
-        added += ensure_group(staff_of(adm.course), [adm.name], out)
+        added += ensure_group(staff_group_of(adm.course), [adm.name], out)
         added += ensure_group(students_group(adm.course), [adm.name], out)
         added += ensure_group(REFERENCE_GROUP, [adm.name], out)
     else:

@@ -265,27 +265,32 @@ class PostResult:
         return out
 
 
-class _Log:
-    """JSON lines appended to ``path`` (created readable by its owner alone)."""
+class JsonLines:
+    """JSON lines appended to ``path`` (created with ``mode``: its owner's alone unless asked), never through a link;
+    each record is also added to ``written`` when given (what this post wrote, whatever else writes the file)."""
 
-    def __init__(self, path):
-        self.path = os.path.abspath(path)
+    def __init__(self, path, mode=0o600, written=None):
+        self.path, self.mode, self.written = os.path.abspath(path), mode, written
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
 
     def write(self, **record):
-        record = {"time": datetime.now(timezone.utc).isoformat(timespec="milliseconds"), **record}
-        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+        self.add({"time": datetime.now(timezone.utc).isoformat(timespec="milliseconds"), **record})
+
+    def add(self, record):
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, self.mode)
         with os.fdopen(fd, "a") as f:
             f.write(json.dumps(record) + "\n")
+        if self.written is not None:
+            self.written.append(record)
 
 
 def post_assignment(grades, assignment, lineitems_url, credentials, log_path, *, resource_link_id=None,
-                    timeout=TIMEOUT):
+                    timeout=TIMEOUT, written=None):
     """Post ``assignment``'s scores from ``grades`` (``coursekit.lms_export.read_grades``) to the context whose line
     items are at ``lineitems_url``. Returns a ``PostResult``; raises ``AgsError`` only when nothing could be posted
     (no token, no line item)."""
     maximum = dict(grades.assignments)[assignment]
-    log = _Log(log_path)
+    log = JsonLines(log_path, written=written)
     result = PostResult(assignment, log=log.path)
     client = AgsClient(lineitems_url, credentials, timeout)
     try:

@@ -43,7 +43,6 @@ from dataclasses import dataclass, field
 
 from nbgrader.plugins import ExportPlugin
 
-PLATFORMS = ("canvas", "moodle", "generic")
 CANVAS_STUDENT_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 CANVAS_POINTS_POSSIBLE = "Points Possible"
 MOODLE_STUDENT_COLUMNS = ["First name", "Last name", "Email address", "Username", "User ID"]
@@ -267,5 +266,3 @@ class GenericExport(LmsExportPlugin):
     """One row per student, one column per assignment and the total, each out of its maximum."""
     platform = "generic"
 
-
-EXPORTERS = {"canvas": CanvasExport, "moodle": MoodleExport, "generic": GenericExport}

@@ -67,15 +67,12 @@ def post_scores(course_root, assignment, out=print, err=print):
     except (OSError, ValueError) as exc:
         err(f"course return --lms: the hub's grading service could not be reached at {url}: {exc}")
         return 2
-    log = os.path.join(root, "lms", "ags_log.jsonl")
-    os.makedirs(os.path.dirname(log), exist_ok=True)
-    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o660)
-    with os.fdopen(fd, "a") as f:
-        for rec in answer.get("log", []):
-            f.write(json.dumps(rec) + "\n")
-    from .lms import PostResult
+    from .lms import JsonLines, PostResult
+    log = JsonLines(os.path.join(root, "lms", "ags_log.jsonl"), mode=0o660)  # the instructors' group reads it too
+    for rec in answer.get("log", []):
+        log.add(rec)
     result = PostResult(assignment, answer.get("lineitem"), bool(answer.get("created")), answer.get("posted", {}),
-                        answer.get("failed", {}), answer.get("not_posted", {}), log)
+                        answer.get("failed", {}), answer.get("not_posted", {}), log.path)
     for line in result.lines():
         out(line)
     return 0 if result.ok else 1
@@ -123,15 +120,12 @@ def post_for_instructor(config, course, body):
         raise Refusal(500, f"the tool's key could not be read ({exc}): tell the hub's administrator")
     log_path = os.path.join(state_dir, "lms", f"{cid}.jsonl")
     os.makedirs(os.path.dirname(log_path), mode=0o700, exist_ok=True)
-    start = os.path.getsize(log_path) if os.path.exists(log_path) else 0
+    records = []  # what this post wrote to the log (two posts for one course may write it at once)
     try:
-        result = post_assignment(grades, assignment, known["lineitems"], credentials, log_path)
+        result = post_assignment(grades, assignment, known["lineitems"], credentials, log_path, written=records)
         failure = None
     except AgsError as exc:
         result, failure = None, exc
-    with open(log_path) as f:
-        f.seek(start)
-        records = [json.loads(line) for line in f if line.strip()]
     if failure is not None:
         raise Refusal(502, f"the LMS refused before any score was posted: {failure}")
     return {"assignment": assignment, "lineitem": result.lineitem, "created": result.created,
