@@ -265,12 +265,38 @@ def write_config(state, *, course, exchange, students, instructors, ip, port, ex
     return path
 
 
-def prepare(args, out=print):
-    """Everything ``course hub`` checks and writes before the hub starts; returns (command, cwd, env). Every problem
-    it finds is named in one HubError, each with what to change."""
+def as_root():
+    """A HubError unless this process is root: the hub starts each user's server as that user."""
     if os.geteuid() != 0:
         raise HubError("the hub starts each user's server as that user, so it runs as root: "
                        "`sudo .venv/bin/course hub ...`")
+
+
+def machine_problems(args):
+    """What this machine lacks for a hub, each a sentence: the port free, the install's Python open to every user,
+    the proxy installed."""
+    problems = []
+    for check in (lambda: check_port(args.ip, args.port), users_python, proxy_command):
+        try:
+            check()
+        except HubError as exc:
+            problems.append(str(exc))
+    return problems
+
+
+def hub_command(config, exchange):
+    """(command, env) that start JupyterHub on ``config``, with this install's commands on its PATH and the
+    exchange its users' nbgrader reads."""
+    env = dict(os.environ)
+    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
+    env["COURSE_EXCHANGE"] = exchange
+    return [sys.executable, "-m", "jupyterhub", "-f", config], env
+
+
+def prepare(args, out=print):
+    """Everything ``course hub`` checks and writes before the hub starts; returns (command, cwd, env). Every problem
+    it finds is named in one HubError, each with what to change."""
+    as_root()
     if not args.instructor:
         raise HubError("name the course's instructor(s): --instructor NAME (a local Unix user)")
     problems, students, roster = [], [], []
@@ -283,11 +309,7 @@ def prepare(args, out=print):
     both = sorted(set(students) & set(args.instructor))
     if both:
         problems.append(f"{', '.join(both)} is both an instructor and on the roster: one role each")
-    for check in (lambda: check_port(args.ip, args.port), users_python, proxy_command):
-        try:
-            check()
-        except HubError as exc:
-            problems.append(str(exc))
+    problems += machine_problems(args)
     if not os.path.isfile(os.path.join(course, "nbgrader_config.py")):
         problems.append(f"{course} is not a course folder (no nbgrader_config.py): give --course")
     if problems:  # nothing is created while the basics are wrong
@@ -304,10 +326,7 @@ def prepare(args, out=print):
     exchange = exchange_for_class(os.path.abspath(args.exchange), course, args.instructor, students)
     config = write_config(args.state, course=course, exchange=exchange, students=students,
                           instructors=args.instructor, ip=args.ip, port=args.port, extra_config=args.extra_config)
-    env = dict(os.environ)
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
-    env["COURSE_EXCHANGE"] = exchange
-    cmd = [sys.executable, "-m", "jupyterhub", "-f", config]
+    cmd, env = hub_command(config, exchange)
     out(f"JupyterHub for {len(students)} student(s) and {len(args.instructor)} instructor(s) on "
         f"http://{args.ip}:{args.port}; course {course}; exchange {exchange}; state {os.path.abspath(args.state)}")
     return cmd, os.path.abspath(args.state), env

@@ -38,8 +38,8 @@ import grp
 import os
 from dataclasses import dataclass, field
 
-from .hub import (LAB_EXTENSIONS, _listed, _write, check_port, exchange_for_class, proxy_command, role_settings,
-                  write_config)
+from .hub import (LAB_EXTENSIONS, _listed, _write, as_root, exchange_for_class, hub_command, machine_problems,
+                  role_settings, write_config)
 from .hub_access import (REFERENCE, UNIX_NAME, HubError, _own_tree, course_problems, enrol, ensure_group, ensure_users,
                          give_to_staff, read_roster, staff_group, users_python)
 from .course_exchange import group_members, students_group
@@ -210,10 +210,7 @@ def _course_fixes(courses):
 def prepare(args, out=print):
     """``course hub --courses FILE`` or ``--lti FILE``: everything checked and written before the hub starts;
     returns (command, cwd, env) as ``coursekit.hub.prepare``."""
-    import sys
-    if os.geteuid() != 0:
-        raise HubError("the hub starts each user's server as that user, so it runs as root: "
-                       "`sudo .venv/bin/course hub ...`")
+    as_root()
     if args.instructor or args.roster:
         raise HubError("with --courses or --lti the file names each course's instructors and roster: leave out "
                        "--instructor and --roster")
@@ -226,11 +223,7 @@ def prepare(args, out=print):
         courses, problems = read_courses(lti.courses, args.lti, lti=True)
     else:
         courses, problems = read_courses(load_toml(args.courses, "courses file").get("course"), args.courses)
-    for check in (lambda: check_port(args.ip, args.port), users_python, proxy_command):
-        try:
-            check()
-        except HubError as exc:
-            problems.append(str(exc))
+    problems += machine_problems(args)
     if problems:
         raise HubError(_listed(problems))
     state = os.path.abspath(args.state)
@@ -265,10 +258,7 @@ def prepare(args, out=print):
     with hub_state.change() as data:
         record_courses(data, courses)
     config = write_hub_config(state, courses, exchange, lti, args, hub_state)
-    env = dict(os.environ)
-    env["PATH"] = os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", "")
-    env["COURSE_EXCHANGE"] = exchange
-    cmd = [sys.executable, "-m", "jupyterhub", "-f", config]
+    cmd, env = hub_command(config, exchange)
     login = f"LTI 1.3 from {lti.issuer}" if lti else "Unix passwords"
     out(f"JupyterHub for {len(courses)} course(s) ({', '.join(c.id for c in courses)}) on http://{args.ip}:"
         f"{args.port}, login by {login}; exchange {exchange}; state {state}")

@@ -306,7 +306,8 @@ def provision(settings, adm, out):
     from .course_exchange import staff_group_of, students_group
     from .hub import exchange_for_class
     from .hub_access import ensure_users, give_to_staff
-    from .hub_courses import REFERENCE_GROUP, ensure_group
+    from .hub_access import ensure_group
+    from .hub_courses import REFERENCE_GROUP
     from .hub_state import HubState
     ensure_users([adm.name], create=True, out=out)
     added = []
