@@ -305,8 +305,7 @@ def provision(settings, adm, out):
     the groups the user was added to (their running server does not have them yet)."""
     from .course_exchange import staff_group_of, students_group
     from .hub import exchange_for_class
-    from .hub_access import ensure_users, give_to_staff
-    from .hub_access import ensure_group
+    from .hub_access import ensure_group, ensure_users, give_to_staff
     from .hub_courses import REFERENCE_GROUP
     from .hub_state import HubState
     ensure_users([adm.name], create=True, out=out)
