@@ -33,7 +33,7 @@ from urllib.parse import quote
 
 import nbformat
 
-from grader.plain import plain as _plain
+from grader.plain import inert
 from grader.untrusted import CSP  # the feedback pages' policy: no script, nothing from outside
 
 from .pipeline import COURSE_ID, gradebook  # noqa: F401
@@ -47,9 +47,9 @@ ASSIGNMENT_COLUMN = 12  # terminal columns at most for an assignment's name over
 
 # ------------------------------------------------------------------ untrusted text
 def plain(text):
-    """``text`` safe to print in a terminal on one line (``grader.plain``: no escape sequence, no control
-    character, newlines and tabs made spaces)."""
-    return _plain(text, one_line=True)
+    """``text`` safe to print in a terminal, a page or a CSV cell on one line (``grader.plain.inert``: every control
+    character, a newline and a tab too, shown escaped)."""
+    return inert(text)
 
 
 def esc(text):

@@ -21,6 +21,7 @@
     course instructor-lab  instructors: JupyterLab on the course folder, with the formgrader and the exchange ready
 """
 import argparse
+import contextlib
 import os
 import shutil
 import sys
@@ -414,7 +415,27 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if getattr(args, "course", "") is None:
         args.course = _course_default()
-    return args.func(args)
+    with inert_output():
+        return args.func(args)
+
+
+@contextlib.contextmanager
+def inert_output():
+    """The command's stdout and stderr behind ``grader.plain.InertStream`` while it runs: whatever a message held
+    (a name or a field a student wrote, a learner's error text), no escape sequence, carriage return or other control
+    character reaches the terminal raw. Each record built from a student's input is also made one inert line where
+    it is printed (``grader.plain.inert``)."""
+    from grader.plain import InertStream
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = InertStream(sys.stdout), InertStream(sys.stderr)
+    try:
+        yield
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            sys.stdout, sys.stderr = saved
 
 
 if __name__ == "__main__":

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 
 from nbgrader.utils import capture_log, temp_attrs
 
+from grader.plain import inert
+
 from .inbound import shown
 from .pipeline import gradebook
 
@@ -54,7 +56,7 @@ def exchange_root(course_root):
 
 # A course id a hub accepts: "<id>-students" stays within a Unix group name's 32 characters, and the id is one plain
 # folder name in the exchange.
-COURSE_ID = re.compile(r"^[a-z][a-z0-9_-]{0,22}$")
+COURSE_ID = re.compile(r"\A[a-z][a-z0-9_-]{0,22}\Z")
 
 
 def course_id_of(course_root):
@@ -181,6 +183,7 @@ def collect(course_root, assignment, roster=None, out=print):
 
     from .course_exchange import CourseCollect
     from .grading import gradable
+    out = _inert_lines(out)
     inbound, api = _inbound(course_root)
     if not os.path.isdir(inbound):
         out(f"nothing submitted: {assignment} has not been released to {os.path.dirname(inbound)} yet "
@@ -229,15 +232,55 @@ def collect(course_root, assignment, roster=None, out=print):
 
 
 def _name_refused(refused, out):
-    """Every refused entry by name, owner and reason; past ``REFUSALS_SHOWN_PER_OWNER`` of one owner, a count."""
-    per_owner = {}
+    """Every refused entry, the most telling first, so that no flood of other entries hides one:
+
+    1. each folder that claims to be another student's (its name names a student with an account, someone else owns
+       it), by the student it claims: up to ``REFUSALS_SHOWN_PER_OWNER`` named per owner and claimed student, then
+       their count;
+    2. each student's own refused submission: the latest named (with its reason), then how many more of theirs;
+    3. the rest (names that do not parse, students on no roster, other assignments), per owner: up to
+       ``REFUSALS_SHOWN_PER_OWNER`` named, then a count."""
+    forged, own, rest = {}, {}, {}
     for entry in refused:
-        per_owner.setdefault(entry.owner, []).append(entry)
-    for owner, entries in sorted(per_owner.items()):
+        if entry.student and entry.owner == entry.student:
+            own.setdefault(entry.student, []).append(entry)
+        elif entry.student and _has_account(entry.student):
+            forged.setdefault((entry.student, entry.owner or "?"), []).append(entry)
+        else:
+            rest.setdefault(entry.owner or "?", []).append(entry)
+    for (student, owner), entries in sorted(forged.items()):
+        for entry in entries[:REFUSALS_SHOWN_PER_OWNER]:
+            out(f"  REFUSED: {shown(entry.name)} claims to be {student}'s but is owned by {owner}: {entry.problem}; "
+                f"not collected")
+        if len(entries) > REFUSALS_SHOWN_PER_OWNER:
+            out(f"  REFUSED: {len(entries) - REFUSALS_SHOWN_PER_OWNER} more folders owned by {owner} claiming to be "
+                f"{student}'s, not collected")
+    for student, entries in sorted(own.items()):
+        entries.sort(key=lambda e: (e.claimed is not None, e.claimed or 0, e.name), reverse=True)
+        out(f"  REFUSED: {student}'s own submission {shown(entries[0].name)}: {entries[0].problem}; not collected")
+        if len(entries) > 1:
+            out(f"  REFUSED: {len(entries) - 1} earlier folder(s) of {student}'s own, not collected")
+    for owner, entries in sorted(rest.items()):
         for entry in entries[:REFUSALS_SHOWN_PER_OWNER]:
             out(f"  REFUSED: {shown(entry.name)} (owned by {owner}): {entry.problem}; not collected")
         if len(entries) > REFUSALS_SHOWN_PER_OWNER:
             out(f"  REFUSED: {len(entries) - REFUSALS_SHOWN_PER_OWNER} more folders owned by {owner}, not collected")
+
+
+def _has_account(name):
+    import pwd
+    try:
+        pwd.getpwnam(name)
+        return True
+    except KeyError:
+        return False
+
+
+def _inert_lines(out):
+    """``out`` for records built from what students wrote (names, files, fields of a notebook): each one line, every
+    control character in it shown escaped (``grader.plain.inert``), so nothing a student wrote moves the cursor,
+    retitles the window or starts a line of its own in the instructor's terminal."""
+    return lambda line: out(inert(line))
 
 
 @contextlib.contextmanager
@@ -273,6 +316,7 @@ def return_feedback(course_root, assignment, out=print):
     from nbgrader.exchange import ExchangeError as NbgraderExchangeError
 
     from .course_exchange import CourseReleaseFeedback
+    out = _inert_lines(out)
     check_exchange(exchange_root(course_root))
     api = _api(course_root)
     missing = _without_feedback(course_root, assignment)

@@ -135,7 +135,8 @@ def role_settings(state, exchange, course):
             server["ServerApp"] = {"jpserver_extensions": {n: False for n in STUDENT_OFF_SERVER_EXTENSIONS},
                                    "terminado_settings": terminal}
             hidden.update({n: True for n in STUDENT_HIDDEN_PLUGINS})
-            nbgrader = (f"c = get_config()  # noqa: F821\nc.CourseDirectory.course_id = 'attention-course'\n"
+            from .exchange import course_id_of  # the course's own id: its folder in the exchange
+            nbgrader = (f"c = get_config()  # noqa: F821\nc.CourseDirectory.course_id = {course_id_of(course)!r}\n"
                         f"c.Exchange.root = {exchange!r}\n"
                         f"# a submission only its student and the instructors may read\n"
                         f"c.ExchangeFactory.submit = 'learner.submit.PrivateSubmit'\n")

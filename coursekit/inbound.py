@@ -27,12 +27,12 @@ import re
 import stat
 from dataclasses import dataclass, field
 
-from grader.plain import plain
+from grader.plain import inert
 
 # A student id: what nbgrader's exchange and this course accept in a folder name and build paths from. Unix user
 # names (useradd's rule) are a subset; a '+', a '/', a leading '.', spaces and markup are never part of one.
-STUDENT_ID = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}$")
-RANDOM_PART = re.compile(r"^[A-Za-z0-9_=-]{1,64}$")  # nbgrader's urlsafe base64 of 9 random bytes
+STUDENT_ID = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}\Z")
+RANDOM_PART = re.compile(r"\A[A-Za-z0-9_=-]{1,64}\Z")  # nbgrader's urlsafe base64 of 9 random bytes
 CLOCK_SKEW = datetime.timedelta(minutes=2)  # a submission's own writes after its time (copy, chmod) and clock drift
 NAME_SHOWN = 120  # characters of a folder's or file's name shown in a message
 
@@ -41,9 +41,9 @@ WRITTEN_BY_COLLECT = ("timestamp.txt",)
 
 
 def shown(name, most=NAME_SHOWN):
-    """A name from the exchange as one line of plain text (no escape sequences, no control characters), cut to
-    ``most`` characters."""
-    text = plain(name.encode("utf-8", "surrogateescape").decode("utf-8", "replace"), one_line=True)
+    """A name from the exchange as one inert line (``grader.plain.inert``: every control character shown escaped, a
+    byte that is not UTF-8 as ``\\xNN``), cut to ``most`` characters."""
+    text = inert(name)
     return text if len(text) <= most else text[:most - 1] + "…"
 
 

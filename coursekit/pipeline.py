@@ -36,13 +36,24 @@ def nbgrader_env(root):
 # How a class is graded: training capped (no graded cell depends on a trained model) and one torch thread per
 # kernel, so that several grading processes share the cores. `course grade` sets the cap (--train-steps); the
 # benchmarks and the tests grade their copies with all of it.
-COURSE_ID = "attention-course"  # the course's id in its nbgrader gradebook
+COURSE_ID = "attention-course"  # the project's course's id (course/nbgrader_config.py), for a folder that names none
 
 
 def gradebook(course_root):
-    """nbgrader's Gradebook on ``course_root``'s SQLite file (use it in a ``with``)."""
+    """nbgrader's Gradebook on ``course_root``'s SQLite file (use it in a ``with``), with the course id that the
+    folder's ``nbgrader_config.py`` names (the formgrader's, so both write one course's rows), or ``COURSE_ID`` for a
+    folder without one."""
     from nbgrader.api import Gradebook
-    return Gradebook("sqlite:///" + os.path.join(course_root, "gradebook.db"), course_id=COURSE_ID)
+    return Gradebook("sqlite:///" + os.path.join(course_root, "gradebook.db"), course_id=course_id(course_root))
+
+
+def course_id(course_root):
+    """The course id of the folder ``course_root`` (``coursekit.exchange.course_id_of``), or ``COURSE_ID`` where it
+    has no ``nbgrader_config.py``."""
+    if not os.path.isfile(os.path.join(course_root, "nbgrader_config.py")):
+        return COURSE_ID
+    from .exchange import course_id_of
+    return course_id_of(course_root)
 
 
 CLASS_GRADING_ENV = {"COURSE_MAX_TRAIN_STEPS": "20", "COURSE_TRAIN_THREADS": "1", "COURSE_TORCH_THREADS": "1",

@@ -6,8 +6,16 @@ cursor, rewrite lines already printed (a score, a fault), change the window's ti
 override could make a line read backwards. Here every escape sequence (CSI, OSC, DCS/SOS/PM/APC strings, 8-bit CSI)
 and every direction override is removed, and every other control character is shown as ``\\xNN``: newlines and tabs
 stay, unless the text must stay on one line (a table cell), where they become spaces.
+
+``inert`` is for a name or a field (a folder's or file's name, a student id, a notebook's field): one record, one
+line, every control character shown escaped (ESC as ``\\x1b``, LF as ``\\n``, a direction override as
+``\\u202e``), so that the instructor sees what the student wrote and nothing it does. ``InertStream`` is the last
+guard of a command's own output (``course``'s stdout and stderr): whatever reaches it, no escape sequence, carriage
+return or other control character but a newline and a tab gets through raw.
 """
+import io
 import re
+import unicodedata
 
 _ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]"            # CSI: colours, cursor moves, erasing
                       r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC: window titles, hyperlinks
@@ -26,3 +34,67 @@ def plain(text, one_line=False):
     if one_line:
         text = _LINE_BREAKS.sub(" ", text)
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+
+
+_SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+# what a terminal, a log reader or a spreadsheet acts on rather than shows: control characters (C0, DEL, C1), format
+# characters (direction overrides, zero-width joiners), line and paragraph separators, and lone surrogates (bytes of
+# a name that are not UTF-8, kept by surrogateescape)
+_ACTING = {"Cc", "Cf", "Zl", "Zp", "Cs"}
+
+
+def _escaped(ch):
+    if ch in _SHORT:
+        return _SHORT[ch]
+    code = ord(ch)
+    if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8 (surrogateescape)
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def inert(text):
+    """``text`` (a name, an id, a field a student wrote) as one inert line: every character that a terminal, a log
+    reader or a CSV reader would act on (control, format and separator characters) shown escaped, the rest kept."""
+    text = str(text)
+    if not any(unicodedata.category(ch) in _ACTING for ch in text):
+        return text
+    return "".join(_escaped(ch) if unicodedata.category(ch) in _ACTING else ch for ch in text)
+
+
+def _guarded(text):
+    return "".join(ch if ch in "\n\t" or unicodedata.category(ch) not in _ACTING else _escaped(ch) for ch in text)
+
+
+class InertStream(io.TextIOBase):
+    """A text stream that writes to ``raw`` with every control, format and separator character but a newline and a
+    tab shown escaped: a command's stdout and stderr behind it never carry an escape sequence or a carriage return,
+    whatever a message held. ``raw`` stays reachable for what must draw on the terminal (a progress bar)."""
+
+    def __init__(self, raw):
+        super().__init__()
+        self.raw = raw
+
+    def write(self, text):
+        self.raw.write(_guarded(text))
+        return len(text)
+
+    def flush(self):
+        self.raw.flush()
+
+    def isatty(self):
+        return self.raw.isatty()
+
+    def fileno(self):
+        return self.raw.fileno()
+
+    @property
+    def encoding(self):
+        return getattr(self.raw, "encoding", "utf-8")
+
+    def writable(self):
+        return True
+
+
+def raw_stream(stream):
+    """The stream under an ``InertStream`` (or ``stream`` itself): for a progress bar's own drawing."""
+    return getattr(stream, "raw", stream) if isinstance(stream, InertStream) else stream

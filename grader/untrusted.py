@@ -43,7 +43,7 @@ TEXT_KINDS = ("text/plain",)
 IMAGE_KINDS = {"image/png": b"\x89PNG\r\n\x1a\n", "image/jpeg": b"\xff\xd8\xff", "image/gif": b"GIF8"}
 KNOWN_NOTEBOOK_METADATA = ("kernelspec", "language_info", "nbgrader", "course", "course_version")
 WIDGET = "application/vnd.jupyter.widget-view+json"
-CELL_ID = re.compile(r"^[a-zA-Z0-9-_]{1,64}$")
+CELL_ID = re.compile(r"\A[a-zA-Z0-9-_]{1,64}\Z")
 BASE64 = re.compile(r"^[A-Za-z0-9+/\s]*={0,2}\s*$")
 CSP = "default-src 'none'; img-src data:; style-src 'unsafe-inline'; font-src data:; base-uri 'none'; form-action 'none'"
 

@@ -169,6 +169,8 @@ def grade_class(course_root=COURSE_DIR, assignments=None, *, jobs=None, schedule
     """Grade every submission in ``<course_root>/submitted`` (or only ``assignments``); returns a ``Summary``."""
     from distributed import as_completed
     from tqdm import tqdm
+
+    from grader.plain import raw_stream
     t0 = time.perf_counter()
     course_root = os.path.abspath(course_root)
     summary = Summary(isolated=isolated)
@@ -234,7 +236,9 @@ def grade_class(course_root=COURSE_DIR, assignments=None, *, jobs=None, schedule
                     futures[future] = task
                     done.add(future)
             top_up()
-            bar = tqdm(total=len(tasks), unit="submission", desc="grading", disable=not progress, file=sys.stderr)
+            # the bar draws with carriage returns: on the terminal itself, past the command's inert output
+            bar = tqdm(total=len(tasks), unit="submission", desc="grading", disable=not progress,
+                       file=raw_stream(sys.stderr))
             for future in done:
                 task = futures.pop(future)
                 try:

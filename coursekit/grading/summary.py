@@ -3,7 +3,7 @@ import os
 import sys
 from dataclasses import dataclass, field
 
-from grader.plain import plain
+from grader.plain import inert
 
 
 @dataclass
@@ -35,7 +35,8 @@ class Summary:
 
 
 def print_summary(summary, course_root, out=None):
-    p = lambda *a: print(*(plain(x) for x in a), file=out or sys.stdout)  # noqa: E731  (names and faults: a submission's)
+    # one record a line, inert: names, reasons and faults come from submissions (``grader.plain.inert``)
+    p = lambda line: print(inert(line), file=out or sys.stdout)  # noqa: E731
     p(f"graded {len(summary.graded)} submission(s) in {summary.seconds:.1f} s on {summary.workers} worker(s)"
       f"{' of the hub' + chr(39) + 's grading service (as root)' if summary.by_service else ''}; "
       f"isolation: {'bubblewrap sandbox' if summary.isolated else 'NONE (--no-isolation)'}")

@@ -223,7 +223,7 @@ def test_a_time_in_a_name_earlier_than_the_files_is_not_believed(box):
     assert when == changed and "its files changed after the time in its name" in note
 
 
-def test_names_are_shown_as_one_line_of_plain_text():
-    assert inbound.shown("a\x1b[2Jb\nc\u202e") == "ab c"
+def test_names_are_shown_as_one_inert_line_with_every_control_character_escaped():
+    assert inbound.shown("a\x1b[2Jb\nc\u202e") == "a\\x1b[2Jb\\nc\\u202e"
     assert inbound.shown("x" * 500) == "x" * 119 + "…"
-    assert inbound.shown(os.fsdecode(b"bad\xffname")) == "bad\ufffdname"
+    assert inbound.shown(os.fsdecode(b"bad\xffname")) == "bad\\xffname"

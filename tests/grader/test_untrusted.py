@@ -239,18 +239,23 @@ def test_the_courses_maths_becomes_mathml_and_code_keeps_its_dollars():
 
 def test_text_from_a_submission_reaches_a_terminal_without_escape_sequences():
     """`course grade`'s summary (and `course validate`) print names and messages a submission chose: no escape
-    sequence survives to clear the screen, move the cursor or retitle the window."""
+    sequence survives to clear the screen, move the cursor or retitle the window, and no newline in a name or a
+    message starts a line of its own (the summary's records are one inert line each: `grader.plain.inert`)."""
     from coursekit.grading import Problem, Summary, print_summary
     from grader.plain import plain
     evil = "ada\x1b[2J\x1b[1;1Hscore 100\x1b]0;pwned\x07\r"
     assert plain(evil) == "adascore 100\\x0d"
-    summary = Summary(graded={(evil, A): 1.0}, problems=[Problem(evil, A, "why \x1b[31mred")],
+    forged = "bob\n  REFUSED: nothing"
+    summary = Summary(graded={(evil, A): 1.0}, problems=[Problem(evil, A, "why \x1b[31mred"), Problem(forged, A, "x")],
                       faults=[(evil, A, "crash", "it said \x1b[8mhidden\x9b2J")])
     out = io.StringIO()
     print_summary(summary, "/course", out=out)
     printed = out.getvalue()
     assert "\x1b" not in printed and "\x9b" not in printed and "\r" not in printed
-    assert "adascore 100" in printed and "why red" in printed and "it said hidden" in printed
+    assert "ada\\x1b[2J\\x1b[1;1Hscore 100\\x1b]0;pwned\\x07\\r" in printed  # what the student wrote, shown
+    assert "why \\x1b[31mred" in printed and "it said \\x1b[8mhidden\\x9b2J" in printed
+    assert "bob\\n  REFUSED: nothing" in printed
+    assert not any(line.lstrip().startswith("REFUSED") for line in printed.splitlines())
 
 
 def test_feedback_names_each_graded_cell_shows_an_ungraded_cells_error_in_one_line_and_wraps_messages():
