@@ -14,11 +14,14 @@ import sys
 from . import ROOT
 
 # useradd's own rule (Debian's NAME_REGEX without --badname): a lowercase letter or '_', then lowercase letters,
-# digits, '_' and '-', at most 32 characters
-UNIX_NAME = re.compile(r"^[a-z_][a-z0-9_-]{0,31}$")
+# digits, '_' and '-', at most 32 characters. The whole string: \A and \Z, since `$` also matches before a final
+# newline ("bob\n" would pass, and useradd then fails); .match and .fullmatch agree on it.
+UNIX_NAME = re.compile(r"\A[a-z_][a-z0-9_-]{0,31}\Z")
 
 REFERENCE = os.path.join(ROOT, "solutions")
-MADE_BY_HUB = "attention-course"  # the comment `useradd` gives the users the hub makes: an LTI hub logs in only those
+# the comment `useradd` gives the users the hub makes, for an administrator reading /etc/passwd; every install writes
+# it, so it proves nothing: which accounts this hub made is in its own state (coursekit.hub_state.made_accounts)
+MADE_BY_HUB = "attention-course"
 
 
 class HubError(Exception):
@@ -40,7 +43,7 @@ def read_roster(path):
             name = row[1].strip() if len(row) > 1 else ""
             if number == 1 and sid.lower() == "id":
                 continue
-            if not UNIX_NAME.match(sid):
+            if not UNIX_NAME.fullmatch(sid):
                 raise HubError(f"{path} row {number}: {sid!r} is not a valid Unix user name (lowercase letters, "
                                f"digits, '_' and '-', starting with a letter or '_', at most 32 characters)")
             if sid in seen:
@@ -56,7 +59,7 @@ def ensure_users(names, create=False, out=print):
     """Every name is a local Unix user; with ``create`` (as root) the missing ones are made with ``useradd``
     (a home folder only its owner may enter). Returns the names created."""
     for name in names:
-        if not UNIX_NAME.match(name):
+        if not UNIX_NAME.fullmatch(name):
             raise HubError(f"{name!r} is not a valid Unix user name")
     missing = []
     for name in names:

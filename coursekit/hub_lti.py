@@ -9,8 +9,10 @@ leaves out, and refuses with a page that says why:
 * its context (the LMS course) must be the ``context_id`` of one of the file's courses;
 * its roles decide: Instructor (and its sub-roles, TeachingAssistant among them) is an instructor of that course,
   Learner (and its sub-roles) a student; any other role (Mentor, Administrator, ContentDeveloper, ...) is refused;
-* the LMS user names the Unix user by ``USERNAME_RULE`` (``unix_name``), and a name that is not a valid Unix user
-  name, an account of the machine the hub did not make, or a name another LMS user has, is refused;
+* the LMS user names the Unix user by ``USERNAME_RULE`` (``unix_name``, the whole id: a final newline is no valid
+  name), and a name that is not a valid Unix user name, an account of the machine this hub did not make (the hub's
+  state lists the accounts it made, ``hub_state.made_accounts``; the account comment every install writes is no
+  proof), or a name another LMS user has, is refused;
 * a user is an instructor of one course or a student of any number of them, never both (``coursekit.hub_courses``).
 
 A good launch makes what the user needs, as root, before the hub logs them in: their Unix user (``useradd``, a home
@@ -52,7 +54,7 @@ from dataclasses import dataclass
 
 from .enrol import enrol_as_owner
 from .hub import _write
-from .hub_access import MADE_BY_HUB, UNIX_NAME, HubError
+from .hub_access import UNIX_NAME, HubError
 from .lms import AGS_CLAIM
 
 LTI = "https://purl.imsglobal.org/spec/lti/claim/"
@@ -210,14 +212,7 @@ def unix_name(value, prefix):
     """The Unix user name of the LMS user id ``value``: ``prefix + value``, unchanged (so two LMS users never share
     one), or None when that is not a valid Unix user name."""
     name = prefix + value
-    return name if UNIX_NAME.match(name) else None
-
-
-def made_by_hub(name):
-    try:
-        return pwd.getpwnam(name).pw_gecos.split(",")[0] == MADE_BY_HUB
-    except KeyError:
-        return False
+    return name if UNIX_NAME.fullmatch(name) else None
 
 
 def _exists(name):
@@ -244,7 +239,7 @@ class Admission:
 def check_launch(settings, data, claims):
     """The Admission of a launch whose token ltiauthenticator has verified, or Refused with what the page says.
     ``data``: the hub's state (``coursekit.hub_state.HubState.read``)."""
-    from .hub_state import instructor_course, student_courses
+    from .hub_state import instructor_course, made_accounts, student_courses
     deployment = claims.get(LTI + "deployment_id")
     if deployment not in settings["deployment_ids"]:
         raise Refused(f"This hub is not set up for the LMS deployment {deployment!r}: the launch came from a "
@@ -275,7 +270,7 @@ def check_launch(settings, data, claims):
     sub = claims.get("sub")
     if known and known.get("sub") != sub:
         raise Refused(f"The Unix user {name} belongs to another LMS user on this hub.")
-    if _exists(name) and not made_by_hub(name) and name not in settings["configured"] and not known:
+    if _exists(name) and name not in made_accounts(data) and name not in settings["configured"] and not known:
         raise Refused(f"Your LMS user id {value!r} names the Unix user {name}, an account of this machine that the "
                       f"hub did not make: the hub logs nobody into such an account ({rule}).")
     teaches = instructor_course(data, name)
@@ -307,8 +302,8 @@ def provision(settings, adm, out):
     from .hub import exchange_for_class
     from .hub_access import ensure_group, ensure_users, give_to_staff
     from .hub_courses import REFERENCE_GROUP
-    from .hub_state import HubState
-    ensure_users([adm.name], create=True, out=out)
+    from .hub_state import HubState, record_made
+    record_made(settings["state"], ensure_users([adm.name], create=True, out=out))
     added = []
     if adm.role == "instructor":
         course = HubState(settings["state"]).read()["courses"][adm.course]
@@ -421,8 +416,8 @@ def _authenticator_class():
                 raise HTTPError(403, exc.message)
 
             def make():
-                with self._lock:
-                    return provision(settings, adm, self.log.info)
+                with self._lock:  # checked again under the lock: an account made since is not taken
+                    return provision(settings, check_launch(settings, state.read(), claims), self.log.info)
             try:
                 added = await asyncio.to_thread(make)
                 course = state.read()["courses"][adm.course]
@@ -433,6 +428,9 @@ def _authenticator_class():
                                                             "last_name": adm.last_name, "email": adm.email,
                                                             "lms_user_id": adm.sub})
                 await asyncio.to_thread(record, settings, adm)
+            except Refused as exc:
+                self.log.warning("LTI launch of %r refused: %s", claims.get("sub"), exc.message)
+                raise HTTPError(403, exc.message)
             except (OSError, subprocess.SubprocessError, RuntimeError, HubError) as exc:
                 self.log.error("LTI launch of %s into %s failed: %s", adm.name, adm.course, exc)
                 raise HTTPError(500, f"The hub could not set up your account for {adm.course}: {exc}. Try the "

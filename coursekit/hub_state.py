@@ -15,8 +15,8 @@ STATE_FILE = "courses.json"
 
 class HubState:
     """``STATE/courses.json``: {"courses": {id: {"folder", "context_id", "instructors": [..], "students": {id: LMS
-    user id or ""}, "lineitems"}}, "users": {name: {"sub", "courses"}}}, written whole under a lock, readable by
-    root alone."""
+    user id or ""}, "lineitems"}}, "users": {name: {"sub", "courses"}}, "made": [the Unix users this hub made]}, written whole under a
+    lock, readable by root alone."""
 
     def __init__(self, state_dir):
         self.path = os.path.join(state_dir, STATE_FILE)
@@ -93,3 +93,17 @@ def record_courses(data, courses):
         data["courses"][c.id] = {"folder": c.folder, "context_id": c.context_id,
                                  "instructors": list(dict.fromkeys(c.instructors + old.get("instructors", []))),
                                  "students": students, "lineitems": old.get("lineitems")}
+
+
+def made_accounts(data):
+    """The Unix users this hub made at a launch (``record_made``): the only existing accounts, beside the file's own
+    instructors and roster and the users launches already brought, that a launch may log into. The account comment
+    (``hub_access.MADE_BY_HUB``) is no proof: every install writes it."""
+    return set(data.get("made", []))
+
+
+def record_made(state_dir, names):
+    """``names``, just made by ``useradd`` for a launch, in the hub's state as this hub's own accounts."""
+    if names:
+        with HubState(state_dir).change() as data:
+            data["made"] = sorted(made_accounts(data) | set(names))
