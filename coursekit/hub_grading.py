@@ -30,13 +30,16 @@ import logging
 import os
 import sys
 import urllib.error
+import urllib.parse
 import urllib.request
+
+from grader.plain import inert
 
 from . import COURSE_DIR
 
 SERVICE_NAME = "course-grading"
 TOKEN_HEADER = "Authorization"
-MAX_BODY = 200 * 2 ** 20  # a submission of 50 MB, base64, and its assignment's source
+MAX_BODY = 200 * 2 ** 20  # a submission of 50 MB, base64, and its assignment's source: read only from an instructor
 MAX_TIMEOUT = 4 * 3600
 # settings a request may pass to the grading, each with what its value must look like; the sandbox's own limits and
 # COURSE_ISOLATION are the service's
@@ -67,7 +70,8 @@ def grade_by_service(course_root, payload, task, timeout, passed):
     body = json.dumps({"course": os.path.abspath(course_root), "assignment": payload["assignment"],
                        "source": _b64(payload["source"]), "timeout": timeout, "passed": passed,
                        "task": {k: v for k, v in task.items() if k != "files"} | {"files": _b64(task["files"])}})
-    req = urllib.request.Request(url.rstrip("/") + "/grade", data=body.encode(), method="POST",
+    req = urllib.request.Request(service_url(url, "/grade", os.path.abspath(course_root)), data=body.encode(),
+                                 method="POST",
                                  headers={TOKEN_HEADER: f"token {token}", "Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(req, timeout=2 * timeout + 600) as resp:
@@ -138,7 +142,11 @@ def authorise(config, api_url, header, course):
 def make_app(config, client, api_url, config_path=None):
     """The service's web application: POST /grade, one submission; POST /lms/scores, an assignment's scores to the
     LMS (``coursekit.lms_return``). With ``config_path`` the settings are read again whenever that file changes (an
-    LTI launch adds an instructor to a course)."""
+    LTI launch adds an instructor to a course).
+
+    Who asks is checked before the body is read: the course is in the URL (``?course=FOLDER``) and the token in the
+    header, so a request from anyone but an instructor of that course is refused (403) and its connection closed
+    with its body unread; an instructor's body is read up to ``MAX_BODY`` and must name the same course."""
     import asyncio
 
     from tornado import web
@@ -147,20 +155,52 @@ def make_app(config, client, api_url, config_path=None):
     from .inbound import valid_student_id
     current = Settings(config_path, config)
 
-    class Grade(web.RequestHandler):
-        async def post(self):
-            try:
-                body = json.loads(self.request.body)
-                course = str(body["course"])
-            except (ValueError, KeyError, TypeError):
-                raise web.HTTPError(400, "not a grading request")
-            config = current()
-            user, refused = authorise(config, api_url, self.request.headers.get(TOKEN_HEADER), course)
+    @web.stream_request_body
+    class Asked(web.RequestHandler):
+        """A request whose asker is known before its body is read (``prepare``); ``body()`` is the JSON it sent."""
+        what = "a request"
+
+        async def prepare(self):
+            self.chunks, self.size, self.user = [], 0, None
+            self.course = self.get_query_argument("course", "")
+            self.config = current()
+            user, refused = await asyncio.get_running_loop().run_in_executor(
+                None, authorise, self.config, api_url, self.request.headers.get(TOKEN_HEADER), self.course)
             if refused:
-                log.warning("refused a grading request from %s for %s: %s", user or "an unknown token", course, refused)
+                log.warning("refused %s from %s for %s: %s", self.what, inert(user or "an unknown token"),
+                            inert(self.course), inert(refused))
                 self.set_status(403)
                 self.finish(refused)
                 return
+            self.user = user
+            self.request.connection.set_max_body_size(MAX_BODY)
+
+        def data_received(self, chunk):
+            if self._finished or self.chunks is None:
+                return  # refused: what still arrives is dropped while the connection closes
+            self.size += len(chunk)
+            if self.size > MAX_BODY:
+                self.chunks = None
+                raise web.HTTPError(413, f"more than {MAX_BODY} bytes")
+            self.chunks.append(chunk)
+
+        def body(self):
+            try:
+                body = json.loads(b"".join(self.chunks))
+                same = str(body["course"]) == self.course
+            except (ValueError, KeyError, TypeError):
+                raise web.HTTPError(400, f"not {self.what}")
+            finally:
+                self.chunks = None
+            if not same:
+                raise web.HTTPError(400, "the body names another course than the URL")
+            return body
+
+    class Grade(Asked):
+        what = "a grading request"
+
+        async def post(self):
+            body = self.body()
             task = body["task"]
             if not (valid_student_id(str(task.get("student"))) and task.get("assignment") == body["assignment"]):
                 raise web.HTTPError(400, "not a student id or not this assignment")
@@ -169,35 +209,26 @@ def make_app(config, client, api_url, config_path=None):
                     "timestamp": task.get("timestamp"), "files": _unb64(task["files"])}
             limit = min(float(body.get("timeout", 1200)), MAX_TIMEOUT)
             passed = safe_settings(body.get("passed"))
-            log.info("%s grades %s / %s of %s", user, task["student"], task["assignment"], course)
+            log.info("%s grades %s / %s of %s", self.user, task["student"], task["assignment"], inert(self.course))
             future = client.submit(grade_submission, payload, task, limit, passed, pure=False)
             result = await asyncio.get_running_loop().run_in_executor(None, future.result)
             result["autograded"], result["feedback"] = _b64(result["autograded"]), _b64(result["feedback"])
             self.set_header("Content-Type", "application/json")
             self.finish(json.dumps(result))
 
-    class PostScores(web.RequestHandler):
+    class PostScores(Asked):
+        what = "a request to post grades"
+
         async def post(self):
             from .lms_return import Refusal, post_for_instructor
+            body = self.body()
+            log.info("%s posts the scores of %s / %s to the LMS", self.user, inert(self.course),
+                     inert(body.get("assignment")))
             try:
-                body = json.loads(self.request.body)
-                course = str(body["course"])
-            except (ValueError, KeyError, TypeError):
-                raise web.HTTPError(400, "not a request to post grades")
-            config = current()
-            user, refused = authorise(config, api_url, self.request.headers.get(TOKEN_HEADER), course)
-            if refused:
-                log.warning("refused to post grades for %s to the LMS for %s: %s", course, user or "an unknown token",
-                            refused)
-                self.set_status(403)
-                self.finish(refused)
-                return
-            log.info("%s posts the scores of %s / %s to the LMS", user, course, body.get("assignment"))
-            try:
-                answer = await asyncio.get_running_loop().run_in_executor(None, post_for_instructor, config, course,
-                                                                          body)
+                answer = await asyncio.get_running_loop().run_in_executor(None, post_for_instructor, self.config,
+                                                                          self.course, body)
             except Refusal as exc:
-                log.warning("grades of %s not posted: %s", course, exc.message)
+                log.warning("grades of %s not posted: %s", inert(self.course), inert(exc.message))
                 self.set_status(exc.status)
                 self.finish(exc.message)
                 return
@@ -205,6 +236,12 @@ def make_app(config, client, api_url, config_path=None):
             self.finish(json.dumps(answer))
 
     return web.Application([(r"/grade", Grade), (r"/lms/scores", PostScores)])
+
+
+def service_url(url, path, course):
+    """The service's ``path`` for ``course``: the course in the URL, so that the service checks who asks before it
+    reads the body."""
+    return url.rstrip("/") + path + "?" + urllib.parse.urlencode({"course": course})
 
 
 def read_config(path):

@@ -16,7 +16,7 @@ import os
 import urllib.error
 import urllib.request
 
-from .hub_grading import TOKEN_HEADER
+from .hub_grading import TOKEN_HEADER, service_url
 
 REQUEST_TIMEOUT = 600
 
@@ -56,7 +56,8 @@ def post_scores(course_root, assignment, out=print, err=print):
             "students": [s.id for s in grades.students],
             "scores": {s.id: grades.score(s.id, assignment) for s in grades.students
                        if grades.submitted(s.id, assignment)}}
-    request = urllib.request.Request(url.rstrip("/") + "/lms/scores", data=json.dumps(body).encode(), method="POST",
+    request = urllib.request.Request(service_url(url, "/lms/scores", root), data=json.dumps(body).encode(),
+                                     method="POST",
                                      headers={TOKEN_HEADER: f"token {token}", "Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(request, timeout=REQUEST_TIMEOUT) as response:

@@ -36,6 +36,7 @@ from lab import (TALL, Terminal, button_in, close_current_tab, launch, login, me
                  open_file, open_folder, press_in_assignments, screenshot_on_failure, upload, wait_for_lab)
 
 from coursekit.hub_access import REFERENCE, staff_group
+from coursekit.hub_grading import service_url
 from coursekit.samples import answered, total_points
 
 # one test worker for the hub's tests: they open the way to this install's Python for the time they run
@@ -232,7 +233,8 @@ def test_a_class_on_the_hub_as_its_people_use_it(class_folder):
         config = json.load(open(os.path.join(hub.state, "grading.json")))
         body = json.dumps({"course": hub.course, "assignment": A, "source": {}, "timeout": 60, "passed": {},
                            "task": {"student": HONEST, "assignment": A, "files": {}}}).encode()
-        req = urllib.request.Request(f"http://127.0.0.1:{config['port']}/grade", data=body, method="POST",
+        url = f"http://127.0.0.1:{config['port']}"
+        req = urllib.request.Request(service_url(url, "/grade", hub.course), data=body, method="POST",
                                      headers={"Authorization": f"token {hub.user_token(HONEST)}"})
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(req, timeout=60)
@@ -241,7 +243,7 @@ def test_a_class_on_the_hub_as_its_people_use_it(class_folder):
         assert re.search(rf"refused a grading request from {HONEST} for {re.escape(hub.course)}", hub.log_tail(200000))
         # and an instructor asking to grade a course that is not theirs
         other = dict(json.loads(body), course="/srv/another-course")
-        req = urllib.request.Request(f"http://127.0.0.1:{config['port']}/grade", data=json.dumps(other).encode(),
+        req = urllib.request.Request(service_url(url, "/grade", other["course"]), data=json.dumps(other).encode(),
                                      method="POST", headers={"Authorization": f"token {hub.user_token(INSTRUCTOR)}"})
         with pytest.raises(urllib.error.HTTPError) as refused:
             urllib.request.urlopen(req, timeout=60)

@@ -37,6 +37,7 @@ from lti_hub import LtiHub
 from lti_platform import Browser, LtiPlatform
 
 from coursekit.hub_access import REFERENCE
+from coursekit.hub_grading import service_url
 from coursekit.hub_state import HubState
 
 pytestmark = [pytest.mark.pipeline, pytest.mark.timeout(1800), pytest.mark.xdist_group("hub")]
@@ -379,7 +380,8 @@ def test_two_courses_from_the_lms_in_chromium(lti_class, tmp_path):
 def service_post(hub, token, body):
     """POST /lms/scores to the hub's grading service, as `course return --lms` does; (status, answer)."""
     config = json.load(open(os.path.join(hub.state, "grading.json")))
-    request = urllib.request.Request(f"http://127.0.0.1:{config['port']}/lms/scores", data=json.dumps(body).encode(),
+    request = urllib.request.Request(service_url(f"http://127.0.0.1:{config['port']}", "/lms/scores", body["course"]),
+                                     data=json.dumps(body).encode(),
                                      method="POST", headers={"Authorization": f"token {token}"})
     try:
         with urllib.request.urlopen(request, timeout=300) as response:
