@@ -19,8 +19,10 @@ A good launch makes what the user needs, as root, before the hub logs them in: t
 only they may enter) if missing; an instructor joins the course's staff group ``<course id>-staff`` (the first
 instructor of a course is given its folder, ``coursekit.hub_access.give_to_staff``, and its folder in the exchange), its
 students' group and the reference's group; a student joins the course's students' group and, at their first launch,
-the course's gradebook with their LMS user id (nbgrader's ``lms_user_id``, what grades are posted to), written as
-the course folder's owner, never as root. The launch's Assignment and Grade Services line items URL is kept in the
+the course's gradebook with the id the LMS's gradebook import knows them by (nbgrader's ``lms_user_id``: Canvas's
+user id when the launch carries the custom field ``canvas_user_id``, else the launch's ``sub``, which is Moodle's
+user id; grades posted by AGS go to the ``sub`` kept in the hub's state), written as the course folder's owner, never
+as root. The launch's Assignment and Grade Services line items URL is kept in the
 hub's state (root's alone), where ``course return --lms`` finds it. A user given a new group while their server runs
 has it stopped, so that it starts again with the group (a second course's assignments become readable).
 
@@ -234,6 +236,15 @@ class Admission:
     last_name: str = ""
     email: str = ""
     lineitems: str = None
+    lms_ids: dict = None     # the custom fields of hub_lti_pages.CUSTOM_FIELDS the launch carried, expanded
+    link: str = None         # the resource link's id, its title, and its own line item (AGS ``lineitem``)
+    link_title: str = ""
+    lineitem: str = None
+
+    @property
+    def import_id(self):
+        """The id the LMS's gradebook import matches the user by: Canvas's user id when sent, else ``sub``."""
+        return (self.lms_ids or {}).get("canvas_user_id") or self.sub
 
 
 def check_launch(settings, data, claims):
@@ -285,9 +296,14 @@ def check_launch(settings, data, claims):
         raise Refused(f"You are an instructor of {teaches} on this hub: a user is an instructor or a student here, "
                       f"not both.")
     ags = claims.get(AGS_CLAIM) if isinstance(claims.get(AGS_CLAIM), dict) else {}
+    from .hub_lti_pages import custom_ids
     lineitems = ags.get("lineitems") if _url(ags.get("lineitems")) else None
+    link = claims.get(LTI + "resource_link") if isinstance(claims.get(LTI + "resource_link"), dict) else {}
     return Admission(name, role, cid, course["folder"], sub, _text(claims.get("given_name")),
-                     _text(claims.get("family_name")), _text(claims.get("email")), lineitems)
+                     _text(claims.get("family_name")), _text(claims.get("email")), lineitems,
+                     lms_ids=custom_ids(claims), link=_text(link.get("id")) or None, link_title=_text(link.get("title")),
+                     lineitem=ags.get("lineitem") if _url(ags.get("lineitem")) else None)
+
 
 
 def _text(value, most=200):
@@ -333,7 +349,9 @@ def record(settings, adm):
             course["students"][adm.name] = adm.sub
         if adm.lineitems:
             course["lineitems"] = adm.lineitems
-        data["users"][adm.name] = {"sub": adm.sub}
+        if adm.link and adm.lineitem:  # an LMS assignment's link: its own column (coursekit/lms.py posts to it)
+            course.setdefault("links", {})[adm.link] = {"title": adm.link_title, "lineitem": adm.lineitem}
+        data["users"][adm.name] = {"sub": adm.sub, **({"lms_ids": adm.lms_ids} if adm.lms_ids else {})}
         teaching = course["instructors"]
         if adm.role == "instructor":  # under the state's lock: one writer of the grading settings at a time
             grading = hub_grading.read_config(settings["grading_config"])
@@ -385,14 +403,23 @@ def _authenticator_class():
     from tornado.web import HTTPError
     from traitlets import Unicode
 
+    from .hub_lti_pages import CLOCK_LEEWAY, handlers
+    login_handler, config_handler = handlers()
+
     class CourseLTI13Authenticator(LTI13Authenticator):
         """ltiauthenticator's LTI 1.3 login, with the course's checks and what a good launch makes (module
-        docstring)."""
+        docstring); its login initiation answers a framed launch with a page that opens a window, and its
+        configuration URL says what docs/lms.md says (coursekit/hub_lti_pages.py)."""
 
         settings_file = Unicode("", config=True, help="The hub's LTI settings (coursekit.hub_lti.write_settings)")
 
         def __init__(self, **kwargs):
             super().__init__(**kwargs)
+            # the validator ltiauthenticator makes for each launch reads the hub's configuration: a clock leeway
+            # for iat, nbf and exp unless the configuration sets one
+            validator = self.parent.config.LTI13LaunchValidator if self.parent is not None else {}
+            if self.parent is not None and "time_leeway" not in validator:
+                validator.time_leeway = CLOCK_LEEWAY
             self._settings = None
             self._lock = threading.Lock()  # useradd, usermod and the course folders: one launch at a time
             self._enroller = None
@@ -426,7 +453,7 @@ def _authenticator_class():
                         self._enroller = Enroller(settings["python"])
                     await self._enroller.enrol(adm.folder, {"id": adm.name, "first_name": adm.first_name,
                                                             "last_name": adm.last_name, "email": adm.email,
-                                                            "lms_user_id": adm.sub})
+                                                            "lms_user_id": adm.import_id})
                 await asyncio.to_thread(record, settings, adm)
             except Refused as exc:
                 self.log.warning("LTI launch of %r refused: %s", claims.get("sub"), exc.message)
@@ -455,6 +482,7 @@ def _authenticator_class():
                     return
                 await asyncio.sleep(0.1)
 
+    CourseLTI13Authenticator.login_handler, CourseLTI13Authenticator.config_handler = login_handler, config_handler
     CourseLTI13Authenticator.__module__, CourseLTI13Authenticator.__qualname__ = __name__, "CourseLTI13Authenticator"
     return CourseLTI13Authenticator
 

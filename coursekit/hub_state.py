@@ -15,8 +15,8 @@ STATE_FILE = "courses.json"
 
 class HubState:
     """``STATE/courses.json``: {"courses": {id: {"folder", "context_id", "instructors": [..], "students": {id: LMS
-    user id or ""}, "lineitems"}}, "users": {name: {"sub", "courses"}}, "made": [the Unix users this hub made]}, written whole under a
-    lock, readable by root alone."""
+    user id or ""}, "lineitems", "links": {resource link id: {"title", "lineitem"}}}}, "users": {name: {"sub",
+    "lms_ids"}}, "made": [the Unix users this hub made]}, written whole under a lock, readable by root alone."""
 
     def __init__(self, state_dir):
         self.path = os.path.join(state_dir, STATE_FILE)
@@ -92,7 +92,8 @@ def record_courses(data, courses):
             students.setdefault(sid, "")
         data["courses"][c.id] = {"folder": c.folder, "context_id": c.context_id,
                                  "instructors": list(dict.fromkeys(c.instructors + old.get("instructors", []))),
-                                 "students": students, "lineitems": old.get("lineitems")}
+                                 "students": students, "lineitems": old.get("lineitems"),
+                                 "links": old.get("links", {})}
 
 
 def made_accounts(data):

@@ -130,6 +130,8 @@ class LtiPlatform:
         self.refused = []      # every request refused: {"path", "status", "why", "userId"?}
         self.issued = []       # the claims of every id_token signed
         self.last_response = None  # (redirect_uri, {"id_token", "state"}) of the last authentication response
+        self.clock_offset = 0      # seconds the platform's clock is ahead (+) or behind (-) the real time
+        self.token_lifetime = 300  # seconds from iat to exp of an id_token (Moodle's: 60; Canvas's: 3600)
         self._refuse_scores = {}   # sub: status
         self._launches = {}        # lti_message_hint: the launch it started
         self._nonces = []          # nonces the platform has put into tokens, in order
@@ -229,6 +231,28 @@ class LtiPlatform:
                                     "variant": variant, "target": target_link_uri or self.tool["target_link_uri"]}
         return f"{self.base_url}/launch/{hint}"
 
+    def course_page_url(self, sub, context_id, host="localhost", **kwargs):
+        """The URL of the LMS's course page with the tool's link opened in it, as Canvas and Moodle open a link
+        set to show embedded: the page frames the launch (an iframe whose document is the platform's launch page,
+        which starts the login inside the frame). ``host``: the name the page is served under (``localhost``, so
+        that the hub on 127.0.0.1 is framed by another site, as a hub is in a real LMS)."""
+        url = self.launch_url(sub, context_id, **kwargs)
+        hint = url.rsplit("/", 1)[1]
+        with self._lock:
+            self._launches[hint]["framed"] = True
+        return f"http://{host}:{self._server.server_address[1]}/course/{hint}"
+
+    def _course_page(self, hint):
+        if hint not in self._launches:
+            raise Refused(404, "no such launch")
+        # Canvas's tool iframe: id tool_content, no sandbox, the allow list of canvas-lms's Lti::Launch.iframe_allowances
+        frame = (f'<iframe id="tool_content" name="tool_content" title="{html.escape(self.name)}" '
+                 f'src="{self.base_url}/launch/{hint}" style="width: 100%; height: 400px" '
+                 f'allow="geolocation *; microphone *; camera *; midi *; encrypted-media *; autoplay *; '
+                 f'clipboard-write *; display-capture *" allowfullscreen></iframe>')
+        return (f'<!DOCTYPE html><html><head><meta charset="utf-8"><title>{html.escape(self.name)}: course'
+                f'</title></head><body><h1>Course</h1>{frame}</body></html>')
+
     def _login_initiation(self, hint):
         launch = self._launches.get(hint)
         if launch is None:
@@ -279,14 +303,14 @@ class LtiPlatform:
         variant, sub, context_id = launch["variant"], launch["sub"], launch["context"]
         user, context = self.users[sub], self.contexts[context_id]
         role = "Mentor" if variant == "unknown_role" else context["members"].get(sub, "Learner")
-        now = _now()
+        now = _now() + self.clock_offset  # the platform's own clock
         claims = {
             "iss": OTHER_ISSUER if variant == "unknown_issuer" else self.issuer,
             "aud": OTHER_CLIENT_ID if variant == "unknown_client_id" else self.client_id,
             "azp": OTHER_CLIENT_ID if variant == "unknown_client_id" else self.client_id,
             "sub": sub,
             "iat": now - 3600 if variant == "expired" else now,
-            "exp": now - 3000 if variant == "expired" else now + 300,
+            "exp": now - 3000 if variant == "expired" else now + self.token_lifetime,
             "nonce": nonce,
             "name": user["name"], "given_name": user["given_name"], "family_name": user["family_name"],
             LTI + "message_type": "LtiResourceLinkRequest",
@@ -299,7 +323,8 @@ class LtiPlatform:
                               "type": ["http://purl.imsglobal.org/vocab/lis/v2/course#CourseOffering"]},
             LTI + "tool_platform": {"guid": self.guid, "name": self.name,
                                     "product_family_code": "coursekit-test-platform", "version": "1"},
-            LTI + "launch_presentation": {"document_target": "window", "return_url": self.base_url + "/return"},
+            LTI + "launch_presentation": {"document_target": "iframe" if launch.get("framed") else "window",
+                                          "return_url": self.base_url + "/return"},
             LTI + "custom": dict(user["custom"]),
             AGS_CLAIM: {"scope": list(AGS_SCOPES), "lineitems": self.lineitems_url(context_id)},
         }
@@ -453,6 +478,8 @@ class LtiPlatform:
         try:
             if method == "GET" and parts[0] == "launch" and len(parts) == 2:
                 return 200, {"Content-Type": "text/html; charset=utf-8"}, self._login_initiation(parts[1])
+            if method == "GET" and parts[0] == "course" and len(parts) == 2:
+                return 200, {"Content-Type": "text/html; charset=utf-8"}, self._course_page(parts[1])
             if parts == ["auth"] and method in ("GET", "POST"):
                 args = dict(query)
                 if method == "POST":

@@ -5,8 +5,14 @@ platform (lti_platform.py) on 127.0.0.1 launches into the real JupyterHub with t
 * Bad launches, each refused with a page that says why (a browser's requests without Chromium: the platform's
   self-submitting forms followed as a browser follows them): a token signed by another key, an expired one, a
   replayed nonce, an issuer or a client id the hub does not know, a deployment id it does not know, a role the course
-  does not know, an LMS course no course serves, an LMS user id that gives no valid Unix user name, and one that names
-  an account of the machine the hub did not make. Nobody is logged in and no account is made.
+  does not know, an LMS course no course serves, an LMS user id that gives no valid Unix user name, one that names
+  an account of the machine the hub did not make, and one that names an account another install of the course made
+  (the same useradd comment). Nobody is logged in and no account is made.
+* The platform's clock a minute ahead, or a minute behind with Moodle's 60 s token: let in (the hub's two minutes of
+  leeway); five minutes either way: refused.
+* /hub/lti13/config says what docs/lms.md says (scopes, custom fields), and a launch's Canvas ids are kept.
+* In Chromium, the LMS's page framing the launch: a page of one button in the frame, which opens the hub in a window
+  of its own.
 * In Chromium, as the people do it: each instructor launches from their LMS course into JupyterLab on their course
   folder and releases in a terminal; the instructor of one course cannot list the other's course folder from their
   terminal (permission denied) nor open the other's formgrader; a student enrolled in both courses launches from
@@ -20,7 +26,8 @@ platform (lti_platform.py) on 127.0.0.1 launches into the real JupyterHub with t
 
 Cost: 1 min 35 s to 2 min 45 s on 2 cores with other work on the machine (the Chromium test 1 min 25 s to 1 min
 45 s of it: five JupyterLab starts, two submissions graded), about 50 CPU-s counted for the test and the processes
-it waited for.
+it waited for; the hub starts in about 3 s, the bad launches, clocks and configuration take about 2 s together, the
+framed launch in Chromium about 5 s.
 """
 import html
 import json
@@ -34,9 +41,9 @@ import urllib.request
 import pytest
 from hub_helpers import modes_of, restore_modes
 from lti_hub import LtiHub
-from lti_platform import Browser, LtiPlatform
+from lti_platform import LTI, Browser, LtiPlatform
 
-from coursekit.hub_access import REFERENCE
+from coursekit.hub_access import MADE_BY_HUB, REFERENCE
 from coursekit.hub_grading import service_url
 from coursekit.hub_state import HubState
 
@@ -48,7 +55,11 @@ CONTEXTS = {ENC: "lms-course-enc-101", DEC: "lms-course-dec-102"}
 TEACH_ENC, TEACH_DEC, ADA, BOB = "teach-enc", "teach-dec", "ada", "bob"  # LMS user ids (subs)
 EXTRA = ["cy", "dee", "eve"]  # students of ENC who launch without a browser (the grade posts the platform refuses)
 OUTSIDER = "admin"  # an account of the machine the hub did not make: ltib-admin
-USERS = [TEACH_ENC, TEACH_DEC, ADA, BOB, *EXTRA, OUTSIDER, "mentor"]
+OTHER_INSTALL = "elsewhere"  # an account another install of the course made (its useradd comment): ltib-elsewhere
+FAY = "fay"  # a Canvas student whose launches carry Canvas's ids as custom fields
+CANVAS_IDS = {"canvas_user_id": "4211", "canvas_login_id": "fay.roe@uni.example",
+              "canvas_sis_id": "$Canvas.user.sisSourceId"}  # Canvas sends a variable it cannot expand as it is
+USERS = [TEACH_ENC, TEACH_DEC, ADA, BOB, *EXTRA, OUTSIDER, OTHER_INSTALL, FAY, "mentor"]
 A = "03_softmax"
 
 
@@ -63,11 +74,13 @@ def lti_class(class_folder):
         for sub, first, last in ((TEACH_ENC, "Grace", "Hopper"), (TEACH_DEC, "Alan", "Turing"),
                                  (ADA, "Ada", "Lovelace"), (BOB, "Bob", "Jones"), ("cy", "Cy", "Young"),
                                  ("dee", "Dee", "Ng"), ("eve", "Eve", "Moss"), ("mentor", "Max", "Mentor"),
-                                 (OUTSIDER, "Ad", "Min"), ("Ada.Lovelace", "Ada", "L"), ("stranger", "S", "T")):
+                                 (OUTSIDER, "Ad", "Min"), ("Ada.Lovelace", "Ada", "L"), ("stranger", "S", "T"),
+                                 (OTHER_INSTALL, "Else", "Where")):
             lms.add_user(sub, first, last, f"{sub.lower()}@uni.example")
+        lms.add_user(FAY, "Fay", "Roe", "fay.roe@uni.example", custom=CANVAS_IDS)
         lms.enroll(TEACH_ENC, CONTEXTS[ENC], "Instructor")
         lms.enroll(TEACH_DEC, CONTEXTS[DEC], "TeachingAssistant")
-        for sub in (ADA, BOB, *EXTRA, OUTSIDER, "Ada.Lovelace"):
+        for sub in (ADA, BOB, *EXTRA, OUTSIDER, OTHER_INSTALL, FAY, "Ada.Lovelace"):
             lms.enroll(sub, CONTEXTS[ENC], "Learner")
         lms.enroll(ADA, CONTEXTS[DEC], "Learner")
         lms.enroll("mentor", CONTEXTS[ENC], "Mentor")
@@ -77,6 +90,8 @@ def lti_class(class_folder):
         hub.clean_up(USERS)  # a run stopped half-way may have left them
         subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", hub.user(OUTSIDER)],
                        check=True, capture_output=True)
+        subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", "--comment", MADE_BY_HUB,
+                        hub.user(OTHER_INSTALL)], check=True, capture_output=True)
         try:
             hub.start()
             yield lms, hub
@@ -123,7 +138,11 @@ BAD = {  # name: (sub, context, variant, status, what the page says)
     "an account the hub did not make": (OUTSIDER, ENC, None, 403,
                                         "Your LMS user id 'admin' names the Unix user ltib-admin, an account of this "
                                         "machine that the hub did not make"),
+    "an account another install made": (OTHER_INSTALL, ENC, None, 403,
+                                        "Your LMS user id 'elsewhere' names the Unix user ltib-elsewhere, an account "
+                                        "of this machine that the hub did not make"),
 }
+EXISTING = (OUTSIDER, OTHER_INSTALL)  # accounts there before the hub: refused, never removed
 
 
 @pytest.mark.parametrize("case", sorted(BAD))
@@ -139,7 +158,7 @@ def test_a_bad_launch_is_refused_with_a_page_that_says_why(lti_class, case):
     assert not logged_in(browser)
     if status == 403:
         name = hub.user(sub)
-        assert (name == hub.user(OUTSIDER)) == exists(name), f"{name}: an account was made for a refused launch"
+        assert (sub in EXISTING) == exists(name), f"{name}: an account was made for a refused launch"
         assert name not in HubState(hub.state).read()["users"]
 
 
@@ -458,3 +477,102 @@ def test_a_restart_keeps_what_the_launches_brought(lti_class):
     for sub in (TEACH_ENC, BOB):
         answer, _ = launch(hub, sub, CONTEXTS[ENC])
         assert answer.status_code == 302, answer.text[:2000]
+
+
+CLOCKS = {  # the platform's clock: (seconds ahead of the hub's, its id_token's lifetime, status, what the page says)
+    "a minute ahead": (60, 300, 302, None),
+    "a minute behind, with Moodle's 60 s token": (-60, 60, 302, None),
+    "five minutes ahead": (300, 300, 400, "The token is not yet valid (iat)"),
+    "five minutes behind, with Moodle's 60 s token": (-300, 60, 400, "Signature has expired"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CLOCKS))
+def test_a_platform_clock_off_by_a_minute_is_allowed_and_beyond_the_leeway_refused(lti_class, case):
+    """The platform's clock a minute ahead (its token issued "in the future") or a minute behind with Moodle's 60 s
+    token (expired by the hub's clock on arrival): the launch logs the user in, within the hub's two minutes of
+    leeway; five minutes either way: refused with ltiauthenticator's page, nobody logged in. Cost: a launch each."""
+    lms, hub = lti_class
+    offset, lifetime, status, why = CLOCKS[case]
+    lms.clock_offset, lms.token_lifetime = offset, lifetime
+    try:
+        answer, browser = launch(hub, BOB, CONTEXTS[ENC])
+    finally:
+        lms.clock_offset, lms.token_lifetime = 0, 300
+    claims = lms.issued[-1]["claims"]
+    assert claims["exp"] - claims["iat"] == lifetime and abs(claims["iat"] - time.time() - offset) < 30
+    assert answer.status_code == status, (answer.status_code, answer.text[:2000])
+    assert logged_in(browser) == (status == 302)
+    if why:
+        assert why in html.unescape(answer.text), answer.text[:2000]
+
+
+def docs_section(start, end):
+    from coursekit import ROOT
+    text = open(os.path.join(ROOT, "docs", "lms.md")).read()
+    return text[text.index(start):text.index(end)]
+
+
+def test_the_config_url_says_what_the_docs_say_and_the_hub_reads_those_fields(lti_class):
+    """/hub/lti13/config (what Canvas's "Enter URL" reads) against the section of docs/lms.md that lists the scopes
+    and custom fields: the same scopes, the same custom fields with the same Canvas variables, nothing more; every
+    placement opens in a new window; the tool's own URLs and public key. A launch carrying those fields has them
+    kept in the hub's state (the one Canvas could not expand left out) and Canvas's user id is the gradebook's
+    lms_user_id, what Canvas's gradebook import matches by. Cost: a launch and a gradebook read."""
+    import requests
+
+    from coursekit.pipeline import gradebook
+    lms, hub = lti_class
+    config = requests.get(f"{hub.base}/hub/lti13/config", timeout=30).json()
+    section = docs_section("**What the tool asks of the platform.**", "**Open the link in a new window.**")
+    scopes = re.findall(r"^\| `(https://purl\.imsglobal\.org/[^`]+)` \|", section, re.M)
+    fields = dict(re.findall(r"^\| `([a-z_]+)` \| `(\$[A-Za-z.]+)` \|", section, re.M))
+    assert len(scopes) == 3 and len(fields) == 3, section
+    assert sorted(config["scopes"]) == sorted(scopes)
+    assert config["custom_fields"] == fields
+    placements = [p for ext in config["extensions"] for p in ext["settings"]["placements"]]
+    assert placements and all(p["windowTarget"] == "_blank" and "custom_fields" not in p for p in placements)
+    assert config["oidc_initiation_url"] == f"{hub.base}/hub/lti13/oauth_login"
+    assert config["target_link_uri"] == f"{hub.base}/hub/"
+    assert config["public_jwk"] == json.load(open(os.path.join(hub.state, "lti-tool-public-key.json")))["jwk"]
+    answer, _ = launch(hub, FAY, CONTEXTS[ENC])
+    assert answer.status_code == 302, answer.text[:2000]
+    kept = HubState(hub.state).read()["users"][hub.user(FAY)]
+    assert kept == {"sub": FAY, "lms_ids": {"canvas_user_id": "4211", "canvas_login_id": "fay.roe@uni.example"}}
+    with gradebook(hub.courses[ENC]) as gb:
+        assert gb.find_student(hub.user(FAY)).lms_user_id == "4211"
+
+
+@pytest.mark.browser
+def test_a_framed_launch_opens_the_hub_in_a_window_of_its_own(lti_class):
+    """The LMS's course page frames the launch (its iframe on another site, as Canvas and Moodle embed a link by
+    default), in Chromium: the frame shows the hub's page of one button, and no hub page; the button opens a
+    window in which the same login goes through and the hub shows, logged in; the hub's own pages still refuse to
+    be framed. Cost: Chromium and a launch, about 10 s."""
+    from lab import launch as chromium
+    from playwright.sync_api import sync_playwright
+
+    from coursekit.hub_lti_pages import FRAMED_BUTTON
+    lms, hub = lti_class
+    with sync_playwright() as p:
+        browser = chromium(p)
+        try:
+            page = browser.new_context().new_page()
+            page.goto(lms.course_page_url(BOB, CONTEXTS[ENC], target_link_uri=f"{hub.base}/hub/home"))
+            frame = page.frame_locator("#tool_content")
+            frame.locator("#open-course").wait_for(timeout=60_000)
+            assert frame.locator("button").all_inner_texts() == [FRAMED_BUTTON]
+            framed = next(f for f in page.frames if f.url.startswith(hub.base))
+            assert framed.url == f"{hub.base}/hub/lti13/oauth_login" and framed.parent_frame == page.main_frame
+            assert not framed.locator("#login_widget, #jupyterhub-logo, .navbar").count()
+            with page.expect_popup() as opened:
+                frame.locator("#open-course").click()
+            window = opened.value
+            window.wait_for_url(f"{hub.base}/hub/home", timeout=60_000)
+            assert hub.user(BOB) in window.content()  # the hub's page, logged in as the launch's user
+            answer = window.goto(f"{hub.base}/hub/home")
+            assert "frame-ancestors 'none'" in answer.headers["content-security-policy"]
+        finally:
+            browser.close()
+    assert lms.issued[-1]["claims"][LTI + "launch_presentation"]["document_target"] == "iframe"
+    assert "LTI login initiation in a frame (login_hint 'bob')" in hub.log_tail(10 ** 7)
