@@ -8,11 +8,17 @@ assignment:
 
 1. an access token: the OAuth 2 client-credentials grant with a JWT client assertion signed by the tool's key
    (RFC 7523, ``private_key_jwt``; 1EdTech Security Framework 1.0 section 4.1), for the line item and score scopes;
-2. the assignment's line item: found by ``resourceId`` (= the assignment's name) among the context's line items, else
-   created (``label`` = the assignment, ``scoreMaximum`` = its maximum points, ``resourceId`` = the assignment);
+2. the assignment's line item, the LMS's own column when it has one: the ``lineitem`` that launches from an LMS
+   assignment's link titled like the assignment brought (AGS's endpoint claim; the hub keeps it per resource link),
+   else the context's line item whose ``resourceId`` is the assignment, else one labelled like it (an assignment the
+   instructor made in the LMS: Canvas and Moodle label its line item with its title); created only when there is
+   none (``label`` = the assignment, ``scoreMaximum`` = its maximum points, ``resourceId`` = the assignment);
 3. each student's score, posted once (``scoreGiven`` their points, ``scoreMaximum`` the assignment's,
-   ``activityProgress`` Completed, ``gradingProgress`` FullyGraded, ``timestamp``, ``userId`` = the student's LMS user
-   id, the ``sub`` of their launches, which the gradebook keeps as ``lms_user_id``).
+   ``activityProgress`` Completed, ``gradingProgress`` FullyGraded, ``userId`` = the student's LMS user id, the
+   ``sub`` of their launches), at the time the student submitted: ``timestamp`` and Canvas's submission extension
+   (``https://canvas.instructure.com/lti/submission`` ``submitted_at``), which Canvas takes as the submission's time
+   (canvas-lms app/controllers/lti/ims/scores_controller.rb: without it the submission is dated when the score is
+   posted, so every score returned after the due date would be marked late and the late policy would deduct again).
 
 Every line item found or created and every score posted or refused is appended to a log (JSON lines). A refusal
 (401, 404, 422, or anything else) names the student and the others are still posted; a 401 is tried once more with
@@ -44,6 +50,7 @@ LINEITEM_TYPE = "application/vnd.ims.lis.v2.lineitem+json"
 LINEITEMS_TYPE = "application/vnd.ims.lis.v2.lineitemcontainer+json"
 SCORE_TYPE = "application/vnd.ims.lis.v1.score+json"
 ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+CANVAS_SUBMISSION = "https://canvas.instructure.com/lti/submission"  # Canvas's score extension
 TIMEOUT = 30  # seconds for one request to the platform
 
 
@@ -213,9 +220,25 @@ class AgsClient:
             url = _next_link(headers)
         return items
 
-    def find_or_create_line_item(self, assignment, maximum, resource_link_id=None):
-        """(line item, created): the one whose resourceId is ``assignment``, else a new one."""
+    def line_item(self, url):
+        """The line item at ``url`` (an LMS assignment's, from a launch), or None when the platform has none there."""
+        status, _, body = self._call("GET", url, accept=LINEITEM_TYPE)
+        try:
+            item = json.loads(body) if status == 200 else None
+        except ValueError:
+            item = None
+        return item if isinstance(item, dict) and item.get("id") else None
+
+    def find_or_create_line_item(self, assignment, maximum, resource_link_id=None, known=()):
+        """(line item, created): the first of ``known`` (line item URLs that launches from the LMS assignment's
+        link brought) that the platform has, else the one whose resourceId is ``assignment``, else one labelled
+        ``assignment``, else a new one."""
+        for url in known:
+            item = self.line_item(url)
+            if item is not None:
+                return item, False
         found = [i for i in self.line_items(resource_id=assignment) if i.get("resourceId") == assignment]
+        found = found or [i for i in self.line_items() if str(i.get("label", "")).strip() == assignment]
         if found:
             return found[0], False
         item = {"label": assignment, "scoreMaximum": maximum, "resourceId": assignment}
@@ -230,10 +253,13 @@ class AgsClient:
             raise AgsError(status, f"the platform created the line item {assignment} but gave no id")
         return created, True
 
-    def post_score(self, lineitem_url, user_id, given, maximum, timestamp):
-        """POST one score; returns (status, why) -- why is None when the platform took it."""
+    def post_score(self, lineitem_url, user_id, given, maximum, timestamp, submitted_at=None):
+        """POST one score (``submitted_at``: when the student submitted, Canvas's extension); returns (status, why)
+        -- why is None when the platform took it."""
         score = {"userId": user_id, "scoreGiven": given, "scoreMaximum": maximum, "timestamp": timestamp,
                  "activityProgress": "Completed", "gradingProgress": "FullyGraded"}
+        if submitted_at:
+            score[CANVAS_SUBMISSION] = {"submitted_at": submitted_at}
         status, _, body = self._call("POST", scores_url(lineitem_url), score, content_type=SCORE_TYPE)
         return status, (None if 200 <= status < 300 else _why(status, body))
 
@@ -285,16 +311,18 @@ class JsonLines:
 
 
 def post_assignment(grades, assignment, lineitems_url, credentials, log_path, *, resource_link_id=None,
-                    timeout=TIMEOUT, written=None):
+                    timeout=TIMEOUT, written=None, lineitem_urls=()):
     """Post ``assignment``'s scores from ``grades`` (``coursekit.lms_export.read_grades``) to the context whose line
-    items are at ``lineitems_url``. Returns a ``PostResult``; raises ``AgsError`` only when nothing could be posted
-    (no token, no line item)."""
+    items are at ``lineitems_url`` (to the first of ``lineitem_urls``, the LMS assignment's own line item, when the
+    platform has it). Returns a ``PostResult``; raises ``AgsError`` only when nothing could be posted (no token, no
+    line item)."""
     maximum = dict(grades.assignments)[assignment]
     log = JsonLines(log_path, written=written)
     result = PostResult(assignment, log=log.path)
     client = AgsClient(lineitems_url, credentials, timeout)
     try:
-        item, result.created = client.find_or_create_line_item(assignment, maximum, resource_link_id)
+        item, result.created = client.find_or_create_line_item(assignment, maximum, resource_link_id,
+                                                               known=lineitem_urls)
     except AgsError as exc:
         log.write(event="lineitem", assignment=assignment, lineitems=lineitems_url, status=exc.status,
                   error=exc.message)
@@ -302,7 +330,7 @@ def post_assignment(grades, assignment, lineitems_url, credentials, log_path, *,
     result.lineitem = item["id"]
     log.write(event="lineitem", assignment=assignment, lineitem=item["id"], created=result.created,
               scoreMaximum=item.get("scoreMaximum"))
-    timestamp = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    now = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
     seen = {}  # LMS user id: the student posted for it (one score per LMS user)
     for s in grades.students:
         if not grades.submitted(s.id, assignment):
@@ -316,13 +344,15 @@ def post_assignment(grades, assignment, lineitems_url, credentials, log_path, *,
             continue
         seen[s.lms_user_id] = s.id
         given = round(grades.score(s.id, assignment), 4)
+        submitted = grades.submitted_at.get((s.id, assignment))  # None: nbgrader kept no time (posted as of now)
+        timestamp = submitted or now
         try:
-            status, why = client.post_score(item["id"], s.lms_user_id, given, maximum, timestamp)
+            status, why = client.post_score(item["id"], s.lms_user_id, given, maximum, timestamp, submitted)
         except AgsError as exc:
             status, why = exc.status, exc.message
         log.write(event="score", assignment=assignment, lineitem=item["id"], student=s.id, userId=s.lms_user_id,
-                  scoreGiven=given, scoreMaximum=maximum, timestamp=timestamp, status=status, ok=why is None,
-                  **({"error": why} if why else {}))
+                  scoreGiven=given, scoreMaximum=maximum, timestamp=timestamp, submitted_at=submitted, status=status,
+                  ok=why is None, **({"error": why} if why else {}))
         if why is None:
             result.posted[s.id] = given
         else:

@@ -76,6 +76,7 @@ class ClassGrades:
     students: list                                 # [Student], sorted by last name, first name, id
     points: dict = field(default_factory=dict)     # {(student id, assignment): points} for the submissions
     left_out: list = field(default_factory=list)   # assignments of the gradebook with no grades (not asked for)
+    submitted_at: dict = field(default_factory=dict)  # {(student id, assignment): ISO 8601 UTC} when they submitted
 
     def score(self, student, assignment):
         """``student``'s points on ``assignment``: 0 when they submitted nothing (nbgrader's rule)."""
@@ -119,7 +120,16 @@ def read_grades(gb, assignments=(), students=()):
             if sub.student_id in ids:
                 penalty = sub.late_submission_penalty or 0.0
                 grades.points[(sub.student_id, a)] = max(0.0, float(sub.score or 0.0) - penalty)
+                if sub.timestamp is not None:  # nbgrader keeps it in UTC, without its zone
+                    grades.submitted_at[(sub.student_id, a)] = iso_utc(sub.timestamp)
     return grades
+
+
+def iso_utc(when):
+    """A gradebook time (naive, UTC) as ISO 8601 with its zone and milliseconds, as AGS asks."""
+    from datetime import timezone
+    when = when.astimezone(timezone.utc) if when.tzinfo else when.replace(tzinfo=timezone.utc)
+    return when.isoformat(timespec="milliseconds")
 
 
 # ------------------------------------------------------------------ cells

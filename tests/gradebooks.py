@@ -19,11 +19,12 @@ def stamp_alembic_head(path):
                    (ScriptDirectory.from_config(config).get_current_head(),))
 
 
-def build_gradebook(root, cells, students, scores, late=None, course_id="attention-course"):
+def build_gradebook(root, cells, students, scores, late=None, course_id="attention-course", submitted=None):
     """``root``/gradebook.db holding ``cells`` ({assignment: {grade cell: max points}}, one notebook each, named
     like it), ``students`` ({id: (first name, last name, email, lms_user_id or "")}), their ``scores`` ({student:
-    {assignment: {grade cell: points}}}: a submission each) and ``late`` penalties ({(student, assignment):
-    points}). Returns the database's path."""
+    {assignment: {grade cell: points}}}: a submission each), ``late`` penalties ({(student, assignment):
+    points}) and ``submitted`` times ({(student, assignment): datetime}, nbgrader's submission timestamp). Returns
+    the database's path."""
     from nbgrader.api import Gradebook
     from sqlalchemy.exc import SAWarning
     db = os.path.join(root, "gradebook.db")
@@ -39,7 +40,8 @@ def build_gradebook(root, cells, students, scores, late=None, course_id="attenti
             gb.add_student(sid, first_name=first, last_name=last, email=email, lms_user_id=lms or None)
         for sid, by_assignment in scores.items():
             for a, points in by_assignment.items():
-                gb.add_submission(a, sid)
+                when = (submitted or {}).get((sid, a))
+                gb.add_submission(a, sid, **({"timestamp": when} if when else {}))
                 for cell, score in points.items():
                     gb.find_grade(cell, a, a, sid).auto_score = score
                 if late and (sid, a) in late:

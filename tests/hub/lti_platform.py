@@ -42,6 +42,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 LTI = "https://purl.imsglobal.org/spec/lti/claim/"
 AGS_CLAIM = "https://purl.imsglobal.org/spec/lti-ags/claim/endpoint"
+CANVAS_SUBMISSION = "https://canvas.instructure.com/lti/submission"
 SCOPE_LINEITEM = "https://purl.imsglobal.org/spec/lti-ags/scope/lineitem"
 SCOPE_LINEITEM_READONLY = "https://purl.imsglobal.org/spec/lti-ags/scope/lineitem.readonly"
 SCOPE_RESULT_READONLY = "https://purl.imsglobal.org/spec/lti-ags/scope/result.readonly"
@@ -199,6 +200,22 @@ class LtiPlatform:
         self.contexts[context_id] = {"label": label or context_id, "title": title or context_id, "members": {},
                                      "lineitems": [], "results": {}}
 
+    def add_assignment(self, context_id, link_id, title, maximum, due=None):
+        """An assignment made in the LMS that links the tool (Canvas: an External Tool assignment; Moodle: an
+        External tool activity with grades): its own line item (label = its title, ``resourceLinkId`` = its link,
+        no ``resourceId``), which a launch from ``link_id`` names in the AGS claim's ``lineitem``; ``due``: its
+        due date (seconds since the epoch). Returns the line item."""
+        item = self._create_lineitem(context_id, {"label": title, "scoreMaximum": maximum, "resourceLinkId": link_id})
+        self.contexts[context_id].setdefault("links", {})[link_id] = {"title": title, "lineitem": item["id"]}
+        if due is not None:
+            self.set_due(context_id, title, due)
+        return item
+
+    def set_due(self, context_id, label, due):
+        """The due date of the assignment whose line item is labelled ``label`` (seconds since the epoch)."""
+        item = next(i for i in self.contexts[context_id]["lineitems"] if i["label"] == label)
+        self.contexts[context_id].setdefault("due", {})[item["id"]] = due
+
     def add_user(self, sub, given_name="", family_name="", email=None, custom=None):
         self.users[sub] = {"given_name": given_name, "family_name": family_name,
                            "name": f"{given_name} {family_name}".strip(), "email": email, "custom": custom or {}}
@@ -317,7 +334,9 @@ class LtiPlatform:
             LTI + "version": "1.3.0",
             LTI + "deployment_id": OTHER_DEPLOYMENT_ID if variant == "unknown_deployment" else self.deployment_id,
             LTI + "target_link_uri": launch["target"],
-            LTI + "resource_link": {"id": launch["link"], "title": launch["title"]},
+            LTI + "resource_link": {"id": launch["link"],
+                                    "title": context.get("links", {}).get(launch["link"], {}).get("title",
+                                                                                                  launch["title"])},
             LTI + "roles": list(ROLES[role]),
             LTI + "context": {"id": context_id, "label": context["label"], "title": context["title"],
                               "type": ["http://purl.imsglobal.org/vocab/lis/v2/course#CourseOffering"]},
@@ -328,6 +347,8 @@ class LtiPlatform:
             LTI + "custom": dict(user["custom"]),
             AGS_CLAIM: {"scope": list(AGS_SCOPES), "lineitems": self.lineitems_url(context_id)},
         }
+        if launch["link"] in context.get("links", {}):  # a link that is an LMS assignment: its own line item
+            claims[AGS_CLAIM]["lineitem"] = context["links"][launch["link"]]["lineitem"]
         if user["email"]:
             claims["email"] = user["email"]
         key = self.other_key if variant == "wrong_key" else self.key
@@ -454,6 +475,7 @@ class LtiPlatform:
             raise Refused(400, "timestamp is not ISO 8601")
         if user not in context["members"]:
             raise Refused(422, f"{user} is not in the context")
+        submitted_at = self._submitted_at(body)
         with self._lock:
             results = context["results"].setdefault(item["id"], {})
             last = results.get(user)
@@ -461,7 +483,36 @@ class LtiPlatform:
                 raise Refused(409, "a later score is on record")
             results[user] = {"scoreGiven": given, "scoreMaximum": maximum, "when": when,
                              "comment": body.get("comment")}
+            if submitted_at is not None:  # the submission Canvas makes (submit_homework), dated as Canvas dates it
+                due = context.get("due", {}).get(item["id"])
+                results[user].update(submitted_at=submitted_at, late=due is not None and submitted_at > due)
             self.scores.append({"context": context_id, "lineitem": item["id"], **body})
+
+    def _submitted_at(self, body):
+        """When Canvas dates the submission a score makes (canvas-lms app/controllers/lti/ims/scores_controller.rb):
+        a score is a new submission unless its submission extension says ``new_submission: false`` or
+        ``submission_type: none``; dated by the extension's ``submitted_at`` when given (400 when it is no ISO 8601
+        time or over a minute in the future), else at the moment of posting. None: no submission."""
+        ext = body.get(CANVAS_SUBMISSION) if isinstance(body.get(CANVAS_SUBMISSION), dict) else {}
+        if ext.get("new_submission") is False or ext.get("submission_type") == "none":
+            return None
+        if not ext.get("submitted_at"):
+            return _now()
+        try:
+            when = _parse_time(ext["submitted_at"])
+        except (ValueError, AttributeError):
+            raise Refused(400, f"Provided submitted_at timestamp of {ext['submitted_at']} not a valid timestamp")
+        if when > _now() + 60:
+            raise Refused(400, f"Provided submitted_at timestamp of {ext['submitted_at']} in the future")
+        return when
+
+    def late(self, context_id, label):
+        """{userId: True/False} of the line item labelled ``label``: whether its submission is late, as Canvas
+        decides it (its time after the assignment's due date; canvas-lms DataFixup::InitializeSubmissionLateness:
+        ``assignments.due_at < submissions.submitted_at``)."""
+        item = next(i for i in self.contexts[context_id]["lineitems"] if i["label"] == label)
+        return {u: r["late"] for u, r in self.contexts[context_id]["results"].get(item["id"], {}).items()
+                if "late" in r}
 
     def _results(self, context_id, n, query):
         item = self._lineitem(context_id, n)

@@ -2,16 +2,21 @@
 on 127.0.0.1: the tool's signed client assertion buys an access token, the assignment's line item is found or
 created, each student's score is posted once and what the platform records equals the gradebook; a student whose
 score the platform refuses (401, 404, 422) is named and the others are still posted; every post is in the log.
+Scores go with the time each student submitted (AGS timestamp and Canvas's submission extension), so that a
+platform that marks late the way Canvas does marks late only who submitted after the due date, though the scores
+are posted after it; an assignment made in the LMS keeps its own column (the launch's ``lineitem``, or its label),
+and the hub's grading service posts to it (lms_return.post_for_instructor, in this process).
 
-The class is a real nbgrader gradebook (tests/gradebooks.py), read with the exporter's reader.
+The class is a real nbgrader gradebook (tests/gradebooks.py), read with the exporter's reader. Cost: about 6 s
+(RSA keys, a platform per test).
 """
 import json
 import os
-from datetime import datetime
+from datetime import datetime, timedelta, timezone
 
 import pytest
 from gradebooks import build_gradebook
-from lti_platform import ASSERTION_TYPE, AGS_SCOPES, LtiPlatform
+from lti_platform import ASSERTION_TYPE, AGS_SCOPES, CANVAS_SUBMISSION, LtiPlatform
 
 from coursekit.lms import (AgsClient, AgsError, ToolCredentials, access_token, generate_key, load_key,
                            post_assignment, scores_url)
@@ -35,6 +40,10 @@ SCORES = {"ada": {A: {"softmax_basic": 2, "softmax_edge": 1, "log_softmax_basic"
           "fay": {A: {"softmax_basic": 1, "softmax_edge": 1, "log_softmax_basic": 1}}}
 LATE = {("dee", A): 0.5}
 MAX = 5.5
+NOW = datetime.now(timezone.utc).replace(microsecond=0)
+DUE = NOW - timedelta(days=1)  # the assignment was due yesterday: every score is posted after the due date
+SUBMITTED = {(s, A): (DUE + timedelta(hours=3) if s == "dee" else DUE - timedelta(hours=5)).replace(tzinfo=None)
+             for s in SCORES}  # nbgrader's times: UTC without the zone; dee submitted after the due date
 
 
 def points(student):
@@ -44,7 +53,7 @@ def points(student):
 @pytest.fixture(scope="module")
 def grades(tmp_path_factory):
     root = str(tmp_path_factory.mktemp("ags-course"))
-    build_gradebook(root, CELLS, STUDENTS, SCORES, LATE)
+    build_gradebook(root, CELLS, STUDENTS, SCORES, LATE, submitted=SUBMITTED)
     with gradebook(root) as gb:
         return read_grades(gb, [A])
 
@@ -204,3 +213,101 @@ def _other_key_pem():
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                              serialization.NoEncryption())
+
+
+def iso(naive_utc):
+    return naive_utc.replace(tzinfo=timezone.utc).isoformat(timespec="milliseconds")
+
+
+def test_scores_carry_the_submission_time_and_only_the_late_submitter_is_marked_late(lms, tool_key, grades, tmp_path):
+    """The assignment was due yesterday and the scores are posted now: each score's timestamp and Canvas's
+    submitted_at are the time the student submitted (nbgrader's), so the platform, which marks late as Canvas does,
+    marks dee (submitted 3 h after the due date) late and nobody else. A score posted without the extension, as
+    before, is dated at posting and marked late although ada submitted on time: the rule the test platform copies."""
+    lms.add_context("course-2", "ENC102")
+    item = lms.add_assignment("course-1", "link-a", A, MAX, due=DUE.timestamp())
+    result = post_assignment(grades, A, lms.lineitems_url("course-1"), credentials(lms, tool_key), str(tmp_path / "l"),
+                             lineitem_urls=[item["id"]])
+    posted = {score["userId"]: score for score in lms.scores}
+    for sid in result.posted:
+        sub = STUDENTS[sid][3]
+        assert posted[sub]["timestamp"] == iso(SUBMITTED[(sid, A)]) == posted[sub][CANVAS_SUBMISSION]["submitted_at"]
+    assert lms.late("course-1", A) == {STUDENTS[s][3]: s == "dee" for s in result.posted}
+    assert set(result.posted) == {"ada", "bob", "cy", "dee"}
+    client = AgsClient(lms.lineitems_url("course-1"), credentials(lms, tool_key))
+    now = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    assert client.post_score(item["id"], "sub-ada", 5.5, MAX, now) == (204, None)  # no extension: dated now
+    assert lms.late("course-1", A)["sub-ada"] is True
+
+
+def test_a_submission_time_in_the_future_is_refused_as_canvas_refuses_it(lms, tool_key):
+    """Canvas refuses a submitted_at over a minute ahead of its clock (400): the platform does too, and the client
+    names the answer."""
+    item = lms.add_assignment("course-1", "link-a", A, MAX)
+    client = AgsClient(lms.lineitems_url("course-1"), credentials(lms, tool_key))
+    later = (datetime.now(timezone.utc) + timedelta(hours=1)).isoformat(timespec="milliseconds")
+    status, why = client.post_score(item["id"], "sub-ada", 1, MAX, later, submitted_at=later)
+    assert status == 400 and "in the future" in why
+
+
+def test_the_lms_assignments_own_line_item_is_used_and_none_is_created(lms, tool_key, grades, tmp_path):
+    """An assignment made in the LMS (its line item labelled with its title, tied to its link, no resourceId): with
+    the line item a launch from its link brought, the scores go there; without it, the line item labelled like the
+    assignment is found; a line item is created only for an assignment the LMS has none of."""
+    creds, url = credentials(lms, tool_key), lms.lineitems_url("course-1")
+    item = lms.add_assignment("course-1", "link-a", A, 10)
+    by_claim = post_assignment(grades, A, url, creds, str(tmp_path / "log"), lineitem_urls=[item["id"]])
+    by_label = post_assignment(grades, A, url, creds, str(tmp_path / "log"))
+    assert (by_claim.lineitem, by_claim.created) == (by_label.lineitem, by_label.created) == (item["id"], False)
+    assert lms.line_items("course-1") == [item]
+    assert lms.recorded("course-1", A) == {STUDENTS[s][3]: (points(s), MAX) for s in by_claim.posted}
+    other = read_grades_for("05_rnn")
+    made = post_assignment(other, "05_rnn", url, creds, str(tmp_path / "log"))
+    assert made.created and [i["label"] for i in lms.line_items("course-1")] == [A, "05_rnn"]
+
+
+def read_grades_for(assignment):
+    from coursekit.lms_export import ClassGrades, Student
+    return ClassGrades([(assignment, 4.0)], [Student("ada", lms_user_id="sub-ada")], {("ada", assignment): 3.0})
+
+
+def test_the_hub_service_posts_to_the_column_a_launch_brought(lms, tool_key, tmp_path):
+    """The hub's side, in this process: ada's and dee's launches from the LMS assignment's link (the platform's own
+    id_tokens, whose signatures ltiauthenticator checks in test_hub_lti.py) pass the hub's checks and leave the
+    link's line item in the hub's state (hub_lti.check_launch and record); then lms_return.post_for_instructor, as
+    the grading service calls it for an instructor, posts the assignment of that title there, each score with its
+    submission time, and creates no line item. A submission time that is no ISO 8601 time is refused (400)."""
+    import jwt
+
+    from coursekit.hub_lti import check_launch, record
+    from coursekit.hub_state import HubState
+    from coursekit.lms_return import Refusal, post_for_instructor
+    _, _, key_path = tool_key
+    item = lms.add_assignment("course-1", "link-a", A, MAX, due=DUE.timestamp())
+    state = str(tmp_path / "state")
+    os.makedirs(state)
+    with HubState(state).change() as data:
+        data["courses"]["enc"] = {"folder": "/srv/enc", "context_id": "course-1", "instructors": [], "students": {},
+                                  "lineitems": None, "links": {}}
+    settings = {"deployment_ids": [lms.deployment_id], "username_claim": "sub", "username_prefix": "ltiags-",
+                "configured": [], "state": state}
+    for sub in ("sub-ada", "sub-dee"):
+        token = lms.id_token({"variant": None, "sub": sub, "context": "course-1", "link": "link-a", "title": "?",
+                              "target": "http://127.0.0.1:9/hub/"}, nonce="n")
+        record(settings, check_launch(settings, HubState(state).read(), jwt.decode(
+            token, options={"verify_signature": False})))
+    course = HubState(state).read()["courses"]["enc"]
+    assert course["links"] == {"link-a": {"title": A, "lineitem": item["id"]}}
+    assert course["students"] == {"ltiags-sub-ada": "sub-ada", "ltiags-sub-dee": "sub-dee"}
+    config = {"hub_state": state, "lti": {"client_id": lms.client_id, "tool_key": str(key_path),
+                                          "token_url": lms.token_url}}
+    ada, dee = "ltiags-sub-ada", "ltiags-sub-dee"
+    body = {"assignment": A, "maximum": MAX, "students": [ada, dee], "scores": {ada: 5.5, dee: 1.5},
+            "submitted_at": {ada: iso(SUBMITTED[("ada", A)]), dee: iso(SUBMITTED[("dee", A)])}}
+    answer = post_for_instructor(config, "/srv/enc", body)
+    assert (answer["lineitem"], answer["created"], answer["posted"]) == (item["id"], False, {ada: 5.5, dee: 1.5})
+    assert lms.late("course-1", A) == {"sub-ada": False, "sub-dee": True}
+    assert len(lms.line_items("course-1")) == 1
+    with pytest.raises(Refusal) as refused:
+        post_for_instructor(config, "/srv/enc", dict(body, submitted_at={ada: "yesterday"}))
+    assert refused.value.status == 400 and "each submission's time in ISO 8601" in refused.value.message
