@@ -11,19 +11,28 @@ Every file holds points, never percentages: a student's score on an assignment i
 cells less any late penalty (never below 0), and a student with no submission scores 0, as in nbgrader's own CSV
 export. The formats, as each platform reads them:
 
+Each platform's importer finds the student of a row by a key, and a row it cannot match by key goes to someone
+else: Canvas falls back to the name (two students of one name swap grades), Moodle gives a row whose key is blank to
+the previous row's student. So a file for Canvas or Moodle holds only rows with a key the LMS itself uses, and a
+student without one is left out and named (``left_out``), never written with a blank key. The keys come from the
+LMS: the gradebook's ``lms_user_id``, which a launch wrote (Canvas's user id with the custom field
+``canvas_user_id``, else the launch's ``sub``, Moodle's user id); for a class not launched from the LMS, from the
+course folder's ``roster.csv`` (the file ``course hub --roster`` reads, ``id,name`` and more columns after them,
+with a header row): its ``lms_user_id`` column (Canvas's user id or Moodle's), and for Canvas its ``sis_user_id``
+and ``sis_login_id``. A roster key that differs from the launch's, or one key shared by two students, is refused.
+
 * **canvas** -- the Gradebook import CSV (Grades > Import; Canvas reads it with ``lib/gradebook_importer.rb``): the
   header ``Student, ID, SIS User ID, SIS Login ID, Section`` and then one column per assignment; the row after it
   starts with ``Points Possible`` and holds each assignment's maximum (Canvas takes it as the new assignment's points
-  possible). Canvas finds a student by ``ID`` (its own numeric user id: the student's ``lms_user_id`` in the gradebook
-  when it is one), else by ``SIS User ID`` / ``SIS Login ID`` (here the course's student id, the login), else by the
-  name, written as Canvas sorts it (``Last, First``). A column whose title matches no Canvas assignment becomes a new
+  possible). Canvas finds a student by ``ID`` (its numeric user id), else by ``SIS User ID``, else by ``SIS Login
+  ID``, else by the name (``Student``, compared with the user's name and sortable name ``Last, First``); a row is
+  written only with one of the three ids. A column whose title matches no Canvas assignment becomes a new
   assignment of that title. There is no total column: Canvas computes its own, and would take a "Total" column for an
   assignment.
-* **moodle** -- the CSV grade import (Grades > Import > CSV file; ``grade/import/csv``): one row per student, nothing
-  else (Moodle takes every row as a student and refuses the whole file when one row matches no user), with
-  ``First name, Last name, Email address, Username, User ID`` and one column per assignment. On the import page
-  "Map from" ``Email address`` to ``useremail`` (or ``User ID`` to ``userid``: Moodle's LTI 1.3 ``sub`` is its user
-  id, which is what the gradebook keeps as ``lms_user_id`` for a student who came by LTI), and each assignment
+* **moodle** -- the CSV grade import (Grades > Import > CSV file; ``grade/import/csv/classes/load_data.php``): one
+  row per student, nothing else (Moodle takes every row as a student and refuses the whole file when one key matches
+  no user), with ``User ID, First name, Last name`` and one column per assignment. On the import page "Map from"
+  ``User ID`` to ``userid`` (Moodle's user id, which its LTI 1.3 launches send as ``sub``), and each assignment
   column to its grade item or to "new grade item". Moodle keeps an item's maximum on the item (a new item is out of
   100), so this command prints each assignment's maximum for the instructor to set.
 * **generic** -- one row per student, one column per assignment and a ``Total`` column, each headed with its
@@ -45,7 +54,9 @@ from nbgrader.plugins import ExportPlugin
 
 CANVAS_STUDENT_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 CANVAS_POINTS_POSSIBLE = "Points Possible"
-MOODLE_STUDENT_COLUMNS = ["First name", "Last name", "Email address", "Username", "User ID"]
+MOODLE_STUDENT_COLUMNS = ["User ID", "First name", "Last name"]
+ROSTER = "roster.csv"  # in the course folder: the keys of a class not launched from the LMS
+ROSTER_KEYS = ("lms_user_id", "sis_user_id", "sis_login_id")
 GENERIC_STUDENT_COLUMNS = ["Student ID", "First name", "Last name", "Email", "LMS user ID"]
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
@@ -77,6 +88,7 @@ class ClassGrades:
     points: dict = field(default_factory=dict)     # {(student id, assignment): points} for the submissions
     left_out: list = field(default_factory=list)   # assignments of the gradebook with no grades (not asked for)
     submitted_at: dict = field(default_factory=dict)  # {(student id, assignment): ISO 8601 UTC} when they submitted
+    keys: dict = field(default_factory=dict)       # {student id: {key: value}}: ROSTER_KEYS from the LMS or roster
 
     def score(self, student, assignment):
         """``student``'s points on ``assignment``: 0 when they submitted nothing (nbgrader's rule)."""
@@ -110,7 +122,7 @@ def read_grades(gb, assignments=(), students=()):
             raise NoGrades([], graded)
         chosen, left_out = graded, [a for a in in_gradebook if a not in graded]
     wanted = {str(s) for s in students}
-    roster = [Student(s.id, s.first_name or "", s.last_name or "", s.email or "", s.lms_user_id or "")
+    roster = [Student(s.id, s.first_name or "", s.last_name or "", s.email or "", (s.lms_user_id or "").strip())
               for s in gb.students if not wanted or s.id in wanted]
     roster.sort(key=lambda s: (s.last_name.lower(), s.first_name.lower(), s.id))
     grades = ClassGrades([(a, float(in_gradebook[a].max_score or 0.0)) for a in chosen], roster, left_out=left_out)
@@ -152,28 +164,97 @@ def canvas_name(s):
     return s.last_name or s.first_name or s.id
 
 
-def canvas_user_id(s):
-    """Canvas's ``ID`` column: its numeric user id, which the gradebook keeps as ``lms_user_id`` when the student
-    came by LTI with Canvas's ``$Canvas.user.id``; blank otherwise (Canvas then matches by login, then by name)."""
-    return s.lms_user_id if re.fullmatch(r"[0-9]+", s.lms_user_id or "") else ""
+# ------------------------------------------------------------------ the keys the LMS matches by
+def roster_keys(path):
+    """{student id: {key: value}} of the ``ROSTER_KEYS`` columns of a roster CSV whose header row names them
+    (``id,name,lms_user_id``); {} when there is no such file or header."""
+    if not path or not os.path.isfile(path):
+        return {}
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = [row for row in csv.reader(f) if row and "".join(row).strip()]
+    header = [h.strip().lower() for h in rows[0]] if rows else []
+    if not header or header[0] != "id":
+        return {}
+    return {row[0].strip(): {h: row[i].strip() for i, h in enumerate(header)
+                             if h in ROSTER_KEYS and i < len(row) and row[i].strip()} for row in rows[1:]}
+
+
+def with_keys(grades, roster):
+    """``grades`` with each student's keys: the gradebook's ``lms_user_id`` (from their launch) and the roster's
+    columns; returns {student: why} of those whose roster key differs from their launch's (no key is kept)."""
+    problems = {}
+    for s in grades.students:
+        keys = dict(roster.get(s.id, {}))
+        if s.lms_user_id and keys.get("lms_user_id", s.lms_user_id) != s.lms_user_id:
+            problems[s.id] = (f"the LMS user id of their launch ({s.lms_user_id!r}) and roster.csv's "
+                              f"({keys['lms_user_id']!r}) differ")
+            continue
+        if s.lms_user_id:
+            keys["lms_user_id"] = s.lms_user_id
+        grades.keys[s.id] = keys
+    return problems
+
+
+def _numeric(value):
+    return value if re.fullmatch(r"[0-9]+", value or "") else ""
+
+
+def platform_keys(grades, platform):
+    """({student: the key cells of their row}, {student: why they are left out}) for ``platform``: Canvas's (ID,
+    SIS User ID, SIS Login ID), one at least; Moodle's (User ID, numeric). A key that two students share leaves both
+    out. The generic file leaves nobody out (its first column is the course's own student id)."""
+    cells, left_out = {}, {}
+    for s in grades.students:
+        keys = grades.keys.get(s.id, {})
+        if platform == "canvas":
+            row = (_numeric(keys.get("lms_user_id")), keys.get("sis_user_id", ""), keys.get("sis_login_id", ""))
+            why = ("no key Canvas matches by (its user ID, SIS User ID or SIS Login ID): Canvas would match the row "
+                   "by name; launch from Canvas with the custom field canvas_user_id, or give roster.csv an "
+                   "lms_user_id, sis_user_id or sis_login_id column")
+        elif platform == "moodle":
+            row = (_numeric(keys.get("lms_user_id")),)
+            why = ("no Moodle user id: Moodle would give the row to the student of the row before it; launch from "
+                   "Moodle, or give roster.csv an lms_user_id column")
+        else:
+            row, why = (keys.get("lms_user_id", ""),), None
+        if why and not any(row):
+            left_out[s.id] = why
+        elif any(c.startswith(FORMULA_START) or not c.isprintable() for c in row):
+            left_out[s.id] = (f"a key ({', '.join(repr(c) for c in row if c)}) that a spreadsheet would run as a "
+                              f"formula or that holds a control character: written safely it would match nobody")
+        else:
+            cells[s.id] = row
+    if platform in ("canvas", "moodle"):
+        for i, name in enumerate(("ID", "SIS User ID", "SIS Login ID") if platform == "canvas" else ("User ID",)):
+            owners = {}
+            for sid, row in cells.items():
+                if row[i]:
+                    owners.setdefault(row[i], []).append(sid)
+            for value, sids in owners.items():
+                for sid in sids if len(sids) > 1 else ():
+                    left_out[sid] = f"shares the {name} {value!r} with {', '.join(o for o in sids if o != sid)}"
+        cells = {sid: row for sid, row in cells.items() if sid not in left_out}
+    return cells, left_out
 
 
 # ------------------------------------------------------------------ the formats
-def canvas_rows(grades):
+def canvas_rows(grades, cells):
     names = [a for a, _ in grades.assignments]
     yield CANVAS_STUDENT_COLUMNS + names
     yield [CANVAS_POINTS_POSSIBLE, "", "", "", ""] + [number(m) for _, m in grades.assignments]
     for s in grades.students:
-        yield ([text(canvas_name(s)), canvas_user_id(s), "", text(s.id), ""]
-               + [number(grades.score(s.id, a)) for a in names])
+        if s.id in cells:
+            yield ([text(canvas_name(s)), *cells[s.id], ""]
+                   + [number(grades.score(s.id, a)) for a in names])
 
 
-def moodle_rows(grades):
+def moodle_rows(grades, cells):
     names = [a for a, _ in grades.assignments]
     yield MOODLE_STUDENT_COLUMNS + names
     for s in grades.students:
-        yield ([text(s.first_name), text(s.last_name), text(s.email), text(s.id), text(s.lms_user_id)]
-               + [number(grades.score(s.id, a)) for a in names])
+        if s.id in cells:
+            yield ([cells[s.id][0], text(s.first_name), text(s.last_name)]
+                   + [number(grades.score(s.id, a)) for a in names])
 
 
 def generic_header(name, maximum):
@@ -183,7 +264,7 @@ def generic_header(name, maximum):
 GENERIC_HEADER = re.compile(r"^(?P<name>.*) \(out of (?P<max>[0-9.]+)\)$")
 
 
-def generic_rows(grades):
+def generic_rows(grades, cells=None):
     names = [a for a, _ in grades.assignments]
     yield (GENERIC_STUDENT_COLUMNS + [generic_header(a, m) for a, m in grades.assignments]
            + [generic_header("Total", grades.max_total)])
@@ -195,14 +276,17 @@ def generic_rows(grades):
 ROWS = {"canvas": canvas_rows, "moodle": moodle_rows, "generic": generic_rows}
 
 
-def write(grades, platform, path):
-    """Write ``grades`` as ``platform``'s import file at ``path`` (UTF-8, whole or not at all); returns the path."""
+def write(grades, platform, path, cells=None):
+    """Write ``grades`` as ``platform``'s import file at ``path`` (UTF-8, whole or not at all), the rows of the
+    students in ``cells`` (``platform_keys``; default: every student with a key); returns the path."""
+    if cells is None:
+        cells = platform_keys(grades, platform)[0]
     path = os.path.abspath(path)
     os.makedirs(os.path.dirname(path), exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".lms-export-", suffix=".csv", dir=os.path.dirname(path))
     try:
         with os.fdopen(fd, "w", newline="", encoding="utf-8") as f:
-            csv.writer(f).writerows(ROWS[platform](grades))
+            csv.writer(f).writerows(ROWS[platform](grades, cells))
         os.chmod(tmp, 0o600)  # grades: the instructor's alone until they choose to share them
         os.replace(tmp, path)
     except BaseException:
@@ -215,9 +299,11 @@ def default_name(platform):
     return f"{platform}_grades.csv"
 
 
-def summary(grades, platform, path):
-    """Lines that say what was written (and, for Moodle, the maxima its grade items need)."""
-    lines = [f"{platform}: {len(grades.students)} students x {len(grades.assignments)} assignments -> {path}"]
+def summary(grades, platform, path, left_out=None):
+    """Lines that say what was written (and, for Moodle, the maxima its grade items need), and who was left out."""
+    left_out = left_out or {}
+    written = len(grades.students) - len(left_out)
+    lines = [f"{platform}: {written} students x {len(grades.assignments)} assignments -> {path}"]
     for a, maximum in grades.assignments:
         submitted = sum(grades.submitted(s.id, a) for s in grades.students)
         missing = len(grades.students) - submitted
@@ -225,10 +311,29 @@ def summary(grades, platform, path):
                      + (f" ({missing} without a submission score 0)" if missing else ""))
     if platform == "moodle":
         lines.append("  Moodle keeps the maximum on the grade item: set each item's Maximum grade as above "
-                     "(a new grade item is out of 100)")
+                     "(a new grade item is out of 100); map from User ID to userid")
     if grades.left_out:
         lines.append(f"  left out, no grades yet: {', '.join(grades.left_out)}")
-    return lines
+    names = {s.id: " ".join(p for p in (s.first_name, s.last_name) if p) for s in grades.students}
+    for sid, why in sorted(left_out.items()):
+        lines.append(f"  LEFT OUT {sid}" + (f" ({names[sid]})" if names.get(sid) else "") + f": {why}")
+    return [inert(line) for line in lines]
+
+
+def inert(line):
+    """A printed line with each control character shown escaped (names come from the LMS or the roster)."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in line)
+
+
+def keyed(grades, platform, roster_path):
+    """The keys of ``grades`` from the LMS and the roster at ``roster_path``: (cells, left out) for the file."""
+    refused = with_keys(grades, roster_keys(roster_path))
+    cells, left_out = platform_keys(grades, platform)
+    if platform == "generic":
+        cells.update({sid: ("",) for sid in refused})
+        return cells, {}
+    left_out.update(refused)
+    return {sid: row for sid, row in cells.items() if sid not in refused}, left_out
 
 
 def export_course(root, platform, out=None, assignments=()):
@@ -241,8 +346,9 @@ def export_course(root, platform, out=None, assignments=()):
         raise FileNotFoundError(f"no gradebook in {root}: grade first (course grade)")
     with gradebook(root) as gb:
         grades = read_grades(gb, assignments)
-    path = write(grades, platform, out or os.path.join(root, "lms", default_name(platform)))
-    return summary(grades, platform, path)
+    cells, left_out = keyed(grades, platform, os.path.join(root, ROSTER))
+    path = write(grades, platform, out or os.path.join(root, "lms", default_name(platform)), cells)
+    return summary(grades, platform, path, left_out)
 
 
 # ------------------------------------------------------------------ nbgrader's export plugins
@@ -257,9 +363,10 @@ class LmsExportPlugin(ExportPlugin):
             if hasattr(self.parent, "fail"):  # nbgrader's app: log it and exit 1
                 self.parent.fail(str(exc))
             raise
-        path = write(grades, self.platform, self.to or default_name(self.platform))
-        for line in summary(grades, self.platform, path):
-            self.log.info(line)
+        cells, left_out = keyed(grades, self.platform, os.path.join(self.parent.coursedir.root, ROSTER))
+        path = write(grades, self.platform, self.to or default_name(self.platform), cells)
+        for line in summary(grades, self.platform, path, left_out):
+            (self.log.warning if line.lstrip().startswith("LEFT OUT") else self.log.info)(line)
 
 
 class CanvasExport(LmsExportPlugin):

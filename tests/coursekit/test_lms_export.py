@@ -1,11 +1,18 @@
 """`course export --lms canvas|moodle|generic` and the same writers as nbgrader export plugins: each file is read
 back by the rules its platform reads it with (Canvas's gradebook importer, Moodle's CSV grade import), and every
 score in it is the gradebook's, in points, out of the assignment's maximum; an assignment with no grades is refused
-by name and nothing is written.
+by name and nothing is written; a student without a key the LMS matches by is left out and named, never written
+with a blank key.
+
+The importers' matching rules are reproduced here from their sources (``canvas_import``: canvas-lms
+lib/gradebook_importer.rb ``process_student``; ``moodle_import``: moodle grade/import/csv/classes/load_data.php
+``prepare_import_grade_data`` and ``map_user_data_with_value``) and the files are imported into an LMS's users:
+two students of the same name and a student known only to the roster (roster.csv's key columns) land on their own
+accounts; the rows the export used to write (a blank key) are shown to land on someone else under the same rules.
 
 The class is a real nbgrader gradebook built through nbgrader's Gradebook API (no grading run), with a late penalty,
 a student who did not submit one assignment, an assignment nobody submitted, and a student whose name is a
-spreadsheet formula.
+spreadsheet formula. Cost: about 5 s (nbgrader's own export command twice).
 """
 import contextlib
 import csv
@@ -29,7 +36,7 @@ FORMULA = "=HYPERLINK(\"http://evil.example\",\"x\")"
 STUDENTS = {  # id: (first, last, email, lms_user_id)
     "alice": ("Alice", "Smith", "alice@uni.example", "4211"),                 # a Canvas user id
     "bob": ("Bob", "Jones", "bob@uni.example", "f1c2d3e4-0000-4000-8000-00000000b0b0"),  # an opaque LTI sub
-    "carol": (FORMULA, "Evans", "carol@uni.example", ""),
+    "carol": (FORMULA, "Evans", "carol@uni.example", "88"),
     "dave": ("Dave", "Brown", "dave@uni.example", "77"),
 }
 SCORES = {  # {student: {assignment: {cell: score}}}; dave did not submit B
@@ -108,16 +115,18 @@ def test_canvas_file_is_read_by_canvas_rules_and_holds_the_gradebooks_points(cou
     assert list(assignments.values()) == [A, B]
     assert "Points Possible" in possible[0] and possible[1:5] == ["", "", "", ""]
     assert {assignments[i]: points(possible[i]) for i in assignments} == {A: MAX[A], B: MAX[B]} == {A: 5.5, B: 6}
-    by_login = {row[3]: row for row in students}
-    assert sorted(by_login) == sorted(STUDENTS)
-    for sid, row in by_login.items():
-        first, last, _, lms = STUDENTS[sid]
-        assert row[1] == (lms if lms.isdigit() else "")      # Canvas's ID: its numeric user id, else blank
-        assert row[0].lstrip("'") == f"{last}, {first}"      # Canvas's sortable name, its fallback match
+    by_id = {row[1]: row for row in students}
+    ids = {STUDENTS[s][3]: s for s in STUDENTS}
+    assert sorted(by_id) == ["4211", "77", "88"]  # bob's launch gave no Canvas user id: left out, never blank
+    for canvas_id, row in by_id.items():
+        sid = ids[canvas_id]
+        first, last, _, _ = STUDENTS[sid]
+        assert row[2:5] == ["", "", ""]                      # no SIS ids: the class has no roster.csv
+        assert row[0].lstrip("'") == f"{last}, {first}"      # Canvas's sortable name, shown, never matched by
         assert {assignments[i]: points(row[i]) for i in assignments} == {a: expected(sid, a) for a in (A, B)}
-    assert by_login["bob"][5] == "2.5"  # 2 + 0 + 1.5, less the late penalty of 1: points, not a percentage
-    assert by_login["dave"][6] == "0"   # no submission of B: 0, as nbgrader's own export
-    assert f"-> {out}" in printed and "1 of 4 submitted" not in printed and "3 of 4 submitted" in printed
+    assert by_id["77"][6] == "0"   # no submission of B: 0, as nbgrader's own export
+    assert f"-> {out}" in printed and "canvas: 3 students" in printed and "3 of 4 submitted" in printed
+    assert "LEFT OUT bob (Bob Jones): no key Canvas matches by" in printed
 
 
 def test_a_name_that_is_a_formula_is_written_as_text(course, tmp_path):
@@ -131,32 +140,32 @@ def test_a_name_that_is_a_formula_is_written_as_text(course, tmp_path):
         assert not [c for row in rows for c in row if c.startswith(("=", "+", "-", "@", "\t", "\r"))], lms
         carol = [row for row in rows if cell in row]
         assert len(carol) == 1, lms
-        assert points(carol[0][5]) == expected("carol", A) == 0.0
+        score = [h for h in rows[0] if GENERIC_HEADER.match(h)] or [A]  # the generic file heads it with its maximum
+        assert points(carol[0][rows[0].index(score[0])]) == expected("carol", A) == 0.0
 
 
 # ------------------------------------------------------------------ Moodle
-def test_moodle_file_is_one_row_per_student_that_moodle_maps_by_email_or_user_id(course, tmp_path):
-    """Moodle's CSV grade import takes every row as a student and refuses the file when one matches nobody: the
-    file is the header and one row per student, each found by a unique email (Map from Email address to
-    useremail) or user id, with one numeric column per assignment holding the gradebook's points; the maxima,
-    which Moodle keeps on the grade item, are printed."""
+def test_moodle_file_is_one_row_per_student_that_moodle_maps_by_user_id(course, tmp_path):
+    """Moodle's CSV grade import takes every row as a student and refuses the file when one key matches nobody: the
+    file is the header and one row per student with a Moodle user id (Map from User ID to userid), with one numeric
+    column per assignment holding the gradebook's points; bob, whose id is no Moodle user id, is left out and
+    named; the maxima, which Moodle keeps on the grade item, are printed."""
     out = tmp_path / "moodle.csv"
     code, printed, err = export(course, "--lms", "moodle", "--out", str(out), A, B)
     assert code == 0, err
     rows = read_csv(out)
     header, students = rows[0], rows[1:]
     assert header == MOODLE_STUDENT_COLUMNS + [A, B]
-    assert len(students) == len(STUDENTS)
     col = {name: i for i, name in enumerate(header)}
-    emails = [row[col["Email address"]] for row in students]
-    assert len(set(emails)) == len(emails) and all(emails)
+    ids = {STUDENTS[s][3]: s for s in STUDENTS}
+    assert sorted(row[col["User ID"]] for row in students) == ["4211", "77", "88"]
     for row in students:
-        sid = row[col["Username"]]
-        first, last, email, lms = STUDENTS[sid]
-        assert (row[col["Email address"]], row[col["User ID"]], row[col["Last name"]]) == (email, lms, last)
+        sid = ids[row[col["User ID"]]]
+        assert row[col["Last name"]] == STUDENTS[sid][1]
         for a in (A, B):
             assert points(row[col[a]]) == expected(sid, a)
     assert f"{A}: out of 5.5" in printed and f"{B}: out of 6" in printed and "Maximum grade" in printed
+    assert "map from User ID to userid" in printed and "LEFT OUT bob (Bob Jones): no Moodle user id" in printed
 
 
 # ------------------------------------------------------------------ generic
@@ -170,7 +179,7 @@ def test_generic_file_is_one_row_per_student_with_each_maximum_and_the_total(cou
     assert header[:5] == GENERIC_STUDENT_COLUMNS
     parsed = [GENERIC_HEADER.match(h).groupdict() for h in header[5:]]
     assert [(p["name"], float(p["max"])) for p in parsed] == [(A, MAX[A]), (B, MAX[B]), ("Total", MAX[A] + MAX[B])]
-    assert len(students) == len(STUDENTS)
+    assert len(students) == len(STUDENTS)  # every student: the generic file's key is the course's own id
     for row in students:
         sid = row[0]
         assert [points(c) for c in row[5:]] == [expected(sid, A), expected(sid, B),
