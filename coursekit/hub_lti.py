@@ -50,22 +50,19 @@ import os
 import pwd
 import re
 import subprocess
-import sys
 import threading
 from dataclasses import dataclass
 
 from .enrol import enrol_as_owner
-from .hub import _write
 from .hub_access import UNIX_NAME, HubError
+from .hub_lti_config import (LTI_KEYS, SETTINGS_FILE, LtiConfig, _url, ensure_tool_key,  # noqa: F401 (hub_courses'
+                             read_lti_config, write_settings)                          # imports them from here)
 from .lms import AGS_CLAIM
 
 LTI = "https://purl.imsglobal.org/spec/lti/claim/"
 MEMBERSHIP = "http://purl.imsglobal.org/vocab/lis/v2/membership"
 INSTRUCTOR_ROLES = ("Instructor",)  # principal roles; TeachingAssistant is Instructor's sub-role
 STUDENT_ROLES = ("Learner",)
-LTI_KEYS = {"issuer", "client_id", "login_url", "token_url", "jwks_url", "deployment_ids", "tool_key",
-            "username_claim", "username_prefix", "course"}
-SETTINGS_FILE = "lti.json"
 USERNAME_RULE = ("a Unix user name here is the LMS user id ({claim}) with {prefix} before it, unchanged, and must be 1 "
                  "to 32 lowercase letters, digits, '_' or '-', starting with a lowercase letter or '_'")
 
@@ -76,102 +73,6 @@ class Refused(Exception):
     def __init__(self, message):
         super().__init__(message)
         self.message = message
-
-
-# ------------------------------------------------------------------ the LTI file
-@dataclass
-class LtiConfig:
-    path: str
-    issuer: str
-    client_id: str
-    login_url: str
-    token_url: str
-    jwks_url: str
-    deployment_ids: list
-    tool_key: str
-    username_claim: str = "sub"
-    username_prefix: str = ""
-    courses: list = None  # the [[course]] tables, read by coursekit.hub_courses.read_courses
-
-
-def _url(value):
-    return isinstance(value, str) and re.match(r"^https?://[^\s/]+", value) is not None
-
-
-def read_lti_config(path):
-    """The LTI file at ``path``; a HubError naming every problem (each key, what it must be, and where an
-    administrator finds it in the README)."""
-    from .hub_courses import load_toml
-    data = load_toml(path, "LTI settings file")
-    problems = []
-    unknown = sorted(set(data) - LTI_KEYS)
-    if unknown:
-        problems.append(f"{path}: unknown key(s) {', '.join(unknown)} (it has {', '.join(sorted(LTI_KEYS))})")
-    for key, what in (("issuer", "the platform's issuer (iss)"),
-                      ("client_id", "the client id the platform gave the tool")):
-        if not isinstance(data.get(key), str) or not data.get(key):
-            problems.append(f"{path}: no {key} = \"...\" ({what})")
-    for key, what in (("login_url", "the platform's OpenID Connect authorization URL"),
-                      ("token_url", "the platform's OAuth 2 token URL (for grades)"),
-                      ("jwks_url", "the platform's public key set URL")):
-        if not _url(data.get(key)):
-            problems.append(f"{path}: {key} must be an http(s) URL: {what}")
-    deployments = data.get("deployment_ids")
-    if not isinstance(deployments, list) or not deployments or not all(isinstance(d, str) and d for d in deployments):
-        problems.append(f"{path}: deployment_ids must list the deployment id(s) of the tool, e.g. [\"1:abc\"]")
-    key = data.get("tool_key")
-    if not isinstance(key, str) or not key:
-        problems.append(f"{path}: no tool_key = \"...\" (the path of the tool's private key; made when missing)")
-    claim = data.get("username_claim", "sub")
-    if not (claim == "sub" or (isinstance(claim, str) and re.fullmatch(r"custom:[A-Za-z0-9_.-]+", claim))):
-        problems.append(f"{path}: username_claim must be \"sub\" or \"custom:NAME\" (a custom parameter of the "
-                        f"launch), not {claim!r}")
-    prefix = data.get("username_prefix", "")
-    if not isinstance(prefix, str) or (prefix and not re.fullmatch(r"[a-z_][a-z0-9_-]{0,15}", prefix)):
-        problems.append(f"{path}: username_prefix must be up to 16 lowercase letters, digits, '_' or '-', starting "
-                        f"with a letter or '_' (or \"\"), not {prefix!r}")
-    if problems:
-        from .hub import _listed
-        raise HubError(_listed(problems))
-    base = os.path.dirname(os.path.abspath(path))
-    return LtiConfig(os.path.abspath(path), data["issuer"], data["client_id"], data["login_url"], data["token_url"],
-                     data["jwks_url"], list(deployments), os.path.normpath(os.path.join(base, key)), claim, prefix,
-                     data.get("course"))
-
-
-def ensure_tool_key(lti, state, out=print):
-    """The tool's private key, root's alone: made when missing (its public key, which the administrator registers
-    with the platform, printed and written to STATE/lti-tool-public-key.json); a HubError when others could read it
-    or it is not a private key."""
-    from .lms import generate_key, load_key, public_jwk, public_pem
-    path = lti.tool_key
-    if not os.path.lexists(path):
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        generate_key(path)
-        out(f"made the tool's private key {path} (root's alone)")
-    st = os.lstat(path)
-    if not os.path.isfile(path) or os.path.islink(path) or st.st_uid != 0 or st.st_mode & 0o077:
-        raise HubError(f"the tool's private key {path} must be a file of root's that nobody else may read: "
-                       f"`chown root:root {path} && chmod 600 {path}`")
-    try:
-        key = load_key(path)
-    except (ValueError, TypeError) as exc:
-        raise HubError(f"{path} is not a PEM private key (tool_key): {exc}") from None
-    public = {"jwk": public_jwk(key), "pem": public_pem(key)}
-    _write(os.path.join(state, "lti-tool-public-key.json"), json.dumps(public, indent=1), mode=0o644)
-    out(f"the tool's public key (register it with the platform): {os.path.join(state, 'lti-tool-public-key.json')}")
-    return public
-
-
-def write_settings(state, lti, courses, exchange):
-    """The authenticator's settings (root's alone); returns their path."""
-    settings = {"deployment_ids": lti.deployment_ids, "username_claim": lti.username_claim,
-                "username_prefix": lti.username_prefix, "state": state, "exchange": exchange,
-                "python": sys.executable, "grading_config": os.path.join(state, "grading.json"),
-                "configured": sorted({n for c in courses for n in c.instructors + c.students})}
-    path = os.path.join(state, SETTINGS_FILE)
-    _write(path, json.dumps(settings, indent=1), mode=0o600)
-    return path
 
 
 # ------------------------------------------------------------------ a launch's claims
@@ -240,6 +141,7 @@ class Admission:
     link: str = None         # the resource link's id, its title, and its own line item (AGS ``lineitem``)
     link_title: str = ""
     lineitem: str = None
+    memberships: str = None  # the course's class list (NRPS context_memberships_url), when the platform offers it
 
     @property
     def import_id(self):
@@ -297,12 +199,16 @@ def check_launch(settings, data, claims):
                       f"not both.")
     ags = claims.get(AGS_CLAIM) if isinstance(claims.get(AGS_CLAIM), dict) else {}
     from .hub_lti_pages import custom_ids
+    from .lms_roster import NRPS_CLAIM
+    nrps = claims.get(NRPS_CLAIM) if isinstance(claims.get(NRPS_CLAIM), dict) else {}
     lineitems = ags.get("lineitems") if _url(ags.get("lineitems")) else None
     link = claims.get(LTI + "resource_link") if isinstance(claims.get(LTI + "resource_link"), dict) else {}
     return Admission(name, role, cid, course["folder"], sub, _text(claims.get("given_name")),
                      _text(claims.get("family_name")), _text(claims.get("email")), lineitems,
                      lms_ids=custom_ids(claims), link=_text(link.get("id")) or None, link_title=_text(link.get("title")),
-                     lineitem=ags.get("lineitem") if _url(ags.get("lineitem")) else None)
+                     lineitem=ags.get("lineitem") if _url(ags.get("lineitem")) else None,
+                     memberships=nrps.get("context_memberships_url") if _url(nrps.get("context_memberships_url"))
+                     else None)
 
 
 
@@ -349,6 +255,8 @@ def record(settings, adm):
             course["students"][adm.name] = adm.sub
         if adm.lineitems:
             course["lineitems"] = adm.lineitems
+        if adm.memberships:
+            course["memberships"] = adm.memberships
         if adm.link and adm.lineitem:  # an LMS assignment's link: its own column (coursekit/lms.py posts to it)
             course.setdefault("links", {})[adm.link] = {"title": adm.link_title, "lineitem": adm.lineitem}
         data["users"][adm.name] = {"sub": adm.sub, **({"lms_ids": adm.lms_ids} if adm.lms_ids else {})}
@@ -447,8 +355,9 @@ def _authenticator_class():
                     return provision(settings, check_launch(settings, state.read(), claims), self.log.info)
             try:
                 added = await asyncio.to_thread(make)
-                course = state.read()["courses"][adm.course]
-                if adm.role == "student" and course["students"].get(adm.name) != adm.sub:
+                now = state.read()
+                first = now["courses"][adm.course]["students"].get(adm.name) != adm.sub or adm.name not in now["users"]
+                if adm.role == "student" and first:  # first launch here (a class list's joiner: names, Canvas id)
                     if self._enroller is None:
                         self._enroller = Enroller(settings["python"])
                     await self._enroller.enrol(adm.folder, {"id": adm.name, "first_name": adm.first_name,
@@ -467,7 +376,25 @@ def _authenticator_class():
                           f" (new groups: {', '.join(added)})" if added else "")
             if added:
                 await self._restart_for_groups(handler, adm.name)
+            if adm.role == "instructor" and adm.memberships:  # the class list, read after the instructor is in
+                asyncio.get_running_loop().create_task(self._class_list(settings, adm.course))
             return {"name": adm.name}
+
+        async def _class_list(self, settings, course_id):
+            """The course kept in step with the LMS's class list (coursekit/lms_roster.py), its changes logged."""
+            from . import hub_grading
+            from .lms import AgsError, ToolCredentials, load_key
+            from .lms_roster import sync_course
+            lti = hub_grading.read_config(settings["grading_config"]).get("lti") or {}
+
+            def sync():
+                credentials = ToolCredentials(lti["client_id"], load_key(lti["tool_key"]), lti["token_url"])
+                with self._lock:  # the groups and the state, as a launch changes them
+                    return sync_course(settings, course_id, credentials, out=self.log.info)
+            try:
+                await asyncio.to_thread(sync)
+            except (AgsError, OSError, KeyError, ValueError, RuntimeError, subprocess.SubprocessError) as exc:
+                self.log.warning("the class list of %s could not be read from the LMS: %s", course_id, exc)
 
         async def _restart_for_groups(self, handler, name):
             """Stop the user's running server: started again, it has the groups just given."""

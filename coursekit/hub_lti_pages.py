@@ -20,8 +20,10 @@ from .lms import SCOPE_LINEITEM, SCOPE_LINEITEM_READONLY, SCOPE_SCORE
 
 CLOCK_LEEWAY = 120  # seconds: two minutes of clock drift either way; Moodle's id_token lives 60 s, Canvas's an hour
 
-#: the scopes the course asks for: line items found or created and scores posted (coursekit/lms.py)
-SCOPES = (SCOPE_LINEITEM, SCOPE_LINEITEM_READONLY, SCOPE_SCORE)
+#: the scopes the course asks for: line items found or created and scores posted (coursekit/lms.py), the class list
+#: read (coursekit/lms_roster.py)
+SCOPES = (SCOPE_LINEITEM, SCOPE_LINEITEM_READONLY, SCOPE_SCORE,
+          "https://purl.imsglobal.org/spec/lti-nrps/scope/contextmembership.readonly")
 
 #: the custom fields the hub reads from a launch, with the Canvas variable each is given: the user's Canvas ids,
 #: kept for the gradebook import's matching (coursekit/lms_export.py); a ``username_claim = "custom:NAME"`` reads one

@@ -48,6 +48,11 @@ SCOPE_LINEITEM_READONLY = "https://purl.imsglobal.org/spec/lti-ags/scope/lineite
 SCOPE_RESULT_READONLY = "https://purl.imsglobal.org/spec/lti-ags/scope/result.readonly"
 SCOPE_SCORE = "https://purl.imsglobal.org/spec/lti-ags/scope/score"
 AGS_SCOPES = (SCOPE_LINEITEM, SCOPE_LINEITEM_READONLY, SCOPE_RESULT_READONLY, SCOPE_SCORE)
+# Names and Role Provisioning Services 2.0 (https://www.imsglobal.org/spec/lti-nrps/v2p0/)
+NRPS_CLAIM = "https://purl.imsglobal.org/spec/lti-nrps/claim/namesroleservice"
+SCOPE_NRPS = "https://purl.imsglobal.org/spec/lti-nrps/scope/contextmembership.readonly"
+MEMBERSHIP_TYPE = "application/vnd.ims.lti-nrps.v2.membershipcontainer+json"
+NRPS_PAGE = 2  # members a page: small, so that a class of a few is paged as a large one is
 LINEITEM_TYPE = "application/vnd.ims.lis.v2.lineitem+json"
 LINEITEMS_TYPE = "application/vnd.ims.lis.v2.lineitemcontainer+json"
 SCORE_TYPE = "application/vnd.ims.lis.v1.score+json"
@@ -133,6 +138,7 @@ class LtiPlatform:
         self.last_response = None  # (redirect_uri, {"id_token", "state"}) of the last authentication response
         self.clock_offset = 0      # seconds the platform's clock is ahead (+) or behind (-) the real time
         self.token_lifetime = 300  # seconds from iat to exp of an id_token (Moodle's: 60; Canvas's: 3600)
+        self.nrps = True           # the platform offers the class list (Names and Role Provisioning Services)
         self._refuse_scores = {}   # sub: status
         self._launches = {}        # lti_message_hint: the launch it started
         self._nonces = []          # nonces the platform has put into tokens, in order
@@ -198,7 +204,7 @@ class LtiPlatform:
 
     def add_context(self, context_id, label=None, title=None):
         self.contexts[context_id] = {"label": label or context_id, "title": title or context_id, "members": {},
-                                     "lineitems": [], "results": {}}
+                                     "lineitems": [], "results": {}, "inactive": set()}
 
     def add_assignment(self, context_id, link_id, title, maximum, due=None):
         """An assignment made in the LMS that links the tool (Canvas: an External Tool assignment; Moodle: an
@@ -224,6 +230,42 @@ class LtiPlatform:
         """``sub`` in ``context_id`` as ``role``: Instructor, TeachingAssistant, Learner or Mentor."""
         assert role in ROLES, role
         self.contexts[context_id]["members"][sub] = role
+
+    def memberships_url(self, context_id):
+        return f"{self.base_url}/nrps/{urllib.parse.quote(context_id, safe='')}/memberships"
+
+    def set_inactive(self, sub, context_id, inactive=True):
+        """``sub`` still enrolled in ``context_id`` but Inactive (a concluded or suspended enrolment): NRPS lists
+        them with ``status: Inactive``."""
+        (self.contexts[context_id]["inactive"].add if inactive else self.contexts[context_id]["inactive"].discard)(sub)
+
+    def _memberships(self, context_id, query):
+        """NRPS 2.0 section 2.3: the context's members (status, name, given_name, family_name, email, user_id,
+        roles), ``limit`` members a page with a ``Link: <...>; rel="next"`` header to the next page; ``role``
+        filters by a role."""
+        context = self._context(context_id)
+        members = []
+        for sub, role in sorted(context["members"].items()):
+            user = self.users[sub]
+            member = {"status": "Inactive" if sub in context["inactive"] else "Active", "user_id": sub,
+                      "name": user["name"], "given_name": user["given_name"], "family_name": user["family_name"],
+                      "roles": list(ROLES[role])}
+            if user["email"]:
+                member["email"] = user["email"]
+            members.append(member)
+        if "role" in query:
+            members = [m for m in members if any(r.endswith("#" + query["role"]) or r == query["role"]
+                                                 for r in m["roles"])]
+        limit = int(query["limit"]) if query.get("limit", "").isdigit() and int(query["limit"]) > 0 else NRPS_PAGE
+        start = int(query["from"]) if query.get("from", "").isdigit() else 0
+        page = members[start:start + limit]
+        headers = {"Content-Type": MEMBERSHIP_TYPE}
+        if start + limit < len(members):
+            rest = urllib.parse.urlencode({**query, "from": start + limit, "limit": limit})
+            headers["Link"] = f'<{self.memberships_url(context_id)}?{rest}>; rel="next"'
+        body = {"id": self.memberships_url(context_id), "members": page,
+                "context": {"id": context_id, "label": context["label"], "title": context["title"]}}
+        return 200, headers, json.dumps(body)
 
     def refuse_scores(self, sub, status):
         """From now on answer a score for ``sub`` with ``status``: 401 (the token is refused), 404 (no such line
@@ -347,6 +389,9 @@ class LtiPlatform:
             LTI + "custom": dict(user["custom"]),
             AGS_CLAIM: {"scope": list(AGS_SCOPES), "lineitems": self.lineitems_url(context_id)},
         }
+        if self.nrps:  # NRPS 2.0 section 3.6.1: the service's claim in every launch of a context that offers it
+            claims[NRPS_CLAIM] = {"context_memberships_url": self.memberships_url(context_id),
+                                  "service_versions": ["2.0"]}
         if launch["link"] in context.get("links", {}):  # a link that is an LMS assignment: its own line item
             claims[AGS_CLAIM]["lineitem"] = context["links"][launch["link"]]["lineitem"]
         if user["email"]:
@@ -385,7 +430,7 @@ class LtiPlatform:
                 raise Refused(401, "invalid_client: the assertion was used before", body={"error": "invalid_client"})
             self._jtis.add(claims["jti"])
             asked = args.get("scope", "").split()
-            granted = [s for s in asked if s in AGS_SCOPES]
+            granted = [s for s in asked if s in AGS_SCOPES or (s == SCOPE_NRPS and self.nrps)]
             if not granted:
                 raise Refused(400, "invalid_scope", body={"error": "invalid_scope"})
             token = secrets.token_urlsafe(24)
@@ -541,6 +586,11 @@ class LtiPlatform:
             if parts == ["token"] and method == "POST":
                 return 200, {"Content-Type": "application/json", "Cache-Control": "no-store"}, json.dumps(
                     self._token(_form(body)))
+            if parts[0] == "nrps" and len(parts) == 3 and parts[2] == "memberships" and method == "GET":
+                if not self.nrps:
+                    raise Refused(404, "this platform offers no Names and Role Provisioning Services")
+                self._authorize(headers, SCOPE_NRPS)
+                return self._memberships(parts[1], query)
             if parts[0] == "ags" and len(parts) >= 3 and parts[2] == "lineitems":
                 return self._ags(method, parts[1], parts[3:], query, headers, body)
             raise Refused(404, "not found")

@@ -527,7 +527,7 @@ def test_the_config_url_says_what_the_docs_say_and_the_hub_reads_those_fields(lt
     section = docs_section("**What the tool asks of the platform.**", "**Open the link in a new window.**")
     scopes = re.findall(r"^\| `(https://purl\.imsglobal\.org/[^`]+)` \|", section, re.M)
     fields = dict(re.findall(r"^\| `([a-z_]+)` \| `(\$[A-Za-z.]+)` \|", section, re.M))
-    assert len(scopes) == 3 and len(fields) == 3, section
+    assert len(scopes) == 4 and len(fields) == 3, section
     assert sorted(config["scopes"]) == sorted(scopes)
     assert config["custom_fields"] == fields
     placements = [p for ext in config["extensions"] for p in ext["settings"]["placements"]]
@@ -576,3 +576,25 @@ def test_a_framed_launch_opens_the_hub_in_a_window_of_its_own(lti_class):
             browser.close()
     assert lms.issued[-1]["claims"][LTI + "launch_presentation"]["document_target"] == "iframe"
     assert "LTI login initiation in a frame (login_hint 'bob')" in hub.log_tail(10 ** 7)
+
+
+def test_an_instructors_launch_brings_the_class_list_from_the_lms(lti_class):
+    """The platform offers Names and Role Provisioning Services: an instructor's launch has the hub read the
+    course's members (in the background, once the instructor is in) and say what changed in its log; the LMS's
+    learners are the course's students in the hub's state, but for those whose id gives no Unix name or names an
+    account the hub did not make, which are named. Cost: a launch and a class list, about 2 s."""
+    lms, hub = lti_class
+    before = hub.log_tail(10 ** 7).count("class list from the LMS")
+    answer, _ = launch(hub, TEACH_ENC, CONTEXTS[ENC])
+    assert answer.status_code == 302, answer.text[:2000]
+    deadline = time.monotonic() + 60
+    while hub.log_tail(10 ** 7).count("class list from the LMS") == before and time.monotonic() < deadline:
+        time.sleep(0.2)
+    log = hub.log_tail(10 ** 7)
+    assert log.count("class list from the LMS") > before, log[-3000:]
+    students = HubState(hub.state).read()["courses"][ENC]["students"]
+    learners = {s for s, role in lms.contexts[CONTEXTS[ENC]]["members"].items() if role == "Learner"}
+    assert {hub.user(s) for s in learners - {OUTSIDER, OTHER_INSTALL, "Ada.Lovelace"}} <= set(students)
+    assert not {hub.user(OUTSIDER), hub.user(OTHER_INSTALL)} & set(students)
+    assert f"not added 'admin': {hub.user(OUTSIDER)} is an account of this machine that the hub did not make" in log
+    assert "not added 'Ada.Lovelace': their LMS user id gives no valid Unix user name" in log

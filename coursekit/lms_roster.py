@@ -1,0 +1,166 @@
+"""The class list from the LMS: Names and Role Provisioning Services 2.0 (NRPS,
+https://www.imsglobal.org/spec/lti-nrps/v2p0/).
+
+A platform that offers it puts its claim (``https://purl.imsglobal.org/spec/lti-nrps/claim/namesroleservice``, with
+the context's ``context_memberships_url``) in each launch; the hub keeps the URL in its state, per course. When an
+instructor launches the course, the hub reads the members (``read_members``: the OAuth 2 client-credentials token
+for the ``contextmembership.readonly`` scope, pages followed by their ``Link: rel="next"``) and keeps the course in
+step (``sync_course``), saying what changed:
+
+* a joiner (an Active Learner the course does not have) becomes its student in the hub's state and in its
+  gradebook (names, email, LMS user id), so that ``course collect`` names them and exports hold them before their
+  first launch; their account and group come at that launch, as for anyone;
+* a leaver (a student who came from the LMS and whom it no longer lists as an Active Learner: gone, Inactive, or
+  another role) leaves the course's students in the hub's state and its students' group, so the hub no longer lets
+  them in; their grades stay in the gradebook;
+* a role change (a student the LMS now lists as an Instructor or TeachingAssistant) is a leaver who is named as
+  such: they are an instructor at their next launch (a user is an instructor or a student here, not both);
+* a member whose user id gives no Unix user name by the hub's rule, or who is named by a custom field (NRPS sends
+  the ``user_id``, the launch's ``sub``), is named and left to their first launch.
+
+Students of the LTI file's rosters (no LMS user id) are the administrator's and are left as they are.
+"""
+import json
+import os
+import subprocess
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from .lms import TIMEOUT, AgsError, _next_link, _request, _why, access_token
+
+NRPS_CLAIM = "https://purl.imsglobal.org/spec/lti-nrps/claim/namesroleservice"
+SCOPE_NRPS = "https://purl.imsglobal.org/spec/lti-nrps/scope/contextmembership.readonly"
+MEMBERSHIP_TYPE = "application/vnd.ims.lti-nrps.v2.membershipcontainer+json"
+MOST_PAGES = 1000  # a platform that pages for ever is not followed for ever
+
+
+def read_members(url, credentials, timeout=TIMEOUT):
+    """The context's members (NRPS ``members``), every page."""
+    token = access_token(credentials, [SCOPE_NRPS], timeout)
+    members, pages = [], 0
+    while url and pages < MOST_PAGES:
+        status, headers, body = _request("GET", url, timeout=timeout, headers={
+            "Authorization": f"Bearer {token}", "Accept": MEMBERSHIP_TYPE})
+        if status != 200:
+            raise AgsError(status, f"the platform refused the class list ({_why(status, body)})")
+        try:
+            page = json.loads(body)
+        except ValueError:
+            raise AgsError(status, "the class list is not JSON")
+        members += [m for m in (page.get("members") if isinstance(page, dict) else None) or [] if isinstance(m, dict)]
+        url, pages = _next_link(headers), pages + 1
+    return members
+
+
+@dataclass
+class RosterChange:
+    course: str
+    joined: dict = field(default_factory=dict)    # {name: member}
+    left: dict = field(default_factory=dict)      # {name: why}
+    roles: dict = field(default_factory=dict)     # {name: the LMS's role now}
+    unnamed: dict = field(default_factory=dict)   # {LMS user id: why}
+
+    def lines(self):
+        """What changed, one line each (an LMS user id or name shown inert)."""
+        from .lms_export import inert
+        out = [f"{self.course}: class list from the LMS: {len(self.joined)} joined, {len(self.left)} left"
+               + (f", {len(self.roles)} changed role" if self.roles else "")]
+        out += [f"  joined {n} ({m.get('name') or m.get('user_id')})" for n, m in sorted(self.joined.items())]
+        out += [f"  left {n}: {why}" for n, why in sorted(self.left.items())]
+        out += [f"  role {n}: {role} in the LMS now; an instructor at their next launch" for n, role in
+                sorted(self.roles.items())]
+        out += [f"  not added {u!r}: {why}" for u, why in sorted(self.unnamed.items())]
+        return [inert(line) for line in out]
+
+
+def plan(course_id, course, members, settings, data=None):
+    """The RosterChange that keeps ``course`` (the hub's state of it; ``data``: the whole state) in step with
+    ``members``."""
+    from .hub_lti import _exists, role_names, role_of, unix_name
+    from .hub_state import made_accounts
+    data = data or {}
+    change = RosterChange(course_id)
+    claim, prefix = settings["username_claim"], settings["username_prefix"]
+    learners, others = {}, {}  # LMS user id: member
+    for m in members:
+        sub = m.get("user_id")
+        if not isinstance(sub, str) or not sub:
+            continue
+        role = role_of(m.get("roles"))
+        if m.get("status", "Active") == "Active" and role == "student":
+            learners[sub] = m
+        else:
+            others[sub] = (m, role, role_names(m.get("roles")), m.get("status", "Active"))
+    current = course.get("students", {})
+    by_sub = {sub: name for name, sub in current.items() if sub}
+    for sub, m in learners.items():
+        if sub in by_sub:
+            continue
+        name = unix_name(sub, prefix) if claim == "sub" else None
+        if claim != "sub":
+            change.unnamed[sub] = f"this hub names users by {claim}, which the class list does not carry: they " \
+                                  f"join at their first launch"
+        elif name is None:
+            change.unnamed[sub] = "their LMS user id gives no valid Unix user name (refused at launch too)"
+        elif name in current or name in course.get("instructors", []) or name in data.get("users", {}):
+            change.unnamed[sub] = f"{name} is already someone else's here"
+        elif _exists(name) and name not in made_accounts(data) and name not in settings.get("configured", []):
+            change.unnamed[sub] = f"{name} is an account of this machine that the hub did not make"
+        else:
+            change.joined[name] = m
+    for sub, name in by_sub.items():
+        if sub in learners:
+            continue
+        if sub not in others:
+            change.left[name] = "no longer in the LMS course"
+            continue
+        m, role, names, status = others[sub]
+        if role == "instructor" and status == "Active":
+            change.roles[name] = "/".join(names)
+            change.left[name] = f"now {'/'.join(names)} in the LMS"
+        else:
+            change.left[name] = (f"{status} in the LMS course" if status != "Active"
+                                 else f"now {'/'.join(names) or 'no role'} in the LMS")
+    return change
+
+
+def sync_course(settings, course_id, credentials, out=print):
+    """Read the course's members, keep the hub's state, the students' group and the gradebook in step; returns the
+    RosterChange (also logged to ``<state>/lms/<course id>-roster.jsonl``, root's). AgsError when the platform
+    refuses the list."""
+    from .course_exchange import students_group
+    from .enrol import enrol
+    from .hub_state import HubState
+    state = HubState(settings["state"])
+    data = state.read()
+    course = data["courses"][course_id]
+    change = plan(course_id, course, read_members(course["memberships"], credentials), settings, data)
+    if change.joined:  # the gradebook first: a joiner in the state is one the gradebook has
+        enrol(settings["python"], course["folder"], [
+            {"id": name, "first_name": _text(m.get("given_name")), "last_name": _text(m.get("family_name")),
+             "email": _text(m.get("email")), "lms_user_id": m["user_id"]} for name, m in change.joined.items()])
+    with state.change() as data:
+        students = data["courses"][course_id]["students"]
+        for name, m in change.joined.items():
+            students.setdefault(name, m["user_id"])
+        for name in change.left:
+            students.pop(name, None)
+        data["courses"][course_id]["roster_sync"] = {
+            "time": datetime.now(timezone.utc).isoformat(timespec="seconds"), "joined": sorted(change.joined),
+            "left": sorted(change.left), "roles": sorted(change.roles)}
+    for name in change.left:  # out of the course's students' group (their server loses it at its next start)
+        subprocess.run(["gpasswd", "-d", name, students_group(course_id)], capture_output=True)
+    log = os.path.join(settings["state"], "lms", f"{course_id}-roster.jsonl")
+    os.makedirs(os.path.dirname(log), mode=0o700, exist_ok=True)
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "a") as f:
+        f.write(json.dumps({"time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                            "joined": sorted(change.joined), "left": change.left, "roles": change.roles,
+                            "unnamed": change.unnamed}) + "\n")
+    for line in change.lines():
+        out(line)
+    return change
+
+
+def _text(value, most=200):
+    return value[:most] if isinstance(value, str) else ""

@@ -1,0 +1,137 @@
+"""The class list from the LMS by Names and Role Provisioning Services (coursekit/lms_roster.py), in this process,
+against the LTI 1.3 test platform over HTTP on 127.0.0.1 (lti_platform.py: its NRPS 2.0 memberships service, two
+members a page with a ``Link: rel="next"`` header, behind the ``contextmembership.readonly`` scope), with the hub's
+real state file, a real nbgrader gradebook and real Unix users and groups (as root).
+
+The course had five students who came from the LMS and one the LTI file's roster named; the LMS now lists two of
+them, two joiners, one Inactive, one as an Instructor, one gone, a learner whose id gives no Unix name and one whose
+name is an account the hub did not make: the sync says each change, the hub's state, the students' group and the
+gradebook follow, and the roster's own student is left as they are. A launch carries the service's URL only from a
+platform that offers it. Cost: about 3 s (an RSA key, a gradebook, two useradd/userdel pairs).
+"""
+import json
+import os
+import subprocess
+import sys
+
+import jwt
+import pytest
+from gradebooks import build_gradebook
+from hub_helpers import remove_users
+from lti_platform import NRPS_CLAIM, NRPS_PAGE, LtiPlatform
+
+from coursekit.course_exchange import students_group
+from coursekit.hub_lti import check_launch
+from coursekit.hub_state import HubState
+from coursekit.lms import ToolCredentials, generate_key, load_key
+from coursekit.lms_roster import read_members, sync_course
+
+PREFIX = "ltir-"
+COURSE = "ltir-course"
+CONTEXT = "lms-roster-course"
+CELLS = {"03_softmax": {"softmax_basic": 2}}
+BEFORE = {"ada": "Learner", "bob": "Learner", "eve": "Learner", "fay": "Learner", "gus": "Learner"}
+NOW = {"ada": "Learner", "bob": "Learner", "cy": "Learner", "dee": "Learner", "eve": "Learner",
+       "gus": "Instructor", "teach": "Instructor", "Bad.Name": "Learner", "other": "Learner"}
+ACCOUNTS = [PREFIX + "eve", PREFIX + "other"]  # eve's launch made hers; "other" is another install's
+
+
+@pytest.fixture
+def lms(tmp_path):
+    key = str(tmp_path / "tool.pem")
+    jwk = generate_key(key)
+    with LtiPlatform() as platform:
+        platform.add_context(CONTEXT, "ROSTER", "The roster course")
+        for sub, role in NOW.items():
+            platform.add_user(sub, sub.capitalize(), "Lms", f"{sub.lower()}@uni.example")
+            platform.enroll(sub, CONTEXT, role)
+        platform.set_inactive("eve", CONTEXT)
+        platform.register_tool("http://127.0.0.1:9/login", ["http://127.0.0.1:9/callback"], public_jwks=jwk)
+        yield platform, ToolCredentials(platform.client_id, load_key(key), platform.token_url)
+
+
+def test_the_class_list_is_read_page_by_page(lms):
+    """Every member of the context, over all pages (two a page), with status, names and roles."""
+    platform, credentials = lms
+    members = read_members(platform.memberships_url(CONTEXT), credentials)
+    assert len(NOW) > 2 * NRPS_PAGE
+    assert sorted(m["user_id"] for m in members) == sorted(NOW)
+    assert {m["user_id"]: m["status"] for m in members}["eve"] == "Inactive"
+    assert next(m for m in members if m["user_id"] == "cy")["given_name"] == "Cy"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="groups and users need root (the hub tests run as root)")
+def test_joiners_leavers_and_a_role_change_are_said_and_followed(lms, tmp_path):
+    platform, credentials = lms
+    folder = str(tmp_path / "course")
+    os.makedirs(folder)
+    build_gradebook(folder, CELLS, {PREFIX + s: (s, "Lms", "", s) for s in BEFORE}, {})
+    state = str(tmp_path / "state")
+    os.makedirs(state)
+    students = {PREFIX + s: s for s in BEFORE}
+    students["rostered"] = ""  # the LTI file's roster named them: not the LMS's to remove
+    with HubState(state).change() as data:
+        data["courses"][COURSE] = {"folder": folder, "context_id": CONTEXT, "instructors": [PREFIX + "teach"],
+                                   "students": students, "lineitems": None, "links": {},
+                                   "memberships": platform.memberships_url(CONTEXT)}
+        data["made"] = [PREFIX + "eve"]
+    group = students_group(COURSE)
+    remove_users(ACCOUNTS)
+    subprocess.run(["groupadd", group], capture_output=True)
+    for name in ACCOUNTS:
+        subprocess.run(["useradd", "--no-create-home", "-G", group, name], check=True, capture_output=True)
+    said = []
+    try:
+        settings = {"state": state, "username_claim": "sub", "username_prefix": PREFIX, "configured": [],
+                    "python": sys.executable}
+        change = sync_course(settings, COURSE, credentials, out=said.append)
+        import grp
+        members = set(grp.getgrnam(group).gr_mem)
+        again = sync_course(settings, COURSE, credentials, out=lambda line: None)  # in step: nothing more changes
+    finally:
+        remove_users(ACCOUNTS)
+        subprocess.run(["groupdel", group], capture_output=True)
+    assert sorted(change.joined) == [PREFIX + "cy", PREFIX + "dee"]
+    assert change.left == {PREFIX + "eve": "Inactive in the LMS course", PREFIX + "fay": "no longer in the LMS course",
+                           PREFIX + "gus": "now Instructor/Faculty in the LMS"}
+    assert change.roles == {PREFIX + "gus": "Instructor/Faculty"}
+    assert set(change.unnamed) == {"Bad.Name", "other"}
+    assert "is an account of this machine that the hub did not make" in change.unnamed["other"]
+    assert said[0] == f"{COURSE}: class list from the LMS: 2 joined, 3 left, 1 changed role"
+    assert f"  joined {PREFIX}cy (Cy Lms)" in said and f"  left {PREFIX}fay: no longer in the LMS course" in said
+    assert f"  role {PREFIX}gus: Instructor/Faculty in the LMS now; an instructor at their next launch" in said
+    course = HubState(state).read()["courses"][COURSE]
+    assert course["students"] == {PREFIX + "ada": "ada", PREFIX + "bob": "bob", PREFIX + "cy": "cy",
+                                  PREFIX + "dee": "dee", "rostered": ""}
+    assert course["roster_sync"]["joined"] == []  # the last sync's: nothing
+    assert PREFIX + "eve" not in members and PREFIX + "other" in members  # out of the group: eve only
+    from coursekit.pipeline import gradebook
+    with gradebook(folder) as gb:
+        cy = gb.find_student(PREFIX + "cy")
+        assert (cy.first_name, cy.last_name, cy.email, cy.lms_user_id) == ("Cy", "Lms", "cy@uni.example", "cy")
+        assert gb.find_student(PREFIX + "fay")  # a leaver's grades stay
+    log = os.path.join(state, "lms", f"{COURSE}-roster.jsonl")
+    assert os.stat(log).st_mode & 0o077 == 0
+    first, last = [json.loads(line) for line in open(log).read().splitlines()]
+    assert first["joined"] == [PREFIX + "cy", PREFIX + "dee"] and first["roles"] == {PREFIX + "gus": "Instructor/Faculty"}
+    assert last["joined"] == [] and last["left"] == {}
+    assert (again.joined, again.left, set(again.unnamed)) == ({}, {}, {"Bad.Name", "other"})
+
+
+def test_a_launch_brings_the_class_lists_url_only_from_a_platform_that_offers_it(lms, tmp_path):
+    """The NRPS claim of a launch is kept (check_launch's ``memberships``); a platform without the service sends
+    none, and the hub reads no class list."""
+    platform, _ = lms
+    state = str(tmp_path)
+    with HubState(state).change() as data:
+        data["courses"][COURSE] = {"folder": "/srv/x", "context_id": CONTEXT, "instructors": [], "students": {}}
+    settings = {"deployment_ids": [platform.deployment_id], "username_claim": "sub", "username_prefix": PREFIX,
+                "configured": []}
+    for offers in (True, False):
+        platform.nrps = offers
+        token = platform.id_token({"variant": None, "sub": "teach", "context": CONTEXT, "link": "l", "title": "t",
+                                   "target": "http://127.0.0.1:9/hub/"}, nonce="n")
+        claims = jwt.decode(token, options={"verify_signature": False})
+        assert (NRPS_CLAIM in claims) == offers
+        adm = check_launch(settings, HubState(state).read(), claims)
+        assert adm.memberships == (platform.memberships_url(CONTEXT) if offers else None)
