@@ -24,6 +24,7 @@ class Failure:
     kind: str
     text: str
     mistake: str | None = None
+    candidates: tuple = ()  # every known mistake whose output this case's equals (``mistake`` is the first)
 
 
 class Report:
@@ -39,15 +40,31 @@ class Report:
         self.stopped = False
 
     def record(self, index, what, device, outcome, problem, mistake):
-        """One case judged: ``problem`` is None (right) or (kind, text); ``outcome`` the call's, if any."""
+        """One case judged: ``problem`` is None (right) or (kind, text); ``outcome`` the call's, if any;
+        ``mistake`` the explanation of the known mistake it matches, or a tuple of them, or None."""
         self.n += 1
+        candidates = tuple(mistake) if isinstance(mistake, (tuple, list)) else (mistake,) if mistake else ()
+        mistake = candidates[0] if candidates else None
         if outcome is not None:
             self.printed = self.printed or bool(outcome.printed)
             self.warned.extend(outcome.warnings)
         if problem is not None:
-            self.failures.append(Failure(index, what, device, problem[0], problem[1], mistake))
+            self.failures.append(Failure(index, what, device, problem[0], problem[1], mistake, candidates))
             if problem[0] in STOPPING:
                 self.stopped = True
+
+    def _most_shared_mistake(self):
+        """The known mistake that the most failing cases match (on a tie, the one registered first): a case may
+        match several (with one key, a finite fill and a multiplied mask give the same output), the others tell
+        them apart."""
+        counts = {}
+        for f in self.failures:
+            for i, why in enumerate(f.candidates):
+                n, order = counts.get(why, (0, (f.index, i)))
+                counts[why] = (n + 1, order)
+        if not counts:
+            return None
+        return min(counts, key=lambda why: (-counts[why][0], counts[why][1]))
 
     def finish(self):
         label = f"{self.name} [{self.part}]"
@@ -68,12 +85,12 @@ class Report:
         lines = [f"FAILED {label}: {len(self.failures)} of {self.n} checks failed.",
                  f"First failure, case {first.index}: {first.what} (device {first.device}):",
                  f"  {first.text}"]
-        if first.mistake:
-            lines.append(f"  This looks like a known mistake: {first.mistake}.")
-        else:
-            later = next((f for f in self.failures if f.mistake), None)
-            if later:
-                lines.append(f"  Case {later.index} ({later.what}) matches a known mistake: {later.mistake}.")
+        named = self._most_shared_mistake()
+        if named and named in first.candidates:
+            lines.append(f"  This looks like a known mistake: {named}.")
+        elif named:
+            later = next(f for f in self.failures if named in f.candidates)
+            lines.append(f"  Case {later.index} ({later.what}) matches a known mistake: {named}.")
         kinds = sorted({f.kind for f in self.failures[1:]} - {first.kind})
         if kinds:
             lines.append(f"  Other failing cases show: {', '.join(kinds)}.")

@@ -74,23 +74,26 @@ def problem(fn_name, outcome, expected, raises, ref_message, device, input_scale
 
 
 def diagnose(kind, got, mistake_outputs, explanations):
-    """Name the known mistake whose output the learner's output equals.
+    """The known mistakes whose output the learner's output equals, as their explanations in the order they are
+    registered (several mistakes can give the same output on one case: the report then names the one that most
+    failing cases share, ``Report.finish``).
 
     A NaN output cannot equal anything, so for NaN the mistake named is the first
     one that also produces NaN on this case (overflow, a 0/0 row).
     """
     if kind in ("stub", "error", "timeout", "crash", "reference", "no-raise", "wrong-raise"):
-        return None
+        return ()
+    found = []
     for mname, mout in mistake_outputs.items():
-        if mout is None or mname not in explanations:
+        if mout is None or mname not in explanations or explanations[mname] in found:
             continue
         if kind == "nan":
             if any(t.is_floating_point() and t.device.type != "meta" and any(v != v for v in _flat(t))
                    for t in tensors(mout)):
-                return explanations[mname]
+                return (explanations[mname],)
         elif same(mout, got):
-            return explanations[mname]
-    return None
+            found.append(explanations[mname])
+    return tuple(found)
 
 
 def _flat(t):
@@ -128,7 +131,8 @@ def judge_case(run, ex, fn, index, case, expected, device):
     value = expected.value() if callable(expected.value) else expected.value
     wrong = problem(ex.name, outcome, value, case.raises, expected.message, device, scale)
     mistake = None
-    if wrong is not None:
+    if wrong is not None and not case.raises:  # a case that must raise names no mistake: the known mistakes are
+        # not run on its bad input (where they could only fail, or warn on the grading side's stderr)
         mistakes = expected.mistakes() if callable(expected.mistakes) else expected.mistakes
         mistake = diagnose(wrong[0], outcome.value, mistakes, dict(ex.mistakes))
     run.record(index, case.what, device, outcome, wrong, mistake)

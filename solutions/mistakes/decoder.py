@@ -74,6 +74,11 @@ def rope_attention_without_rope(x, params, n_heads, mask=None):
     return _rope_attention(x, params, n_heads, mask, rot_q=False, rot_k=False)
 
 
+def rope_attention_mask_reversed(x, params, n_heads, mask=None):
+    """nn.MultiheadAttention's polarity: the mask's True taken for "blocked" (``~mask`` passed on)."""
+    return _rope_attention(x, params, n_heads, None if mask is None else ~mask)
+
+
 # --- decoder_block -----------------------------------------------------------
 def _decoder_block(x, valid, params, n_heads, causal="tril", use_padding=True, attn_residual=True,
                    ffn_residual=True):

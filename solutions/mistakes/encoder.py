@@ -7,7 +7,7 @@ in ``_parts.py`` only, so it can also be compiled as learner code in the tests. 
 
 import torch
 
-from ._parts import _causal, _ffn, _ln, _mha
+from ._parts import _attend, _causal, _ffn, _ln, _merge, _mha, _split
 
 
 # --- split_heads / merge_heads -----------------------------------------------
@@ -39,6 +39,23 @@ def mha_scaled_by_sqrt_D(x_q, x_kv, params, n_heads, mask=None):
 def mha_kv_from_queries(x_q, x_kv, params, n_heads, mask=None):
     """Keys and values projected from x_q instead of x_kv."""
     return _mha(x_q, x_q, params, n_heads, mask)
+
+
+def mha_mask_reversed(x_q, x_kv, params, n_heads, mask=None):
+    """nn.MultiheadAttention's polarity: the mask's True taken for "blocked" (``~mask`` passed on)."""
+    return _mha(x_q, x_kv, params, n_heads, None if mask is None else ~mask)
+
+
+def mha_mask_without_head_axis(x_q, x_kv, params, n_heads, mask=None):
+    """A (B, T_q, T_k) or (B, 1, T_k) mask passed to attention as it came: against scores (B, H, T_q, T_k) its
+    batch axis lines up with the heads (it broadcasts only when B is 1 or H; it raises otherwise)."""
+    q = _split(x_q @ params["W_q"].T + params["b_q"], n_heads)
+    k = _split(x_kv @ params["W_k"].T + params["b_k"], n_heads)
+    v = _split(x_kv @ params["W_v"].T + params["b_v"], n_heads)
+    out, weights = _attend(q, k, v, mask)
+    if weights.shape != q.shape[:-1] + k.shape[-2:-1]:
+        raise ValueError("the mask enlarged the scores")
+    return _merge(out) @ params["W_o"].T + params["b_o"], weights
 
 
 # --- sinusoidal_positions ----------------------------------------------------

@@ -27,6 +27,11 @@ def cross_attention_causal(y, memory, src_valid, params, n_heads):
     return _mha(y, memory, params, n_heads, mask)
 
 
+def cross_attention_mask_reversed(y, memory, src_valid, params, n_heads):
+    """nn.MultiheadAttention's polarity: ~src_valid, so only the source padding may be read."""
+    return _mha(y, memory, params, n_heads, None if src_valid is None else ~src_valid[:, None, :])
+
+
 def cross_attention_padding_ignored(y, memory, src_valid, params, n_heads):
     return _mha(y, memory, params, n_heads, None)
 
@@ -41,18 +46,20 @@ def _self_mask(y, tgt_valid, causal=True):
 
 
 def _encdec_block(y, memory, tgt_valid, src_valid, params, n_heads, cross_first=False, kv_from_decoder=False,
-                  causal_cross=False, causal_self=True, cross_residual=True):
+                  causal_cross=False, causal_self=True, cross_residual=True, cross_reads_y=False,
+                  tgt_padding=True):
     cross_mask = _src_mask(src_valid)
     if causal_cross:
         c = _causal(y.shape[1], memory.shape[1], y.device)
         cross_mask = c if cross_mask is None else c & cross_mask
 
     def self_sub(h, ln):
-        return _ln(h + _mha(h, h, params["self_attn"], n_heads, _self_mask(h, tgt_valid, causal_self))[0], ln)
+        self_mask = _self_mask(h, tgt_valid if tgt_padding else None, causal_self)
+        return _ln(h + _mha(h, h, params["self_attn"], n_heads, self_mask)[0], ln)
 
     def cross_sub(h, ln):
         source = h if kv_from_decoder else memory
-        c, w = _mha(h, source, params["cross_attn"], n_heads, cross_mask)
+        c, w = _mha(y if cross_reads_y else h, source, params["cross_attn"], n_heads, cross_mask)
         return _ln(h + c if cross_residual else c, ln), w
 
     if cross_first:
@@ -83,6 +90,16 @@ def encdec_no_causal_self(y, memory, tgt_valid, src_valid, params, n_heads):
 
 def encdec_no_cross_residual(y, memory, tgt_valid, src_valid, params, n_heads):
     return _encdec_block(y, memory, tgt_valid, src_valid, params, n_heads, cross_residual=False)
+
+
+def encdec_cross_reads_y(y, memory, tgt_valid, src_valid, params, n_heads):
+    """cross_attention(y, ...) instead of cross_attention(h1, ...): the queries skip self-attention's output."""
+    return _encdec_block(y, memory, tgt_valid, src_valid, params, n_heads, cross_reads_y=True)
+
+
+def encdec_no_target_padding(y, memory, tgt_valid, src_valid, params, n_heads):
+    """Self-attention with the causal mask alone: the target padding is not blocked."""
+    return _encdec_block(y, memory, tgt_valid, src_valid, params, n_heads, tgt_padding=False)
 
 
 # --- encdec_forward ----------------------------------------------------------

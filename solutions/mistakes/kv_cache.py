@@ -20,7 +20,8 @@ def _attend(q, k, v, mask):
     return torch.softmax(scores, dim=-1).nan_to_num(0.0) @ v
 
 
-def _cached(q, k_new, v_new, cache, use_cache=True, offset=True, causal=True, new_first=False, grow=True):
+def _cached(q, k_new, v_new, cache, use_cache=True, offset=True, causal=True, new_first=False, grow=True,
+            reversed_mask=False):
     if cache is None:
         K, V = k_new, v_new
     elif new_first:
@@ -33,7 +34,7 @@ def _cached(q, k_new, v_new, cache, use_cache=True, offset=True, causal=True, ne
     mask = torch.ones(T_new, T_all, dtype=torch.bool, device=q.device)
     if causal:
         mask = mask.tril(diagonal=T_all - T_new if offset else 0)
-    out = _attend(q, keys, values, mask)
+    out = _attend(q, keys, values, ~mask if reversed_mask else mask)
     return out, ((K, V) if grow else cache)
 
 
@@ -56,6 +57,11 @@ def cached_attention_new_first(q, k_new, v_new, cache=None):
 
 def cached_attention_cache_not_grown(q, k_new, v_new, cache=None):
     return _cached(q, k_new, v_new, cache, grow=False)
+
+
+def cached_attention_mask_reversed(q, k_new, v_new, cache=None):
+    """The shifted causal mask's polarity reversed (True taken for "blocked"): each query reads only its future."""
+    return _cached(q, k_new, v_new, cache, reversed_mask=True)
 
 
 # --- decoder_block_step ---------------------------------------------------------

@@ -73,6 +73,47 @@ def attention_mask_ignored(Q, K, V, mask=None):
     return attention.masked_attention(Q, K, V, None)
 
 
+def attention_mask_reversed(Q, K, V, mask=None):
+    # masked_fill(mask, -inf): nn.MultiheadAttention's polarity, with a softmax that handles an empty row
+    return attention.masked_attention(Q, K, V, None if mask is None else ~mask)
+
+
+def attention_mask_reversed_plain_softmax(Q, K, V, mask=None):
+    # the same, with torch.softmax: a row the reversed mask blocks entirely becomes NaN
+    if mask is None:
+        return attention.masked_attention(Q, K, V, None)
+    scores = (Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])).masked_fill(mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ V, weights
+
+
+def attention_finite_fill(Q, K, V, mask=None):
+    # masked_fill(~mask, -1e9): right wherever a row has an allowed key; a fully blocked row averages every value
+    scores = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, -1e9)
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ V, weights
+
+
+def attention_mask_multiplied(Q, K, V, mask=None):
+    # the bool mask used as a float factor: a blocked score becomes 0, which still gets exp(0) of the weight
+    scores = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
+    if mask is not None:
+        scores = scores * mask
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ V, weights
+
+
+def attention_mask_added(Q, K, V, mask=None):
+    # the bool mask added as if it were M: an allowed score gains 1, a blocked one 0, so nothing is blocked
+    scores = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
+    if mask is not None:
+        scores = scores + mask
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ V, weights
+
+
 # ---------------------------------------------------------------- wrong answers to the self-check questions
 def answer_causal_pairs_all_pairs():
     return 36

@@ -73,14 +73,14 @@ def decoder_step_log_probabilities(prev_ids, h, params):
 
 
 # --- teacher_forced_logits ---------------------------------------------------
-def _decoder_run(context, tgt_in, params, own_predictions=False):
+def _decoder_run(context, tgt_in, params, own_predictions=False, old_state=False):
     B, T_y = tgt_in.shape
     h, out = context, []
     prev = tgt_in[:, 0] if T_y else None
     for t in range(T_y):
         e = params["E_tgt"][prev]
-        h = torch.tanh(h @ params["W_h_dec"].T + e @ params["W_x_dec"].T + params["b_dec"])
-        logits = h @ params["W_out"].T + params["b_out"]
+        h_old, h = h, torch.tanh(h @ params["W_h_dec"].T + e @ params["W_x_dec"].T + params["b_dec"])
+        logits = (h_old if old_state else h) @ params["W_out"].T + params["b_out"]
         out.append(logits)
         if t + 1 < T_y:
             prev = logits.argmax(dim=-1) if own_predictions else tgt_in[:, t + 1]
@@ -92,6 +92,11 @@ def _decoder_run(context, tgt_in, params, own_predictions=False):
 def teacher_forced_own_predictions(context, tgt_in, params):
     """Step t reads the decoder's own argmax from step t - 1 instead of the true token."""
     return _decoder_run(context, tgt_in, params, own_predictions=True)
+
+
+def teacher_forced_logits_from_old_state(context, tgt_in, params):
+    """Step t scores the next token from h_{t-1}, the state before the update."""
+    return _decoder_run(context, tgt_in, params, old_state=True)
 
 
 def teacher_forced_zero_start(context, tgt_in, params):
@@ -166,7 +171,7 @@ def greedy_decode_no_feedback(context, params, bos_id, eos_id, max_len):
 
 # --- beam_search -------------------------------------------------------------
 def _beam(context, params, bos_id, eos_id, beam_width, max_len, length_norm=False, cumulative=True,
-          finish=True, use_norm=True):
+          finish=True, use_norm=True, return_norm=False):
     if beam_width < 1:
         raise ValueError(f"beam_width must be >= 1, got {beam_width}")
     if max_len < 0:
@@ -194,7 +199,8 @@ def _beam(context, params, bos_id, eos_id, beam_width, max_len, length_norm=Fals
     norm = length_norm and use_norm
     best = sorted(pool, key=lambda hyp: float(hyp[1]) / (max(len(hyp[0]), 1) if norm else 1),
                   reverse=True)[:beam_width]
-    return [t for t, _, _ in best], torch.stack([s for _, s, _ in best])
+    scores = [s / max(len(t), 1) if norm and return_norm else s for t, s, _ in best]
+    return [t for t, _, _ in best], torch.stack(scores)
 
 
 def beam_search_no_cumulative(context, params, bos_id, eos_id, beam_width, max_len, length_norm=False):
@@ -209,6 +215,11 @@ def beam_search_finished_keep_growing(context, params, bos_id, eos_id, beam_widt
 
 def beam_search_ignores_length_norm(context, params, bos_id, eos_id, beam_width, max_len, length_norm=False):
     return _beam(context, params, bos_id, eos_id, beam_width, max_len, length_norm, use_norm=False)
+
+
+def beam_search_scores_normalised(context, params, bos_id, eos_id, beam_width, max_len, length_norm=False):
+    """Ranked right, but with length_norm=True each score comes back divided by its number of tokens."""
+    return _beam(context, params, bos_id, eos_id, beam_width, max_len, length_norm, return_norm=True)
 
 
 # ---------------------------------------------------------------- wrong answers to the self-check questions

@@ -270,6 +270,8 @@ MASKED_ATTENTION_WITH_FILL = '''
             raise ValueError(f"shapes {tuple(Q.shape)} {tuple(K.shape)} {tuple(V.shape)} do not fit")
         scores = Q @ K.transpose(-2, -1) / math.sqrt(d_k)
         if mask is not None:
+            if mask.dtype != torch.bool:
+                raise ValueError("the mask must be bool (True = may attend)")
             try:
                 fits = torch.broadcast_shapes(mask.shape, scores.shape) == scores.shape
             except RuntimeError:

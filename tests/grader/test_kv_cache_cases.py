@@ -246,8 +246,8 @@ def test_cached_attention_bad_inputs_need_a_value_error():
     a version with no checks returns a tuple for the first and lets torch.cat raise a RuntimeError for the
     second, and fails the errors part saying so (its edge part, the maths, passes)."""
     bad = [c for c in BAD if c[0] == "cached_attention"]
-    assert [c.what for _, c in bad] == ["q has T_new = 2 positions but k_new has 3: an error",
-                                        "a cache of another batch size (3 rows for a batch of 2): an error"]
+    assert [c.what for _, c in bad][:2] == ["q has T_new = 2 positions but k_new has 3: an error",
+                                            "a cache of another batch size (3 rows for a batch of 2): an error"]
     ref_src = solution_source("cached_attention")
     unchecked = ref_src[:ref_src.index("    ### BEGIN SOLUTION")] + '''
     K = k_new if cache is None else torch.cat([cache[0], k_new], dim=-2)
@@ -261,7 +261,7 @@ def test_cached_attention_bad_inputs_need_a_value_error():
     passes("cached_attention", fn, "basic")
     passes("cached_attention", fn, "edge")  # the maths is right: only the errors cell is lost
     msg = failure("cached_attention", fn, "errors")
-    assert "2 of 2 checks failed" in msg, msg
+    assert f"{len(bad)} of {len(bad)} checks failed" in msg, msg
     assert "q has T_new = 2 positions but k_new has 3" in msg and "should raise ValueError" in msg, msg
     assert "but it returned a tuple" in msg and "wrong-raise" in msg, msg
 

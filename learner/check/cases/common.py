@@ -323,6 +323,11 @@ def nested(t):
 
 # ---------------------------------------------------------------- causal: no future leak
 CAUSAL_LESSON = "query i may attend to key j only if j <= i"
+# a mask read the other way round (nn.MultiheadAttention's polarity), said the same way by every exercise that takes
+# or builds a boolean mask
+REVERSED_LESSON = ("the mask's polarity is reversed: True was taken for 'blocked' (nn.MultiheadAttention's "
+                   "convention, mask passed as ~mask), so exactly the allowed pairs were blocked. In this course True "
+                   "means 'may attend' ({fix})")
 
 
 def leak_message(i, j, what):

@@ -14,8 +14,9 @@ import math
 
 import torch
 
-from .common import (CAUSAL_LESSON, INF, Case, Exercise, F64, dn, gen, learner_tensor, logit_sum_scale, nested,
-                     no_future_leak, pick_dtype, pick_int, randn, register, Choice, IntTuple, Integer, question)
+from .common import (CAUSAL_LESSON, REVERSED_LESSON, INF, Case, Exercise, F64, dn, gen, learner_tensor,
+                     logit_sum_scale, nested, no_future_leak, pick_dtype, pick_int, randn, register, Choice, IntTuple,
+                     Integer, question)
 from .transformer_parts import (as_float32, attn_params, block_case, block_edge, block_params, causal_mask,
                                 pick_heads, random_lengths, random_padding_mask, valid_mask)
 
@@ -389,7 +390,6 @@ def _draws_follow_the_distribution(fn):
     return None
 
 
-# ---------------------------------------------------------------- the registry
 register(
     __name__,
     Exercise("rope", "decoder:rope", _rope_case, _rope_edge,
@@ -415,9 +415,9 @@ register(
                        ("decoder:rope_attention_before_split",
                         "RoPE was applied over the whole width D before splitting into heads; split first, then "
                         "rotate each head's queries and keys over its own d_k columns"),
-                       ("decoder:rope_attention_without_rope",
-                        "nothing was rotated: this is plain multi-head attention; rotate every head's queries and "
-                        "keys with rope after splitting the heads")],
+                       ("decoder:rope_attention_without_rope", "nothing was rotated: this is plain multi-head "
+                        "attention; rotate every head's queries and keys with rope after splitting the heads"),
+                       ("decoder:rope_attention_mask_reversed", REVERSED_LESSON.format(fix="pass it on unchanged"))],
              n_basic=6, n_hidden=12),
     Exercise("decoder_block", "decoder:decoder_block", block_case,
              lambda: block_edge(79, "the first decoder position (T = 1): it attends to itself alone"),

@@ -43,6 +43,10 @@ def _proj_edge():
         Case("identity W_Q gives Q = X", (X, torch.eye(4, dtype=F64), randn(g, 4, 4), randn(g, 4, 4))),
         Case("W_K with the wrong input width is an error", (X, randn(g, 2, 4), randn(g, 2, 3), randn(g, 2, 4)),
              raises="ValueError"),
+        Case("a W_V that is not 2-D is an error", (X, randn(gen(23), 2, 4), randn(gen(24), 2, 4),
+                                                   randn(gen(25), 2, 4, 1)), raises="ValueError"),
+        Case("W_Q and W_K of different output widths (2 and 3) are an error",
+             (X, randn(gen(23), 2, 4), randn(gen(24), 3, 4), randn(gen(25), 2, 4)), raises="ValueError"),
     ]
 
 

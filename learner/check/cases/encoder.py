@@ -15,8 +15,8 @@ import math
 import torch
 
 from .. import _safe
-from .common import (Case, Exercise, F32, F64, dn, gen, learner_tensor, logit_sum_scale, nested, pick_dtype,
-                     pick_int, randn, register, Choice, Integer, question)
+from .common import (REVERSED_LESSON, Case, Exercise, F32, F64, dn, gen, learner_tensor, logit_sum_scale, nested,
+                     pick_dtype, pick_int, randn, register, Choice, Integer, question)
 from .transformer_parts import (as_float32, attn_params, block_case, block_edge, block_params, causal_mask,
                                 pick_heads, random_padding_mask, valid_mask)
 from .probe import _probe_case, _probe_edge, _probe_reads_the_word_only
@@ -346,7 +346,13 @@ register(
                         "sqrt(d_k), its own width d_k = D / H"),
                        ("encoder:mha_kv_from_queries",
                         "the keys and values were projected from x_q; they come from x_kv (the positions that "
-                        "answer), only the queries come from x_q")],
+                        "answer), only the queries come from x_q"),
+                       ("encoder:mha_mask_reversed", REVERSED_LESSON.format(fix="pass the mask on unchanged")),
+                       ("encoder:mha_mask_without_head_axis",
+                        "the mask went to attention without a head axis: the scores are (B, H, T_q, T_k), so a "
+                        "(B, T_q, T_k) or (B, 1, T_k) mask lines its batch axis up with the heads (sequence b's mask "
+                        "lands on head b). Add the head axis, mask[:, None] (a 2-D (T_q, T_k) mask first becomes "
+                        "(1, T_q, T_k)), so the same mask applies to every head")],
              n_basic=8, n_hidden=16),
     Exercise("sinusoidal_positions", "encoder:sinusoidal_positions", _sin_case, _sin_edge,
              mistakes=[("encoder:sinusoidal_freq_i_over_D",

@@ -14,8 +14,8 @@ import inspect
 
 import torch
 
-from .common import (CAUSAL_LESSON, Case, Exercise, dn, gen, learner_tensor, nested, no_future_leak, pick_dtype,
-                     pick_int, randn, register, Choice, IntTuple, learner_call, question, tensor_in)
+from .common import (CAUSAL_LESSON, REVERSED_LESSON, Case, Exercise, dn, gen, learner_tensor, nested, no_future_leak,
+                     pick_dtype, pick_int, randn, register, Choice, IntTuple, learner_call, question, tensor_in)
 from .transformer_parts import (as_float32, attn_params, encdec_params, pick_heads, random_lengths, valid_mask)
 from .greedy import (greedy_contract_cases, greedy_contract_property)
 from .toy_encdec import ToyEncDec, _ids, toy_encdec
@@ -359,6 +359,9 @@ register(
                        ("encoder_decoder:cross_attention_causal",
                         "a causal mask was applied to cross-attention; the whole source is known, so every target "
                         "position may attend to every real source token, only source padding is blocked"),
+                       ("encoder_decoder:cross_attention_mask_reversed",
+                        REVERSED_LESSON.format(fix="src_valid is already the mask's polarity: src_valid[:, None, :], "
+                                                   "no ~")),
                        ("encoder_decoder:cross_attention_padding_ignored",
                         "the source padding was not blocked: mask the keys with src_valid[:, None, :], shape "
                         "(B, 1, T_x)")],
@@ -380,7 +383,14 @@ register(
                         f"real target token)"),
                        ("encoder_decoder:encdec_no_cross_residual",
                         "the residual around cross-attention is missing: h2 = LayerNorm(h1 + CrossAttention(h1, "
-                        "memory))")],
+                        "memory))"),
+                       ("encoder_decoder:encdec_cross_reads_y",
+                        "cross-attention was fed y, the block's input; it is fed h1, the output of the first "
+                        "sub-layer: cross_attention(h1, memory, src_valid, ...), so the queries have read the "
+                        "target's past first"),
+                       ("encoder_decoder:encdec_no_target_padding",
+                        "self-attention's mask is causal only: the target padding is not blocked. Combine the two: "
+                        "causal & tgt_valid[:, None, :], shape (B, T_y, T_y)")],
              n_basic=6, n_hidden=12),
     Exercise("encdec_forward", "encoder_decoder:encdec_forward", _forward_case, _forward_edge,
              properties=[("basic", _forward_calls_once), ("edge", _forward_calls_once),

@@ -16,8 +16,8 @@ import math
 import torch
 
 from ..compare import _flatten
-from .common import (Case, Exercise, F64, SAFE_GLOBALS, dn, gen, learner_call, nested, no_future_leak, pick_dtype,
-                     pick_int, randn, register, tensor_in, Choice, Integer, question)
+from .common import (REVERSED_LESSON, Case, Exercise, F64, SAFE_GLOBALS, dn, gen, learner_call, nested, no_future_leak,
+                     pick_dtype, pick_int, randn, register, tensor_in, Choice, Integer, question)
 from .greedy import (greedy_contract_cases, greedy_contract_property)
 from .transformer_parts import (as_float32, block_params)
 
@@ -125,6 +125,12 @@ def _cached_edge():
              raises="ValueError"),
         Case("a cache of another batch size (3 rows for a batch of 2): an error",
              (q[:, :, :1], k[:, :, :1], v[:, :, :1], _kv_cache(g, 3, H, 4, d, d)), raises="ValueError"),
+        Case("v_new of T_new = 1 for q and k_new of T_new = 2: an error", (q[:, :, :2], k[:, :, :2], v[:, :, :1], None),
+             raises="ValueError"),
+        Case("a cache of keys of width 2 for queries of width d_k = 3: an error",
+             (q[:, :, :1], k[:, :, :1], v[:, :, :1], _kv_cache(gen(95), B, H, 4, 2, d)), raises="ValueError"),
+        Case("a cache of another number of heads: an error",
+             (q[:, :, :1], k[:, :, :1], v[:, :, :1], _kv_cache(gen(96), B, H + 1, 4, d, d)), raises="ValueError"),
     ]
 
 
@@ -385,7 +391,10 @@ register(
                         "positions, so the new ones go after it: torch.cat([K_past, k_new], dim=-2)"),
                        ("kv_cache:cached_attention_cache_not_grown",
                         "the cache returned is the old one: return the grown (K, V), with the new positions' keys "
-                        "and values appended, so that the next call can read them")],
+                        "and values appended, so that the next call can read them"),
+                       ("kv_cache:cached_attention_mask_reversed",
+                        REVERSED_LESSON.format(fix="tril(diagonal=T_past) of a (T_new, T_past + T_new) mask of "
+                                                   "ones is True where a query may read: pass it as it is"))],
              n_basic=8, n_hidden=16),
     Exercise("decoder_block_step", "kv_cache:decoder_block_step", _step_case, _step_edge,
              properties=[("edge", _step_pieces_agree), ("edge", _step_no_future_leak),

@@ -32,7 +32,11 @@ def _pad_mask_case(g, big):
 def _pad_mask_edge():
     return [Case("no padding at all", (torch.ones(2, 3, dtype=torch.bool),)),
             Case("a sequence that is all padding", (torch.tensor([[True, False], [False, False]]),)),
-            Case("a float mask is an error", (torch.ones(2, 3),), raises="ValueError")]
+            Case("a float mask is an error", (torch.ones(2, 3),), raises="ValueError"),
+            Case("a 1-D key_valid (T_k,) is an error: it must be (B, T_k)", (torch.ones(3, dtype=torch.bool),),
+                 raises="ValueError"),
+            Case("a 3-D key_valid (B, 1, T_k), already a mask, is an error", (torch.ones(2, 1, 3, dtype=torch.bool),),
+                 raises="ValueError")]
 
 
 def _combine_case(g, big):
@@ -99,7 +103,7 @@ def _attn_edge():
     q, k, v = randn(g, 1, 4), randn(g, 1, 4), randn(g, 1, 3)
     Q, K, V = randn(g, 2, 5, 4), randn(g, 2, 5, 4), randn(g, 2, 5, 3)
     causal = torch.ones(5, 5, dtype=torch.bool).tril()
-    full_row = torch.ones(2, 5, 5, dtype=torch.bool)
+    full_row = causal.repeat(2, 1, 1)  # causal, and query 2 of sequence 1 may attend to no key at all
     full_row[1, 2] = False
     return [
         Case("n = 1: the token returns its own value", (q, k, v)),
@@ -114,6 +118,10 @@ def _attn_edge():
              raises="ValueError"),
         Case("a mask with extra leading axes (it would enlarge the output) is an error", (Q[0], K[0], V[0]),
              {"mask": torch.ones(7, 5, 5, dtype=torch.bool)}, raises="ValueError"),
+        Case("a float mask (1.0 / 0.0) is an error: masks are bool, True = may attend", (Q, K, V),
+             {"mask": causal.double()}, raises="ValueError"),
+        Case("Q and K of different widths d_k (4 and 3) are an error", (Q, K[..., :3], V), raises="ValueError"),
+        Case("K and V of different lengths T_k (5 and 4) are an error", (Q, K, V[:, :4]), raises="ValueError"),
     ]
 
 
@@ -148,10 +156,16 @@ def _attn_no_future_leak(fn):
                           {"mask": torch.ones(T, T, dtype=torch.bool).tril()})
 
 
+MASK_REVERSED = ("the mask's polarity is reversed: masked_fill(mask, -inf) blocks exactly the pairs the mask "
+                 "allows (that is nn.MultiheadAttention's convention, True = blocked). In this course True means "
+                 "'may attend', so fill where the mask is False: scores.masked_fill(~mask, float('-inf'))")
+
 register(
     __name__,
     Exercise("bidirectional_mask", "masks_attention:bidirectional_mask", _bidir_case,
-             lambda: [Case("T_q = T_k = 1", (1, 1)), Case("an empty source, T_k = 0", (3, 0))]),
+             lambda: [Case("T_q = T_k = 1", (1, 1)), Case("an empty source, T_k = 0", (3, 0)),
+                      Case("a negative length T_q = -1 is an error", (-1, 3), raises="ValueError"),
+                      Case("a negative length T_k = -2 is an error", (2, -2), raises="ValueError")]),
     Exercise("causal_mask", "masks_attention:causal_mask", _causal_case, _causal_edge,
              mistakes=[("masks_attention:causal_mask_transposed",
                         "the mask is upper-triangular: query i may see keys j <= i, so True "
@@ -187,6 +201,22 @@ register(
                        ("masks_attention:attention_mask_after_softmax",
                         "the mask was applied after the softmax, so the remaining "
                         "weights no longer sum to 1; add -inf before the softmax"),
+                       ("masks_attention:attention_mask_reversed", MASK_REVERSED),
+                       ("masks_attention:attention_mask_reversed_plain_softmax", MASK_REVERSED),
+                       ("masks_attention:attention_finite_fill",
+                        "the blocked scores got a finite fill (such as -1e9), not -inf. The mask did its work on "
+                        "every row with an allowed key; but on a fully blocked row every score is the same finite "
+                        "number, so the softmax spreads the weight evenly and the query averages all the values. "
+                        "Fill with float('-inf') and give a row with no allowed key zero weights and a zero output "
+                        "(the 'nothing to attend to' rule), never NaN"),
+                       ("masks_attention:attention_mask_multiplied",
+                        "the bool mask was used as a float factor (scores * mask): a blocked score becomes 0, and "
+                        "exp(0) still gives it weight. Blocked scores must become -inf: "
+                        "scores.masked_fill(~mask, float('-inf'))"),
+                       ("masks_attention:attention_mask_added",
+                        "the bool mask was added to the scores as if it were M (scores + mask): True adds 1, False "
+                        "adds 0, so nothing is blocked. Turn it into M first (additive_mask(mask)) or use "
+                        "scores.masked_fill(~mask, float('-inf'))"),
                        ("masks_attention:attention_mask_ignored", "the mask was ignored")]),
     question("answer_causal_pairs", "masks_attention:answer_causal_pairs", Integer(), wrong=[
         ("masks_attention:answer_causal_pairs_all_pairs",

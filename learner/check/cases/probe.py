@@ -66,6 +66,8 @@ def _probe_edge():
              (hidden, positions.masked_fill(torch.arange(16) == 3, 5), senses, is_train), raises="ValueError"),
         Case("a sense of 2: an error", (hidden, positions, senses.masked_fill(torch.arange(16) == 3, 2), is_train),
              raises="ValueError"),
+        Case("positions for 15 sentences, hidden for 16: the shapes disagree, an error",
+             (hidden, positions[:15], senses, is_train), raises="ValueError"),
     ]
 
 

@@ -68,6 +68,8 @@ def _cell_edge():
         Case("huge inputs (x100): tanh saturates at +-1, no overflow", (x * 100, h, W_x, W_h, b)),
         Case("float32", _cell_args(g, 2, 5, 3, dtype=torch.float32)),
         Case("x_t of the wrong width D is an error", (x[:, :2], h, W_x, W_h, b), raises="ValueError"),
+        Case("h_prev of width d_h = 3 for W_h of d_h = 4 is an error", (x, h[:, :3], W_x, W_h, b), raises="ValueError"),
+        Case("W_x of d_h = 3 rows for W_h of d_h = 4 is an error", (x, h, W_x[:3], W_h, b), raises="ValueError"),
     ]
 
 
@@ -99,6 +101,8 @@ def _encode_edge():
         Case("no padding (src_mask all True)", full),
         Case("src_mask=None means no padding", (full[0], None) + full[2:]),
         Case("float32, B = 1", _encode_args(g, 1, 4, [3], dtype=torch.float32)),
+        Case("padding positions hold id 999, outside the vocabulary: padding may hold any id",
+             _encode_args(gen(54), 2, 5, [2, 4], pad_value=999)),
         Case("a src_mask of the wrong shape is an error", (full[0], full[1][:, :3]) + full[2:], raises="ValueError"),
     ]
 
@@ -211,6 +215,9 @@ def _loss_edge():
                                                     torch.tensor([[1, 0]]), torch.tensor([[True, True]]))),
         Case("no mask: every position counts", (logits, targets)),
         Case("a mask of the wrong shape is an error", (logits, targets, mask[:, :3]), raises="ValueError"),
+        Case("2-D logits (T_y, V) are an error", (logits[0], targets[:1], mask[:1]), raises="ValueError"),
+        Case("targets of another shape than (B, T_y) are an error", (logits, targets[:, :3], mask[:, :3]),
+             raises="ValueError"),
     ]
 
 
@@ -411,6 +418,9 @@ register(
              mistakes=[("rnn:teacher_forced_own_predictions",
                         "teacher forcing was fed the model's own predictions: at step t the decoder must read the "
                         "true previous token tgt_in[:, t], not the argmax of its last output"),
+                       ("rnn:teacher_forced_logits_from_old_state",
+                        "the logits were taken from the old state h_{t-1}: update the state first, then score the "
+                        "next token from the new one, z_t = W_out h_t + b_out (as decoder_step does)"),
                        ("rnn:teacher_forced_zero_start",
                         "the decoder started from a zero state; its first state is the context vector, h_0 = c")]),
     Exercise("seq2seq_loss", "rnn:seq2seq_loss", _loss_case, _loss_edge,
@@ -445,7 +455,10 @@ register(
                         "extend it"),
                        ("rnn:beam_search_ignores_length_norm",
                         "length_norm=True was ignored: rank the final hypotheses by log-probability divided by "
-                        "their number of tokens")]),
+                        "their number of tokens"),
+                       ("rnn:beam_search_scores_normalised",
+                        "the scores came back length-normalised: length_norm changes only the ranking; each score "
+                        "returned is the sequence's total log-probability, not divided by its number of tokens")]),
     question("answer_context_shape", "rnn:answer_context_shape", IntTuple(), wrong=[
         ("rnn:answer_context_shape_every_state",
          "(B, T_x, d_h) is every state h_1 ... h_{T_x}; the context is one vector per source, its last real state"),

@@ -101,6 +101,14 @@ def _seq_edge():
              {"mask": torch.tensor([[True, False, False]])}),
         Case("targets of the wrong shape are an error", (randn(g, 2, 3, V), torch.tensor([[1, 2], [0, 0]])),
              raises="ValueError"),
+        Case("2-D logits (T, V), without the batch axis, are an error", (randn(gen(34), 3, V), torch.tensor([[1, 2, 0]])),
+             raises="ValueError"),
+        Case("float targets are an error: they must be torch.long ids", (randn(gen(35), 1, 3, V),
+                                                                        torch.tensor([[1.0, 2.0, 0.0]])),
+             raises="ValueError"),
+        Case("a mask of another shape than targets is an error", (randn(gen(36), 2, 3, V), torch.tensor([[1, 2, 0],
+                                                                                                      [0, 3, 1]])),
+             {"mask": torch.ones(2, 2, dtype=torch.bool)}, raises="ValueError"),
     ]
 
 

@@ -41,6 +41,8 @@ def _build_vocab_edge():
         Case("min_freq=2 drops words seen once", (["a a b", "c a b d"],), {"min_freq": 2}),
         Case("an empty corpus still has the four special tokens", ([],)),
         Case("min_freq=0 is an error", (["a b"],), {"min_freq": 0}, raises="ValueError"),
+        Case("one string instead of a list of texts is an error (a loop would walk its characters)", ("a b a",),
+             raises="ValueError"),
     ]
 
 

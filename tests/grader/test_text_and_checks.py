@@ -1,0 +1,231 @@
+"""What each exercise's text warns about, and what its checks hold the learner to, kept together.
+
+The text of an exercise is the Markdown above its answer cell (back to the previous code cell). Every sentence of it
+that warns ("not", "never", "must", "raise(s)") is ruled here, by a fragment of the sentence:
+
+* ``mistake(...)``: the known mistakes of the exercise that name it when a learner does it (each must be registered
+  for the exercise, so its check says so in words);
+* ``case(...)``: the visible cases of the exercise that try it (each fragment must be in one case's description);
+* ``why(...)``: why no check names it (context, a hint about style, a sentence about another function).
+
+A sentence that states an error (raise, raises, ``ValueError``) must be ruled by cases: the rule the text gives is the
+rule the visible checks try, so what grading holds a learner to is what the text says. A warning without a ruling,
+or a ruling whose sentence is gone, fails with the list. Reads the notebooks' JSON only: about 1 s.
+"""
+import re
+
+import nbformat
+import pytest
+
+from coursekit.sync import source_notebooks
+from learner.check import EXERCISES
+from learner.check.cases import visible_cases
+
+WARNING = re.compile(r"\b(not|never|must|raises?|n't)\b", re.I)
+STATES_AN_ERROR = re.compile(r"\braises?\b|ValueError", re.I)
+
+
+def mistake(*names):
+    return ("mistake", names)
+
+
+def case(*whats):
+    return ("case", whats)
+
+
+def why(reason):
+    return ("why", reason)
+
+
+def exercise_texts():
+    """{exercise: its text}: the Markdown cells right above each exercise's answer cell."""
+    texts = {}
+    for path in source_notebooks():
+        markdown = []
+        for cell in nbformat.read(path, as_version=4).cells:
+            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+            if cell.cell_type == "markdown":
+                markdown.append(cell.source)
+            elif grade_id in EXERCISES and cell.metadata["nbgrader"].get("solution"):
+                texts[grade_id] = "\n".join(markdown)
+                markdown = []
+            else:
+                markdown = []
+    return texts
+
+
+def warnings_of(text):
+    """The sentences and bullet points of ``text`` that warn, with their white space made single."""
+    parts = re.split(r"(?<=[.!?])\s+|\n\s*[*-] ", text)
+    return [" ".join(p.split()) for p in parts if WARNING.search(p)]
+
+
+CONTEXT = "context of the section, not a rule of the function"
+RULINGS = {
+    "build_vocab": {"raise `ValueError` when `min_freq < 1`": case("min_freq=0", "one string instead of a list")},
+    "decode": {"not in the vocabulary raises": case("an id outside the vocabulary")},
+    "pad_batch": {"The trip back is not perfect": why("about the demonstration of encode and decode above"),
+                  "Padding is filler, not text": why("why a mask comes with the batch: the mask is checked by value "
+                                                     "(pad_batch_mask_inverted)"),
+                  "empty batch": case("an empty batch")},
+    "embed_one_hot": {"id is negative or": case("an id outside [0, V)"),
+                      "`F.one_hot` would raise": case("an id outside [0, V)")},
+    "pairwise_scores": {"not the other way round": mistake("dot_products:scores_keys_first"),
+                        "different widths": case("Q and K of different widths")},
+    "project_qkv": {"a matrix is not 2-D": case("W_K with the wrong input width", "a W_V that is not 2-D",
+                                                "W_Q and W_K of different output widths")},
+    "scaled_scores": {"the square root, not $d_k$ itself": mistake("dot_products:scaled_scores_by_d_k")},
+    "score_variance": {"*not* all": why("drawing all the pairs changes only the variance's noise, which the "
+                                        "seeded cases compare exactly: a value mismatch says it"),
+                       "`d_k < 1`": case("d_k = 0")},
+    "softmax": {"One way out": why("a hint towards the stable softmax; the edge cases try the all -inf slice"),
+                "the axis that must sum to 1": mistake("softmax:softmax_wrong_axis"),
+                "Logits of $10^4$": mistake("softmax:softmax_no_max_subtraction"),
+                "gives all zeros, not NaN": case("all -inf"),
+                "`temperature <= 0` raises": case("temperature 0", "a negative temperature")},
+    "log_softmax": {"gives all $-\\infty$": case("all -inf"),
+                    "`temperature <= 0` raises": case("temperature 0")},
+    "sequence_log_prob": {"never index with a padded target": case("padding may hold any id, even -100"),
+                          "Raises `ValueError` if `logits` is not 3-D": case(
+                              "2-D logits (T, V)", "targets of the wrong shape", "float targets",
+                              "a mask of another shape"),
+                          "Edge cases checked": case("T = 1", "uniform logits", "confident logits (1e3)",
+                                                     "an all-padding row")},
+    "bidirectional_mask": {"A negative length raises": case("T_q = -1", "T_k = -2")},
+    "causal_mask": {"$T < 0$ raises": case("T = -1")},
+    "padding_mask": {"not queries": mistake("masks_attention:padding_mask_over_queries"),
+                     "not 2-D or not boolean": case("a float mask", "a 1-D key_valid", "a 3-D key_valid")},
+    "combine_masks": {"not boolean raises": case("a float mask")},
+    "additive_mask": {"not a large negative number": mistake("masks_attention:additive_mask_large_negative"),
+                      "not boolean raises": case("an integer mask", "an integer dtype")},
+    "masked_attention": {"never NaN": case("empty source (T_k = 0)", "a fully masked row"),
+                         "Raises `ValueError` if `Q` and `K`": case(
+                             "Q and K of different widths", "K and V of different lengths", "a float mask",
+                             "a mask of the wrong shape", "extra leading axes"),
+                         "It also checks": why("says what the properties try (rows sum to 1, blocked weights 0, "
+                                               "no future leak): they are the checks themselves")},
+    "rnn_cell": {"widths disagree": case("x_t of the wrong width", "h_prev of width", "W_x of d_h = 3")},
+    "rnn_encode": {"not an index error": case("empty source (T_x = 0)", "all padding"),
+                   "does not have the shape": case("a src_mask of the wrong shape")},
+    "decoder_step": {"not probabilities": mistake("rnn:decoder_step_probabilities",
+                                                  "rnn:decoder_step_log_probabilities")},
+    "teacher_forced_logits": {"must read the *true* previous tokens": mistake("rnn:teacher_forced_own_predictions"),
+                              "does not depend on the state": why("a tip on speed, not a rule")},
+    "seq2seq_loss": {"Raises `ValueError` if `logits` is not 3-D": case(
+        "2-D logits", "targets of another shape", "a mask of the wrong shape")},
+    "greedy_decode": {"it must choose a token": why(CONTEXT),
+                      "must stop at `max_len`": mistake("rnn:greedy_decode_finished_keep_going")},
+    "beam_search": {"The gradient comes back": why(CONTEXT),
+                    "not the first factor": mistake("rnn:beam_search_no_cumulative"),
+                    "never extended again": mistake("rnn:beam_search_finished_keep_growing"),
+                    "not normalised": mistake("rnn:beam_search_scores_normalised"),
+                    "Raises `ValueError` naming the argument": case("beam_width = 0", "max_len = -1",
+                                                                    "a batch of contexts")},
+    "additive_score": {"both states must have the same width": why("about dot_score, which the next exercise "
+                                                                   "checks"),
+                       "do not fit": case("W_k of the wrong width", "u of the wrong length")},
+    "dot_score": {"widths or the batch sizes differ": case("widths that differ", "batches that differ")},
+    "attend": {"not NaN": mistake("rnn_attention:attend_nan_when_empty"),
+               "shapes disagree": case("scores and states of different lengths", "a src_mask of the wrong shape")},
+    "split_heads": {"does not divide $D$": case("not divisible by n_heads", "x without a batch axis")},
+    "merge_heads": {"not 4-D": case("a 3-D input")},
+    "multi_head_attention": {"not of $D$": mistake("encoder:mha_scaled_by_sqrt_D"),
+                             "disagree on $B$ or $D$": case("x_q of width D=6 and x_kv of width 4",
+                                                            "not divisible by n_heads")},
+    "sinusoidal_positions": {"The original Transformer": why(CONTEXT),
+                             "not two halves": mistake("encoder:sinusoidal_halves"),
+                             "$T < 0$ or $D < 1$": case("D = 0", "T = -1")},
+    "embed_with_positions": {"no row for a position": case("longer than the positional table"),
+                             "not of the token id": mistake("encoder:embed_positions_by_token_id")},
+    "masked_lm_loss": {"## 4 ·": why(CONTEXT),
+                       "(BERT replaces": why(CONTEXT),
+                       "must not count": mistake("encoder:masked_lm_loss_mean_over_all",
+                                                 "encoder:masked_lm_loss_divided_by_all"),
+                       "never NaN": case("no position is masked")},
+    "probe_accuracy": {"## 5 ·": why(CONTEXT),
+                       "**The probe.**": why(CONTEXT),
+                       "not the sentence's first or last": mistake("encoder:probe_accuracy_first_position",
+                                                                   "encoder:probe_accuracy_last_position",
+                                                                   "encoder:probe_accuracy_mean_over_sentence"),
+                       "Never score the probe": mistake("encoder:probe_accuracy_tested_on_train",
+                                                        "encoder:probe_accuracy_means_from_all"),
+                       "shapes disagree": case("the shapes disagree", "a position outside its sentence", "a sense of 2",
+                                               "no sentence of sense 1", "no sentence left to test")},
+    "lm_log_prob": {"Rows 0–3 did not move": why("what the demonstration above printed"),
+                    "given, not predicted": mistake("decoder:lm_log_prob_not_shifted"),
+                    "does not underflow": why(CONTEXT)},
+    "rope": {"Cut a row of width": why("the formula; its mistakes are named by rope's frequency and sign checks"),
+             "Values are not rotated": why("about rope_attention, whose check names rope_attention_values_rotated"),
+             "that is a different layout": mistake("decoder:rope_pairs_halves")},
+    "top_k_filter": {"Left of the dashed line": why(CONTEXT),
+                     "is not a distribution": why("about sample_next's temperature, tried there"),
+                     "does not depend on how a sort": why("about ties; top_k_filter_drops_ties names the mistake"),
+                     "the token that crosses $p$": why("about top_p_filter, whose check names "
+                                                       "top_p_filter_drops_the_crossing_token"),
+                     "is a `ValueError`": case("k = 0", "k = -1", "k = 2.5")},
+    "sample_next": {"not $> 0$": case("temperature 0", "a negative temperature")},
+    "encdec_decoder_block": {"not with $y$": mistake("encoder_decoder:encdec_cross_reads_y")},
+    "encdec_forward": {"not its own guesses": why("the decoder is the given run_decoder, which reads tgt_in as it "
+                                                  "is given"),
+                       "the encoder must not read source padding": mistake(
+                           "encoder_decoder:encdec_forward_encoder_unmasked", "encoder_decoder:encdec_forward_no_src_mask")},
+    "translation_loss": {"### Exercise 4": why("says what the batch holds; translation_loss_targets_not_shifted "
+                                               "names the shift"),
+                         "padding adds nothing": mistake("encoder_decoder:translation_loss_padding_counted",
+                                                         "encoder_decoder:translation_loss_mean_of_sentences")},
+    "cached_attention": {"do not fit": case("q has T_new = 2 positions but k_new has 3", "v_new of T_new = 1",
+                                            "a cache of another batch size", "a cache of keys of width 2",
+                                            "a cache of another number of heads")},
+    "decoder_block_step": {"`n_heads` must divide": case("not divisible by n_heads", "a cache of 3 heads")},
+    "greedy_generate": {"an empty prompt": case("max_len = -1", "an empty prompt")},
+    "kv_cache_bytes": {"not a whole number": case("n_positions = -1", "n_positions = 2.5")},
+}
+
+TEXTS = exercise_texts()
+
+
+def ruling_of(name, sentence):
+    found = [(fragment, r) for fragment, r in RULINGS.get(name, {}).items() if fragment in sentence]
+    return found[0] if found else (None, None)
+
+
+def test_every_warning_of_an_exercise_is_ruled():
+    """Each warning sentence of each exercise's text has a ruling here (a named mistake, cases, or a reason)."""
+    unruled = [f"{name}: {sentence}" for name, text in TEXTS.items() if EXERCISES[name].answer is None
+               for sentence in warnings_of(text) if ruling_of(name, sentence)[0] is None]
+    assert unruled == [], "warnings that no check names and no reason covers:\n" + "\n".join(unruled)
+
+
+def test_every_ruling_still_has_its_sentence():
+    stale = [f"{name}: {fragment}" for name, rulings in RULINGS.items() for fragment in rulings
+             if not any(fragment in s for s in warnings_of(TEXTS.get(name, "")))]
+    assert stale == [], "rulings whose sentence is gone from the text:\n" + "\n".join(stale)
+
+
+@pytest.mark.parametrize("name", sorted(RULINGS))
+def test_each_ruling_names_a_mistake_or_cases_of_its_exercise(name):
+    """A named mistake is registered for the exercise (its check says it in words); a case is one of its visible
+    cases (edge or errors, whose description holds the fragment)."""
+    ex = EXERCISES[name]
+    registered = {m for m, _ in ex.mistakes}
+    whats = [c.what for part in ("edge", "errors") for c in visible_cases(ex, part)]
+    for fragment, (kind, what) in RULINGS[name].items():
+        if kind == "mistake":
+            assert set(what) <= registered, (fragment, set(what) - registered)
+        elif kind == "case":
+            missing = [w for w in what if not any(w in c for c in whats)]
+            assert missing == [], (fragment, missing, whats)
+
+
+def test_every_error_the_text_states_is_tried_by_a_visible_check():
+    """A sentence that says the function raises is ruled by the visible cases that try it, which raise."""
+    loose = []
+    for name, rulings in RULINGS.items():
+        errors = [c.what for c in visible_cases(EXERCISES[name], "errors")]
+        for sentence in warnings_of(TEXTS[name]):
+            fragment, ruling = ruling_of(name, sentence)
+            if ruling is None or not STATES_AN_ERROR.search(sentence):
+                continue
+            if ruling[0] != "case" or not all(any(w in e for e in errors) for w in ruling[1]):
+                loose.append(f"{name}: {sentence}")
+    assert loose == [], "errors the text states but no visible errors case tries:\n" + "\n".join(loose)
