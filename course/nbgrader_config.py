@@ -14,7 +14,8 @@ c.CourseDirectory.course_id = "attention-course"
 c.CourseDirectory.root = HERE
 c.CourseDirectory.db_url = "sqlite:///" + os.path.join(HERE, "gradebook.db")
 # nbgrader's exchange defaults to /srv and its cache to $HOME: keep both here. On a JupyterHub the exchange is a
-# folder every user reaches, mode 1777 (`course hub --exchange DIR` sets COURSE_EXCHANGE in the instructors' servers).
+# folder every user reaches, root's (0755; `course hub --exchange DIR` sets COURSE_EXCHANGE in the instructors'
+# servers).
 c.Exchange.root = os.environ.get("COURSE_EXCHANGE") or os.path.join(HERE, "exchange")
 c.Exchange.cache = os.path.join(HERE, "exchange", ".cache")
 c.Exchange.assignment_dir = HERE
@@ -40,6 +41,9 @@ c.ExchangeFactory.release_assignment = "coursekit.course_exchange.CourseReleaseA
 c.ExchangeFactory.collect = "coursekit.course_exchange.CourseCollect"
 c.ExchangeFactory.release_feedback = "coursekit.course_exchange.CourseReleaseFeedback"
 c.ExchangeFactory.submit = "learner.submit.PrivateSubmit"
+c.ExchangeFactory.fetch_assignment = "learner.submit.CourseFetch"
+c.ExchangeFactory.fetch_feedback = "learner.submit.CourseFetchFeedback"
+c.ExchangeFactory.list = "learner.submit.CourseList"
 
 # The stub learners see in place of each solution region.
 c.ClearSolutions.code_stub = {"python": "# YOUR CODE HERE\nraise NotImplementedError()"}

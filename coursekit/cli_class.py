@@ -16,7 +16,9 @@ def add_class_commands(sub):
     p.add_argument("--ip", default="127.0.0.1", help="address the hub listens on (0.0.0.0: every interface)")
     p.add_argument("--port", type=int, default=8000)
     p.add_argument("--course", default=None, help="the course folder (default: $COURSE_ROOT or course/)")
-    p.add_argument("--exchange", default="/srv/nbgrader/exchange", help="nbgrader's exchange (made 0777)")
+    p.add_argument("--exchange", default="/srv/nbgrader/exchange",
+                   help="nbgrader's exchange (made root's, 0755: the hub makes each course's folder in it, and no "
+                        "user may add anything at its top level)")
     p.add_argument("--state", default=os.path.join(ROOT, "hub", "state"),
                    help="the hub's database, secret and settings (keep it: users and servers survive a restart)")
     p.add_argument("--extra-config", default=None, help="a jupyterhub_config.py read after the course's")

@@ -4,7 +4,7 @@ formgrader's buttons and ``nbgrader collect`` all go through them).
 
 The exchange's course folder, as these classes leave it (``G``: the course folder's group, the instructors'):
 
-    <root>/                      1777  everyone may add an entry; only its owner may remove or rename it
+    <root>/                      0755  on a hub: root's, holding only the courses the hub made (one machine: 1777)
     <root>/<course>/             2755  the instructor's; G, inherited by what is made inside
     <root>/<course>/outbound/    2755  released assignments: every student reads them (2750 and the group
                                        ``<course>-students`` where a hub of several courses made that group:
@@ -29,6 +29,8 @@ import tempfile
 
 from nbgrader.exchange.default import ExchangeCollect, ExchangeReleaseAssignment, ExchangeReleaseFeedback
 from traitlets import Integer, List, Unicode
+
+from learner.submit import HubRoot
 
 from . import inbound as untrusted
 
@@ -129,7 +131,7 @@ def problems_of_course_folder(course_path, gid, roster=(), owners=None):
     return problems
 
 
-class CourseReleaseAssignment(ExchangeReleaseAssignment):
+class CourseReleaseAssignment(HubRoot, ExchangeReleaseAssignment):
     """nbgrader's release, with the exchange's course folder closed as the module's table says."""
 
     def init_dest(self):
@@ -137,7 +139,7 @@ class CourseReleaseAssignment(ExchangeReleaseAssignment):
         close_course_folder(self.course_path, gid=course_group(self.coursedir.root))
 
 
-class CourseCollect(ExchangeCollect):
+class CourseCollect(HubRoot, ExchangeCollect):
     """Collect each student's latest submission as untrusted input (``coursekit.inbound``): only a folder its
     student's account owns, only the regular files and folders that student owns, never a link, within limits,
     each student on their own. ``self.result`` says what became of each student and of each refused entry."""
@@ -292,7 +294,7 @@ def readable_by(path, uid):
         return False
 
 
-class CourseReleaseFeedback(ExchangeReleaseFeedback):
+class CourseReleaseFeedback(HubRoot, ExchangeReleaseFeedback):
     """Release the feedback pages that grading wrote, and nothing else: for each student, ``<notebook>.html`` of
     each of the assignment's notebooks, a regular file the instructor owns, never a link and never another file of
     the submission. Each page is readable by its student alone (and the instructors' group). ``self.result``:

@@ -10,7 +10,8 @@ else ``<course>/exchange``), through the course's classes (``coursekit.course_ex
 formgrader's Release, Collect and Release-feedback buttons use), which read what students wrote as untrusted
 input. These commands add the checks and the names a class needs (who has not submitted, who submitted late,
 which folder was refused and why, which submission is of another assignment, what an earlier submission became).
-The root is writable by everyone with the sticky bit (1777): ``check_exchange`` says what to change when it is not.
+On one machine the root is writable by everyone with the sticky bit (1777); on a hub it is root's (0755) and holds
+only the courses the hub made: ``check_exchange`` says what to change when it is not.
 """
 import contextlib
 import logging
@@ -29,6 +30,8 @@ from .pipeline import gradebook
 # nbgrader's release makes the root 0777 (everyone reads, writes and enters it); the sticky bit on top lets only an
 # entry's owner remove or rename it, so no student can move the course's folder aside and put one of their own there
 EXCHANGE_MODE = 0o1777
+# on a hub the root is root's: the hub makes each course's folder, and no student may add one of their own
+HUB_EXCHANGE_MODE = 0o755
 
 
 class ExchangeError(Exception):
@@ -93,20 +96,34 @@ def course_id_of(course_root):
 
 
 def check_exchange(root, create=False, shared=False):
-    """The exchange root as a class needs it, or an ``ExchangeError`` that says what to change. With ``create``, a
-    missing root is made (mode 1777); with ``shared`` (a hub: several users), every folder above it must also let
-    others in."""
+    """The exchange root as a class needs it, or an ``ExchangeError`` that says what to change.
+
+    On one machine (the default) the root is everyone's to add to with the sticky bit (1777, as nbgrader makes it),
+    or a hub's. On a hub (``shared``) it is root's and nobody else may write at its top level (0755): the hub makes
+    each course's folder in it, so no student can invent a course. With ``create`` (as root, for a hub) a missing
+    root is made so and a 1777 one closed."""
     if not os.path.exists(root):
         if not create:
             raise ExchangeError(f"the exchange {root} does not exist: create it with `mkdir -p {root} && "
                                 f"chmod 1777 {root}` (or run `course release`, which creates it)")
         os.makedirs(root)
-        os.chmod(root, EXCHANGE_MODE)
-    if not os.path.isdir(root):
+        os.chmod(root, HUB_EXCHANGE_MODE if shared else EXCHANGE_MODE)
+    if not os.path.isdir(root) or os.path.islink(root):
         raise ExchangeError(f"the exchange {root} is not a folder: move that file away, or name another "
                             f"exchange (--exchange)")
-    mode = stat.S_IMODE(os.stat(root).st_mode)
-    if mode & 0o1777 != EXCHANGE_MODE:
+    st = os.stat(root)
+    mode = stat.S_IMODE(st.st_mode)
+    if shared and create and os.geteuid() == 0 and (st.st_uid != 0 or mode != HUB_EXCHANGE_MODE):
+        os.chown(root, 0, -1)  # a hub's: root's alone to add to (a 1777 root of an earlier version is closed)
+        os.chmod(root, HUB_EXCHANGE_MODE)
+        st, mode = os.stat(root), HUB_EXCHANGE_MODE
+    closed = st.st_uid == 0 and not mode & 0o022
+    if shared and not closed:
+        raise ExchangeError(f"the exchange {root} of a hub must be root's and closed to everyone else's writes "
+                            f"({HUB_EXCHANGE_MODE:04o}; it is {mode:04o}, owned by uid {st.st_uid}): a student could "
+                            f"make a course of their own there. Run `course hub` as root, which makes it so, or "
+                            f"`chown root {root} && chmod {HUB_EXCHANGE_MODE:o} {root}`")
+    if not shared and not closed and mode & 0o1777 != EXCHANGE_MODE:
         raise ExchangeError(f"the exchange {root} has permissions {mode:04o}; a class needs {EXCHANGE_MODE:04o}: "
                             f"everyone reads, writes and enters it (students submit into it), and only the owner of "
                             f"an entry may remove or rename it (the sticky bit): run `chmod 1777 {root}` (as its "
@@ -232,39 +249,33 @@ def collect(course_root, assignment, roster=None, out=print):
 
 
 def _name_refused(refused, out):
-    """Every refused entry, the most telling first, so that no flood of other entries hides one:
+    """Every refused entry as ``REFUSED: <name> (owned by <owner>): <why>``, the most telling first, so that no flood
+    of other entries hides one:
 
     1. each folder that claims to be another student's (its name names a student with an account, someone else owns
-       it), by the student it claims: up to ``REFUSALS_SHOWN_PER_OWNER`` named per owner and claimed student, then
-       their count;
-    2. each student's own refused submission: the latest named (with its reason), then how many more of theirs;
-    3. the rest (names that do not parse, students on no roster, other assignments), per owner: up to
-       ``REFUSALS_SHOWN_PER_OWNER`` named, then a count."""
+       it), by the student it claims;
+    2. each student's own refused submissions, the latest first;
+    3. the rest (names that do not parse, students on no roster), per owner.
+
+    Each group names up to ``REFUSALS_SHOWN_PER_OWNER`` entries of one owner (and claimed student), then says how
+    many more there are."""
     forged, own, rest = {}, {}, {}
     for entry in refused:
         if entry.student and entry.owner == entry.student:
-            own.setdefault(entry.student, []).append(entry)
+            own.setdefault((entry.student, entry.owner), []).append(entry)
         elif entry.student and _has_account(entry.student):
             forged.setdefault((entry.student, entry.owner or "?"), []).append(entry)
         else:
-            rest.setdefault(entry.owner or "?", []).append(entry)
-    for (student, owner), entries in sorted(forged.items()):
-        for entry in entries[:REFUSALS_SHOWN_PER_OWNER]:
-            out(f"  REFUSED: {shown(entry.name)} claims to be {student}'s but is owned by {owner}: {entry.problem}; "
-                f"not collected")
-        if len(entries) > REFUSALS_SHOWN_PER_OWNER:
-            out(f"  REFUSED: {len(entries) - REFUSALS_SHOWN_PER_OWNER} more folders owned by {owner} claiming to be "
-                f"{student}'s, not collected")
-    for student, entries in sorted(own.items()):
-        entries.sort(key=lambda e: (e.claimed is not None, e.claimed or 0, e.name), reverse=True)
-        out(f"  REFUSED: {student}'s own submission {shown(entries[0].name)}: {entries[0].problem}; not collected")
-        if len(entries) > 1:
-            out(f"  REFUSED: {len(entries) - 1} earlier folder(s) of {student}'s own, not collected")
-    for owner, entries in sorted(rest.items()):
-        for entry in entries[:REFUSALS_SHOWN_PER_OWNER]:
-            out(f"  REFUSED: {shown(entry.name)} (owned by {owner}): {entry.problem}; not collected")
-        if len(entries) > REFUSALS_SHOWN_PER_OWNER:
-            out(f"  REFUSED: {len(entries) - REFUSALS_SHOWN_PER_OWNER} more folders owned by {owner}, not collected")
+            rest.setdefault((None, entry.owner or "?"), []).append(entry)
+    for group, more in ((forged, "claiming to be {student}'s"), (own, "of {student}'s own"), (rest, "")):
+        for (student, owner), entries in sorted(group.items()):
+            entries.sort(key=lambda e: (e.claimed is not None, e.claimed or 0, e.name), reverse=group is own)
+            for entry in entries[:REFUSALS_SHOWN_PER_OWNER]:
+                out(f"  REFUSED: {shown(entry.name)} (owned by {owner}): {entry.problem}; not collected")
+            if len(entries) > REFUSALS_SHOWN_PER_OWNER:
+                what = f" {more.format(student=student)}" if more else ""
+                out(f"  REFUSED: {len(entries) - REFUSALS_SHOWN_PER_OWNER} more folders owned by {owner}{what}, not "
+                    f"collected")
 
 
 def _has_account(name):

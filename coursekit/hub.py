@@ -14,7 +14,8 @@ with their Unix passwords (PAM). Each user's server is the course's install (thi
   reference) ahead of the project's;
 * nobody gets the news or the update pop-up.
 
-nbgrader's exchange is a folder every user reaches, mode 0777 as nbgrader documents (``--exchange``). The hub's
+nbgrader's exchange is a folder every user reaches (``--exchange``), root's (0755): the hub makes each course's
+folder in it, and no user may add anything at its top level, so a student cannot invent a course. The hub's
 own files (its database, cookie secret, generated configuration, the role settings) live in ``--state``; the
 proxy is configurable-http-proxy, installed beforehand by ``npm ci --prefix hub`` (pinned in
 ``hub/package-lock.json``): nothing is downloaded when the hub starts.
@@ -29,6 +30,7 @@ import pwd
 import shlex
 import shutil
 import socket
+import stat
 import sys
 
 from . import ROOT
@@ -74,9 +76,9 @@ def free_port(ip="127.0.0.1"):
 
 
 def exchange_for_class(root, course, instructors, students, course_id=None):
-    """nbgrader's exchange at ``root`` as a class needs it (mode 1777, reachable by everyone), and the course's
-    folder in it made now, as root, the first instructor's and the course folder's group's: a student who made it
-    first could otherwise read or replace what the others hand in. Returns the root. (``course_id``: the course's
+    """nbgrader's exchange at ``root`` as a hub needs it (root's, mode 0755, reachable by everyone, nobody else
+    adds to it), and the course's folder in it made now, as root, the first instructor's and the course folder's
+    group's: no student can make a course folder of their own, nor this one before the hub. Returns the root. (``course_id``: the course's
     id when the caller knows it, rather than reading the course folder's nbgrader_config.py.)"""
     from .course_exchange import close_course_folder, problems_of_course_folder
     from .exchange import check_exchange, course_id_of
@@ -136,10 +138,7 @@ def role_settings(state, exchange, course):
                                    "terminado_settings": terminal}
             hidden.update({n: True for n in STUDENT_HIDDEN_PLUGINS})
             from .exchange import course_id_of  # the course's own id: its folder in the exchange
-            nbgrader = (f"c = get_config()  # noqa: F821\nc.CourseDirectory.course_id = {course_id_of(course)!r}\n"
-                        f"c.Exchange.root = {exchange!r}\n"
-                        f"# a submission only its student and the instructors may read\n"
-                        f"c.ExchangeFactory.submit = 'learner.submit.PrivateSubmit'\n")
+            nbgrader = student_nbgrader_config([course_id_of(course)], exchange)
         else:
             nbgrader = (f"c = get_config()  # noqa: F821\n# the course folder's nbgrader_config.py is read on top\n"
                         f"c.CourseDirectory.root = {course!r}\n")
@@ -153,6 +152,29 @@ def role_settings(state, exchange, course):
             os.chmod(d, 0o755)
         folders[role] = folder
     return folders
+
+
+def student_nbgrader_config(course_ids, exchange):
+    """A student's nbgrader settings: the hub's courses alone (``learner.submit``: the courses the hub gives the
+    student, a fetch that copies only what instructors wrote, a private submission); one course, named; several, none
+    named, so that the Assignments tab lists each of the student's courses (nbgrader's pattern for several
+    classes)."""
+    lines = ["c = get_config()  # noqa: F821", f"c.Exchange.root = {exchange!r}",
+             "# the courses the hub gives this student (COURSE_IDS, set at each server start), and no other folder",
+             "c.Authenticator.plugin_class = 'learner.submit.HubCourses'",
+             "# a fetch that follows no link and copies only what the course's instructors wrote",
+             "c.ExchangeFactory.fetch_assignment = 'learner.submit.CourseFetch'",
+             "# the exchange's root is the hub's (root's): list and fetch feedback without writing there",
+             "c.ExchangeFactory.list = 'learner.submit.CourseList'",
+             "c.ExchangeFactory.fetch_feedback = 'learner.submit.CourseFetchFeedback'",
+             "# a submission only its student and the instructors may read",
+             "c.ExchangeFactory.submit = 'learner.submit.PrivateSubmit'"]
+    if len(course_ids) == 1:
+        lines.append(f"c.CourseDirectory.course_id = {course_ids[0]!r}")
+    else:
+        lines += ["# several courses: none named here; each assignment is fetched into ~/<course id>/<assignment>/",
+                  "c.Exchange.path_includes_course = True"]
+    return "\n".join(lines) + "\n"
 
 
 def student_packages(state):
@@ -210,6 +232,7 @@ ROLE_CONFIG = {roles!r}
 COURSE = {course!r}
 EXCHANGE = {exchange!r}
 STUDENT_PACKAGES = {packages!r}
+COURSE_IDS = {course_ids!r}
 PATH = {path!r}
 LAB_EXTENSIONS = {lab_extensions!r}
 
@@ -226,7 +249,7 @@ def course_environment(spawner):
                    COURSE_GRADING_URL=GRADING_URL)
         spawner.notebook_dir = COURSE
     else:
-        env.update(JUPYTER_CONFIG_PATH=ROLE_CONFIG["student"], PYTHONPATH=STUDENT_PACKAGES)
+        env.update(JUPYTER_CONFIG_PATH=ROLE_CONFIG["student"], PYTHONPATH=STUDENT_PACKAGES, COURSE_IDS=COURSE_IDS)
         spawner.notebook_dir = "~"
     spawner.environment = env
 
@@ -235,11 +258,48 @@ c.Spawner.pre_spawn_hook = course_environment
 '''
 
 
+# what of the hub's state every user's server reads (the role settings, the student bundle's packages, the tool's public
+# key); everything else in it (the database, the cookie secret, tokens, logs, the hub's own state) is root's alone
+PUBLIC_STATE = ("jupyter", "courses", "student-packages", "lti-tool-public-key.json")
+# the database, which JupyterHub would create with its umask (0644): made 0600 first (SQLite gives its journal files
+# the database's mode); JupyterHub makes the cookie secret 0600 itself; the pid files, which JupyterHub removes and
+# writes anew at each start, are in a folder of root's alone
+MADE_PRIVATE = ("jupyterhub.sqlite",)
+RUN = "run"
+
+
+def close_state(state):
+    """The hub's state folder closed to its users: the folder itself 0711 (entered, never listed), the public parts
+    above as they are, everything else without group or other permissions, and the files JupyterHub will create
+    made 0600 beforehand."""
+    os.chmod(state, 0o711)
+    os.makedirs(os.path.join(state, RUN), mode=0o700, exist_ok=True)
+    for name in MADE_PRIVATE:
+        path = os.path.join(state, name)
+        if not os.path.lexists(path):
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+    for entry in os.scandir(state):
+        if entry.name in PUBLIC_STATE:
+            continue
+        _close(entry.path)
+
+
+def _close(path):
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode):
+        return
+    if stat.S_IMODE(st.st_mode) & 0o077:
+        os.chmod(path, stat.S_IMODE(st.st_mode) & 0o700)
+    if stat.S_ISDIR(st.st_mode):
+        for entry in os.scandir(path):
+            _close(entry.path)
+
+
 def write_config(state, *, course, exchange, students, instructors, ip, port, extra_config=None):
     """The hub's configuration in ``state`` (and the role settings beside it); returns its path."""
     state = os.path.abspath(state)
     os.makedirs(state, exist_ok=True)
-    os.chmod(state, 0o755)  # the users' servers read the role settings in it; the secrets below are 0600
+    os.chmod(state, 0o711)  # the users' servers read the role settings in it, by name; everything else is root's
     roles = role_settings(state, exchange, course)
     packages = student_packages(state)
     python = users_python()
@@ -253,17 +313,23 @@ def write_config(state, *, course, exchange, students, instructors, ip, port, ex
         grading_env={k: v for k, v in os.environ.items() if k.startswith(GRADING_SETTINGS)},
         bind_url=f"http://{ip}:{port}", hub_bind_url=f"http://127.0.0.1:{hub_port}",
         db_url="sqlite:///" + os.path.join(state, "jupyterhub.sqlite"),
-        cookie=os.path.join(state, "jupyterhub_cookie_secret"), pid=os.path.join(state, "jupyterhub.pid"),
+        cookie=os.path.join(state, "jupyterhub_cookie_secret"), pid=os.path.join(state, RUN, "jupyterhub.pid"),
         proxy=proxy_command(), proxy_api=f"http://127.0.0.1:{free_port()}",
-        proxy_pid=os.path.join(state, "proxy.pid"), users=set(students) | set(instructors),
+        proxy_pid=os.path.join(state, RUN, "proxy.pid"), users=set(students) | set(instructors),
         python=python, instructors=set(instructors), roles=roles,
-        course=course, exchange=exchange, packages=packages,
+        course=course, exchange=exchange, packages=packages, course_ids=_course_id(course),
         path=os.pathsep.join([commands, "/usr/local/bin", "/usr/bin", "/bin"]), lab_extensions=LAB_EXTENSIONS)
     if extra_config:
         text += f"\n# --extra-config\nload_subconfig({os.path.abspath(extra_config)!r})  # noqa: F821\n"
     path = os.path.join(state, "jupyterhub_config.py")
     _write(path, text, mode=0o600)
+    close_state(state)
     return path
+
+
+def _course_id(course):
+    from .exchange import course_id_of
+    return course_id_of(course)
 
 
 def as_root():

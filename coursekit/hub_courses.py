@@ -39,7 +39,7 @@ import os
 from dataclasses import dataclass, field
 
 from .hub import (LAB_EXTENSIONS, _listed, _write, as_root, exchange_for_class, hub_command, machine_problems,
-                  role_settings, write_config)
+                  close_state, role_settings, student_nbgrader_config, write_config)
 from .hub_access import (REFERENCE, UNIX_NAME, HubError, _own_tree, course_problems, enrol, ensure_group, ensure_users,
                          give_to_staff, read_roster, staff_group, users_python)
 from .course_exchange import group_members, students_group
@@ -330,7 +330,8 @@ def write_hub_config(state, courses, exchange, lti, args, hub_state):
         folders = role_settings(os.path.join(state, "courses", c.id), exchange, c.folder)
         instructor_config[c.id] = folders["instructor"]
     student_config = role_settings(os.path.join(state, "courses", "students"), exchange, first.folder)["student"]
-    _write(os.path.join(student_config, "nbgrader_config.py"), student_nbgrader_config(courses, exchange))
+    _write(os.path.join(student_config, "nbgrader_config.py"),
+           student_nbgrader_config([c.id for c in courses], exchange))
     with open(path) as f:
         text = f.read()
     spawn = {"state": state, "exchange": exchange, "instructor_config": instructor_config,
@@ -348,21 +349,8 @@ def write_hub_config(state, courses, exchange, lti, args, hub_state):
     if args.extra_config:
         text += f"\n# --extra-config\nload_subconfig({os.path.abspath(args.extra_config)!r})  # noqa: F821\n"
     _write(path, text, mode=0o600)
+    close_state(state)
     return path
-
-
-def student_nbgrader_config(courses, exchange):
-    """A student's nbgrader settings: one course, named (as a hub of one course); several, none named, so that the
-    Assignments tab lists each course the student may read (nbgrader's pattern for several classes)."""
-    lines = ["c = get_config()  # noqa: F821", f"c.Exchange.root = {exchange!r}",
-             "# a submission only its student and the instructors may read",
-             "c.ExchangeFactory.submit = 'learner.submit.PrivateSubmit'"]
-    if len(courses) == 1:
-        lines.append(f"c.CourseDirectory.course_id = {courses[0].id!r}")
-    else:
-        lines += ["# several courses: none named here; each assignment is fetched into ~/<course id>/<assignment>/",
-                  "c.Exchange.path_includes_course = True"]
-    return "\n".join(lines) + "\n"
 
 
 def spawn_hook(settings):
@@ -382,7 +370,10 @@ def spawn_hook(settings):
                        COURSE_EXCHANGE=settings["exchange"], COURSE_GRADING_URL=settings["grading_url"])
             spawner.notebook_dir = folder
         else:
-            env.update(JUPYTER_CONFIG_PATH=settings["student_config"], PYTHONPATH=settings["packages"])
+            # the courses the hub's state gives this student: the Assignments tab's, and no other (learner.submit)
+            mine = [c for c, course in sorted(data.get("courses", {}).items()) if name in course.get("students", [])]
+            env.update(JUPYTER_CONFIG_PATH=settings["student_config"], PYTHONPATH=settings["packages"],
+                       COURSE_IDS=",".join(mine))
             spawner.notebook_dir = "~"
         spawner.environment = env
     return course_environment

@@ -10,6 +10,7 @@ browser is tests/hub/test_hub_class.py.
 import datetime
 import grp
 import os
+import stat
 import pwd
 import re
 import subprocess
@@ -78,13 +79,20 @@ def test_an_exchange_with_the_wrong_permissions_is_named_with_what_to_change(tmp
     root = tmp_path / "exchange"
     root.mkdir(mode=0o755)
     os.chmod(root, 0o755)
+    os.chown(root, 65534, -1)  # someone's 0755 folder: neither one machine's exchange (1777) nor a hub's (root's)
     with pytest.raises(exchange.ExchangeError, match=re.escape(f"run `chmod 1777 {root}`")):
         exchange.check_exchange(str(root))
+    os.chown(root, 0, -1)
     os.chmod(root, 0o1777)
     os.chmod(tmp_path, 0o700)  # others may not enter the folder above it
     assert exchange.check_exchange(str(root)) == str(root)  # one person's exchange: nobody else comes in
+    with pytest.raises(exchange.ExchangeError, match=re.escape(f"chmod 755 {root}")):
+        exchange.check_exchange(str(root), shared=True)  # a hub's is root's alone to add to: no invented course
+    # `course hub` (root) closes it; then every student must still reach it
     with pytest.raises(exchange.ExchangeError, match=re.escape(f"run `chmod o+x {tmp_path}`")):
-        exchange.check_exchange(str(root), shared=True)  # a hub's: every student must reach it
+        exchange.check_exchange(str(root), create=True, shared=True)
+    assert (os.stat(root).st_uid, stat.S_IMODE(os.stat(root).st_mode)) == (0, 0o755)
+    assert exchange.check_exchange(str(root)) == str(root)  # the instructor's commands take a hub's root
 
 
 def test_a_course_folder_or_reference_others_could_read_or_an_instructor_could_not_is_refused_all_at_once(tmp_path):

@@ -79,7 +79,8 @@ class Class:
 
     def student(self, name, *command, check=True):
         """A command in the student's terminal on the hub (their server's environment)."""
-        env = self.env(name, f"JUPYTER_CONFIG_PATH={self.roles['student']}", f"PYTHONPATH={self.packages}")
+        env = self.env(name, f"JUPYTER_CONFIG_PATH={self.roles['student']}", f"PYTHONPATH={self.packages}",
+                       f"COURSE_IDS={COURSE_ID}")
         proc = subprocess.run(["runuser", "-u", name, "--", *env, *command], cwd=pwd.getpwnam(name).pw_dir,
                               capture_output=True, text=True, timeout=300)
         assert not check or proc.returncode == 0, f"{name}: {command}\n{proc.stdout}\n{proc.stderr}"
@@ -258,15 +259,18 @@ mkdir "$INBOUND/one+two+three+four+five"
                          rf"parse", said), said
         assert re.search(rf"REFUSED: {ODD}\+{A}\+.* \(owned by {ODD}\): the time in its name, .* is in the future",
                          said), said
-        assert re.search(rf"REFUSED: <img src=x onerror=alert\(1\)>\+{A}\+.* \(owned by {ODD}\): the student id "
-                         rf"in its name is not a valid id", said), said
+        # its name's escape sequence shown, not acted on
+        assert re.search(rf"REFUSED: <img src=x onerror=alert\(1\)>\\x1b\[2J\+{A}\+.* \(owned by {ODD}\): the student "
+                         rf"id in its name is not a valid id", said), said
         assert "\x1b" not in said
         assert re.search(rf"REFUSED: {ODD}\+{A}\+.*\+plainfile \(owned by {ODD}\): it is a file, not a folder", said)
         assert re.search(rf"REFUSED: {BO}\+{A}\+.*\+alinkxx1 \(owned by {ODD}\): it is a link, not a folder", said)
         assert re.search(rf"REFUSED: one\+two\+three\+four\+five \(owned by {ODD}\): its name is not "
                          rf"student\+assignment\+time", said), said
-        refused = re.findall(r"^  REFUSED: ", said, re.M)
+        refused = re.findall(r"^  REFUSED: (.*)", said, re.M)
         assert len(refused) == 8, said
+        # the folders that claim to be another student's come first, then each student's own, then the rest
+        assert [line.split(" (owned by")[0].split("+")[-1] for line in refused[:2]] == ["forged1", "alinkxx1"], said
         # every refused folder is still in the exchange, untouched; the second run says the same
         entries = set(os.listdir(cls.inbound))
         assert any(e.endswith("+forged1") for e in entries) and any(e.endswith("+plainfile") for e in entries)
@@ -346,6 +350,8 @@ mkdir "$INBOUND/one+two+three+four+five"
             "move the course's folder aside": f"mv '{os.path.join(cls.exchange, COURSE_ID)}' '{cls.exchange}/moved'",
             "read ANN's fetched copy": f"cat ~{ANN}/{A}/{A}.ipynb",
             "read the collected submissions": f"ls '{os.path.join(cls.course, 'submitted')}'",
+            "make a course of their own": f"mkdir '{cls.exchange}/zz-fake'",
+            "make an outbound of their own": f"mkdir -p '{cls.exchange}/{COURSE_ID}/outbound/zz'",
         }
         for what, script in tries.items():
             proc = cls.shell(BO, script)
@@ -355,6 +361,29 @@ mkdir "$INBOUND/one+two+three+four+five"
         # while ANN herself reads her own feedback page in the exchange
         mine = cls.shell(ANN, f"head -c 15 '{ann_page}'")
         assert mine.returncode == 0 and mine.stdout.startswith("<!DOCTYPE"), mine
+
+        # an invented course (as one left from before the exchange's root was closed): the forger's, its release a
+        # link to ANN's own notebook in her home. ANN never sees it, a fetch from it is refused by her course list,
+        # and a fetch follows no link in any case
+        fake = os.path.join(cls.exchange, "zz-fake", "outbound", A)
+        os.makedirs(fake)
+        os.symlink(os.path.join(pwd.getpwnam(ANN).pw_dir, A, A + ".ipynb"), os.path.join(fake, A + ".ipynb"))
+        subprocess.run(["chown", "-hR", f"{FORGER}:{FORGER}", os.path.join(cls.exchange, "zz-fake")], check=True)
+        listed = cls.student(ANN, "nbgrader", "list")
+        assert f"{COURSE_ID} {A}" in listed.stdout + listed.stderr and "zz-fake" not in listed.stdout + listed.stderr, \
+            listed.stdout + listed.stderr
+        fetched = cls.student(ANN, "nbgrader", "fetch_assignment", A, "--course", "zz-fake", check=False)
+        assert fetched.returncode != 0 and "You do not have access to this course" in fetched.stderr, fetched.stderr
+        env = cls.env(ANN, f"JUPYTER_CONFIG_PATH={cls.roles['student']}", f"PYTHONPATH={cls.packages}")
+        os.makedirs(os.path.join(pwd.getpwnam(ANN).pw_dir, "elsewhere"), exist_ok=True)
+        subprocess.run(["chown", f"{ANN}:", os.path.join(pwd.getpwnam(ANN).pw_dir, "elsewhere")], check=True)
+        unlisted = subprocess.run(["runuser", "-u", ANN, "--", *env, "nbgrader", "fetch_assignment", A, "--course",
+                                   "zz-fake"], cwd=os.path.join(pwd.getpwnam(ANN).pw_dir, "elsewhere"),
+                                  capture_output=True, text=True, timeout=300)
+        # (without the course list, in a shell of her own, the link is still never followed: nothing of hers is copied)
+        fetched_copy = os.path.join(pwd.getpwnam(ANN).pw_dir, "elsewhere", A)
+        assert f"Left out of the assignment: '{A}.ipynb': a link" in unlisted.stderr, unlisted.stderr
+        assert not os.path.exists(os.path.join(fetched_copy, A + ".ipynb"))
     finally:
         restore_modes(reference_modes)
         remove_users([TEACH, *STUDENTS])

@@ -12,12 +12,14 @@ import os
 import re
 import stat
 import subprocess
+import sys
 import textwrap
 
 import pytest
 
 from coursekit.hub_access import HubError
-from coursekit.hub_courses import read_courses, student_nbgrader_config
+from coursekit.hub import student_nbgrader_config
+from coursekit.hub_courses import read_courses
 from coursekit.hub_state import HubState
 from coursekit.hub_lti import (AGS_CLAIM, LTI, MEMBERSHIP, Refused, check_launch, read_lti_config, role_of,
                                unix_name)
@@ -60,7 +62,12 @@ def test_a_good_courses_file_reads_as_its_courses(tmp_path):
     assert [(c.id, c.folder, c.instructors, c.students) for c in courses] == [
         ("enc101", str(tmp_path / "enc101"), ["alice"], ["ann", "sam"]),
         ("dec102", str(tmp_path / "dec102"), ["bob", "carol"], ["sam"])]
-    several, one = student_nbgrader_config(courses, "/srv/x"), student_nbgrader_config(courses[:1], "/srv/x")
+    ids = [c.id for c in courses]
+    several, one = student_nbgrader_config(ids, "/srv/x"), student_nbgrader_config(ids[:1], "/srv/x")
+    for config in (several, one):  # the hub's courses alone, a fetch that follows no link, a private submission
+        assert "c.Authenticator.plugin_class = 'learner.submit.HubCourses'" in config
+        assert "c.ExchangeFactory.fetch_assignment = 'learner.submit.CourseFetch'" in config
+        assert "c.ExchangeFactory.submit = 'learner.submit.PrivateSubmit'" in config
     assert "c.Exchange.path_includes_course = True" in several and "c.CourseDirectory.course_id" not in several
     assert "c.CourseDirectory.course_id = 'enc101'" in one and "path_includes_course" not in one
 
@@ -301,6 +308,7 @@ def test_course_hub_with_a_courses_file(class_folder):
     from lti_hub import course_folder
 
     from coursekit.course_exchange import students_group
+    from coursekit.hub import PUBLIC_STATE
     from coursekit.hub_access import REFERENCE
     teach = {"ckc-enc": "ckc-alice", "ckc-dec": "ckc-bob"}
     students = {"ckc-enc": ["ckc-ann", "ckc-sam"], "ckc-dec": ["ckc-sam"]}
@@ -356,6 +364,24 @@ def test_course_hub_with_a_courses_file(class_folder):
         answer = session.post(f"{hub.base}/hub/login", data={"username": "ckc-sam", "password": hub.password,
                                                               "_xsrf": xsrf}, allow_redirects=False, timeout=60)
         assert answer.status_code == 302 and any(c.name.startswith("jupyterhub-session") for c in session.cookies)
+        # nothing of the hub's state is a student's to read but the settings their server reads (the database, the
+        # cookie secret, the service's settings, the hub's state of the courses, pid files: none), and no student
+        # may add a course to the exchange
+        private = [os.path.join(here, f) for here, _, files in os.walk(hub.state) for f in files
+                   if os.path.relpath(os.path.join(here, f), hub.state).split(os.sep)[0] not in PUBLIC_STATE]
+        assert {"jupyterhub.sqlite", "jupyterhub_cookie_secret", "grading.json", "courses.json"} <= \
+            {os.path.basename(p) for p in private}, private
+        tries = ("import os, sys\nfor p in sys.argv[1:]:\n    try:\n        open(p, 'rb').read(1); print('READ', p)\n"
+                 "    except OSError: pass\ntry:\n    os.listdir(sys.argv[1].rsplit('/', 1)[0]); print('LISTED')\n"
+                 "except OSError: pass\n")
+        said = subprocess.run(["runuser", "-u", "ckc-ann", "--", sys.executable, "-c", tries,
+                               os.path.join(hub.state, "jupyterhub.sqlite"), *private],
+                              capture_output=True, text=True, timeout=60)
+        assert said.returncode == 0 and said.stdout == "", said.stdout + said.stderr
+        made = subprocess.run(["runuser", "-u", "ckc-ann", "--", "mkdir", os.path.join(hub.exchange, "zz-fake")],
+                              capture_output=True, text=True, timeout=60)
+        assert made.returncode != 0 and "Permission denied" in made.stderr, made
+        assert (os.stat(hub.exchange).st_uid, stat.S_IMODE(os.stat(hub.exchange).st_mode)) == (0, 0o755)
     finally:
         hub.stop()
         restore_modes(reference_modes)
