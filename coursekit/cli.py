@@ -254,16 +254,50 @@ def cmd_validate(args):
                    [("failed", "a check failed", c) for c in results.get("failed", [])]
         if not problems:
             print(f"{path}: every check passed")
-            continue
-        worst = max(worst, 1)
-        print(f"{path}: {len(problems)} problem(s)")
-        from grader.plain import plain  # a learner's text and messages: no escape sequence reaches the terminal
-        for _, what, cell in problems:
-            first = cell["source"].splitlines()[0] if cell["source"] else ""
-            print(f"  {what}: {plain(first)}")
-            for line in _shown_error(cell.get("raw_error") or ""):  # made plain there
-                print(f"    {line}")
+        else:
+            worst = max(worst, 1)
+            print(f"{path}: {len(problems)} problem(s)")
+            from grader.plain import plain  # a learner's text and messages: no escape sequence reaches the terminal
+            for _, what, cell in problems:
+                first = cell["source"].splitlines()[0] if cell["source"] else ""
+                print(f"  {what}: {plain(first)}")
+                for line in _shown_error(cell.get("raw_error") or ""):  # made plain there
+                    print(f"    {line}")
+        if not results.get("changed") and not results.get("type_changed"):
+            for line in points_lines(path, results.get("failed", [])):
+                print(line)
     return worst
+
+
+def points_lines(path, failed):
+    """What each exercise of notebook ``path`` is worth and what its checks here earn, as grading counts them: the
+    course table's points, cell by cell (a graded cell scores all its points or none), then the total. ``failed``
+    are the failing cells as ``Validator.validate`` returns them. Grading adds hidden checks to each cell, which can
+    still take a cell's points away; the lines say so."""
+    import nbformat
+
+    from learner.syllabus import cell_points
+    failed_sources = {c["source"] for c in failed}
+    rows = {}  # exercise -> [earned, worth], in the notebook's order
+    for cell in nbformat.read(path, as_version=4).cells:
+        graded = cell.metadata.get("nbgrader", {})
+        name, _, part = graded.get("grade_id", "").rpartition("_") if graded.get("grade") else ("", "", "")
+        try:
+            worth = cell_points(name, part)
+        except (KeyError, ValueError):
+            continue  # not a graded cell of the course table
+        row = rows.setdefault(name, [0, 0])
+        row[0] += 0 if cell.source.strip() in failed_sources else worth
+        row[1] += worth
+    if not rows:
+        return []
+    width = max(len(name) for name in rows) + 2
+    lines = ["  points, as grading counts them (each graded cell all or nothing; grading adds hidden checks, "
+             "which can still take a cell's points away):"]
+    lines += [f"    {name:<{width}}{earned:>3} of {worth}" for name, (earned, worth) in rows.items()]
+    earned, worth = sum(r[0] for r in rows.values()), sum(r[1] for r in rows.values())
+    lines.append(f"    {'total':<{width}}{earned:>3} of {worth}")
+    return lines
 
 
 def _shown_error(raw, most=40):
