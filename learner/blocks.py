@@ -7,9 +7,10 @@ ready-made cached block). Each is a different implementation from the
 reference (it leans on ``F.multi_head_attention_forward``,
 ``F.scaled_dot_product_attention`` and ``F.layer_norm``) with the same
 signature and the same conventions: bool masks with True = may attend, weight
-dicts laid out like ``nn.Linear`` (see ``solutions/encoder.py``), and a query
-with no allowed key gets zero attention weights, never NaN. The tests check
-that each equals the reference.
+dicts laid out like ``nn.Linear`` (``W`` is (out, in), applied as ``x @ W.T + b``),
+and a query with no allowed key gets zero attention weights, never NaN. The tests
+check that each equals the reference. ``help()`` on each says its shapes, its
+mask and its parameter keys.
 """
 import torch
 import torch.nn.functional as F
@@ -18,7 +19,18 @@ LN_EPS = 1e-5
 
 
 def masked_attention(Q, K, V, mask=None):
-    """softmax(Q K^T / sqrt(d_k) + M) V with a bool mask; returns (out, weights)."""
+    """Masked scaled dot-product attention, softmax(Q K^T / sqrt(d_k) + M) V (notebook 04's exercise).
+
+    Args:
+        Q: (..., T_q, d_k); K: (..., T_k, d_k); V: (..., T_k, d_v); the leading axes (B, or B and H) are shared.
+        mask: None, or a bool tensor that broadcasts to (..., T_q, T_k), True = may attend (the polarity of
+            F.scaled_dot_product_attention; nn.MultiheadAttention's is the opposite, True = blocked). With heads,
+            give it a head axis: (B, 1, T_q, T_k) or (B, 1, 1, T_k).
+
+    Returns:
+        (out, weights): out (..., T_q, d_v), weights (..., T_q, T_k). A query with no allowed key (or T_k = 0)
+        gets zero weights and a zero output, never NaN.
+    """
     scores = torch.matmul(Q, K.transpose(-2, -1)) * Q.shape[-1] ** -0.5  # (..., T_q, T_k)
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
@@ -27,7 +39,10 @@ def masked_attention(Q, K, V, mask=None):
 
 
 def split_heads(x, n_heads):
-    """(B, T, D) -> (B, H, T, D / H)."""
+    """Split the width into heads: x (B, T, D) -> (B, H, T, d_k), d_k = D / H (notebook 06's exercise).
+
+    Raises ValueError when n_heads = H does not divide D.
+    """
     B, T, D = x.shape
     if n_heads < 1 or D % n_heads:
         raise ValueError(f"d_model={D} is not divisible by n_heads={n_heads}")
@@ -35,12 +50,30 @@ def split_heads(x, n_heads):
 
 
 def merge_heads(x):
-    """(B, H, T, d_k) -> (B, T, H * d_k)."""
+    """Undo split_heads: x (B, H, T, d_k) -> (B, T, H * d_k), each position's heads side by side (notebook 06)."""
     return x.permute(0, 2, 1, 3).flatten(-2)
 
 
 def multi_head_attention(x_q, x_kv, params, n_heads, mask=None):
-    """Multi-head attention through ``F.multi_head_attention_forward``; returns (out (B, T_q, D), weights (B, H, T_q, T_k))."""
+    """Multi-head attention (notebook 06's exercise), through ``F.multi_head_attention_forward``.
+
+    multi_head_attention(x_q, x_kv, params, n_heads, mask=None) -> (out, weights)
+
+    Args:
+        x_q: (B, T_q, D), the positions that ask (queries); x_kv: (B, T_k, D), the positions that answer (keys and
+            values). Self-attention passes the same tensor twice; cross-attention passes the decoder's states as
+            x_q and the encoder's output (the memory) as x_kv.
+        params: a dict with the keys W_q, b_q, W_k, b_k, W_v, b_v, W_o, b_o: each W is (D, D), each b is (D,),
+            applied as x @ W.T + b.
+        n_heads: H, which must divide D (else ValueError); each head attends over d_k = D / H columns.
+        mask: None, or a bool tensor that broadcasts to (B, T_q, T_k): (T_q, T_k), (B, T_q, T_k) or (B, 1, T_k);
+            True = may attend (not nn.MultiheadAttention's polarity). The same mask applies to every head: give it
+            no head axis.
+
+    Returns:
+        (out, weights): out (B, T_q, D); weights (B, H, T_q, T_k), each head's attention weights. A query with no
+        allowed key gets zero weights, and its output is b_o.
+    """
     B, T_q, D = x_q.shape
     T_k = x_kv.shape[1]
     if n_heads < 1 or D % n_heads:
@@ -68,7 +101,11 @@ def multi_head_attention(x_q, x_kv, params, n_heads, mask=None):
 
 
 def embed_with_positions(ids, E, P):
-    """Token rows plus position rows, (B, T) ids -> (B, T, D)."""
+    """Token rows plus position rows (notebook 06's exercise): x[b, t] = E[ids[b, t]] + P[t].
+
+    Args: ids (B, T) LongTensor; E (V, D) the token table; P (T_max, D) the positions' table.
+    Returns: (B, T, D). Raises ValueError when T > T_max.
+    """
     T = ids.shape[-1]
     if T > P.shape[0]:
         raise ValueError(f"a sequence of length T={T} is longer than the positional table, which has "
@@ -86,14 +123,32 @@ def add_norm(x, sub, ln):
 
 
 def encoder_block(x, valid, params, n_heads):
-    """The post-norm encoder block of notebook 06: bidirectional self-attention (padding blocked), then the FFN."""
+    """The post-norm encoder block of notebook 06 (its exercise): bidirectional self-attention, then the FFN.
+
+    h = LayerNorm(x + MultiHeadAttention(x, x, mask)), out = LayerNorm(h + FFN(h)), FFN(h) = relu(h W_1^T + b_1) W_2^T + b_2.
+
+    Args:
+        x: (B, T, D). valid: (B, T) bool, True = a real token, or None (no padding); the mask is
+            valid[:, None, :], (B, 1, T): every query may attend to every real key.
+        params: {"attn": multi_head_attention's keys, "ln1": {"weight", "bias"} (D,) each,
+            "ffn": {"W_1" (F, D), "b_1" (F,), "W_2" (D, F), "b_2" (D,)}, "ln2": {"weight", "bias"}}.
+        n_heads: H.
+
+    Returns:
+        out (B, T, D) (the attention weights are not returned).
+    """
     mask = None if valid is None else valid.unsqueeze(1)
     h = add_norm(x, multi_head_attention(x, x, params["attn"], n_heads, mask)[0], params["ln1"])
     return add_norm(h, feed_forward(h, params["ffn"]), params["ln2"])
 
 
 def decoder_block(x, valid, params, n_heads):
-    """The post-norm decoder block of notebook 07: causal self-attention (padding blocked), then the FFN."""
+    """The post-norm decoder block of notebook 07 (its exercise): causal self-attention, then the FFN.
+
+    As encoder_block(x, valid, params, n_heads), with the mask causal & valid[:, None, :], (B, T, T): query i may
+    attend to key j when j <= i and key j is real (True = may attend). Same params keys ("attn", "ln1", "ffn",
+    "ln2"); returns out (B, T, D).
+    """
     T = x.shape[1]
     mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
     if valid is not None:
@@ -106,7 +161,11 @@ def decoder_block_step(x_new, params, n_heads, cache=None):
     """The decoder block for new positions with a KV cache (notebook 09), through ``F.scaled_dot_product_attention``.
 
     Used where the course needs a ready-made cached step (the KV-cache stepper's
-    reference side); returns (out (B, T_new, D), (K, V) each (B, H, T_past + T_new, d_k)).
+    reference side). x_new (B, T_new, D): the new positions; params: decoder_block's keys; cache: None or
+    (K, V), each (B, H, T_past, d_k), the earlier positions' keys and values. New query i is position T_past + i
+    and may attend to keys j <= T_past + i (the causal mask shifted right; True = may attend). Returns
+    (out (B, T_new, D), (K, V) each (B, H, T_past + T_new, d_k)), the grown cache; ValueError for a cache that
+    does not fit.
     """
     T_new = x_new.shape[1]
     a = params["attn"]
@@ -137,6 +196,10 @@ def encdec_decoder_block_kv(y, kv, tgt_valid, src_valid, params, n_heads):
 
     ``kv`` is ``cross_keys_values(memory, params["cross_attn"], n_heads)``; the result
     equals ``encdec_decoder_block(y, memory, ...)``: (out (B, T_y, D), cross weights (B, H, T_y, T_x)).
+    y (B, T_y, D); tgt_valid (B, T_y) and src_valid (B, T_x): bool, True = a real token, or None (no padding).
+    Self-attention's mask is causal & tgt_valid[:, None, :]; cross-attention's is src_valid (True = may attend).
+    params: {"self_attn", "ln1", "cross_attn", "ln2", "ffn", "ln3"} (the attentions with multi_head_attention's
+    keys, the LayerNorms with "weight" and "bias", the FFN with W_1, b_1, W_2, b_2).
     """
     T = y.shape[1]
     mask = torch.ones(T, T, dtype=torch.bool, device=y.device).tril()

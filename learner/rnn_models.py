@@ -13,7 +13,11 @@ from torch import nn
 
 
 def init_params(V_src, V_tgt, D, d_h, seed=0, dtype=torch.float32):
-    """A fresh dict of encoder-decoder weights (the keys of ``solutions/rnn.py``'s docstring).
+    """A fresh dict of the RNN encoder-decoder's weights, the ``params`` of notebook 05's exercises.
+
+    Keys and shapes: "E_src" (V_src, D) and "E_tgt" (V_tgt, D), the embeddings; the encoder's "W_x_enc" (d_h, D),
+    "W_h_enc" (d_h, d_h), "b_enc" (d_h,); the decoder's "W_x_dec" (d_h, D), "W_h_dec" (d_h, d_h), "b_dec" (d_h,);
+    the output layer's "W_out" (V_tgt, d_h), "b_out" (V_tgt,). A W is applied as x @ W.T.
 
     Embeddings are N(0, 1). The recurrent matrices W_h are random orthogonal
     matrices: multiplying by one neither grows nor shrinks a vector, which helps a
@@ -117,9 +121,13 @@ class GatedSeq2Seq(nn.Module):
 
 # ---------------------------------------------------------------- notebook 05b: attention over the encoder states
 def init_attention_params(V_tgt, D, d_dec, d_enc, d_a, seed=0, dtype=torch.float32):
-    """A fresh dict of the attention decoder's weights (the keys of ``solutions/rnn_attention.py``'s docstring),
-    initialised as ``init_params`` does (N(0, 1) embeddings, an orthogonal recurrent matrix, uniform
-    (-1/sqrt(fan-in), 1/sqrt(fan-in)) elsewhere). Deterministic in ``seed``."""
+    """A fresh dict of the attention decoder's weights, the ``params`` of notebook 05b's exercises.
+
+    Keys and shapes: "E_tgt" (V_tgt, D); the additive score's "W_q" (d_a, d_dec), "W_k" (d_a, d_enc), "u" (d_a,);
+    the state update's "W_x" (d_dec, D), "W_c" (d_dec, d_enc), "W_h" (d_dec, d_dec), "b" (d_dec,); the output
+    layer's "W_out" (V_tgt, d_dec + d_enc), "b_out" (V_tgt,). Initialised as ``init_params`` does (N(0, 1)
+    embeddings, an orthogonal recurrent matrix, uniform (-1/sqrt(fan-in), 1/sqrt(fan-in)) elsewhere).
+    Deterministic in ``seed``."""
     draw = _Draws(seed, dtype)
 
     def uniform(rows, *cols):  # (-1/sqrt(fan-in), 1/sqrt(fan-in))

@@ -4,8 +4,8 @@ The notebooks pass the learner's own functions (``encoder_block``,
 ``decoder_block``, ``encdec_decoder_block``, ``embed_with_positions``); the tests
 pass the reference's. Nothing here re-implements an exercise, so nothing is
 copied into a notebook. Each model holds its weights as parameters laid out as
-the nested dicts of ``solutions/encoder.py`` and hands plain dicts to the block
-functions on every forward pass.
+the nested dicts the blocks take (``help(learner.blocks.encoder_block)`` lists the
+keys) and hands plain dicts to the block functions on every forward pass.
 
 * ``MaskedLM``       encoder-only (BERT-style), trained to fill in masked tokens;
 * ``DecoderLM``      decoder-only (GPT-style), trained on the next token;
@@ -368,7 +368,9 @@ class EncoderDecoder(nn.Module):
         return x
 
     def run_decoder(self, tgt_in, memory, src_valid=None, tgt_valid=None):
-        """Logits (B, T_y, V) and the cross-attention weights of every layer [(B, H, T_y, T_x)]."""
+        """A tuple (logits (B, T_y, V), every layer's cross-attention weights [(B, H, T_y, T_x)]), unlike the
+        exercises' ``run_decoder``, which returns the logits alone (``[0]`` here). tgt_in (B, T_y) ids, memory
+        (B, T_x, D); src_valid (B, T_x), tgt_valid (B, T_y): bool, True = a real token, or None (no padding)."""
         _check_ids(tgt_in, self.cfg.tgt_vocab_size, "target")
         y = self.embed_fn(tgt_in, self.tgt_embed.E * self.tgt_embed.scale, self.tgt_embed.P)
         cross = []
@@ -392,7 +394,8 @@ class EncoderDecoder(nn.Module):
     def run_decoder_kv(self, tgt_in, kv, src_valid=None, tgt_valid=None):
         """Logits (B, T_y, V) from ``cross_kv``'s keys and values: ``run_decoder`` without recomputing them.
 
-        Ready-made (``blocks.encdec_decoder_block_kv``), equal to ``run_decoder(tgt_in, memory, ...)``.
+        Ready-made (``blocks.encdec_decoder_block_kv``), equal to ``run_decoder(tgt_in, memory, ...)[0]``; masks
+        as ``run_decoder``'s. While decoding greedily the target so far has no padding: pass tgt_valid=None.
         """
         _check_ids(tgt_in, self.cfg.tgt_vocab_size, "target")
         if not (isinstance(kv, (list, tuple)) and len(kv) == len(self.dec_layers)):

@@ -151,7 +151,8 @@ def greedy_translate(encode, cross_kv, run_decoder, src, src_valid, bos_id, eos_
     side, ``encode`` and ``cross_kv``, depends on the source alone: one call each.
 
     Args:
-        encode, cross_kv, run_decoder: the model, as above.
+        encode, cross_kv, run_decoder: the model, as above. Call run_decoder(tokens so far, kv, src_valid, None):
+            the target written so far has no padding, so its tgt_valid is None; it returns the logits alone.
         src: (B, T_x) LongTensor; src_valid: (B, T_x) bool or None.
         bos_id, eos_id: the start and end tokens.
         max_len: the most tokens to write, >= 0.
