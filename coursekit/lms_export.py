@@ -196,7 +196,8 @@ def with_keys(grades, roster):
 
 
 def _numeric(value):
-    return value if re.fullmatch(r"[0-9]+", value or "") else ""
+    """A numeric id as the LMS reads it (Canvas's ``to_i``, Moodle's integer id: 0101 is 101), else ""."""
+    return str(int(value)) if re.fullmatch(r"[0-9]{1,18}", value or "") else ""
 
 
 def platform_keys(grades, platform):

@@ -224,7 +224,6 @@ def test_scores_carry_the_submission_time_and_only_the_late_submitter_is_marked_
     submitted_at are the time the student submitted (nbgrader's), so the platform, which marks late as Canvas does,
     marks dee (submitted 3 h after the due date) late and nobody else. A score posted without the extension, as
     before, is dated at posting and marked late although ada submitted on time: the rule the test platform copies."""
-    lms.add_context("course-2", "ENC102")
     item = lms.add_assignment("course-1", "link-a", A, MAX, due=DUE.timestamp())
     result = post_assignment(grades, A, lms.lineitems_url("course-1"), credentials(lms, tool_key), str(tmp_path / "l"),
                              lineitem_urls=[item["id"]])
