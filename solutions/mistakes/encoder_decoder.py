@@ -235,3 +235,11 @@ def answer_empty_source_encoder():
 
 def answer_empty_source_uniform():
     return "d"
+
+
+def answer_cross_weights_shape_encoder_self():
+    return (2, 4, 7, 7)
+
+
+def answer_cross_weights_shape_heads_after_tokens():
+    return (2, 5, 4, 7)

@@ -193,3 +193,7 @@ def answer_what_the_cache_keeps_weights():
 
 def answer_what_the_cache_keeps_logits():
     return "d"
+
+
+def answer_positions_without_cache_one_step_late():
+    return 105

@@ -137,3 +137,7 @@ def answer_why_minus_infinity_nan():
 
 def answer_why_minus_infinity_same():
     return "d"
+
+
+def answer_causal_pairs_one_position_too_many():
+    return 28

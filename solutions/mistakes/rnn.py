@@ -245,3 +245,11 @@ def answer_teacher_forcing_context_only():
 
 def answer_teacher_forcing_source_token():
     return "d"
+
+
+def answer_context_shape_swapped():
+    return (32, 4)
+
+
+def answer_context_shape_of_the_ids():
+    return (4, 9)

@@ -104,3 +104,11 @@ def answer_bottleneck_faster():
 
 def answer_bottleneck_no_encoder():
     return "d"
+
+
+def answer_alignment_weights_source_squared():
+    return 100
+
+
+def answer_alignment_weights_target_squared():
+    return 121

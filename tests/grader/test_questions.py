@@ -62,6 +62,36 @@ def test_wrong_answers_are_distinct_from_the_right_one_and_from_each_other(name)
     assert len(wrongs) >= (len(ex.answer.letters) - 1 if isinstance(ex.answer, Choice) else 2)  # every wrong choice
 
 
+# the slips a learner is likely to make on a count or a shape (an off-by-one, a swapped axis, the wrong one of two
+# lengths), each of which must get a hint of its own
+LIKELY_SLIPS = {
+    "answer_causal_pairs": [28, 15, 36],          # T + 1 positions; the diagonal left out; every pair
+    "answer_next_token_targets": [12],            # T predictions, forgetting the last token has no target
+    "answer_alignment_weights": [100, 121],       # T_x x T_x, T_y x T_y instead of T_y x T_x
+    "answer_positions_without_cache": [105, 14],  # each step counted with its new token; the cache's count
+    "answer_context_shape": [(32, 4), (4, 9), (4, 9, 32)],  # swapped axes; the ids' shape; every state
+    "answer_cross_weights_shape": [(2, 4, 7, 5), (2, 5, 4, 7), (2, 4, 7, 7)],  # swapped; heads after tokens; encoder's
+}
+
+
+@pytest.mark.parametrize("name", sorted(LIKELY_SLIPS))
+def test_each_likely_slip_gets_a_hint_of_its_own(name):
+    """An off-by-one or a swapped axis is named with what it misunderstands, each slip with its own words."""
+    ex = EXERCISES[name]
+    hints = {ex.answer.canonical(reference.resolve(m, "solutions.mistakes")()): why for m, why in ex.mistakes}
+    assert len(set(hints.values())) == len(hints), "two wrong answers share one hint"
+    assert [slip for slip in LIKELY_SLIPS[name] if ex.answer.canonical(slip) not in hints] == []
+
+
+@pytest.mark.parametrize("name", [q for q in QUESTIONS if "shape" in q])
+def test_a_shape_question_names_its_last_two_axes_swapped(name):
+    ex = EXERCISES[name]
+    right = list(reference.resolve(ex.ref)())
+    swapped = tuple(right[:-2] + right[:-3:-1])
+    assert ex.answer.canonical(swapped) in {ex.answer.canonical(reference.resolve(m, "solutions.mistakes")())
+                                            for m, _ in ex.mistakes}
+
+
 @pytest.mark.parametrize("name", [q for q in QUESTIONS if not isinstance(EXERCISES[q].answer, Choice)])
 def test_an_answer_that_no_mistake_explains_is_wrong_in_plain_words(name):
     """A wrong answer that is none of the known wrong ones gets the plain message, and no mistake is named (every

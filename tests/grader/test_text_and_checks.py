@@ -127,7 +127,9 @@ RULINGS = {
     "dot_score": {"widths or the batch sizes differ": case("widths that differ", "batches that differ")},
     "attend": {"not NaN": mistake("rnn_attention:attend_nan_when_empty"),
                "shapes disagree": case("scores and states of different lengths", "a src_mask of the wrong shape")},
-    "split_heads": {"does not divide $D$": case("not divisible by n_heads", "x without a batch axis")},
+    "split_heads": {"A query with no allowed key gets zero weights": why("about the ready-made masked_attention the "
+                                                                          "set-up cell imports, stated above it"),
+                    "does not divide $D$": case("not divisible by n_heads", "x without a batch axis")},
     "merge_heads": {"not 4-D": case("a 3-D input")},
     "multi_head_attention": {"not of $D$": mistake("encoder:mha_scaled_by_sqrt_D"),
                              "disagree on $B$ or $D$": case("x_q of width D=6 and x_kv of width 4",

@@ -452,7 +452,11 @@ register(
         ("encoder_decoder:answer_cross_weights_shape_self",
          "(T_y, T_y) is the self-attention's: cross-attention's keys are the T_x source tokens"),
         ("encoder_decoder:answer_cross_weights_shape_no_heads",
-         "each head has its own weights: (B, heads, T_y, T_x)")]),
+         "each head has its own weights: (B, heads, T_y, T_x)"),
+        ("encoder_decoder:answer_cross_weights_shape_encoder_self",
+         "(T_x, T_x) is the encoder's self-attention: cross-attention's queries are the T_y target tokens"),
+        ("encoder_decoder:answer_cross_weights_shape_heads_after_tokens",
+         "the head axis comes right after the batch: (B, heads, T_y, T_x)")]),
     question("answer_empty_source", "encoder_decoder:answer_empty_source", Choice("a", "b", "c", "d"), wrong=[
         ("encoder_decoder:answer_empty_source_error",
          "with no key to read, every cross-attention weight is 0 and the sub-layer adds its output bias: section 5 "

@@ -447,7 +447,10 @@ register(
         ("kv_cache:answer_positions_without_cache_fixed_length",
          "the text grows by one token a step: 5, 6, ..., 14 positions, not 15 every time"),
         ("kv_cache:answer_positions_without_cache_prompt_only",
-         "the text grows at every step: the tokens generated so far go through the model too")]),
+         "the text grows at every step: the tokens generated so far go through the model too"),
+        ("kv_cache:answer_positions_without_cache_one_step_late",
+         "105 counts each step's text with its new token (6 + ... + 15): a step feeds the text so far, the prompt and "
+         "the tokens written before it, 5 + 6 + ... + 14")]),
     question("answer_what_the_cache_keeps", "kv_cache:answer_what_the_cache_keeps", Choice("a", "b", "c", "d"), wrong=[
         ("kv_cache:answer_what_the_cache_keeps_queries",
          "a query is used once, by its own token's step; later steps never read it again"),

@@ -114,7 +114,9 @@ def _attn_edge():
         Case("a fully masked row: zero weights and zero output", (Q, K, V), {"mask": full_row}),
         Case("very large scores (x1000): no overflow", (Q * 1000, K, V), {"mask": causal}),
         Case("unbatched 2-D inputs with T_q != T_k", (Q[0, :2], K[0], V[0])),
-        Case("a mask of the wrong shape is an error", (Q, K, V), {"mask": torch.ones(4, 4, dtype=torch.bool)},
+        Case("a mask of the wrong shape, (4, 4) for scores (2, 5, 5), is an error: raise ValueError unless "
+             "torch.broadcast_shapes(mask.shape, scores.shape) == scores.shape", (Q, K, V),
+             {"mask": torch.ones(4, 4, dtype=torch.bool)},
              raises="ValueError"),
         Case("a mask with extra leading axes (it would enlarge the output) is an error", (Q[0], K[0], V[0]),
              {"mask": torch.ones(7, 5, 5, dtype=torch.bool)}, raises="ValueError"),
@@ -224,7 +226,9 @@ register(
         ("masks_attention:answer_causal_pairs_no_diagonal",
          "15 leaves out the diagonal: a token may attend to itself (j = i)"),
         ("masks_attention:answer_causal_pairs_diagonal_only",
-         "each position attends to itself and to every earlier position, not to itself alone")]),
+         "each position attends to itself and to every earlier position, not to itself alone"),
+        ("masks_attention:answer_causal_pairs_one_position_too_many",
+         "28 is 1 + 2 + ... + 7, one position too many: with T = 6 the pairs are 1 + 2 + ... + 6")]),
     question("answer_why_minus_infinity", "masks_attention:answer_why_minus_infinity", Choice("a", "b", "c", "d"), wrong=[
         ("masks_attention:answer_why_minus_infinity_faster",
          "both are one masked fill; the difference is in what the allowed weights sum to"),

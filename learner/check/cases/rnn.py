@@ -464,7 +464,10 @@ register(
          "(B, T_x, d_h) is every state h_1 ... h_{T_x}; the context is one vector per source, its last real state"),
         ("rnn:answer_context_shape_no_batch",
          "the context has no time axis, and the batch has one context per source: (B, d_h)"),
-        ("rnn:answer_context_shape_one_vector", "each source of the batch has its own context: (B, d_h)")]),
+        ("rnn:answer_context_shape_one_vector", "each source of the batch has its own context: (B, d_h)"),
+        ("rnn:answer_context_shape_swapped", "the axes are swapped: one row per source, (B, d_h)"),
+        ("rnn:answer_context_shape_of_the_ids",
+         "(B, T_x) is the shape of the source ids; the context holds d_h numbers per source, (B, d_h)")]),
     question("answer_teacher_forcing", "rnn:answer_teacher_forcing", Choice("a", "b", "c", "d"), wrong=[
         ("rnn:answer_teacher_forcing_own_prediction",
          "feeding its own predictions is what greedy decoding does when it writes; teacher forcing feeds the true "

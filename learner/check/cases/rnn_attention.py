@@ -244,7 +244,11 @@ register(
         ("rnn_attention:answer_alignment_weights_one_context", "one context is notebook 05's: here every output "
          "step weighs every source position, T_y x T_x weights"),
         ("rnn_attention:answer_alignment_weights_sum", "the weights of one step are T_x numbers, one per source "
-         "position, for each of the T_y steps: a product, not a sum")]),
+         "position, for each of the T_y steps: a product, not a sum"),
+        ("rnn_attention:answer_alignment_weights_source_squared", "T_x x T_x: the weights are one row per output "
+         "step (T_y of them) and one column per source position (T_x), T_y x T_x"),
+        ("rnn_attention:answer_alignment_weights_target_squared", "T_y x T_y is the target's own grid: each of the "
+         "T_y output steps weighs the T_x source positions, T_y x T_x")]),
     question("answer_bottleneck", "rnn_attention:answer_bottleneck", Choice("a", "b", "c", "d"), wrong=[
         ("rnn_attention:answer_bottleneck_bigger_h", "a bigger d_h helps, but the decoder still reads one vector for "
          "the whole sentence; attention gives it every state"),
