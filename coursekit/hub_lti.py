@@ -331,6 +331,7 @@ def _authenticator_class():
             self._settings = None
             self._lock = threading.Lock()  # useradd, usermod and the course folders: one launch at a time
             self._enroller = None
+            self._tasks = set()  # the class lists being read
 
         @property
         def course_settings(self):
@@ -377,7 +378,9 @@ def _authenticator_class():
             if added:
                 await self._restart_for_groups(handler, adm.name)
             if adm.role == "instructor" and adm.memberships:  # the class list, read after the instructor is in
-                asyncio.get_running_loop().create_task(self._class_list(settings, adm.course))
+                task = asyncio.get_running_loop().create_task(self._class_list(settings, adm.course))
+                self._tasks.add(task)
+                task.add_done_callback(self._tasks.discard)
             return {"name": adm.name}
 
         async def _class_list(self, settings, course_id):
@@ -387,10 +390,9 @@ def _authenticator_class():
             from .lms_roster import sync_course
             lti = hub_grading.read_config(settings["grading_config"]).get("lti") or {}
 
-            def sync():
+            def sync():  # the list read, then the groups and the state changed under the launches' lock
                 credentials = ToolCredentials(lti["client_id"], load_key(lti["tool_key"]), lti["token_url"])
-                with self._lock:  # the groups and the state, as a launch changes them
-                    return sync_course(settings, course_id, credentials, out=self.log.info)
+                return sync_course(settings, course_id, credentials, out=self.log.info, lock=self._lock)
             try:
                 await asyncio.to_thread(sync)
             except (AgsError, OSError, KeyError, ValueError, RuntimeError, subprocess.SubprocessError) as exc:

@@ -20,6 +20,7 @@ step (``sync_course``), saying what changed:
 
 Students of the LTI file's rosters (no LMS user id) are the administrator's and are left as they are.
 """
+import contextlib
 import json
 import os
 import subprocess
@@ -124,17 +125,25 @@ def plan(course_id, course, members, settings, data=None):
     return change
 
 
-def sync_course(settings, course_id, credentials, out=print):
-    """Read the course's members, keep the hub's state, the students' group and the gradebook in step; returns the
-    RosterChange (also logged to ``<state>/lms/<course id>-roster.jsonl``, root's). AgsError when the platform
-    refuses the list."""
-    from .course_exchange import students_group
-    from .enrol import enrol
+def sync_course(settings, course_id, credentials, out=print, lock=None):
+    """Read the course's members, keep the hub's state, the students' group and the gradebook in step (under
+    ``lock``, the launches' own, once the list is read); returns the RosterChange (also logged to
+    ``<state>/lms/<course id>-roster.jsonl``, root's). AgsError when the platform refuses the list."""
     from .hub_state import HubState
     state = HubState(settings["state"])
-    data = state.read()
-    course = data["courses"][course_id]
-    change = plan(course_id, course, read_members(course["memberships"], credentials), settings, data)
+    members = read_members(state.read()["courses"][course_id]["memberships"], credentials)
+    with lock or contextlib.nullcontext():
+        data = state.read()
+        change = plan(course_id, data["courses"][course_id], members, settings, data)
+        _apply(settings, state, course_id, data["courses"][course_id], change)
+    for line in change.lines():
+        out(line)
+    return change
+
+
+def _apply(settings, state, course_id, course, change):
+    from .course_exchange import students_group
+    from .enrol import enrol
     if change.joined:  # the gradebook first: a joiner in the state is one the gradebook has
         enrol(settings["python"], course["folder"], [
             {"id": name, "first_name": _text(m.get("given_name")), "last_name": _text(m.get("family_name")),
@@ -157,9 +166,6 @@ def sync_course(settings, course_id, credentials, out=print):
         f.write(json.dumps({"time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                             "joined": sorted(change.joined), "left": change.left, "roles": change.roles,
                             "unnamed": change.unnamed}) + "\n")
-    for line in change.lines():
-        out(line)
-    return change
 
 
 def _text(value, most=200):
