@@ -1,11 +1,26 @@
 # One entry point for learners, instructors and maintainers. Every target sets up
 # what it needs first (a virtual environment in .venv with pinned dependencies).
-PYTHON ?= python3
+# The Pythons the course runs on (pyproject.toml's requires-python says the same; tests/coursekit/test_makefile.py
+# keeps the two in step). Unless PYTHON is given, the first of python3, python3.13, python3.12, python3.11 and pyenv's
+# that is one of them.
+PYTHONS := 3.11 3.12 3.13
+supported = $(1) -c 'import sys; sys.exit("%d.%d" % sys.version_info[:2] not in "$(PYTHONS)".split())' >/dev/null 2>&1
+PYENV_PYTHONS = $(wildcard $(or $(PYENV_ROOT),$(HOME)/.pyenv)/versions/3.1[123]*/bin/python)
+PYTHON ?= $(or $(shell for p in python3 python3.13 python3.12 python3.11 $(PYENV_PYTHONS); do \
+                $(call supported,$$p) && { echo $$p; break; }; done),python3)
+# PyTorch's build: TORCH=cpu (the default: no GPU needed, about 1.7 GB installed with the rest) or TORCH=cuda (PyPI's
+# Linux build with the CUDA 13 libraries, about 5.4 GB). On Linux PyPI has only the CUDA build, so TORCH=cpu takes
+# torch from PyTorch's own CPU index, when this machine reaches it (otherwise it says so, and pip takes a CPU wheel
+# already at hand in PIP_FIND_LINKS, or else PyPI's CUDA build); on macOS and Windows PyPI's build is the CPU one.
+# `make setup` prints which build it installed and how big .venv is. Once installed, change it with
+# `rm -rf .venv && make setup TORCH=cuda`.
+TORCH ?= cpu
+TORCH_CPU_INDEX := https://download.pytorch.org/whl/cpu
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: setup bytecode lab demo test test-fast test-figures capstone sync expected grade hub proxy bench clean \
+.PHONY: setup bytecode lab demo test test-fast test-pythons test-figures capstone sync expected grade hub proxy bench clean \
         system-for-tests system-for-grading
 
 setup: $(STAMP)
@@ -45,12 +60,42 @@ bytecode: setup
 	@$(BIN)/python -m compileall -q coursekit grader solutions tests
 
 $(STAMP): pyproject.toml constraints.txt
-	@$(PYTHON) -c 'import sys; v = sys.version_info[:2]; sys.exit(0 if v == (3, 11) else "Python 3.11 is needed; this is %d.%d (set PYTHON=python3.11)" % v)'
-	@$(PYTHON) -c 'import ensurepip, venv' 2>/dev/null || { echo "Python's venv module is missing: sudo apt-get install -y python3.11-venv" >&2; exit 2; }
+	@case "$(TORCH)" in cpu|cuda) ;; *) echo "make $(or $(MAKECMDGOALS),setup): TORCH=$(TORCH)? Run" \
+	    "make $(or $(MAKECMDGOALS),setup) TORCH=cpu (no GPU) or TORCH=cuda (an NVIDIA GPU)" >&2; exit 2;; esac
+	@$(call check_python,$(PYTHON))
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -c constraints.txt -e '.[test]'
+	@case "$(TORCH)" in \
+	  cpu) torch=; if [ "$$(uname -s)" = Linux ]; then \
+	         if $(BIN)/python -c 'import urllib.request as u; u.urlopen("$(TORCH_CPU_INDEX)/torch/", timeout=15)' \
+	            >/dev/null 2>&1; then torch="--extra-index-url $(TORCH_CPU_INDEX)"; \
+	         else echo "TORCH=cpu: PyTorch's CPU index ($(TORCH_CPU_INDEX)) cannot be reached from here, so pip takes"\
+	                   "torch from PIP_FIND_LINKS or PyPI, whose Linux build is the CUDA one (about 5.4 GB installed)"; fi; fi;; \
+	  cuda) torch="torch===2.13.0";; \
+	  esac; \
+	echo "$(BIN)/pip install -c constraints.txt -e '.[test]' $$torch"; \
+	$(BIN)/pip install --quiet -c constraints.txt -e '.[test]' $$torch
+	@$(BIN)/python -c 'import torch; print("installed PyTorch", torch.__version__, "(CUDA %s build)" % torch.version.cuda if torch.version.cuda else "(CPU build)")'
+	@echo "$(VENV): $$(du -sh $(VENV) | cut -f1)"
 	@touch $(STAMP)
+
+# Python $(PYTHONS) with its venv module, or the one command that gets one (before anything is installed)
+define check_python
+	py="$(1)"; v=$$($$py -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null); \
+	if ! $(call supported,$$py); then \
+	    other=$$(for p in python3.13 python3.12 python3.11 $(PYENV_PYTHONS); do \
+	        $(call supported,$$p) && { echo $$p; break; }; done); \
+	    echo "make $(or $(MAKECMDGOALS),setup): the course runs on Python $(firstword $(PYTHONS)) to $(lastword $(PYTHONS));"\
+	         "$$py is $${v:-not there}. Run" >&2; \
+	    if [ -n "$$other" ]; then echo "    make $(or $(MAKECMDGOALS),setup) PYTHON=$$other" >&2; \
+	    elif command -v apt-get >/dev/null 2>&1; then \
+	        echo "    sudo apt-get install -y python3.11-venv     (then make picks python3.11 itself)" >&2; \
+	    elif command -v brew >/dev/null 2>&1; then echo "    brew install python@3.13" >&2; \
+	    else echo "    pyenv install 3.12     (then make picks it itself)" >&2; fi; \
+	    exit 2; fi; \
+	$$py -c 'import ensurepip, venv' 2>/dev/null || { \
+	    echo "make $(or $(MAKECMDGOALS),setup): Python $$v's venv module is missing: sudo apt-get install -y python$$v-venv" >&2; exit 2; }
+endef
 
 ## learners: the course in JupyterLab (your notebooks live in workspace/ and are never overwritten)
 lab: setup
@@ -70,6 +115,14 @@ test: system-for-tests bytecode proxy
 ## JupyterLab or the browser, trains for long, or runs the benchmarks (make test runs those too)
 test-fast: system-for-grading bytecode
 	$(BIN)/python -m pytest -n 2 --dist loadgroup --no-loadscope-reorder --durations=15 -m "not pipeline and not browser and not figures and not experiment and not bench"
+
+## maintainers: the course on Python 3.12 and 3.13 where this machine has them (python3.X or pyenv's), each set up
+## by `make setup` in a folder outside the repository (PYTHONS_DIR; PyPI's torch there is the CUDA build on Linux,
+## about 5 GB each), then the fast suite and one notebook graded in the sandbox (`course demo 03_softmax`); what
+## passed, the times and the sizes go to docs/bench/pythons.md. Not part of make test.
+PYTHONS_DIR ?= /tmp/attention-course-pythons
+test-pythons: system-for-grading setup
+	$(BIN)/python tests/other_pythons.py --dir $(PYTHONS_DIR) $(filter-out $(firstword $(PYTHONS)),$(PYTHONS))
 
 ## maintainers: the long experiment, one notebook at a time: every step of training, and the accuracy each states
 test-figures: bytecode

@@ -92,9 +92,38 @@ class Limits:
     file_bytes: int = field(default_factory=lambda: _env_int("COURSE_SANDBOX_FILE_MB", 512) * 2 ** 20)
     open_files: int = 1024
 
+    def address_space(self):
+        """The cap on address space (``--as``): ``memory_bytes`` above the CUDA libraries this install maps."""
+        return self.memory_bytes + cuda_library_bytes()
+
     def prlimit(self):
-        return ["prlimit", f"--as={self.memory_bytes}", f"--nproc={self.processes}", f"--cpu={self.cpu_seconds}",
+        return ["prlimit", f"--as={self.address_space()}", f"--nproc={self.processes}", f"--cpu={self.cpu_seconds}",
                 f"--fsize={self.file_bytes}", f"--nofile={self.open_files}", "--"]
+
+
+_CUDA_LIBRARIES = []
+
+
+def cuda_library_bytes():
+    """The size of the CUDA libraries of this installation's PyTorch (0 for a CPU build), counted once from their files.
+
+    A CUDA build (PyPI's on Linux) maps them at ``import torch``: about 3.2 GB of address space against 0.7 GB for the
+    CPU build, most of it shared, read-only file mappings (its resident memory is about 0.75 GB). The address-space cap
+    is set this much higher, so that ``COURSE_SANDBOX_MEMORY_MB`` is what the code may use on either build; counted
+    from the files (the libraries under ``torch/lib`` named for CUDA and the ``nvidia`` packages beside it), an upper
+    bound on what is mapped."""
+    if not _CUDA_LIBRARIES:
+        total = 0
+        spec = importlib.util.find_spec("torch")
+        if spec is not None and spec.submodule_search_locations:
+            torch_dir = list(spec.submodule_search_locations)[0]
+            site = os.path.dirname(torch_dir)
+            files = glob.glob(os.path.join(torch_dir, "lib", "*cuda*.so*"))
+            if files:  # a CUDA build: its own libraries, then those of the nvidia-* wheels it depends on
+                files += glob.glob(os.path.join(site, "nvidia", "**", "*.so*"), recursive=True)
+            total = sum(os.path.getsize(f) for f in files if os.path.isfile(f))
+        _CUDA_LIBRARIES.append(total)
+    return _CUDA_LIBRARIES[0]
 
 
 PYTHON = "/opt/course/python"   # where the Python installation is bound too, so argv shows no host path
