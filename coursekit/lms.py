@@ -337,7 +337,8 @@ def post_assignment(grades, assignment, lineitems_url, credentials, log_path, *,
             result.not_posted[s.id] = "no submission"
             continue
         if not s.lms_user_id:
-            result.failed[s.id] = "no LMS user id in the gradebook (they never launched from the LMS)"
+            result.failed[s.id] = ("no LMS user id: they never launched from the LMS, or its class list no longer "
+                                   "has them")
             continue
         if s.lms_user_id in seen:
             result.failed[s.id] = f"has the LMS user id of {seen[s.lms_user_id]}: not posted"

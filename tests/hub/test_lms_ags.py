@@ -310,3 +310,15 @@ def test_the_hub_service_posts_to_the_column_a_launch_brought(lms, tool_key, tmp
     with pytest.raises(Refusal) as refused:
         post_for_instructor(config, "/srv/enc", dict(body, submitted_at={ada: "yesterday"}))
     assert refused.value.status == 400 and "each submission's time in ISO 8601" in refused.value.message
+
+
+def test_a_student_the_lms_no_longer_lists_is_named_and_the_others_are_posted(lms, tool_key, grades, tmp_path):
+    """One rule for who gets a score: a student who submitted is posted; one who did not is not (the LMS shows no
+    grade; the export files give them 0); one the LMS no longer has in the course (cy, unenrolled since) is refused
+    by the platform (422) and named, the others posted."""
+    del lms.contexts["course-1"]["members"]["sub-cy"]
+    result = post_assignment(grades, A, lms.lineitems_url("course-1"), credentials(lms, tool_key), str(tmp_path / "l"))
+    assert result.failed["cy"] == "HTTP 422: sub-cy is not in the context"
+    assert set(result.posted) == {"ada", "bob", "dee"} and result.not_posted == {"eve": "no submission"}
+    assert "sub-cy" not in lms.recorded("course-1", A)
+    assert "  FAILED cy: HTTP 422: sub-cy is not in the context" in result.lines()
