@@ -5,8 +5,8 @@
   reads (``CUSTOM_FIELDS``), its URLs, its public key, and links that open in a window of their own;
 * the framed launch: a platform that embeds the tool in an iframe of its page (Canvas's and Moodle's default)
   starts the login inside that frame. The hub refuses to be framed (JupyterHub's ``frame-ancestors 'none'``), so
-  the login initiation, when the browser says it is a frame's (``Sec-Fetch-Dest: iframe``, which Chromium, Firefox
-  and Safari send), answers with a page of one button that starts the same login in a new window, where the hub
+  the login initiation, when the browser says it is a frame's (``Sec-Fetch-Dest: iframe`` or ``frame``, which
+  Chromium, Firefox and Safari send), answers with a page of one button that starts the same login in a new window, where the hub
   and JupyterLab show as they are; nothing else of the hub may be framed;
 * ``CLOCK_LEEWAY``: seconds of clock difference allowed between the platform and the hub for the id_token's
   ``iat``, ``nbf`` and ``exp`` (ltiauthenticator's ``LTI13LaunchValidator.time_leeway``, 0 unless set, which PyJWT
@@ -88,7 +88,7 @@ def handlers():
         """ltiauthenticator's login initiation; in a frame, the page of one button instead."""
 
         def post(self):
-            if self.request.headers.get("Sec-Fetch-Dest", "").lower() == "iframe":
+            if self.request.headers.get("Sec-Fetch-Dest", "").lower() in ("iframe", "frame"):
                 args = convert_request_to_dict(self.request.arguments)
                 fields = {k: args[k] for k in LOGIN_FIELDS if isinstance(args.get(k), str)}
                 self.set_header("Content-Security-Policy", FRAMED_POLICY)

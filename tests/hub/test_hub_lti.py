@@ -557,6 +557,31 @@ def test_the_config_url_says_what_the_docs_say_and_the_hub_reads_those_fields(lt
         assert gb.find_student(hub.user(FAY)).lms_user_id == "4211"
 
 
+@pytest.mark.parametrize("dest", ["iframe", "frame"])
+def test_a_framed_login_initiation_gets_the_page_of_one_button_and_a_top_level_one_the_login(lti_class, dest):
+    """The login initiation the platform's page sends (its form, as a browser posts it): from a frame (the browser's
+    Sec-Fetch-Dest), a page that may be framed by any page, runs no script, and holds one form that sends the
+    platform's own fields, escaped, to the same URL in a new window; from a window of its own, the redirect to the
+    platform's authorization URL as before. Cost: two requests."""
+    import requests
+
+    from lti_platform import autosubmit_form
+    lms, hub = lti_class
+    step1 = autosubmit_form(requests.get(lms.launch_url(BOB, CONTEXTS[ENC]), timeout=30).text)
+    fields = dict(step1["fields"], login_hint='bob"><script>x()</script>')
+    framed = requests.post(step1["action"], data=fields, headers={"Sec-Fetch-Dest": dest}, allow_redirects=False,
+                           timeout=30)
+    assert framed.status_code == 200, framed.text[:2000]
+    policy = framed.headers["Content-Security-Policy"]
+    assert "frame-ancestors *" in policy and "default-src 'none'" in policy and "script-src" not in policy
+    form = re.findall(r'<form method="post" action="([^"]+)" target="_blank">', framed.text)
+    assert form == ["/hub/lti13/oauth_login"] and framed.text.count("<button") == 1 and "<script" not in framed.text
+    assert autosubmit_form(framed.text.replace('target="_blank"', 'id="autosubmit"'))["fields"] == fields
+    top = requests.post(step1["action"], data=step1["fields"], headers={"Sec-Fetch-Dest": "document"},
+                        allow_redirects=False, timeout=30)
+    assert top.status_code == 302 and top.headers["Location"].startswith(lms.authorize_url)
+
+
 @pytest.mark.browser
 def test_a_framed_launch_opens_the_hub_in_a_window_of_its_own(lti_class):
     """The LMS's course page frames the launch (its iframe on another site, as Canvas and Moodle embed a link by
