@@ -18,6 +18,7 @@ from learner.check import EXERCISES, expected_path, read_expected
 from learner.check.cases import visible_cases
 from learner.check.cases.common import digest_of
 from learner.check.compare import compare
+from learner.check.runner import is_raised, raised
 
 FORMAT = 2  # 2: bad input's cases are a part of their own, errors
 
@@ -40,14 +41,14 @@ def build_one(name):
                     raise RuntimeError(f"{name}/{part}: the reference should raise {case.raises} on {case.what!r}")
             outs = {}
             for mname, _ in ex.mistakes:
+                mistake = resolve(mname, "solutions.mistakes")
                 try:
-                    mistake = resolve(mname, "solutions.mistakes")
                     outs[mname] = None if case.raises else mistake(*case.args, **case.kwargs)
-                except Exception:
-                    outs[mname] = None
+                except Exception as exc:  # what it raises names it when a learner's function raises the same
+                    outs[mname] = raised(exc)
             if ex.answer is not None:  # a question ships digests, never the answers
                 expected = digest_of(ex, expected)
-                outs = {m: None if out is None else digest_of(ex, out) for m, out in outs.items()}
+                outs = {m: None if out is None or is_raised(out) else digest_of(ex, out) for m, out in outs.items()}
             records.append({"what": case.what, "args": case.args, "kwargs": case.kwargs, "raises": case.raises,
                             "expected": expected, "message": message, "mistakes": outs})
         parts[part] = records

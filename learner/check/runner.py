@@ -73,27 +73,46 @@ def problem(fn_name, outcome, expected, raises, ref_message, device, input_scale
     return mismatch.kind, mismatch.text
 
 
-def diagnose(kind, got, mistake_outputs, explanations):
+RAISED = "__raised__"  # a known mistake's output on a case where it raises: {RAISED: "TypeName: message"}
+
+
+def raised(exc):
+    """What a known mistake that raised ``exc`` gives, to be told apart from any output (``is_raised``)."""
+    return {RAISED: f"{type(exc).__name__}: {str(exc)[:300]}"}
+
+
+def is_raised(out):
+    return isinstance(out, dict) and list(out) == [RAISED]
+
+
+def diagnose(kind, got, mistake_outputs, explanations, error=None):
     """The known mistakes whose output the learner's output equals, as their explanations in the order they are
     registered (several mistakes can give the same output on one case: the report then names the one that most
     failing cases share, ``Report.finish``).
 
-    A NaN output cannot equal anything, so for NaN the mistake named is the first
-    one that also produces NaN on this case (overflow, a 0/0 row).
+    An output with NaN equals a mistake's with NaN at the same places and the same values elsewhere; when no
+    mistake gives exactly that, the mistake named is the first one that also produces NaN on this case (overflow,
+    a 0/0 row). A function that raised is named by the mistakes that raise the same error, with the same message,
+    on this case (a mask without its head axis meets PyTorch's own size check).
     """
+    if kind == "error" and error is not None:
+        said = raised(error)[RAISED]
+        found = [explanations[m] for m, out in mistake_outputs.items() if m in explanations and is_raised(out)
+                 and out[RAISED] == said]
+        return tuple(dict.fromkeys(found))
     if kind in ("stub", "error", "timeout", "crash", "reference", "no-raise", "wrong-raise"):
         return ()
-    found = []
+    found, first_nan = [], None
     for mname, mout in mistake_outputs.items():
-        if mout is None or mname not in explanations or explanations[mname] in found:
+        if mout is None or is_raised(mout) or mname not in explanations or explanations[mname] in found:
             continue
-        if kind == "nan":
-            if any(t.is_floating_point() and t.device.type != "meta" and any(v != v for v in _flat(t))
-                   for t in tensors(mout)):
-                return (explanations[mname],)
-        elif same(mout, got):
+        if same(mout, got):
             found.append(explanations[mname])
-    return tuple(found)
+        elif kind == "nan" and first_nan is None and any(
+                t.is_floating_point() and t.device.type != "meta" and any(v != v for v in _flat(t))
+                for t in tensors(mout)):
+            first_nan = explanations[mname]
+    return tuple(found) if found or first_nan is None else (first_nan,)
 
 
 def _flat(t):
@@ -134,7 +153,7 @@ def judge_case(run, ex, fn, index, case, expected, device):
     if wrong is not None and not case.raises:  # a case that must raise names no mistake: the known mistakes are
         # not run on its bad input (where they could only fail, or warn on the grading side's stderr)
         mistakes = expected.mistakes() if callable(expected.mistakes) else expected.mistakes
-        mistake = diagnose(wrong[0], outcome.value, mistakes, dict(ex.mistakes))
+        mistake = diagnose(wrong[0], outcome.value, mistakes, dict(ex.mistakes), outcome.error)
     run.record(index, case.what, device, outcome, wrong, mistake)
 
 
@@ -278,7 +297,7 @@ def run_hidden(run, ex, fn, part, seed=0):
                 out = {}
                 for mname, _ in ex.mistakes:
                     value, err = reference_call(mistake_fns[mname], args, kwargs)
-                    out[mname] = None if err is not None else digest_of(ex, value)
+                    out[mname] = raised(err) if err is not None else digest_of(ex, value)
                 return out
 
             message = ""

@@ -32,6 +32,15 @@ def cross_attention_mask_reversed(y, memory, src_valid, params, n_heads):
     return _mha(y, memory, params, n_heads, None if src_valid is None else ~src_valid[:, None, :])
 
 
+def cross_attention_mask_without_query_axis(y, memory, src_valid, params, n_heads):
+    """src_valid (B, T_x) passed as the mask: its batch axis lines up with the queries (the ready-made
+    multi_head_attention broadcasts it against (B, T_y, T_x) first, and raises there when B is not 1 or T_y)."""
+    if src_valid is None:
+        return _mha(y, memory, params, n_heads, None)
+    mask = torch.ones(y.shape[0], y.shape[1], memory.shape[1], dtype=torch.bool, device=y.device) & src_valid
+    return _mha(y, memory, params, n_heads, mask)
+
+
 def cross_attention_padding_ignored(y, memory, src_valid, params, n_heads):
     return _mha(y, memory, params, n_heads, None)
 

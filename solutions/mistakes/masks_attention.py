@@ -48,6 +48,15 @@ def attention_no_sqrt(Q, K, V, mask=None):
     return attention.masked_attention(Q * math.sqrt(Q.shape[-1]), K, V, mask)
 
 
+def attention_scaled_by_d_k(Q, K, V, mask=None):
+    return attention.masked_attention(Q / math.sqrt(Q.shape[-1]), K, V, mask)
+
+
+def attention_scaled_by_sqrt_T_k(Q, K, V, mask=None):
+    T_k = K.shape[-2]
+    return attention.masked_attention(Q * math.sqrt(Q.shape[-1] / T_k) if T_k else Q, K, V, mask)
+
+
 def attention_softmax_over_queries(Q, K, V, mask=None):
     scores = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
     if mask is not None:
@@ -71,6 +80,15 @@ def attention_mask_after_softmax(Q, K, V, mask=None):
 
 def attention_mask_ignored(Q, K, V, mask=None):
     return attention.masked_attention(Q, K, V, None)
+
+
+def attention_plain_softmax(Q, K, V, mask=None):
+    # the right polarity, with torch.softmax: a fully blocked row is 0/0, NaN
+    scores = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    return weights @ V, weights
 
 
 def attention_mask_reversed(Q, K, V, mask=None):

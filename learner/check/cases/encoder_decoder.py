@@ -362,6 +362,10 @@ register(
                        ("encoder_decoder:cross_attention_mask_reversed",
                         REVERSED_LESSON.format(fix="src_valid is already the mask's polarity: src_valid[:, None, :], "
                                                    "no ~")),
+                       ("encoder_decoder:cross_attention_mask_without_query_axis",
+                        "src_valid went to attention as it is, (B, T_x): a mask must broadcast to (B, T_y, T_x), so "
+                        "its batch axis lined up with the queries. Give it the query axis: src_valid[:, None, :], "
+                        "(B, 1, T_x)"),
                        ("encoder_decoder:cross_attention_padding_ignored",
                         "the source padding was not blocked: mask the keys with src_valid[:, None, :], shape "
                         "(B, 1, T_x)")],

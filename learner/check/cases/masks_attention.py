@@ -195,6 +195,11 @@ register(
              properties=[("edge", _attn_weights_sum_to_one), ("edge", _attn_no_future_leak),
                          ("hidden", _attn_weights_sum_to_one), ("hidden", _attn_no_future_leak)],
              mistakes=[("masks_attention:attention_no_sqrt", "the scores were not divided by sqrt(d_k)"),
+                       ("masks_attention:attention_scaled_by_d_k",
+                        "the scores were divided by d_k; divide by its square root, sqrt(d_k)"),
+                       ("masks_attention:attention_scaled_by_sqrt_T_k",
+                        "the scores were divided by the square root of the number of keys T_k (K.shape[-2]); the "
+                        "scale is sqrt(d_k), the width of the queries and keys (Q.shape[-1])"),
                        ("masks_attention:attention_softmax_over_queries",
                         "the softmax ran over the queries (dim=-2); it must run over "
                         "the keys (dim=-1)"),
@@ -203,6 +208,10 @@ register(
                        ("masks_attention:attention_mask_after_softmax",
                         "the mask was applied after the softmax, so the remaining "
                         "weights no longer sum to 1; add -inf before the softmax"),
+                       ("masks_attention:attention_plain_softmax",
+                        "a row with no allowed key came out NaN: torch.softmax of a row that is all -inf is 0/0. "
+                        "Give such a row zero weights and a zero output (for example torch.softmax(...)"
+                        ".nan_to_num(0.0), or your own softmax with a finite maximum and a sum kept away from 0)"),
                        ("masks_attention:attention_mask_reversed", MASK_REVERSED),
                        ("masks_attention:attention_mask_reversed_plain_softmax", MASK_REVERSED),
                        ("masks_attention:attention_finite_fill",
