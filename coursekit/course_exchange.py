@@ -171,11 +171,20 @@ class CourseCollect(HubRoot, ExchangeCollect):
         pass
 
     def _roster(self):
+        """Who may submit: the roster given, else the gradebook's students, else (a course of a hub whose gradebook
+        has none yet) the members of the course's students' group; nobody is refused only where none of these
+        exists."""
         if self.roster is not None:
             return set(self.roster)
         from nbgrader.api import Gradebook
         with Gradebook(self.coursedir.db_url, self.coursedir.course_id) as gb:
-            return {s.id for s in gb.students}
+            ids = {s.id for s in gb.students}
+        if ids:
+            return ids
+        try:
+            return group_members(grp.getgrnam(students_group(self.coursedir.course_id)).gr_gid)
+        except KeyError:
+            return ids
 
     def _notebooks(self):
         release = self.coursedir.format_path(self.coursedir.release_directory, ".", self.coursedir.assignment_id)
@@ -191,7 +200,8 @@ class CourseCollect(HubRoot, ExchangeCollect):
         assignment = self.coursedir.assignment_id
         notebooks = self._notebooks()
         pages = {n[:-len(".ipynb")] + ".html" for n in notebooks}
-        self.result = result = {"collected": {}, "refused": [], "left_out": {}, "notes": {}, "counts": {}}
+        self.result = result = {"collected": {}, "refused": [], "left_out": {}, "notes": {}, "counts": {},
+                                "roster": self.students}
         try:
             fd = os.open(self.inbound_path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except OSError as exc:

@@ -135,6 +135,10 @@ def check_exchange(root, create=False, shared=False):
             raise ExchangeError(f"students cannot reach the exchange {root}: {parent} has permissions "
                                 f"{pmode:04o}, so others may not enter it: run `chmod o+x {parent}`, or put the "
                                 f"exchange elsewhere (--exchange)")
+        if pmode & 0o002 and not pmode & 0o1000:  # anyone could move the exchange aside and put their own there
+            raise ExchangeError(f"{parent}, above the exchange {root}, has permissions {pmode:04o}: anyone may rename "
+                                f"what is in it, the exchange too: run `chmod o-w {parent}` (or `chmod +t`), or put "
+                                f"the exchange elsewhere (--exchange)")
         parent = os.path.dirname(parent)
     return root
 
@@ -187,7 +191,9 @@ class Collected:
     refused: list = field(default_factory=list)
 
 
-REFUSALS_SHOWN_PER_OWNER = 10
+REFUSALS_SHOWN_PER_OWNER = 10   # the refused entries named for each owner, past them a count
+REFUSALS_SHOWN_PER_STUDENT = 3  # the folders claiming to be one student's, and their own refused ones, named
+LEFT_OUT_SHOWN = 10  # the files left out of one submission that are named, past them a count
 
 
 def collect(course_root, assignment, roster=None, out=print):
@@ -226,6 +232,9 @@ def collect(course_root, assignment, roster=None, out=print):
     due = _duedate(course_root, assignment)
     out(f"collected {assignment}: {sum(s != 'unchanged' for s in status.values())} new or updated, "
         f"{sum(s == 'unchanged' for s in status.values())} unchanged, {len(done.refused)} refused")
+    telling, rest = refusal_lines(done.refused, result.get("roster"))
+    for line in telling:  # before anything a flood could lengthen
+        out(line)
     for student, (state, stamp) in sorted(result["collected"].items()):
         count = result["counts"].get(student, 1)
         extra = f"; {count} submissions, the latest collected" if count > 1 else ""
@@ -235,47 +244,57 @@ def collect(course_root, assignment, roster=None, out=print):
         out(f"  {student:<24} {state:<9} submitted {stamp:%Y-%m-%d %H:%M:%S}{extra}{late}{history}")
         if student in result["notes"]:
             out(f"    note: {result['notes'][student]}")
-        for path, why in result["left_out"].get(student, []):
+        left_out = result["left_out"].get(student, [])
+        for path, why in left_out[:LEFT_OUT_SHOWN]:
             out(f"    left out of {student}'s submission: {shown(path)}: {why}")
-    _name_refused(done.refused, out)
+        if len(left_out) > LEFT_OUT_SHOWN:
+            out(f"    left out of {student}'s submission: {len(left_out) - LEFT_OUT_SHOWN} more files and folders")
+    for line in rest:
+        out(line)
     _, problems = gradable(course_root, {assignment}, None, set(status))
     for p in problems:
         out(f"  {'NOT GRADED' if not p.graded else 'note'}: {p.student} / {p.assignment}: {p.reason}")
-    _name_missing(course_root, roster, set(status) | {e.student for e in done.refused if e.student}, out)
+    # a student who submitted is one whose own folder was found, never one named by someone else's folder
+    _name_missing(course_root, roster, set(status) | {e.student for e in done.refused if e.owner == e.student}, out)
     if done.refused:
         out(f"{len(done.refused)} folder(s) in the exchange were refused: each stays there, untouched, for you to "
             f"look at; nothing of them was collected, and no submission collected before was replaced by one")
     return done
 
 
-def _name_refused(refused, out):
-    """Every refused entry as ``REFUSED: <name> (owned by <owner>): <why>``, the most telling first, so that no flood
-    of other entries hides one:
+def refusal_lines(refused, roster=None):
+    """(telling, rest): the lines that name the refused entries, the most telling first, so that no flood of other
+    entries hides one. ``telling``, printed before anything else: each folder that claims to be a student's of the
+    roster (any account's, without one) but someone else owns, by the student it claims, then each student's own
+    refused submissions, the latest first, ``REFUSALS_SHOWN_PER_STUDENT`` named for each student and the rest
+    counted; ``rest``: the others (names that do not parse, students on no roster), ``REFUSALS_SHOWN_PER_OWNER``
+    named for each owner and the rest counted."""
+    def claims(student):
+        return student in roster if roster else _has_account(student)
 
-    1. each folder that claims to be another student's (its name names a student with an account, someone else owns
-       it), by the student it claims;
-    2. each student's own refused submissions, the latest first;
-    3. the rest (names that do not parse, students on no roster), per owner.
-
-    Each group names up to ``REFUSALS_SHOWN_PER_OWNER`` entries of one owner (and claimed student), then says how
-    many more there are."""
-    forged, own, rest = {}, {}, {}
+    forged, own, other = {}, {}, {}
     for entry in refused:
         if entry.student and entry.owner == entry.student:
-            own.setdefault((entry.student, entry.owner), []).append(entry)
-        elif entry.student and _has_account(entry.student):
-            forged.setdefault((entry.student, entry.owner or "?"), []).append(entry)
+            own.setdefault(entry.student, []).append(entry)
+        elif entry.student and claims(entry.student):
+            forged.setdefault(entry.student, []).append(entry)
         else:
-            rest.setdefault((None, entry.owner or "?"), []).append(entry)
-    for group, more in ((forged, "claiming to be {student}'s"), (own, "of {student}'s own"), (rest, "")):
-        for (student, owner), entries in sorted(group.items()):
-            entries.sort(key=lambda e: (e.claimed is not None, e.claimed or 0, e.name), reverse=group is own)
-            for entry in entries[:REFUSALS_SHOWN_PER_OWNER]:
-                out(f"  REFUSED: {shown(entry.name)} (owned by {owner}): {entry.problem}; not collected")
-            if len(entries) > REFUSALS_SHOWN_PER_OWNER:
-                what = f" {more.format(student=student)}" if more else ""
-                out(f"  REFUSED: {len(entries) - REFUSALS_SHOWN_PER_OWNER} more folders owned by {owner}{what}, not "
-                    f"collected")
+            other.setdefault(entry.owner or "?", []).append(entry)
+
+    def named(groups, most, more):
+        lines = []
+        for key, entries in sorted(groups.items()):
+            entries.sort(key=lambda e: (e.claimed is not None, e.claimed or 0, e.name), reverse=True)
+            lines += [f"  REFUSED: {shown(e.name)} (owned by {e.owner or '?'}): {e.problem}; not collected"
+                      for e in entries[:most]]
+            if len(entries) > most:
+                owners = sorted({e.owner or "?" for e in entries[most:]})
+                lines.append(f"  REFUSED: {len(entries) - most} more {more.format(key=key)} (owned by "
+                             f"{', '.join(owners[:5])}{', ...' if len(owners) > 5 else ''}), not collected")
+        return lines
+    return (named(forged, REFUSALS_SHOWN_PER_STUDENT, "folders claiming to be {key}'s")
+            + named(own, REFUSALS_SHOWN_PER_STUDENT, "folders of {key}'s own"),
+            named(other, REFUSALS_SHOWN_PER_OWNER, "folders of {key}'s"))
 
 
 def _has_account(name):

@@ -23,6 +23,7 @@ proxy is configurable-http-proxy, installed beforehand by ``npm ci --prefix hub`
 Several courses on one hub (``--courses FILE``) and login from the LMS by LTI 1.3 (``--lti FILE``) are
 ``coursekit/hub_courses.py`` and ``coursekit/hub_lti.py``, built on what this module does for one course.
 """
+import contextlib
 import errno
 import json
 import os
@@ -41,7 +42,8 @@ PROXY = os.path.join(ROOT, "hub", "node_modules", ".bin", "configurable-http-pro
 
 # what a student's JupyterLab leaves out (the Assignments tab, Validate and the Nbgrader menu stay)
 STUDENT_HIDDEN_PLUGINS = ("@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment",
-                          "@jupyter/nbgrader:course-list")
+                          "@jupyter/nbgrader:course-list",
+                          "@attention-course/hub-lab:formgrader-tab")  # the course's Nbgrader > Formgrader (a 404)
 STUDENT_OFF_SERVER_EXTENSIONS = ("nbgrader.server_extensions.formgrader", "nbgrader.server_extensions.course_list")
 NO_NEWS = {"check_for_updates_class": "jupyterlab.NeverCheckForUpdate", "news_url": None}
 # nbgrader's formgrader plugin frames the formgrader in the lab, which a hub's servers refuse; the course's hub-lab
@@ -52,6 +54,8 @@ LAB_EXTENSIONS = os.path.join(ROOT, "hub", "share", "jupyter")
 GRADING_SETTINGS = ("COURSE_SANDBOX_",)
 # every user's terminal keeps its text in the page (xterm's screen-reader mode), for a screen reader to read
 TERMINAL_SETTINGS = {"@jupyterlab/terminal-extension:plugin": {"screenReaderMode": True}}
+# in the hub's state: the first password of each user --create-users made (hub_access.ensure_users), root's alone
+PASSWORDS = "passwords.csv"
 
 
 # ------------------------------------------------------------------ checks
@@ -104,11 +108,31 @@ def proxy_command():
 
 # ------------------------------------------------------------------ configuration
 def _write(path, text, mode=0o644):
+    """``text`` to ``path`` whole (a temporary file renamed over it), the temporary file made with ``mode`` from the
+    start: a file of root's alone is never readable by others, not even while it is written."""
+    import tempfile
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path + ".tmp", "w") as f:
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=os.path.basename(path) + ".")  # 0600, a new name
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            os.fchmod(f.fileno(), mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+
+
+def private_file(path, text, mode=0o600):
+    """A new file at ``path`` holding ``text``, with ``mode`` from its creation (never through a link; an earlier
+    file of that name is removed first)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    with os.fdopen(fd, "w") as f:
         f.write(text)
-    os.chmod(path + ".tmp", mode)
-    os.replace(path + ".tmp", path)
+    os.chmod(path, mode)  # the umask may have taken bits the mode asks for
 
 
 def login_shell_with_course(bin_dir):
@@ -212,7 +236,9 @@ c.Authenticator.allowed_users = {users!r}
 
 # each user's server is the course's install, started as that user
 c.JupyterHub.spawner_class = "localprocess"
-c.Spawner.cmd = [{python!r}, "-m", "jupyterhub.singleuser"]
+SERVER = [{python!r}, "-m", "jupyterhub.singleuser"]
+IN_COURSE_FOLDER = ["/bin/sh", "-c", 'cd -- "$0" && exec "$@"', {course!r}]
+c.Spawner.cmd = SERVER
 c.Spawner.default_url = "/lab"
 # a user who logs in lands in their JupyterLab: their server starts by itself (JupyterHub's default since 4 is a page
 # with a "Launch Server" button)
@@ -248,6 +274,9 @@ def course_environment(spawner):
         env.update(JUPYTER_CONFIG_PATH=ROLE_CONFIG["instructor"], COURSE_ROOT=COURSE, COURSE_EXCHANGE=EXCHANGE,
                    COURSE_GRADING_URL=GRADING_URL)
         spawner.notebook_dir = COURSE
+        # the server started in the course folder (JupyterHub starts it in the home folder): a terminal opened at
+        # the file browser's top is asked for "", which jupyter_server_terminals resolves against that folder
+        spawner.cmd = IN_COURSE_FOLDER + SERVER
     else:
         env.update(JUPYTER_CONFIG_PATH=ROLE_CONFIG["student"], PYTHONPATH=STUDENT_PACKAGES, COURSE_IDS=COURSE_IDS)
         spawner.notebook_dir = "~"
@@ -262,9 +291,11 @@ c.Spawner.pre_spawn_hook = course_environment
 # key); everything else in it (the database, the cookie secret, tokens, logs, the hub's own state) is root's alone
 PUBLIC_STATE = ("jupyter", "courses", "student-packages", "lti-tool-public-key.json")
 # the database, which JupyterHub would create with its umask (0644): made 0600 first (SQLite gives its journal files
-# the database's mode); JupyterHub makes the cookie secret 0600 itself; the pid files, which JupyterHub removes and
-# writes anew at each start, are in a folder of root's alone
+# the database's mode); the cookie secret, which JupyterHub would write with its umask and chmod only afterwards:
+# made here, 0600 from the start; the pid files, which JupyterHub removes and writes anew at each start, are in a
+# folder of root's alone
 MADE_PRIVATE = ("jupyterhub.sqlite",)
+COOKIE_SECRET = "jupyterhub_cookie_secret"
 RUN = "run"
 
 
@@ -278,6 +309,9 @@ def close_state(state):
         path = os.path.join(state, name)
         if not os.path.lexists(path):
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
+    if not os.path.lexists(os.path.join(state, COOKIE_SECRET)):
+        import secrets
+        private_file(os.path.join(state, COOKIE_SECRET), secrets.token_hex(32) + "\n")
     for entry in os.scandir(state):
         if entry.name in PUBLIC_STATE:
             continue
@@ -313,7 +347,7 @@ def write_config(state, *, course, exchange, students, instructors, ip, port, ex
         grading_env={k: v for k, v in os.environ.items() if k.startswith(GRADING_SETTINGS)},
         bind_url=f"http://{ip}:{port}", hub_bind_url=f"http://127.0.0.1:{hub_port}",
         db_url="sqlite:///" + os.path.join(state, "jupyterhub.sqlite"),
-        cookie=os.path.join(state, "jupyterhub_cookie_secret"), pid=os.path.join(state, RUN, "jupyterhub.pid"),
+        cookie=os.path.join(state, COOKIE_SECRET), pid=os.path.join(state, RUN, "jupyterhub.pid"),
         proxy=proxy_command(), proxy_api=f"http://127.0.0.1:{free_port()}",
         proxy_pid=os.path.join(state, RUN, "proxy.pid"), users=set(students) | set(instructors),
         python=python, instructors=set(instructors), roles=roles,
@@ -351,6 +385,24 @@ def machine_problems(args):
     return problems
 
 
+def setuid_warning(users):
+    """A sentence when the users' homes or /tmp are on a filesystem mounted without ``nosuid``: there a student can
+    hand a group of theirs (their course's students' group) to anyone, and keep it after leaving the course, with a
+    set-group-id file of their own; None when every one is ``nosuid``."""
+    import pwd
+    places = {"/tmp"}
+    for name in users:
+        with contextlib.suppress(KeyError):
+            places.add(pwd.getpwnam(name).pw_dir)
+    open_ones = sorted(p for p in places if os.path.isdir(p) and not os.statvfs(p).f_flag & os.ST_NOSUID)
+    if not open_ones:
+        return None
+    return (f"note: {', '.join(open_ones[:5])}{' and more' if len(open_ones) > 5 else ''} "
+            f"{'is' if len(open_ones) == 1 else 'are'} on a filesystem mounted without nosuid: a student could give "
+            f"anyone their course group's access with a set-group-id file (and keep it after leaving the course); "
+            f"mount the users' homes and /tmp with nosuid (docs/threat-model.md)")
+
+
 def hub_command(config, exchange):
     """(command, env) that start JupyterHub on ``config``, with this install's commands on its PATH and the
     exchange its users' nbgrader reads."""
@@ -381,7 +433,8 @@ def prepare(args, out=print):
         problems.append(f"{course} is not a course folder (no nbgrader_config.py): give --course")
     if problems:  # nothing is created while the basics are wrong
         raise HubError(_listed(problems))
-    ensure_users(list(args.instructor) + students, create=args.create_users, out=out)
+    ensure_users(list(args.instructor) + students, create=args.create_users, out=out,
+                 passwords=os.path.join(os.path.abspath(args.state), PASSWORDS))
     if args.create_users:
         give_to_staff(course, args.instructor, out=out)
     problems = course_problems(course, args.instructor, students)
@@ -394,6 +447,9 @@ def prepare(args, out=print):
     config = write_config(args.state, course=course, exchange=exchange, students=students,
                           instructors=args.instructor, ip=args.ip, port=args.port, extra_config=args.extra_config)
     cmd, env = hub_command(config, exchange)
+    warning = setuid_warning(list(args.instructor) + students)
+    if warning:
+        out(warning)
     out(f"JupyterHub for {len(students)} student(s) and {len(args.instructor)} instructor(s) on "
         f"http://{args.ip}:{args.port}; course {course}; exchange {exchange}; state {os.path.abspath(args.state)}")
     return cmd, os.path.abspath(args.state), env

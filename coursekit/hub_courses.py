@@ -39,7 +39,7 @@ import os
 from dataclasses import dataclass, field
 
 from .hub import (LAB_EXTENSIONS, _listed, _write, as_root, exchange_for_class, hub_command, machine_problems,
-                  close_state, role_settings, student_nbgrader_config, write_config)
+                  close_state, role_settings, setuid_warning, student_nbgrader_config, write_config)
 from .hub_access import (REFERENCE, UNIX_NAME, HubError, _own_tree, course_problems, enrol, ensure_group, ensure_users,
                          give_to_staff, read_roster, staff_group, users_python)
 from .course_exchange import group_members, students_group
@@ -259,6 +259,9 @@ def prepare(args, out=print):
         record_courses(data, courses)
     config = write_hub_config(state, courses, exchange, lti, args, hub_state)
     cmd, env = hub_command(config, exchange)
+    warning = setuid_warning(instructors + students)
+    if warning:
+        out(warning)
     login = f"LTI 1.3 from {lti.issuer}" if lti else "Unix passwords"
     out(f"JupyterHub for {len(courses)} course(s) ({', '.join(c.id for c in courses)}) on http://{args.ip}:"
         f"{args.port}, login by {login}; exchange {exchange}; state {state}")

@@ -301,13 +301,11 @@ def write_config(state, port, hub_api, courses, workers=None, extra=None):
     """The service's settings in ``state`` (root's alone): its port, the hub's API and {course: instructors}; on a
     hub of several courses or with LTI, ``extra`` adds the hub's state folder (``hub_state``) and the tool's LTI
     credentials (``lti``: client id, token URL, the path of its private key), with which it posts grades."""
+    from .hub import _write
     path = os.path.join(state, "grading.json")
-    with open(path + ".tmp", "w") as f:
-        json.dump({"port": port, "hub_api": hub_api, "workers": workers,
-                   "courses": {c: {"instructors": sorted(i)} for c, i in courses.items()}, **(extra or {})},
-                  f, indent=1)
-    os.chmod(path + ".tmp", 0o600)
-    os.replace(path + ".tmp", path)
+    _write(path, json.dumps({"port": port, "hub_api": hub_api, "workers": workers,
+                             "courses": {c: {"instructors": sorted(i)} for c, i in courses.items()}, **(extra or {})},
+                            indent=1), mode=0o600)
     return path
 
 

@@ -37,7 +37,8 @@ class HubState:
     def change(self):
         """The state to change in the block, written back when it ends (one writer at a time, in this process and
         across processes)."""
-        with self._lock, open(self.path + ".lock", "a") as lock:
+        fd = os.open(self.path + ".lock", os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        with self._lock, os.fdopen(fd, "a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             data = self.read()
             yield data

@@ -116,20 +116,21 @@ def course_writers(root, course_id):
     """The uids that may have written a course's folder in the exchange and what it holds, or ``ExchangeRefused``
     for a course folder that is not the hub's (a link, something not a folder, a folder of anyone else):
 
-    * where the course has a staff group ``<course id>-staff`` (only root makes or fills a group; ``course hub``
-      does): root and its members, and the folder must be one of theirs;
-    * in a hub's exchange (root's, closed to others' writes: only root made the folder): root, the folder's owner
-      and its group's members (the hub gives it to the course folder's group, the instructors');
+    * in a hub's exchange (root's, closed to others' writes: only root made the folder): root, the folder's owner,
+      its group's members (the hub gives it to the course folder's group, the instructors') and the members of the
+      course's staff group ``<course id>-staff`` where there is one;
+    * elsewhere, where the course has a staff group (only root makes or fills a group): root and its members, and
+      the folder must be one of theirs;
     * elsewhere (one machine, an exchange everyone writes to): root and this user."""
     path = os.path.join(root, course_id)
     st = os.lstat(path)
     if not stat.S_ISDIR(st.st_mode):
         raise ExchangeRefused(f"{path} is not a folder of the exchange (a link or a file): not used")
     staff = _members(f"{course_id}-staff")
-    if staff is not None:
+    if hub_root(root):
+        writers = {0, st.st_uid} | (_members(st.st_gid) or set()) | (staff or set())
+    elif staff is not None:
         writers = staff | {0}
-    elif hub_root(root):
-        writers = {0, st.st_uid} | (_members(st.st_gid) or set())
     else:
         writers = {0, os.geteuid()}
     if st.st_uid not in writers:

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coursekit.exchange import _name_refused
+from coursekit.exchange import REFUSALS_SHOWN_PER_OWNER, REFUSALS_SHOWN_PER_STUDENT, refusal_lines
 from coursekit.grading import Problem, Summary, print_summary
 from coursekit.inbound import Found
 from grader.plain import InertStream, inert
@@ -51,22 +51,33 @@ def test_the_course_commands_output_never_carries_an_acting_character_but_newlin
 
 
 @settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(st.tuples(hostile, st.sampled_from(["root", "nobody", "daemon", None]),
-                          st.sampled_from(["root", "nobody", None])), min_size=1, max_size=40))
-def test_collects_refusals_are_one_inert_line_each_and_the_forged_ones_come_first(entries):
-    kinds = ["forged" if student and owner != student else "own" if student else "rest"
-             for _, student, owner in entries]
+@given(entries=st.lists(st.tuples(hostile, st.sampled_from(["ann", "bo", "carl", None]),
+                                  st.sampled_from(["ann", "bo", "mal", None])), min_size=1, max_size=40),
+       flood=st.integers(0, 3000))
+def test_collects_refusals_are_inert_lines_and_no_flood_hides_a_claim_or_a_students_own(entries, flood):
+    """A flood of junk (up to 3,000 folders of one owner) beside generated entries: every line inert, the folders
+    claiming to be a roster student's and each student's own refused ones named before the rest (which is summed
+    up), and the number of lines bounded by the roster, not by the flood."""
+    roster = {"ann", "bo"}
+    kinds = ["claim" if student in roster and owner != student else "own" if student and owner == student
+             else "rest" for _, student, owner in entries]
     refused = [Found(name, student=student, owner=owner, problem=f"{kind}: {name}")
                for (name, student, owner), kind in zip(entries, kinds)]
-    lines = []
-    _name_refused(refused, lambda line: lines.extend(inert(line).split("\n")))
+    refused += [Found(f"junk{i:05d}", owner="mal", problem="rest: junk") for i in range(flood)]
+    refused += [Found(f"carl+A+{i}", student="carl", owner="mal", problem="rest: not on the roster")
+                for i in range(flood)]  # claims on a name of no one on the roster: junk too
+    telling, rest = refusal_lines(refused, roster)
+    lines = [piece for line in telling + rest for piece in inert(line).split("\n")]
     assert all(line.startswith("  REFUSED: ") and not acting(line) for line in lines), lines
-    said = [re.search(r"\): (forged|own|rest): |more folders owned by \S+ (claiming|of)?", line) for line in lines]
-    order = [m.group(1) or {"claiming": "forged", "of": "own", None: "rest"}[m.group(2)] for m in said]
-    assert order == sorted(order, key=["forged", "own", "rest"].index), lines  # claims on others' names first
-    for kind in ("forged", "own", "rest"):  # each named, or counted past ten of one owner
-        assert order.count(kind) >= min(kinds.count(kind), 1)
-    assert len(lines) <= len(entries)
+    first = [inert(line) for line in telling]
+    for kind in ("claim", "own"):  # each student claimed, and each with a refused folder of their own: named first
+        for student in {student for (_, student, _), k in zip(entries, kinds) if k == kind}:
+            names = [inert(n) for (n, s, _), k in zip(entries, kinds) if k == kind and s == student]
+            assert any(f"): {kind}: {n}" in line for line in first for n in names), (student, first)
+    assert [line for line in first if "): rest: " in line] == []
+    students, owners = 2 + 1, 3 + 1  # ann, bo, (carl, own) ... / ann, bo, mal, None
+    assert len(telling) <= 2 * students * (REFUSALS_SHOWN_PER_STUDENT + 1)
+    assert len(rest) <= owners * (REFUSALS_SHOWN_PER_OWNER + 1)
 
 
 @given(st.lists(st.tuples(hostile, hostile, hostile), min_size=1, max_size=10))

@@ -44,7 +44,8 @@ def test_only_a_course_folder_of_its_staff_the_hub_or_this_user_is_used(tmp_path
     # a hub's exchange (root's, 0755): only root made the folder, for its owner and its group
     os.chmod(root, 0o755)
     assert {0, NOBODY} <= course_writers(str(root), "invented")
-    # a hub's course with a staff group: its members (and root) wrote it, whoever owns the folder otherwise
+    # a course with a staff group in an exchange everyone writes to: its members (and root) wrote it, nobody else
+    os.chmod(root, 0o1777)
     group = "cksub-staff"
     subprocess.run(["groupdel", group], capture_output=True)
     subprocess.run(["groupadd", group], check=True)
