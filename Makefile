@@ -89,7 +89,7 @@ define check_python
 	         "$$py is $${v:-not there}. Run" >&2; \
 	    if [ -n "$$other" ]; then echo "    make $(or $(MAKECMDGOALS),setup) PYTHON=$$other" >&2; \
 	    elif command -v apt-get >/dev/null 2>&1; then \
-	        echo "    sudo apt-get install -y python3.11-venv     (then make picks python3.11 itself)" >&2; \
+	        echo "    sudo apt-get install -y python3.11-venv && make $(or $(MAKECMDGOALS),setup) PYTHON=/usr/bin/python3.11" >&2; \
 	    elif command -v brew >/dev/null 2>&1; then echo "    brew install python@3.13" >&2; \
 	    else echo "    pyenv install 3.12     (then make picks it itself)" >&2; fi; \
 	    exit 2; fi; \

@@ -55,9 +55,11 @@ def read_roster(path):
     return rows
 
 
-def ensure_users(names, create=False, out=print):
+def ensure_users(names, create=False, out=print, passwords=None):
     """Every name is a local Unix user; with ``create`` (as root) the missing ones are made with ``useradd``
-    (a home folder only its owner may enter). Returns the names created."""
+    (a home folder only its owner may enter). With ``passwords`` (a file's path), each user made gets a first
+    password of its own (the hub logs in with PAM: a user without one cannot log in), added to that file, root's alone,
+    as ``id,password`` rows. Returns the names created."""
     for name in names:
         if not UNIX_NAME.fullmatch(name):
             raise HubError(f"{name!r} is not a valid Unix user name")
@@ -72,12 +74,44 @@ def ensure_users(names, create=False, out=print):
                        f"`sudo passwd NAME`), or let the hub create them with --create-users (as root)")
     if missing and os.geteuid() != 0:
         raise HubError(f"--create-users needs root (sudo) to create {', '.join(missing)}")
+    made = {}
     for name in missing:
         subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", "--comment", MADE_BY_HUB, name],
                        check=True, capture_output=True)
         os.chmod(pwd.getpwnam(name).pw_dir, 0o700)
-        out(f"created Unix user {name} (set a password with `passwd {name}`)")
+        if passwords:
+            made[name] = first_password()
+            subprocess.run(["chpasswd"], input=f"{name}:{made[name]}\n", text=True, check=True, capture_output=True)
+        else:
+            out(f"created Unix user {name} (set a password with `passwd {name}`)")
+    if made:
+        write_passwords(passwords, made)
+        out(f"created {len(made)} Unix user(s), each with a first password, listed in {passwords} (root's alone): "
+            f"give each person theirs; `passwd` in their JupyterLab terminal changes it")
     return missing
+
+
+def first_password():
+    """Twelve characters from a CSPRNG (72 bits), in letters and digits a person can type and read out."""
+    import secrets
+    alphabet = "abcdefghijkmnpqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O, 1/l/I
+    return "".join(secrets.choice(alphabet) for _ in range(12))
+
+
+def write_passwords(path, made):
+    """``id,password`` rows added to ``path``, a file of root's, 0600 from its creation, never through a link."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), mode=0o711, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        if os.fstat(fd).st_uid != os.geteuid() or os.fstat(fd).st_nlink != 1:
+            raise HubError(f"{path} is not this hub's own file: move it away and start the hub again")
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "a", closefd=False) as f:
+            if f.tell() == 0:
+                f.write("id,password\n")
+            f.writelines(f"{name},{pw}\n" for name, pw in made.items())
+    finally:
+        os.close(fd)
 
 
 def _instructor_has(name, st, group_bits):
@@ -229,10 +263,24 @@ def closed_folders(path):
 def users_python():
     """This install's Python, which every user's server runs; a HubError when other users cannot reach it (its
     interpreter, the virtual environment's packages, or the course's own packages)."""
-    closed = sorted(set(closed_folders(sys.executable)) | set(closed_folders(os.path.join(sys.prefix, "x")))
-                    | set(closed_folders(os.path.join(ROOT, "x"))))
+    course = closed_folders(os.path.join(ROOT, "x"))
+    if course:
+        raise HubError(f"other users cannot reach the course's install ({ROOT}): {', '.join(course)} may not be "
+                       f"entered by them: clone the course outside it (say /srv/attention-course) and set it up there")
+    closed = sorted(set(closed_folders(sys.executable)) | set(closed_folders(os.path.join(sys.prefix, "x"))))
     if closed:
         raise HubError(f"other users cannot run this install's Python ({os.path.realpath(sys.executable)}): "
-                       f"{', '.join(closed)} may not be entered by them: run `chmod o+x {' '.join(closed)}` "
-                       f"(it lets them through, not list it), or install the course with a Python outside it")
+                       f"{', '.join(closed)} may not be entered by them. Set the course up again with a Python they "
+                       f"reach: `{python_for_everyone()}`")
     return sys.executable
+
+
+def python_for_everyone():
+    """The one command that sets the course up with a Python 3.11 to 3.13 every user can run: the system's, where it
+    has one (Debian 12: 3.11, Ubuntu 24.04: 3.12, Debian 13: 3.13), else the package that brings one."""
+    for version in ("3.13", "3.12", "3.11"):
+        python = f"/usr/bin/python{version}"
+        if os.access(python, os.X_OK) and not closed_folders(python):
+            return f"rm -rf {os.path.join(ROOT, '.venv')} && make -C {ROOT} setup PYTHON={python}"
+    return (f"sudo apt-get install -y python3.11-venv && rm -rf {os.path.join(ROOT, '.venv')} && "
+            f"make -C {ROOT} setup PYTHON=/usr/bin/python3.11")

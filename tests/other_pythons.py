@@ -26,14 +26,16 @@ FAST = "not pipeline and not browser and not figures and not experiment and not 
 
 
 def interpreter(version):
-    """This machine's Python ``version`` (``python3.12`` on PATH, else pyenv's newest 3.12.x), or None."""
-    on_path = shutil.which(f"python{version}")
-    if on_path:
-        return on_path
+    """This machine's Python ``version`` (``python3.12`` on PATH, else pyenv's newest 3.12.x) that runs, or None (a
+    pyenv shim for a version not selected does not run)."""
     pyenv = os.environ.get("PYENV_ROOT") or os.path.expanduser("~/.pyenv")
     found = sorted(glob.glob(os.path.join(pyenv, "versions", f"{version}.*", "bin", "python")),
                    key=lambda p: [int(x) for x in re.findall(r"\d+", p.split("/versions/")[1].split("/")[0])])
-    return found[-1] if found else None
+    for python in [shutil.which(f"python{version}")] + found[::-1]:
+        if python and subprocess.run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                                     capture_output=True, text=True).stdout.strip() == version:
+            return python
+    return None
 
 
 def size(path):
