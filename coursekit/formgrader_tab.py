@@ -8,11 +8,18 @@ hub's origin), so the instructor's "Nbgrader > Formgrader" opens it in a tab of 
 is not this user's server (nbgrader's issue #1794). This extension serves nbgrader's ``utils.js`` with those links
 pointing at this server's JupyterLab instead (``<base_url>/lab/tree/<path>``).
 
+The formgrader's dialogs (Generate, Release, Collect, Autograde, Generate Feedback) show the log of the nbgrader
+command they ran, which nbgrader captures at whatever level its handler's logger has: DEBUG on an instructor's
+server (each cell's checksum, the preprocessors, nbconvert's template paths), and, for feedback, traitlets'
+warnings that nbgrader's own exporter settings are "not recognized" by its preprocessors. Here that capture keeps
+INFO and above, without those warnings (``quiet_capture_log``): what the dialog shows is what happened.
+
 nbgrader renders the formgrader's pages with a Jinja environment that escapes nothing, and several of them put a
 part of the URL (a student id, an assignment name) into a script or the page as it is: a link to
 ``/formgrader/manage_students/<markup>`` would run that markup in the instructor's server. Here that environment
 escapes every value (each is plain text: ids, names, paths), so a name is shown as text whatever it holds.
 """
+import logging
 import os
 
 from tornado import web
@@ -71,7 +78,47 @@ def _escape_when_made():
     FormgradeExtension.init_tornado_settings = init_tornado_settings
 
 
+# traitlets' warning when nbconvert's exporter passes its own settings (display_data_priority) on to nbgrader's
+# preprocessors, which have no such option: nbgrader's doing, on every feedback page
+NOT_RECOGNIZED = "Config option `display_data_priority` not recognized by"
+
+
+class _Quiet(logging.Filter):
+    def filter(self, record):
+        return record.levelno >= logging.INFO and not str(record.msg).startswith(NOT_RECOGNIZED)
+
+
+def quiet_capture_log(app, fmt="[%(levelname)s] %(message)s"):
+    """nbgrader's ``capture_log`` (``nbgrader.utils``: run ``app``, return {success, log, error}), its handler keeping
+    INFO and above without the warning above."""
+    import io
+    import traceback
+
+    from nbgrader.utils import LogFormatter
+    buffer = io.StringIO()
+    handler = logging.StreamHandler(buffer)
+    handler.setFormatter(LogFormatter(fmt=fmt))
+    handler.addFilter(_Quiet())
+    app.log.addHandler(handler)
+    try:
+        app.start()
+        result = {"success": True}
+    except BaseException:
+        result = {"success": False, "error": traceback.format_exc()}
+    finally:
+        app.log.removeHandler(handler)
+    if buffer.getvalue():
+        result["log"] = buffer.getvalue()
+    return result
+
+
+def _quiet_dialogs():
+    import nbgrader.apps.api as api
+    api.capture_log = quiet_capture_log
+
+
 def _load_jupyter_server_extension(serverapp):
+    _quiet_dialogs()
     web_app = serverapp.web_app
     if not escape_pages(web_app):  # nbgrader's extension is not loaded yet
         _escape_when_made()
