@@ -66,7 +66,13 @@ dependencies = [
 packages = ["learner"]
 '''
 
-TESTED_PYTHONS = "3.11"  # what the bundle's test installs it on (tests/pipeline/test_bundle.py)
+# what the bundle's test installs it on (tests/pipeline/test_bundle.py: 3.11 in make test, 3.12 and 3.13 in make
+# test-pythons); the Makefile's PYTHONS, kept in step by tests/coursekit/test_makefile.py
+TESTED_PYTHONS = ("3.11", "3.12", "3.13")
+
+
+def tested_pythons():
+    return ", ".join(TESTED_PYTHONS[:-1]) + " and " + TESTED_PYTHONS[-1]
 
 README = '''The attention course, version {version}: the student bundle.
 
@@ -133,5 +139,5 @@ def build(out):
     with open(os.path.join(out, "VERSION"), "w") as f:
         f.write(version + "\n")
     with open(os.path.join(out, "README.txt"), "w") as f:
-        f.write(README.format(version=version, tested=TESTED_PYTHONS))
+        f.write(README.format(version=version, tested=tested_pythons()))
     return out

@@ -5,8 +5,9 @@
 For each VERSION (3.12, 3.13) that this machine has (``python3.X`` on PATH, or pyenv's), in an environment of its
 own outside the repository (FOLDER/VERSION): ``make setup`` as a person runs it (``PYTHON=`` that interpreter,
 ``VENV=`` that folder: the version check, the PyTorch switch, the pinned set), then the fast suite (``make
-test-fast``'s selection) and ``course demo 03_softmax`` (one notebook released and graded with real nbgrader in the
-sandbox, each score checked). A table of what passed, how long each step took and how big each environment is goes
+test-fast``'s selection), ``course demo 03_softmax`` (one notebook released and graded with real nbgrader in the
+sandbox, each score checked) and the student bundle's test (tests/pipeline/test_bundle.py: the bundle installed in a
+fresh environment of that Python as its README.txt says, JupyterLab on it, a check graded in its kernel). A table of what passed, how long each step took and how big each environment is goes
 to stdout and to FILE (with the date and the machine). Exit status 1 when a step failed on a Python the machine
 has; a Python it lacks is named and skipped.
 """
@@ -66,13 +67,15 @@ def one_python(version, folder, log):
         return {"python": version, "status": "not on this machine: skipped"}
     venv = os.path.join(folder, version)
     row = {"python": version, "interpreter": py}
+    fresh = not os.path.exists(os.path.join(venv, ".installed-stamp"))
     ok, secs, lines = step(["make", "--no-print-directory", "setup", f"PYTHON={py}", f"VENV={venv}"], log)
-    built = next((ln for ln in lines if ln.startswith("installed PyTorch")), "")
-    row.update(setup="passed" if ok else "FAILED", setup_s=secs, torch=built.replace("installed PyTorch ", ""),
-               size=size(venv))
+    row.update(setup=("passed" if fresh else "already set up") if ok else "FAILED", setup_s=secs, size=size(venv))
     if not ok:
         return row
     bin_ = os.path.join(venv, "bin")
+    row["torch"] = subprocess.run([os.path.join(bin_, "python"), "-c", "import torch; print(torch.__version__, "
+                                   "'(CUDA %s build)' % torch.version.cuda if torch.version.cuda else '(CPU build)')"],
+                                  capture_output=True, text=True, cwd="/").stdout.strip()
     env = dict(os.environ, PATH=bin_ + os.pathsep + os.environ.get("PATH", ""))
     step([os.path.join(bin_, "python"), "-m", "compileall", "-q", "coursekit", "grader", "solutions", "tests"], log)
     ok, secs, lines = step([os.path.join(bin_, "python"), "-m", "pytest", "-n", "2", "--dist", "loadgroup",
@@ -82,20 +85,27 @@ def one_python(version, folder, log):
     ok, secs, lines = step([os.path.join(bin_, "course"), "demo", "--out", os.path.join(venv, "demo"),
                             "--no-progress", "03_softmax"], log, env=env)
     row.update(demo="passed" if ok and any(ln.startswith("demo passed") for ln in lines) else "FAILED", demo_s=secs)
+    # the student bundle installed into a fresh environment of this Python, as its README.txt says
+    ok, secs, lines = step([os.path.join(bin_, "python"), "-m", "pytest", "-p", "no:xdist", "-q",
+                            "tests/pipeline/test_bundle.py"], log, env=env)
+    summary = next((ln.strip("= ") for ln in reversed(lines) if re.search(r"\d+ (passed|failed)", ln)), "no summary")
+    row.update(bundle="passed" if ok else "FAILED", bundle_s=secs, bundle_summary=summary)
     return row
 
 
 def table(rows):
-    out = ["| Python | make setup | PyTorch | environment | fast suite | course demo 03_softmax |",
-           "|---|---|---|---|---|---|"]
+    out = ["| Python | make setup | PyTorch | environment | fast suite | course demo 03_softmax | student bundle |",
+           "|---|---|---|---|---|---|---|"]
     for r in rows:
         if "status" in r:
-            out.append(f"| {r['python']} | {r['status']} | | | | |")
+            out.append(f"| {r['python']} | {r['status']} | | | | | |")
             continue
         fast = f"{r['fast']}: {r['fast_summary']} ({r['fast_s'] / 60:.1f} min)" if "fast" in r else "not run"
         demo = f"{r['demo']} ({r['demo_s']:.0f} s)" if "demo" in r else "not run"
+        bundle = (f"{r['bundle']}: {r['bundle_summary']} ({r['bundle_s'] / 60:.1f} min)" if "bundle" in r
+                  else "not run")
         out.append(f"| {r['python']} ({os.path.realpath(r['interpreter'])}) | {r['setup']} ({r['setup_s'] / 60:.1f} min)"
-                   f" | {r['torch']} | {r['size']} | {fast} | {demo} |")
+                   f" | {r.get('torch', '')} | {r['size']} | {fast} | {demo} | {bundle} |")
     return "\n".join(out)
 
 
@@ -124,7 +134,7 @@ def main(argv=None):
     with open(args.out, "w") as f:
         f.write(header + text + "\n")
     print(text)
-    failed = [r for r in rows if "FAILED" in (r.get("setup"), r.get("fast"), r.get("demo"))]
+    failed = [r for r in rows if "FAILED" in (r.get("setup"), r.get("fast"), r.get("demo"), r.get("bundle"))]
     return 1 if failed else 0
 
 

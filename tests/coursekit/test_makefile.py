@@ -35,6 +35,8 @@ def test_the_makefile_pyproject_and_environment_yml_name_the_same_pythons():
     # the same pins and the same PyTorch build as make setup's default (TORCH=cpu)
     assert "-c constraints.txt" in env and f"--extra-index-url {_make_var('TORCH_CPU_INDEX')[0]}" in env
     assert f"{sys.version_info[0]}.{sys.version_info[1]}" in pythons  # this very suite runs on one of them
+    from coursekit.bundle import TESTED_PYTHONS
+    assert list(TESTED_PYTHONS) == pythons  # the student bundle's README names the same, each tested
 
 
 def _setup(tmp_path, *args):
