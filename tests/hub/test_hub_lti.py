@@ -26,8 +26,9 @@ platform (lti_platform.py) on 127.0.0.1 launches into the real JupyterHub with t
 
 Cost: 1 min 35 s to 2 min 45 s on 2 cores with other work on the machine (the Chromium test 1 min 25 s to 1 min
 45 s of it: five JupyterLab starts, two submissions graded), about 50 CPU-s counted for the test and the processes
-it waited for; the hub starts in about 3 s, the bad launches, clocks and configuration take about 2 s together, the
-framed launch in Chromium about 5 s.
+it waited for; the hub starts in about 3 s, the bad launches, clocks, configuration, framed initiations and class
+list about 5 s together, the framed launch in Chromium about 2 s (run before the heavy Chromium test, so that a
+failure there does not take them down with the hub). The whole module: 1 min 50 s on 2 cores (2026-12, alone).
 """
 import html
 import json
@@ -221,6 +222,161 @@ def test_good_launches_make_the_accounts_groups_and_gradebook_entries(lti_class)
     answer, _ = launch(hub, TEACH_ENC, CONTEXTS[DEC])
     assert answer.status_code == 403 and f"You are already an instructor of {ENC} on this hub" in answer.text
     del lms.contexts[CONTEXTS[DEC]]["members"][TEACH_ENC]
+
+
+CLOCKS = {  # the platform's clock: (seconds ahead of the hub's, its id_token's lifetime, status, what the page says)
+    "a minute ahead": (60, 300, 302, None),
+    "a minute behind, with Moodle's 60 s token": (-60, 60, 302, None),
+    "five minutes ahead": (300, 300, 400, "The token is not yet valid (iat)"),
+    "five minutes behind, with Moodle's 60 s token": (-300, 60, 400, "Signature has expired"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CLOCKS))
+def test_a_platform_clock_off_by_a_minute_is_allowed_and_beyond_the_leeway_refused(lti_class, case):
+    """The platform's clock a minute ahead (its token issued "in the future") or a minute behind with Moodle's 60 s
+    token (expired by the hub's clock on arrival): the launch logs the user in, within the hub's two minutes of
+    leeway; five minutes either way: refused with ltiauthenticator's page, nobody logged in. Cost: a launch each."""
+    lms, hub = lti_class
+    offset, lifetime, status, why = CLOCKS[case]
+    lms.clock_offset, lms.token_lifetime = offset, lifetime
+    try:
+        answer, browser = launch(hub, BOB, CONTEXTS[ENC])
+    finally:
+        lms.clock_offset, lms.token_lifetime = 0, 300
+    claims = lms.issued[-1]["claims"]
+    assert claims["exp"] - claims["iat"] == lifetime and abs(claims["iat"] - time.time() - offset) < 30
+    assert answer.status_code == status, (answer.status_code, answer.text[:2000])
+    assert logged_in(browser) == (status == 302)
+    if why:
+        assert why in html.unescape(answer.text), answer.text[:2000]
+
+
+def class_lists(hub):
+    """How many times the hub has said what the LMS's class list changed (its log, since it started)."""
+    return hub.log_tail(10 ** 7).count("class list from the LMS")
+
+
+def wait_for_class_list(hub, before, seconds=60):
+    deadline = time.monotonic() + seconds
+    while class_lists(hub) == before and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert class_lists(hub) > before, hub.log_tail(3000)
+
+
+def docs_section(start, end):
+    from coursekit import ROOT
+    text = open(os.path.join(ROOT, "docs", "lms.md")).read()
+    return text[text.index(start):text.index(end)]
+
+
+def test_the_config_url_says_what_the_docs_say_and_the_hub_reads_those_fields(lti_class):
+    """/hub/lti13/config (what Canvas's "Enter URL" reads) against the section of docs/lms.md that lists the scopes
+    and custom fields: the same scopes, the same custom fields with the same Canvas variables, nothing more; every
+    placement opens in a new window; the tool's own URLs and public key. A launch carrying those fields has them
+    kept in the hub's state (the one Canvas could not expand left out) and Canvas's user id is the gradebook's
+    lms_user_id, what Canvas's gradebook import matches by. Cost: a launch and a gradebook read."""
+    import requests
+
+    from coursekit.pipeline import gradebook
+    lms, hub = lti_class
+    config = requests.get(f"{hub.base}/hub/lti13/config", timeout=30).json()
+    section = docs_section("**What the tool asks of the platform.**", "**Open the link in a new window.**")
+    scopes = re.findall(r"^\| `(https://purl\.imsglobal\.org/[^`]+)` \|", section, re.M)
+    fields = dict(re.findall(r"^\| `([a-z_]+)` \| `(\$[A-Za-z.]+)` \|", section, re.M))
+    assert len(scopes) == 4 and len(fields) == 3, section
+    assert sorted(config["scopes"]) == sorted(scopes)
+    assert config["custom_fields"] == fields
+    placements = [p for ext in config["extensions"] for p in ext["settings"]["placements"]]
+    assert placements and all(p["windowTarget"] == "_blank" and "custom_fields" not in p for p in placements)
+    assert config["oidc_initiation_url"] == f"{hub.base}/hub/lti13/oauth_login"
+    assert config["target_link_uri"] == f"{hub.base}/hub/"
+    assert config["public_jwk"] == json.load(open(os.path.join(hub.state, "lti-tool-public-key.json")))["jwk"]
+    answer, _ = launch(hub, FAY, CONTEXTS[ENC])
+    assert answer.status_code == 302, answer.text[:2000]
+    kept = HubState(hub.state).read()["users"][hub.user(FAY)]
+    assert kept == {"sub": FAY, "lms_ids": {"canvas_user_id": "4211", "canvas_login_id": "fay.roe@uni.example"}}
+    with gradebook(hub.courses[ENC]) as gb:
+        assert gb.find_student(hub.user(FAY)).lms_user_id == "4211"
+
+
+@pytest.mark.parametrize("dest", ["iframe", "frame"])
+def test_a_framed_login_initiation_gets_the_page_of_one_button_and_a_top_level_one_the_login(lti_class, dest):
+    """The login initiation the platform's page sends (its form, as a browser posts it): from a frame (the browser's
+    Sec-Fetch-Dest), a page that may be framed by any page, runs no script, and holds one form that sends the
+    platform's own fields, escaped, to the same URL in a new window; from a window of its own, the redirect to the
+    platform's authorization URL as before. Cost: two requests."""
+    import requests
+
+    from lti_platform import autosubmit_form
+    lms, hub = lti_class
+    step1 = autosubmit_form(requests.get(lms.launch_url(BOB, CONTEXTS[ENC]), timeout=30).text)
+    fields = dict(step1["fields"], login_hint='bob"><script>x()</script>')
+    framed = requests.post(step1["action"], data=fields, headers={"Sec-Fetch-Dest": dest}, allow_redirects=False,
+                           timeout=30)
+    assert framed.status_code == 200, framed.text[:2000]
+    policy = framed.headers["Content-Security-Policy"]
+    assert "frame-ancestors *" in policy and "default-src 'none'" in policy and "script-src" not in policy
+    form = re.findall(r'<form method="post" action="([^"]+)" target="_blank">', framed.text)
+    assert form == ["/hub/lti13/oauth_login"] and framed.text.count("<button") == 1 and "<script" not in framed.text
+    assert autosubmit_form(framed.text.replace('target="_blank"', 'id="autosubmit"'))["fields"] == fields
+    top = requests.post(step1["action"], data=step1["fields"], headers={"Sec-Fetch-Dest": "document"},
+                        allow_redirects=False, timeout=30)
+    assert top.status_code == 302 and top.headers["Location"].startswith(lms.authorize_url)
+
+
+@pytest.mark.browser
+def test_a_framed_launch_opens_the_hub_in_a_window_of_its_own(lti_class):
+    """The LMS's course page frames the launch (its iframe on another site, as Canvas and Moodle embed a link by
+    default), in Chromium: the frame shows the hub's page of one button, and no hub page; the button opens a
+    window in which the same login goes through and the hub shows, logged in; the hub's own pages still refuse to
+    be framed. Cost: Chromium and a launch, about 10 s."""
+    from lab import launch as chromium
+    from playwright.sync_api import sync_playwright
+
+    from coursekit.hub_lti_pages import FRAMED_BUTTON
+    lms, hub = lti_class
+    with sync_playwright() as p:
+        browser = chromium(p)
+        try:
+            page = browser.new_context().new_page()
+            page.goto(lms.course_page_url(BOB, CONTEXTS[ENC], target_link_uri=f"{hub.base}/hub/home"))
+            frame = page.frame_locator("#tool_content")
+            frame.locator("#open-course").wait_for(timeout=60_000)
+            assert frame.locator("button").all_inner_texts() == [FRAMED_BUTTON]
+            framed = next(f for f in page.frames if f.url.startswith(hub.base))
+            assert framed.url == f"{hub.base}/hub/lti13/oauth_login" and framed.parent_frame == page.main_frame
+            assert not framed.locator("#login_widget, #jupyterhub-logo, .navbar").count()
+            with page.expect_popup() as opened:
+                frame.locator("#open-course").click()
+            window = opened.value
+            window.wait_for_url(f"{hub.base}/hub/home", timeout=60_000)
+            assert hub.user(BOB) in window.content()  # the hub's page, logged in as the launch's user
+            answer = window.goto(f"{hub.base}/hub/home")
+            assert "frame-ancestors 'none'" in answer.headers["content-security-policy"]
+        finally:
+            browser.close()
+    assert lms.issued[-1]["claims"][LTI + "launch_presentation"]["document_target"] == "iframe"
+    assert "LTI login initiation in a frame (login_hint 'bob')" in hub.log_tail(10 ** 7)
+
+
+def test_an_instructors_launch_brings_the_class_list_from_the_lms(lti_class):
+    """The platform offers Names and Role Provisioning Services: an instructor's launch has the hub read the
+    course's members (in the background, once the instructor is in) and say what changed in its log; the LMS's
+    learners are the course's students in the hub's state, but for those whose id gives no Unix name or names an
+    account the hub did not make, which are named. Cost: a launch and a class list, about 2 s."""
+    lms, hub = lti_class
+    before = class_lists(hub)
+    answer, _ = launch(hub, TEACH_ENC, CONTEXTS[ENC])
+    assert answer.status_code == 302, answer.text[:2000]
+    wait_for_class_list(hub, before)
+    log = hub.log_tail(10 ** 7)
+    students = HubState(hub.state).read()["courses"][ENC]["students"]
+    learners = {s for s, role in lms.contexts[CONTEXTS[ENC]]["members"].items() if role == "Learner"}
+    assert {hub.user(s) for s in learners - {OUTSIDER, OTHER_INSTALL, "Ada.Lovelace"}} <= set(students)
+    assert not {hub.user(OUTSIDER), hub.user(OTHER_INSTALL)} & set(students)
+    assert f"not added 'admin': {hub.user(OUTSIDER)} is an account of this machine that the hub did not make" in log
+    assert "not added 'Ada.Lovelace': their LMS user id gives no valid Unix user name" in log
 
 
 def select_course(page, course):
@@ -480,157 +636,3 @@ def test_a_restart_keeps_what_the_launches_brought(lti_class):
         answer, _ = launch(hub, sub, CONTEXTS[ENC])
         assert answer.status_code == 302, answer.text[:2000]
 
-
-CLOCKS = {  # the platform's clock: (seconds ahead of the hub's, its id_token's lifetime, status, what the page says)
-    "a minute ahead": (60, 300, 302, None),
-    "a minute behind, with Moodle's 60 s token": (-60, 60, 302, None),
-    "five minutes ahead": (300, 300, 400, "The token is not yet valid (iat)"),
-    "five minutes behind, with Moodle's 60 s token": (-300, 60, 400, "Signature has expired"),
-}
-
-
-@pytest.mark.parametrize("case", sorted(CLOCKS))
-def test_a_platform_clock_off_by_a_minute_is_allowed_and_beyond_the_leeway_refused(lti_class, case):
-    """The platform's clock a minute ahead (its token issued "in the future") or a minute behind with Moodle's 60 s
-    token (expired by the hub's clock on arrival): the launch logs the user in, within the hub's two minutes of
-    leeway; five minutes either way: refused with ltiauthenticator's page, nobody logged in. Cost: a launch each."""
-    lms, hub = lti_class
-    offset, lifetime, status, why = CLOCKS[case]
-    lms.clock_offset, lms.token_lifetime = offset, lifetime
-    try:
-        answer, browser = launch(hub, BOB, CONTEXTS[ENC])
-    finally:
-        lms.clock_offset, lms.token_lifetime = 0, 300
-    claims = lms.issued[-1]["claims"]
-    assert claims["exp"] - claims["iat"] == lifetime and abs(claims["iat"] - time.time() - offset) < 30
-    assert answer.status_code == status, (answer.status_code, answer.text[:2000])
-    assert logged_in(browser) == (status == 302)
-    if why:
-        assert why in html.unescape(answer.text), answer.text[:2000]
-
-
-def class_lists(hub):
-    """How many times the hub has said what the LMS's class list changed (its log, since it started)."""
-    return hub.log_tail(10 ** 7).count("class list from the LMS")
-
-
-def wait_for_class_list(hub, before, seconds=60):
-    deadline = time.monotonic() + seconds
-    while class_lists(hub) == before and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert class_lists(hub) > before, hub.log_tail(3000)
-
-
-def docs_section(start, end):
-    from coursekit import ROOT
-    text = open(os.path.join(ROOT, "docs", "lms.md")).read()
-    return text[text.index(start):text.index(end)]
-
-
-def test_the_config_url_says_what_the_docs_say_and_the_hub_reads_those_fields(lti_class):
-    """/hub/lti13/config (what Canvas's "Enter URL" reads) against the section of docs/lms.md that lists the scopes
-    and custom fields: the same scopes, the same custom fields with the same Canvas variables, nothing more; every
-    placement opens in a new window; the tool's own URLs and public key. A launch carrying those fields has them
-    kept in the hub's state (the one Canvas could not expand left out) and Canvas's user id is the gradebook's
-    lms_user_id, what Canvas's gradebook import matches by. Cost: a launch and a gradebook read."""
-    import requests
-
-    from coursekit.pipeline import gradebook
-    lms, hub = lti_class
-    config = requests.get(f"{hub.base}/hub/lti13/config", timeout=30).json()
-    section = docs_section("**What the tool asks of the platform.**", "**Open the link in a new window.**")
-    scopes = re.findall(r"^\| `(https://purl\.imsglobal\.org/[^`]+)` \|", section, re.M)
-    fields = dict(re.findall(r"^\| `([a-z_]+)` \| `(\$[A-Za-z.]+)` \|", section, re.M))
-    assert len(scopes) == 4 and len(fields) == 3, section
-    assert sorted(config["scopes"]) == sorted(scopes)
-    assert config["custom_fields"] == fields
-    placements = [p for ext in config["extensions"] for p in ext["settings"]["placements"]]
-    assert placements and all(p["windowTarget"] == "_blank" and "custom_fields" not in p for p in placements)
-    assert config["oidc_initiation_url"] == f"{hub.base}/hub/lti13/oauth_login"
-    assert config["target_link_uri"] == f"{hub.base}/hub/"
-    assert config["public_jwk"] == json.load(open(os.path.join(hub.state, "lti-tool-public-key.json")))["jwk"]
-    answer, _ = launch(hub, FAY, CONTEXTS[ENC])
-    assert answer.status_code == 302, answer.text[:2000]
-    kept = HubState(hub.state).read()["users"][hub.user(FAY)]
-    assert kept == {"sub": FAY, "lms_ids": {"canvas_user_id": "4211", "canvas_login_id": "fay.roe@uni.example"}}
-    with gradebook(hub.courses[ENC]) as gb:
-        assert gb.find_student(hub.user(FAY)).lms_user_id == "4211"
-
-
-@pytest.mark.parametrize("dest", ["iframe", "frame"])
-def test_a_framed_login_initiation_gets_the_page_of_one_button_and_a_top_level_one_the_login(lti_class, dest):
-    """The login initiation the platform's page sends (its form, as a browser posts it): from a frame (the browser's
-    Sec-Fetch-Dest), a page that may be framed by any page, runs no script, and holds one form that sends the
-    platform's own fields, escaped, to the same URL in a new window; from a window of its own, the redirect to the
-    platform's authorization URL as before. Cost: two requests."""
-    import requests
-
-    from lti_platform import autosubmit_form
-    lms, hub = lti_class
-    step1 = autosubmit_form(requests.get(lms.launch_url(BOB, CONTEXTS[ENC]), timeout=30).text)
-    fields = dict(step1["fields"], login_hint='bob"><script>x()</script>')
-    framed = requests.post(step1["action"], data=fields, headers={"Sec-Fetch-Dest": dest}, allow_redirects=False,
-                           timeout=30)
-    assert framed.status_code == 200, framed.text[:2000]
-    policy = framed.headers["Content-Security-Policy"]
-    assert "frame-ancestors *" in policy and "default-src 'none'" in policy and "script-src" not in policy
-    form = re.findall(r'<form method="post" action="([^"]+)" target="_blank">', framed.text)
-    assert form == ["/hub/lti13/oauth_login"] and framed.text.count("<button") == 1 and "<script" not in framed.text
-    assert autosubmit_form(framed.text.replace('target="_blank"', 'id="autosubmit"'))["fields"] == fields
-    top = requests.post(step1["action"], data=step1["fields"], headers={"Sec-Fetch-Dest": "document"},
-                        allow_redirects=False, timeout=30)
-    assert top.status_code == 302 and top.headers["Location"].startswith(lms.authorize_url)
-
-
-@pytest.mark.browser
-def test_a_framed_launch_opens_the_hub_in_a_window_of_its_own(lti_class):
-    """The LMS's course page frames the launch (its iframe on another site, as Canvas and Moodle embed a link by
-    default), in Chromium: the frame shows the hub's page of one button, and no hub page; the button opens a
-    window in which the same login goes through and the hub shows, logged in; the hub's own pages still refuse to
-    be framed. Cost: Chromium and a launch, about 10 s."""
-    from lab import launch as chromium
-    from playwright.sync_api import sync_playwright
-
-    from coursekit.hub_lti_pages import FRAMED_BUTTON
-    lms, hub = lti_class
-    with sync_playwright() as p:
-        browser = chromium(p)
-        try:
-            page = browser.new_context().new_page()
-            page.goto(lms.course_page_url(BOB, CONTEXTS[ENC], target_link_uri=f"{hub.base}/hub/home"))
-            frame = page.frame_locator("#tool_content")
-            frame.locator("#open-course").wait_for(timeout=60_000)
-            assert frame.locator("button").all_inner_texts() == [FRAMED_BUTTON]
-            framed = next(f for f in page.frames if f.url.startswith(hub.base))
-            assert framed.url == f"{hub.base}/hub/lti13/oauth_login" and framed.parent_frame == page.main_frame
-            assert not framed.locator("#login_widget, #jupyterhub-logo, .navbar").count()
-            with page.expect_popup() as opened:
-                frame.locator("#open-course").click()
-            window = opened.value
-            window.wait_for_url(f"{hub.base}/hub/home", timeout=60_000)
-            assert hub.user(BOB) in window.content()  # the hub's page, logged in as the launch's user
-            answer = window.goto(f"{hub.base}/hub/home")
-            assert "frame-ancestors 'none'" in answer.headers["content-security-policy"]
-        finally:
-            browser.close()
-    assert lms.issued[-1]["claims"][LTI + "launch_presentation"]["document_target"] == "iframe"
-    assert "LTI login initiation in a frame (login_hint 'bob')" in hub.log_tail(10 ** 7)
-
-
-def test_an_instructors_launch_brings_the_class_list_from_the_lms(lti_class):
-    """The platform offers Names and Role Provisioning Services: an instructor's launch has the hub read the
-    course's members (in the background, once the instructor is in) and say what changed in its log; the LMS's
-    learners are the course's students in the hub's state, but for those whose id gives no Unix name or names an
-    account the hub did not make, which are named. Cost: a launch and a class list, about 2 s."""
-    lms, hub = lti_class
-    before = class_lists(hub)
-    answer, _ = launch(hub, TEACH_ENC, CONTEXTS[ENC])
-    assert answer.status_code == 302, answer.text[:2000]
-    wait_for_class_list(hub, before)
-    log = hub.log_tail(10 ** 7)
-    students = HubState(hub.state).read()["courses"][ENC]["students"]
-    learners = {s for s, role in lms.contexts[CONTEXTS[ENC]]["members"].items() if role == "Learner"}
-    assert {hub.user(s) for s in learners - {OUTSIDER, OTHER_INSTALL, "Ada.Lovelace"}} <= set(students)
-    assert not {hub.user(OUTSIDER), hub.user(OTHER_INSTALL)} & set(students)
-    assert f"not added 'admin': {hub.user(OUTSIDER)} is an account of this machine that the hub did not make" in log
-    assert "not added 'Ada.Lovelace': their LMS user id gives no valid Unix user name" in log
