@@ -152,8 +152,10 @@ def number(x):
 
 
 def text(value):
-    """A text cell: ``value`` (a name, an email, an id) that a spreadsheet will not run as a formula."""
-    value = "" if value is None else str(value)
+    """A text cell: ``value`` (a name, an email, an id) that a spreadsheet will not run as a formula, on one line
+    with its control characters shown escaped (``grader.plain.inert``: a name comes from the student or the LMS)."""
+    from grader.plain import inert
+    value = "" if value is None else inert(value)
     return "'" + value if value.startswith(FORMULA_START) else value
 
 
