@@ -15,6 +15,12 @@ def _check(prefix_lengths, T):
 
 
 # --- prefix_lm_mask ----------------------------------------------------------
+def prefix_lm_mask_reversed(prefix_lengths, T):
+    """The right pairs with the polarity reversed: True where attending is blocked."""
+    pos = _check(prefix_lengths, T)
+    return ~((pos[None, :] <= pos[:, None])[None] | (pos[None, :] < prefix_lengths[:, None])[:, None, :])
+
+
 def prefix_lm_mask_causal_only(prefix_lengths, T):
     """The fully causal mask: the prefix reads only backwards."""
     pos = _check(prefix_lengths, T)

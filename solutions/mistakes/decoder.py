@@ -96,6 +96,11 @@ def _decoder_block(x, valid, params, n_heads, causal="tril", use_padding=True, a
     return _ln(h + ff if ffn_residual else ff, params["ln2"])
 
 
+def decoder_block_padding_reversed(x, valid, params, n_heads):
+    """causal & ~valid[:, None, :]: the padding mask's polarity reversed."""
+    return _decoder_block(x, None if valid is None else ~valid, params, n_heads)
+
+
 def decoder_block_no_causal_mask(x, valid, params, n_heads):
     return _decoder_block(x, valid, params, n_heads, causal=None)
 

@@ -46,6 +46,12 @@ def mha_mask_reversed(x_q, x_kv, params, n_heads, mask=None):
     return _mha(x_q, x_kv, params, n_heads, None if mask is None else ~mask)
 
 
+def mha_2d_mask_head_axis_in_the_middle(x_q, x_kv, params, n_heads, mask=None):
+    """mask[:, None] whatever the mask: right for (B, T_q, T_k), but a (T_q, T_k) mask becomes (T_q, 1, T_k), whose
+    first axis lines up with the heads."""
+    return mha_mask_without_head_axis(x_q, x_kv, params, n_heads, None if mask is None else mask[:, None])
+
+
 def mha_mask_without_head_axis(x_q, x_kv, params, n_heads, mask=None):
     """A (B, T_q, T_k) or (B, 1, T_k) mask passed to attention as it came: against scores (B, H, T_q, T_k) its
     batch axis lines up with the heads (it broadcasts only when B is 1 or H; it raises otherwise)."""
@@ -130,6 +136,20 @@ def encoder_block_pre_norm(x, valid, params, n_heads):
 
 def encoder_block_padding_ignored(x, valid, params, n_heads):
     return _encoder_block(x, valid, params, n_heads, use_padding=False)
+
+
+def encoder_block_padding_over_queries(x, valid, params, n_heads):
+    """valid[:, :, None], (B, T, 1): the padding blocks the pad positions' queries instead of the pad keys."""
+    if valid is None:
+        return _encoder_block(x, None, params, n_heads)
+    a = _mha(x, x, params["attn"], n_heads, valid[:, :, None])[0]
+    h = _ln(x + a, params["ln1"])
+    return _ln(h + _ffn(h, params["ffn"]), params["ln2"])
+
+
+def encoder_block_padding_reversed(x, valid, params, n_heads):
+    """The padding mask's polarity reversed: (~valid)[:, None, :], so only the padding may be read."""
+    return _encoder_block(x, None if valid is None else ~valid, params, n_heads)
 
 
 def encoder_block_causal(x, valid, params, n_heads):

@@ -162,6 +162,10 @@ def kv_cache_bytes_keys_only(n_layers, n_heads, d_k, n_positions, batch=1, bytes
     return n_layers * batch * n_heads * n_positions * d_k * bytes_per_value
 
 
+def kv_cache_bytes_values_not_bytes(n_layers, n_heads, d_k, n_positions, batch=1, bytes_per_value=2):
+    return 2 * n_layers * batch * n_heads * n_positions * d_k
+
+
 def kv_cache_bytes_one_sequence(n_layers, n_heads, d_k, n_positions, batch=1, bytes_per_value=2):
     return 2 * n_layers * n_heads * n_positions * d_k * bytes_per_value
 

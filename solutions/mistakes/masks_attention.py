@@ -16,6 +16,11 @@ def causal_mask_transposed(T, device=None):
     return attention.causal_mask(T, device).T.contiguous()
 
 
+def causal_mask_reversed(T, device=None):
+    # nn.MultiheadAttention's polarity: True where attending is blocked (j > i)
+    return ~attention.causal_mask(T, device)
+
+
 def causal_mask_strict(T, device=None):
     return torch.ones((T, T), dtype=torch.bool, device=device).tril(-1)
 

@@ -154,8 +154,14 @@ def test_each_known_mistake_of_the_later_notebooks_fails_and_is_named(name, mnam
 
 
 # the transformer notebooks (06-09) choose their random basic cases so that every mistake shows there
+# except the mistakes that only some shape of input can show, each with where it shows instead
+SHOWN_ELSEWHERE = {
+    "encoder:mha_2d_mask_head_axis_in_the_middle": "only a 2-D (T, T) mask shows it (mask[:, None] is right for a "
+                                                   "batched one): the edge part's causal cases, where it raises as "
+                                                   "PyTorch's size check and is named by that error",
+}
 SHOWN_IN_BASIC = [(name, m, why) for name, m, why in MODULE_MISTAKES
-                  if m.split(":")[0] in ("encoder", "decoder", "encoder_decoder", "kv_cache")]
+                  if m.split(":")[0] in ("encoder", "decoder", "encoder_decoder", "kv_cache") and m not in SHOWN_ELSEWHERE]
 
 
 @pytest.mark.parametrize("name,mname,why", SHOWN_IN_BASIC, ids=[m.split(":")[-1] for _, m, _ in SHOWN_IN_BASIC])

@@ -6,7 +6,7 @@ a bidirectional one, a prefix one token too long and a mask by query all differ 
 """
 import torch
 
-from .common import (Case, Choice, Exercise, Integer, pick_int, question, register)
+from .common import (REVERSED_LESSON, Case, Choice, Exercise, Integer, pick_int, question, register)
 
 
 def _lengths(g, B, T, lo=0):
@@ -38,7 +38,9 @@ def _prefix_edge():
 register(
     __name__,
     Exercise("prefix_lm_mask", "capstone:prefix_lm_mask", _prefix_case, _prefix_edge,
-             mistakes=[("capstone:prefix_lm_mask_causal_only",
+             mistakes=[("capstone:prefix_lm_mask_reversed", REVERSED_LESSON.format(
+                           fix="True where key j may be read: j <= i, or j in the prefix, j < p_b")),
+                       ("capstone:prefix_lm_mask_causal_only",
                         "this is the fully causal mask: inside the prefix every token may also read the prefix "
                         "tokens after it (key j < p_b)"),
                        ("capstone:prefix_lm_mask_all_bidirectional",

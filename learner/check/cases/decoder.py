@@ -126,8 +126,7 @@ def _rope_attn_edge():
 
 def _rope_attention_no_future_leak(fn):
     """With a causal mask, changing the token at j must not move the output at any i < j."""
-    g = gen(72)
-    T = 6
+    g, T = gen(72), 6
     return no_future_leak(fn, (randn(g, 1, T, 8), attn_params(g, 8), 2), 0, T, True,
                           kwargs={"mask": causal_mask(T)})
 
@@ -433,7 +432,8 @@ register(
                        ("decoder:decoder_block_no_attn_residual",
                         "the residual around attention is missing: h = LayerNorm(x + CausalSelfAttention(x))"),
                        ("decoder:decoder_block_no_ffn_residual",
-                        "the residual around the feed-forward network is missing: out = LayerNorm(h + FFN(h))")],
+                        "the residual around the feed-forward network is missing: out = LayerNorm(h + FFN(h))"),
+                       ("decoder:decoder_block_padding_reversed", REVERSED_LESSON.format(fix="valid needs no ~"))],
              n_basic=6, n_hidden=12),
     Exercise("lm_log_prob", "decoder:lm_log_prob", _lm_case, _lm_edge,
              conditioning=logit_sum_scale,

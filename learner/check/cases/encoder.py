@@ -352,7 +352,11 @@ register(
                         "the mask went to attention without a head axis: the scores are (B, H, T_q, T_k), so a "
                         "(B, T_q, T_k) or (B, 1, T_k) mask lines its batch axis up with the heads (sequence b's mask "
                         "lands on head b). Add the head axis, mask[:, None] (a 2-D (T_q, T_k) mask first becomes "
-                        "(1, T_q, T_k)), so the same mask applies to every head")],
+                        "(1, T_q, T_k)), so the same mask applies to every head"),
+                       ("encoder:mha_2d_mask_head_axis_in_the_middle",
+                        "a 2-D (T_q, T_k) mask got its head axis in the middle: mask[:, None] makes it (T_q, 1, T_k), "
+                        "whose first axis then lines up with the heads. Only a mask with a batch axis takes "
+                        "mask[:, None]; a 2-D one broadcasts as it is (or give it both leading axes, mask[None, None])")],
              n_basic=8, n_hidden=16),
     Exercise("sinusoidal_positions", "encoder:sinusoidal_positions", _sin_case, _sin_edge,
              mistakes=[("encoder:sinusoidal_freq_i_over_D",
@@ -387,7 +391,12 @@ register(
                         "mask valid[:, None, :] of shape (B, 1, T)"),
                        ("encoder:encoder_block_causal",
                         "a causal mask was applied, but an encoder is bidirectional: every position may attend to "
-                        "every real token, before and after it; only padding is blocked")],
+                        "every real token, before and after it; only padding is blocked"),
+                       ("encoder:encoder_block_padding_over_queries",
+                        "the padding mask went over the queries, valid[:, :, None] of shape (B, T, 1): it blocks the "
+                        "pad positions' rows, not the pad keys. Mask the keys (columns): valid[:, None, :], (B, 1, T)"),
+                       ("encoder:encoder_block_padding_reversed",
+                        REVERSED_LESSON.format(fix="valid is True on the real tokens: valid[:, None, :], no ~"))],
              n_basic=6, n_hidden=12),
     Exercise("masked_lm_loss", "encoder:masked_lm_loss", _mlm_case, _mlm_edge,
              conditioning=logit_sum_scale,

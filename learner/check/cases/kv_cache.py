@@ -352,7 +352,7 @@ def _bytes_case(g, big):
     L, B = pick_int(g, 3, 48), [3, 4, 5, 6, 8, 12, 16][pick_int(g, 0, 6)]
     L += L == B
     H, d, T = pick_int(g, 1, 64), [32, 64, 80, 128][pick_int(g, 0, 3)], pick_int(g, 1, 8192)
-    nb = [1, 2, 4][pick_int(g, 0, 2)]
+    nb = [2, 4][pick_int(g, 0, 1)]  # not 1: a missing factor bytes_per_value would not show
     return Case(f"n_layers={L}, n_heads={H}, d_k={d}, n_positions={T}, batch={B}, bytes_per_value={nb}",
                 (L, H, d, T), {"batch": B, "bytes_per_value": nb})
 
@@ -439,7 +439,10 @@ register(
                         "one layer was counted: every layer keeps its own cache, so multiply by n_layers"),
                        ("kv_cache:kv_cache_bytes_one_sequence",
                         "one sequence was counted: each of the batch's sequences keeps its own keys and values, so "
-                        "multiply by batch")],
+                        "multiply by batch"),
+                       ("kv_cache:kv_cache_bytes_values_not_bytes",
+                        "this counts the numbers, not the bytes: multiply by bytes_per_value (2 for float16, 4 for "
+                        "float32)")],
              tensor_inputs=False, n_basic=8, n_hidden=16),
     question("answer_positions_without_cache", "kv_cache:answer_positions_without_cache", Integer(), wrong=[
         ("kv_cache:answer_positions_without_cache_with_cache",

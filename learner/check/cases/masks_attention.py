@@ -172,6 +172,9 @@ register(
              mistakes=[("masks_attention:causal_mask_transposed",
                         "the mask is upper-triangular: query i may see keys j <= i, so True "
                         "belongs on and below the diagonal"),
+                       ("masks_attention:causal_mask_reversed",
+                        "the polarity is reversed: True marks the blocked pairs (j > i), nn.MultiheadAttention's "
+                        "convention. In this course True means 'may attend': True on and below the diagonal (tril)"),
                        ("masks_attention:causal_mask_strict",
                         "the diagonal is blocked: every position may attend to itself")]),
     Exercise("padding_mask", "masks_attention:padding_mask", _pad_mask_case, _pad_mask_edge,
