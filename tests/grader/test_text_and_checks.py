@@ -1,7 +1,8 @@
-"""What each exercise's text warns about, and what its checks hold the learner to, kept together.
+"""What each exercise's text warns about and allows, and what its checks hold the learner to, kept together.
 
 The text of an exercise is the Markdown above its answer cell (back to the previous code cell). Every sentence of it
-that warns ("not", "never", "must", "raise(s)") is ruled here, by a fragment of the sentence:
+that warns ("not", "never", "must", "raise(s)") or allows an input ("may be", "may hold", "may differ", "any",
+"either", "is allowed", "even"; the convention's "may attend" aside) is ruled here, by a fragment of the sentence:
 
 * ``mistake(...)``: the known mistakes of the exercise that name it when a learner does it (each must be registered
   for the exercise, so its check says so in words);
@@ -22,6 +23,8 @@ from learner.check import EXERCISES
 from learner.check.cases import visible_cases
 
 WARNING = re.compile(r"\b(not|never|must|raises?|n't)\b", re.I)
+ALLOWS = re.compile(r"\bmay (?:be|hold|differ|have)\b|\bany\b|\beither\b|\bis allowed\b|\beven\b", re.I)
+CONVENTION = re.compile(r"may (?:attend|be attended|be looked)", re.I)  # True = may attend: every mask case tries it
 STATES_AN_ERROR = re.compile(r"\braises?\b|ValueError", re.I)
 
 
@@ -55,35 +58,47 @@ def exercise_texts():
 
 
 def warnings_of(text):
-    """The sentences and bullet points of ``text`` that warn, with their white space made single."""
-    parts = re.split(r"(?<=[.!?])\s+|\n\s*[*-] ", text)
-    return [" ".join(p.split()) for p in parts if WARNING.search(p)]
+    """The sentences and bullet points of ``text`` that warn or allow an input, with their white space made single."""
+    parts = [" ".join(p.split()) for p in re.split(r"(?<=[.!?])\s+|\n\s*[*-] ", text)]
+    return [p for p in parts if WARNING.search(p) or ALLOWS.search(CONVENTION.sub("", p))]
 
 
 CONTEXT = "context of the section, not a rule of the function"
 RULINGS = {
     "build_vocab": {"raise `ValueError` when `min_freq < 1`": case("min_freq=0", "one string instead of a list")},
-    "decode": {"not in the vocabulary raises": case("an id outside the vocabulary")},
-    "pad_batch": {"The trip back is not perfect": why("about the demonstration of encode and decode above"),
+    "decode": {"may be a list of ints or a 1-D tensor": case("an empty list", "ids given as a 1-D tensor"),
+               "not in the vocabulary raises": case("an id outside the vocabulary")},
+    "pad_batch": {"of any lengths": case("one sequence", "sequences of equal length",
+                                                  "a sequence of length 0"),
+                  "A length-0 sequence is allowed": case("a sequence of length 0"),
+                  "The trip back is not perfect": why("about the demonstration of encode and decode above"),
                   "Padding is filler, not text": why("why a mask comes with the batch: the mask is checked by value "
                                                      "(pad_batch_mask_inverted)"),
                   "empty batch": case("an empty batch")},
-    "embed_one_hot": {"id is negative or": case("an id outside [0, V)"),
+    "embed_one_hot": {"tensor of **any** shape": case("a single id (0-d tensor)", "no ids at all"),
+                      "id is negative or": case("an id outside [0, V)"),
                       "`F.one_hot` would raise": case("an id outside [0, V)")},
-    "pairwise_scores": {"not the other way round": mistake("dot_products:scores_keys_first"),
+    "pairwise_scores": {"$T_q$ and $T_k$ may differ": case("T_q != T_k"),
+                        "not the other way round": mistake("dot_products:scores_keys_first"),
                         "different widths": case("Q and K of different widths")},
-    "project_qkv": {"a matrix is not 2-D": case("W_K with the wrong input width", "a W_V that is not 2-D",
+    "project_qkv": {"with any leading dimensions": case("any leading dimensions", "one token"),
+                    "a matrix is not 2-D": case("W_K with the wrong input width", "a W_V that is not 2-D",
                                                 "W_Q and W_K of different output widths")},
     "scaled_scores": {"the square root, not $d_k$ itself": mistake("dot_products:scaled_scores_by_d_k")},
-    "score_variance": {"*not* all": why("drawing all the pairs changes only the variance's noise, which the "
+    "score_variance": {"The check accepts any sampling": why("says how the check judges a random estimate"),
+                       "*not* all": why("drawing all the pairs changes only the variance's noise, which the "
                                         "seeded cases compare exactly: a value mismatch says it"),
                        "`d_k < 1`": case("d_k = 0")},
-    "softmax": {"One way out": why("a hint towards the stable softmax; the edge cases try the all -inf slice"),
+    "softmax": {"a float tensor of any shape": case("dim=0 on a matrix", "an axis of size 0"),
+                "Make any new tensor": why("the device rule; the hidden part's device probe tries it"),
+                "One way out": why("a hint towards the stable softmax; the edge cases try the all -inf slice"),
                 "the axis that must sum to 1": mistake("softmax:softmax_wrong_axis"),
                 "Logits of $10^4$": mistake("softmax:softmax_no_max_subtraction"),
                 "gives all zeros, not NaN": case("all -inf"),
                 "`temperature <= 0` raises": case("temperature 0", "a negative temperature")},
-    "log_softmax": {"gives all $-\\infty$": case("all -inf"),
+    "log_softmax": {"Don't call `torch.log_softmax` either": why("style: the checks judge what it computes, and "
+                                                                 "torch.log_softmax computes the right values"),
+                    "gives all $-\\infty$": case("all -inf"),
                     "`temperature <= 0` raises": case("temperature 0")},
     "sequence_log_prob": {"never index with a padded target": case("padding may hold any id, even -100"),
                           "Raises `ValueError` if `logits` is not 3-D": case(
@@ -91,12 +106,17 @@ RULINGS = {
                               "a mask of another shape"),
                           "Edge cases checked": case("T = 1", "uniform logits", "confident logits (1e3)",
                                                      "an all-padding row")},
-    "bidirectional_mask": {"A negative length raises": case("T_q = -1", "T_k = -2")},
+    "bidirectional_mask": {"$T_q$ and $T_k$ may differ": case("T_q = 2 queries and T_k = 5 keys differ"),
+                           "Either may be 0": case("an empty source, T_k = 0", "no queries, T_q = 0"),
+                           "A negative length raises": case("T_q = -1", "T_k = -2")},
     "causal_mask": {"$T < 0$ raises": case("T = -1")},
     "padding_mask": {"not queries": mistake("masks_attention:padding_mask_over_queries"),
                      "not 2-D or not boolean": case("a float mask", "a 1-D key_valid", "a 3-D key_valid")},
-    "combine_masks": {"not boolean raises": case("a float mask")},
-    "additive_mask": {"not a large negative number": mistake("masks_attention:additive_mask_large_negative"),
+    "combine_masks": {"Takes any number": case("a single mask", "no masks at all", "only None"),
+                      "not boolean raises": case("a float mask")},
+    "additive_mask": {"0 where attending is allowed": why("the convention, which every case of the exercise tries"),
+                      "a BoolTensor of any shape": case("a mask of any shape: 4-D", "causal mask"),
+                      "not a large negative number": mistake("masks_attention:additive_mask_large_negative"),
                       "not boolean raises": case("an integer mask", "an integer dtype")},
     "masked_attention": {"never NaN": case("empty source (T_k = 0)", "a fully masked row"),
                          "Raises `ValueError` if `Q` and `K`": case(
@@ -105,13 +125,17 @@ RULINGS = {
                          "It also checks": why("says what the properties try (rows sum to 1, blocked weights 0, "
                                                "no future leak): they are the checks themselves")},
     "rnn_cell": {"widths disagree": case("x_t of the wrong width", "h_prev of width", "W_x of d_h = 3")},
-    "rnn_encode": {"not an index error": case("empty source (T_x = 0)", "all padding"),
+    "rnn_encode": {"may have only 6 real tokens": case("padded batch, lengths [6, 3, 1]"),
+                   "Padding positions may hold any id": case("ids other than <pad>", "id 999, outside the vocabulary"),
+                   "not an index error": case("empty source (T_x = 0)", "all padding"),
                    "does not have the shape": case("a src_mask of the wrong shape")},
     "decoder_step": {"not probabilities": mistake("rnn:decoder_step_probabilities",
                                                   "rnn:decoder_step_log_probabilities")},
-    "teacher_forced_logits": {"must read the *true* previous tokens": mistake("rnn:teacher_forced_own_predictions"),
+    "teacher_forced_logits": {"read like any token": case("padded targets"),
+                              "must read the *true* previous tokens": mistake("rnn:teacher_forced_own_predictions"),
                               "does not depend on the state": why("a tip on speed, not a rule")},
-    "seq2seq_loss": {"Raises `ValueError` if `logits` is not 3-D": case(
+    "seq2seq_loss": {"whatever id it holds (even": case("padding targets hold -100", "one example is all padding"),
+                     "Raises `ValueError` if `logits` is not 3-D": case(
         "2-D logits", "targets of another shape", "a mask of the wrong shape")},
     "greedy_decode": {"it must choose a token": why(CONTEXT),
                       "must stop at `max_len`": mistake("rnn:greedy_decode_finished_keep_going")},
@@ -121,7 +145,8 @@ RULINGS = {
                     "not normalised": mistake("rnn:beam_search_scores_normalised"),
                     "Raises `ValueError` naming the argument": case("beam_width = 0", "max_len = -1",
                                                                     "a batch of contexts")},
-    "additive_score": {"both states must have the same width": why("about dot_score, which the next exercise "
+    "additive_score": {"may have different widths": case("d_dec != d_enc"),
+                       "both states must have the same width": why("about dot_score, which the next exercise "
                                                                    "checks"),
                        "do not fit": case("W_k of the wrong width", "u of the wrong length")},
     "dot_score": {"widths or the batch sizes differ": case("widths that differ", "batches that differ")},
@@ -137,7 +162,8 @@ RULINGS = {
     "sinusoidal_positions": {"The original Transformer": why(CONTEXT),
                              "not two halves": mistake("encoder:sinusoidal_halves"),
                              "$T < 0$ or $D < 1$": case("D = 0", "T = -1")},
-    "embed_with_positions": {"no row for a position": case("longer than the positional table"),
+    "embed_with_positions": {"Either table is used the same way": case("a fixed sinusoidal table"),
+                             "no row for a position": case("longer than the positional table"),
                              "not of the token id": mistake("encoder:embed_positions_by_token_id")},
     "masked_lm_loss": {"## 4 ·": why(CONTEXT),
                        "(BERT replaces": why(CONTEXT),
@@ -153,10 +179,12 @@ RULINGS = {
                                                         "encoder:probe_accuracy_means_from_all"),
                        "shapes disagree": case("the shapes disagree", "a position outside its sentence", "a sense of 2",
                                                "no sentence of sense 1", "no sentence left to test")},
-    "lm_log_prob": {"Rows 0–3 did not move": why("what the demonstration above printed"),
+    "lm_log_prob": {"even out of range": case("padding holds 999, out of range", "a sequence that is all padding"),
+                    "Rows 0–3 did not move": why("what the demonstration above printed"),
                     "given, not predicted": mistake("decoder:lm_log_prob_not_shifted"),
                     "does not underflow": why(CONTEXT)},
-    "rope": {"Cut a row of width": why("the formula; its mistakes are named by rope's frequency and sign checks"),
+    "rope": {"any leading axes": case("the queries of every head at once, (B, H, T, d)"),
+             "Cut a row of width": why("the formula; its mistakes are named by rope's frequency and sign checks"),
              "Values are not rotated": why("about rope_attention, whose check names rope_attention_values_rotated"),
              "that is a different layout": mistake("decoder:rope_pairs_halves")},
     "top_k_filter": {"Left of the dashed line": why(CONTEXT),
@@ -166,6 +194,8 @@ RULINGS = {
                                                        "top_p_filter_drops_the_crossing_token"),
                      "is a `ValueError`": case("k = 0", "k = -1", "k = 2.5")},
     "sample_next": {"not $> 0$": case("temperature 0", "a negative temperature")},
+    "rope_attention": {"`mask` may be $(T, T)$": case("a causal mask", "a padding mask (B, 1, T)",
+                                                      "a fully masked row")},
     "encdec_decoder_block": {"not with $y$": mistake("encoder_decoder:encdec_cross_reads_y")},
     "encdec_forward": {"not its own guesses": why("the decoder is the given run_decoder, which reads tgt_in as it "
                                                   "is given"),
@@ -179,7 +209,9 @@ RULINGS = {
                                             "a cache of another batch size", "a cache of keys of width 2",
                                             "a cache of another number of heads")},
     "decoder_block_step": {"`n_heads` must divide": case("not divisible by n_heads", "a cache of 3 heads")},
-    "greedy_generate": {"an empty prompt": case("max_len = -1", "an empty prompt")},
+    "greedy_generate": {"for any model given as a `step` function": why("the grader's toy models are such models: "
+                                                                         "every case passes one"),
+                        "an empty prompt": case("max_len = -1", "an empty prompt")},
     "kv_cache_bytes": {"not a whole number": case("n_positions = -1", "n_positions = 2.5")},
 }
 

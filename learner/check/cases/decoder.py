@@ -161,8 +161,8 @@ def _lm_edge():
         Case("T = 1: nothing to predict, log P = 0", (logits[:, :1], ids[:, :1])),
         Case("T = 2: one next token", (logits[:, :2], ids[:, :2])),
         Case("uniform logits: log P = -(T - 1) log V", (torch.zeros(2, 4, 6, dtype=F64), ids[:2, :4])),
-        Case("a padded batch, lengths [5, 3, 1] (the last has only its first token)",
-             (logits, ids.masked_fill(~valid, 0), valid)),
+        Case("a padded batch, lengths [5, 3, 1] (the last has only its first token); padding holds 999, out of range",
+             (logits, ids.masked_fill(~valid, 999), valid)),
         Case("a sequence that is all padding", (logits[:2], ids[:2], valid_mask([4, 0], 5))),
         Case("valid=None: every token is real", (logits, ids)),
         Case("an unlikely next token under confident logits (1e3): log P = -1000, finite (log of softmax "

@@ -41,6 +41,8 @@ def _proj_edge():
         Case("square matrices (d_k = D)", (X, randn(g, 4, 4), randn(g, 4, 4), randn(g, 4, 4))),
         Case("one token", (X[:1], randn(g, 2, 4), randn(g, 2, 4), randn(g, 5, 4))),
         Case("identity W_Q gives Q = X", (X, torch.eye(4, dtype=F64), randn(g, 4, 4), randn(g, 4, 4))),
+        Case("any leading dimensions: X of shape (2, 2, 3, 4)", (randn(gen(26), 2, 2, 3, 4), randn(gen(27), 2, 4),
+                                                                 randn(gen(28), 2, 4), randn(gen(29), 3, 4))),
         Case("W_K with the wrong input width is an error", (X, randn(g, 2, 4), randn(g, 2, 3), randn(g, 2, 4)),
              raises="ValueError"),
         Case("a W_V that is not 2-D is an error", (X, randn(gen(23), 2, 4), randn(gen(24), 2, 4),

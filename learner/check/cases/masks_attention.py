@@ -69,6 +69,8 @@ def _additive_case(g, big):
 def _additive_edge():
     return [Case("causal mask, default dtype float32", (torch.ones(4, 4, dtype=torch.bool).tril(),)),
             Case("all allowed gives all zeros", (torch.ones(2, 3, dtype=torch.bool),), {"dtype": F64}),
+            Case("a mask of any shape: 4-D, (B, H, T_q, T_k) = (2, 2, 3, 4)",
+                 (torch.rand(2, 2, 3, 4, generator=gen(42)) > 0.5,)),
             Case("an integer mask is an error", (torch.ones(2, 2, dtype=torch.long),), raises="ValueError"),
             Case("an integer dtype cannot hold -inf: an error", (torch.ones(2, 2, dtype=torch.bool),),
                  {"dtype": torch.long}, raises="ValueError")]
@@ -166,6 +168,7 @@ register(
     __name__,
     Exercise("bidirectional_mask", "masks_attention:bidirectional_mask", _bidir_case,
              lambda: [Case("T_q = T_k = 1", (1, 1)), Case("an empty source, T_k = 0", (3, 0)),
+                      Case("T_q = 2 queries and T_k = 5 keys differ", (2, 5)), Case("no queries, T_q = 0", (0, 4)),
                       Case("a negative length T_q = -1 is an error", (-1, 3), raises="ValueError"),
                       Case("a negative length T_k = -2 is an error", (2, -2), raises="ValueError")]),
     Exercise("causal_mask", "masks_attention:causal_mask", _causal_case, _causal_edge,

@@ -77,6 +77,7 @@ def _decode_edge():
         Case("skips padding and <bos>", ([1, v["cat"], 0, v["sat"], 0, 0], v)),
         Case("keeps <unk> as a word", ([1, 3, v["sat"], 2], v)),
         Case("an empty list gives an empty string", ([], v)),
+        Case("ids given as a 1-D tensor, not a list", (torch.tensor([1, v["the"], v["cat"], 2, 0]), v)),
         Case("an id outside the vocabulary is an error", ([1, 99], v), raises="ValueError"),
     ]
 
