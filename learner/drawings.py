@@ -1,10 +1,10 @@
 """Pictures of the course's architectures, drawn with matplotlib from the sizes a notebook trains with.
 
 Each function draws one architecture into a new figure and returns it; a notebook calls it in a read-only cell
-before the equations, with the same sizes (T_x, T_y, D, d_h, H, d_k, F) its models use, so a changed size shows
-in the picture. The symbols are those of the notation page (``course/notation.md``): x_t and y_t tokens, h_t an
-RNN's state, c the context, c_t a context per step, alpha_tj a weight, M the mask, Q, K, V, D the width, H the
-heads, d_k a head's width, F the feed-forward width. Nothing is downloaded and nothing is computed here that a
+before the equations, with the same sizes (T_x, T_y, D, d_h, H, d_k, d_ff) its models use, so a changed size shows
+in the picture. The symbols are those of the notation page (``course/source/notation.md``): x_t and y_t tokens,
+h_t an RNN's state, r a transformer's vectors, c the context, c_t a context per step, alpha_tj a weight, M the mask,
+Q, K, V, D the width, H the heads, d_k a head's width, d_ff the feed-forward width. Nothing is downloaded and nothing is computed here that a
 learner writes: these are pictures of the computations, not the computations.
 
 * ``two_lengths``           the notes' 3 in, 2 out: a source and a target of different lengths (05)
@@ -242,7 +242,7 @@ def transformer_block(kind, T, d_model, n_heads, d_ff, tokens=None, title=None):
 
     ``kind`` "encoder" (notebook 06): self-attention with the bidirectional mask, every token reads every token.
     ``kind`` "decoder" (notebook 07): the same block with the causal mask, query i reads keys j <= i.
-    The sizes are the notebook's: D = ``d_model``, H = ``n_heads`` heads of d_k = D / H, F = ``d_ff``; T the
+    The sizes are the notebook's: D = ``d_model``, H = ``n_heads`` heads of d_k = D / H, d_ff = ``d_ff``; T the
     length of the mask drawn (``tokens`` its labels).
     """
     if kind not in ("encoder", "decoder"):
@@ -256,11 +256,11 @@ def transformer_block(kind, T, d_model, n_heads, d_ff, tokens=None, title=None):
         raise ValueError(f"tokens must hold T={T} labels, got {len(labels)}")
     fig, ax = _canvas(10.5, 5.6, (-0.5, 10.5), (-0.4, 6.6))
     cx, w = 2.3, 3.4
-    layers = [(0.55, f"input $x$: $T \\times D$ = {T} $\\times$ {d_model}", STATE),
+    layers = [(0.55, f"input $r$: $T \\times D$ = {T} $\\times$ {d_model}", STATE),
               (1.6, f"multi-head self-attention\n$H = {n_heads}$ heads of $d_k = D / H = {d_k}$", ATTN),
-              (2.6, "add & LayerNorm$_1$: $h = \\mathrm{LN}_1(x + \\mathrm{MHA}(x))$", NORM),
+              (2.6, "add & LayerNorm$_1$: $r' = \\mathrm{LN}_1(r + \\mathrm{MHA}(r))$", NORM),
               (3.65, f"feed-forward, each position alone\n$D = {d_model} \\to d_{{ff}} = {d_ff} \\to D$ (ReLU)", FFN),
-              (4.65, "add & LayerNorm$_2$: $\\mathrm{LN}_2(h + \\mathrm{FFN}(h))$", NORM),
+              (4.65, "add & LayerNorm$_2$: $\\mathrm{LN}_2(r' + \\mathrm{FFN}(r'))$", NORM),
               (5.7, f"output: $T \\times D$ = {T} $\\times$ {d_model}", STATE)]
     for y, text, color in layers:
         _box(ax, cx, y, w, 0.62 if "\n" in text else 0.5, text, color, fontsize=8.5,
@@ -274,7 +274,7 @@ def transformer_block(kind, T, d_model, n_heads, d_ff, tokens=None, title=None):
                                     connectionstyle="bar,fraction=-0.12"))
     ax.text(cx - w / 2 - 0.45, 1.6, "residual", rotation=90, fontsize=8, color="0.45", va="center", ha="center")
     ax.text(cx - w / 2 - 0.45, 3.65, "residual", rotation=90, fontsize=8, color="0.45", va="center", ha="center")
-    ax.text(cx + w / 2 + 0.1, 1.6, "$Q, K, V$ from $x$", fontsize=8, va="center", color=ATTN)
+    ax.text(cx + w / 2 + 0.1, 1.6, "$Q, K, V$ from $r$", fontsize=8, va="center", color=ATTN)
     # the mask
     allowed = [[kind == "encoder" or j <= i for j in range(T)] for i in range(T)]
     cell = min(0.55, 4.2 / T)
@@ -322,8 +322,8 @@ def encoder_decoder(source, target, d_model, n_heads, d_ff, n_enc_layers, n_dec_
     y = 0.65
     top_of = []
     for k in range(1, n_dec_layers + 1):
-        parts = [("causal self-attention ($Q, K, V$ from $y$)", STATE),
-                 (f"cross-attention: $Q$ from $y$, $K, V$ from the memory", ATTN),
+        parts = [("causal self-attention ($Q, K, V$ from the decoder)", STATE),
+                 ("cross-attention: $Q$ from the decoder, $K, V$ from the memory", ATTN),
                  (f"FFN $D \\to d_{{ff}} = {d_ff} \\to D$", FFN)]
         _box(ax, dx, y + 0.72 * len(parts) / 2 + 0.05, w + 0.9, 0.72 * len(parts) + 0.25, "", "white", lw=1.0)
         ax.text(dx + (w + 0.9) / 2 + 0.08, y + 0.72 * len(parts) / 2 + 0.05, f"decoder\nblock {k}", fontsize=8,
@@ -377,7 +377,7 @@ def rope_rotation(d_k, c=0, positions=(0, 1, 2, 3), base=10000.0, query_at=3, ke
     mid = (a_k + a_q) / 2
     ax.text(0.55 * math.cos(mid), 0.55 * math.sin(mid), f"$({query_at} - {key_at})\\,\\omega_{c}$", color=ATTN,
             fontsize=10, ha="center", va="center")
-    ax.text(-1.55, -1.35, f"pair $c = {c}$ of $d_k = {d_k}$: coordinates $(x_{{{2 * c}}}, x_{{{2 * c + 1}}})$, "
+    ax.text(-1.55, -1.35, f"pair $c = {c}$ of $d_k = {d_k}$: coordinates $(q_{{{2 * c}}}, q_{{{2 * c + 1}}})$, "
             f"turned by $i\\,\\omega_{c}$, $\\omega_{c} = {base:g}^{{-2c/d_k}} = {omega:.3g}$ rad",
             fontsize=8.5, ha="left")
     ax.set_title(title or f"RoPE: the query at {query_at} (blue) and the key at {key_at} (amber) differ by "
