@@ -9,6 +9,9 @@ that warns ("not", "never", "must", "raise(s)") or allows an input ("may be", "m
 * ``case(...)``: the visible cases of the exercise that try it (each fragment must be in one case's description);
 * ``why(...)``: why no check names it (context, a hint about style, a sentence about another function).
 
+A fragment may give the sentence's other wordings, separated by " | ", so that prose being rewritten keeps its
+ruling: the ruling holds while any of them is in the text.
+
 A sentence that states an error (raise, raises, ``ValueError``) must be ruled by cases: the rule the text gives is the
 rule the visible checks try, so what grading holds a learner to is what the text says. A warning without a ruling,
 or a ruling whose sentence is gone, fails with the list. Reads the notebooks' JSON only: about 1 s.
@@ -165,6 +168,7 @@ RULINGS = {
     "embed_with_positions": {"Either table is used the same way": case("a fixed sinusoidal table"),
                              "no row for a position": case("longer than the positional table"),
                              "not of the token id": mistake("encoder:embed_positions_by_token_id")},
+    "encoder_block": {"which are not an RNN's states | Each sub-layer is wrapped in a **residual connection**": why("the notation: what r names")},
     "masked_lm_loss": {"## 4 ·": why(CONTEXT),
                        "(BERT replaces": why(CONTEXT),
                        "must not count": mistake("encoder:masked_lm_loss_mean_over_all",
@@ -184,13 +188,15 @@ RULINGS = {
                     "given, not predicted": mistake("decoder:lm_log_prob_not_shifted"),
                     "does not underflow": why(CONTEXT)},
     "rope": {"any leading axes": case("the queries of every head at once, (B, H, T, d)"),
-             "Cut a row of width": why("the formula; its mistakes are named by rope's frequency and sign checks"),
+             "Cut a row of width | never on where the pair sits": why(
+                 "the formula; its mistakes are named by rope's frequency and sign checks"),
+             "so their frequencies are not these | sinusoids use the same frequencies": why("about notebook 06's sinusoids, checked there"),
              "Values are not rotated": why("about rope_attention, whose check names rope_attention_values_rotated"),
              "that is a different layout": mistake("decoder:rope_pairs_halves")},
     "top_k_filter": {"Left of the dashed line": why(CONTEXT),
                      "is not a distribution": why("about sample_next's temperature, tried there"),
                      "does not depend on how a sort": why("about ties; top_k_filter_drops_ties names the mistake"),
-                     "the token that crosses $p$": why("about top_p_filter, whose check names "
+                     "the token that crosses": why("about top_p_filter, whose check names "
                                                        "top_p_filter_drops_the_crossing_token"),
                      "is a `ValueError`": case("k = 0", "k = -1", "k = 2.5")},
     "sample_next": {"not $> 0$": case("temperature 0", "a negative temperature")},
@@ -218,8 +224,13 @@ RULINGS = {
 TEXTS = exercise_texts()
 
 
+def wordings(fragment):
+    return fragment.split(" | ")
+
+
 def ruling_of(name, sentence):
-    found = [(fragment, r) for fragment, r in RULINGS.get(name, {}).items() if fragment in sentence]
+    found = [(fragment, r) for fragment, r in RULINGS.get(name, {}).items()
+             if any(w in sentence for w in wordings(fragment))]
     return found[0] if found else (None, None)
 
 
@@ -232,7 +243,7 @@ def test_every_warning_of_an_exercise_is_ruled():
 
 def test_every_ruling_still_has_its_sentence():
     stale = [f"{name}: {fragment}" for name, rulings in RULINGS.items() for fragment in rulings
-             if not any(fragment in s for s in warnings_of(TEXTS.get(name, "")))]
+             if not any(w in " ".join(TEXTS.get(name, "").split()) for w in wordings(fragment))]
     assert stale == [], "rulings whose sentence is gone from the text:\n" + "\n".join(stale)
 
 
