@@ -76,6 +76,11 @@ class Refused(Exception):
 
 
 # ------------------------------------------------------------------ a launch's claims
+def _role_name(name):
+    """A context role's name as the LTI vocabulary spells it, whatever case the platform wrote it in."""
+    return {r.lower(): r for r in INSTRUCTOR_ROLES + STUDENT_ROLES}.get(name.lower(), name)
+
+
 def role_of(roles):
     """"instructor", "student" or None from the launch's roles claim: the context (membership) roles, as full
     URIs (``...membership#Instructor``, ``...membership/Instructor#TeachingAssistant``) or as LTI's simple names."""
@@ -83,10 +88,11 @@ def role_of(roles):
     for role in roles if isinstance(roles, list) else []:
         if not isinstance(role, str):
             continue
-        if role.startswith(MEMBERSHIP + "#"):
-            found.add(role[len(MEMBERSHIP) + 1:])
-        elif role.startswith(MEMBERSHIP + "/"):
-            found.add(role[len(MEMBERSHIP) + 1:].split("#")[0])
+        lower = role.lower()  # Canvas writes ...membership/instructor#TeachingAssistant; the vocabulary, Instructor
+        if lower.startswith(MEMBERSHIP.lower() + "#"):
+            found.add(_role_name(role[len(MEMBERSHIP) + 1:]))
+        elif lower.startswith(MEMBERSHIP.lower() + "/"):
+            found.add(_role_name(role[len(MEMBERSHIP) + 1:].split("#")[0]))
         elif "/" not in role and "#" not in role:
             found.add("Instructor" if role == "TeachingAssistant" else role)
     if found & set(INSTRUCTOR_ROLES):
@@ -108,6 +114,8 @@ def lms_id(claims, claim):
     else:
         custom = claims.get(LTI + "custom")
         value = custom.get(claim[len("custom:"):]) if isinstance(custom, dict) else None
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)  # an older Canvas expands $Canvas.user.id to a number
     return value if isinstance(value, str) and value else None
 
 

@@ -5,9 +5,9 @@
   reads (``CUSTOM_FIELDS``), its URLs, its public key, and links that open in a window of their own;
 * the framed launch: a platform that embeds the tool in an iframe of its page (Canvas's and Moodle's default)
   starts the login inside that frame. The hub refuses to be framed (JupyterHub's ``frame-ancestors 'none'``), so
-  the login initiation, when the browser says it is a frame's (``Sec-Fetch-Dest: iframe`` or ``frame``, which
-  Chromium, Firefox and Safari send), answers with a page of one button that starts the same login in a new window, where the hub
-  and JupyterLab show as they are; nothing else of the hub may be framed;
+  the login initiation, unless the browser says it is a window's own (``Sec-Fetch-Dest: document``, which
+  Chromium, Firefox and Safari 16.4+ send), answers with a page of one button that starts the same login in a new
+  window, where the hub and JupyterLab show as they are; nothing else of the hub may be framed;
 * ``CLOCK_LEEWAY``: seconds of clock difference allowed between the platform and the hub for the id_token's
   ``iat``, ``nbf`` and ``exp`` (ltiauthenticator's ``LTI13LaunchValidator.time_leeway``, 0 unless set, which PyJWT
   applies to all three and ltiauthenticator adds to ``max_age`` for the token's age).
@@ -42,7 +42,8 @@ def custom_ids(claims):
     """{field: value} of the custom fields the hub reads (``CUSTOM_FIELDS``) that a launch's claims carry expanded:
     a platform that cannot expand a variable sends it as it is (``$Canvas.user.loginId``), which is no id."""
     custom = claims.get(LTI_CUSTOM) if isinstance(claims.get(LTI_CUSTOM), dict) else {}
-    return {k: custom[k][:200] for k in CUSTOM_FIELDS
+    custom = {k: str(v) if isinstance(v, int) and not isinstance(v, bool) else v for k, v in custom.items()}
+    return {k: custom[k][:200] for k in CUSTOM_FIELDS  # (an older Canvas expands an id to a number)
             if isinstance(custom.get(k), str) and custom[k].strip() and not custom[k].startswith("$")}
 
 
@@ -88,7 +89,10 @@ def handlers():
         """ltiauthenticator's login initiation; in a frame, the page of one button instead."""
 
         def post(self):
-            if self.request.headers.get("Sec-Fetch-Dest", "").lower() in ("iframe", "frame"):
+            # only a browser that says the initiation is a window's own (Sec-Fetch-Dest: document) gets the login
+            # here; a frame's, or one from a browser that does not say (Safari before 16.4), gets the page whose
+            # button opens it in a window: at worst one more click, never a blank frame
+            if self.request.headers.get("Sec-Fetch-Dest", "").lower() != "document":
                 args = convert_request_to_dict(self.request.arguments)
                 fields = {k: args[k] for k in LOGIN_FIELDS if isinstance(args.get(k), str)}
                 self.set_header("Content-Security-Policy", FRAMED_POLICY)

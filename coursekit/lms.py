@@ -15,10 +15,13 @@ assignment:
    none (``label`` = the assignment, ``scoreMaximum`` = its maximum points, ``resourceId`` = the assignment);
 3. each student's score, posted once (``scoreGiven`` their points, ``scoreMaximum`` the assignment's,
    ``activityProgress`` Completed, ``gradingProgress`` FullyGraded, ``userId`` = the student's LMS user id, the
-   ``sub`` of their launches), at the time the student submitted: ``timestamp`` and Canvas's submission extension
-   (``https://canvas.instructure.com/lti/submission`` ``submitted_at``), which Canvas takes as the submission's time
-   (canvas-lms app/controllers/lti/ims/scores_controller.rb: without it the submission is dated when the score is
-   posted, so every score returned after the due date would be marked late and the late policy would deduct again).
+   ``sub`` of their launches), ``timestamp`` the time of posting (AGS: when the tool changed the score; Moodle's
+   gradebookservices refuses a timestamp not later than the grade it holds), and the time the student submitted
+   in Canvas's submission extension (``https://canvas.instructure.com/lti/submission`` ``submitted_at``), which
+   Canvas takes as the submission's time (canvas-lms app/controllers/lti/ims/scores_controller.rb: without it the
+   submission is dated when the score is posted, so every score returned after the due date would be marked late
+   and the late policy would deduct again), with ``new_submission`` false when that submission was posted before
+   (each new submission is an attempt in Canvas, which an assignment may limit).
 
 Every line item found or created and every score posted or refused is appended to a log (JSON lines). A refusal
 (401, 404, 422, or anything else) names the student and the others are still posted; a 401 is tried once more with
@@ -52,6 +55,7 @@ SCORE_TYPE = "application/vnd.ims.lis.v1.score+json"
 ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 CANVAS_SUBMISSION = "https://canvas.instructure.com/lti/submission"  # Canvas's score extension
 TIMEOUT = 30  # seconds for one request to the platform
+CLOCK_LEEWAY = 60  # seconds a client assertion is dated back (a platform clock behind ours)
 
 
 class AgsError(Exception):
@@ -111,8 +115,10 @@ class ToolCredentials:
     def assertion(self, lifetime=300):
         """The signed JWT client assertion: iss = sub = the client id, aud = the token endpoint, a fresh jti."""
         now = int(time.time())
+        # issued a minute back: a platform whose clock runs behind (Moodle's token.php checks iat with no leeway)
+        # must not see it as issued in the future
         claims = {"iss": self.client_id, "sub": self.client_id, "aud": self.audience or self.token_url,
-                  "iat": now, "exp": now + lifetime, "jti": uuid.uuid4().hex}
+                  "iat": now - CLOCK_LEEWAY, "exp": now + lifetime, "jti": uuid.uuid4().hex}
         return jwt.encode(claims, self.private_key, algorithm="RS256",
                           headers={"kid": self.kid or key_id(self.private_key)})
 
@@ -253,15 +259,33 @@ class AgsClient:
             raise AgsError(status, f"the platform created the line item {assignment} but gave no id")
         return created, True
 
-    def post_score(self, lineitem_url, user_id, given, maximum, timestamp, submitted_at=None):
-        """POST one score (``submitted_at``: when the student submitted, Canvas's extension); returns (status, why)
-        -- why is None when the platform took it."""
+    def post_score(self, lineitem_url, user_id, given, maximum, timestamp, submitted_at=None, new_submission=True):
+        """POST one score (``timestamp``: now, when the tool changed it; ``submitted_at``: when the student
+        submitted, Canvas's extension, with ``new_submission`` false when that submission was posted before);
+        returns (status, why) -- why is None when the platform took it."""
         score = {"userId": user_id, "scoreGiven": given, "scoreMaximum": maximum, "timestamp": timestamp,
                  "activityProgress": "Completed", "gradingProgress": "FullyGraded"}
         if submitted_at:
-            score[CANVAS_SUBMISSION] = {"submitted_at": submitted_at}
+            score[CANVAS_SUBMISSION] = {"submitted_at": submitted_at, "new_submission": new_submission}
         status, _, body = self._call("POST", scores_url(lineitem_url), score, content_type=SCORE_TYPE)
         return status, (None if 200 <= status < 300 else _why(status, body))
+
+
+def posted_before(log_path, assignment):
+    """{(line item, LMS user id, submitted_at)} of the scores of ``assignment`` the platform took before (the log)."""
+    found = set()
+    try:
+        with open(log_path, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue
+                if rec.get("event") == "score" and rec.get("assignment") == assignment and rec.get("ok"):
+                    found.add((rec.get("lineitem"), rec.get("userId"), rec.get("submitted_at")))
+    except OSError:
+        pass
+    return found
 
 
 # ------------------------------------------------------------------ one assignment to the LMS
@@ -330,7 +354,7 @@ def post_assignment(grades, assignment, lineitems_url, credentials, log_path, *,
     result.lineitem = item["id"]
     log.write(event="lineitem", assignment=assignment, lineitem=item["id"], created=result.created,
               scoreMaximum=item.get("scoreMaximum"))
-    now = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    before = posted_before(log_path, assignment)
     seen = {}  # LMS user id: the student posted for it (one score per LMS user)
     for s in grades.students:
         if not grades.submitted(s.id, assignment):
@@ -346,9 +370,14 @@ def post_assignment(grades, assignment, lineitems_url, credentials, log_path, *,
         seen[s.lms_user_id] = s.id
         given = round(grades.score(s.id, assignment), 4)
         submitted = grades.submitted_at.get((s.id, assignment))  # None: nbgrader kept no time (posted as of now)
-        timestamp = submitted or now
+        # the score's timestamp is when the tool changed it (AGS; Moodle refuses one not later than the grade it
+        # holds, so a regrade dated by the submission would never arrive); the submission's time goes in Canvas's
+        # extension, a new attempt only the first time that submission is posted
+        timestamp = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+        again = (item["id"], s.lms_user_id, submitted) in before
         try:
-            status, why = client.post_score(item["id"], s.lms_user_id, given, maximum, timestamp, submitted)
+            status, why = client.post_score(item["id"], s.lms_user_id, given, maximum, timestamp, submitted,
+                                            new_submission=not again)
         except AgsError as exc:
             status, why = exc.status, exc.message
         log.write(event="score", assignment=assignment, lineitem=item["id"], student=s.id, userId=s.lms_user_id,

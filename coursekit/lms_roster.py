@@ -48,8 +48,12 @@ def read_members(url, credentials, timeout=TIMEOUT):
             page = json.loads(body)
         except ValueError:
             raise AgsError(status, "the class list is not JSON")
-        members += [m for m in (page.get("members") if isinstance(page, dict) else None) or [] if isinstance(m, dict)]
+        if not isinstance(page, dict) or not isinstance(page.get("members"), list):
+            raise AgsError(status, "a page of the class list holds no members list: nothing changed")
+        members += [m for m in page["members"] if isinstance(m, dict)]
         url, pages = _next_link(headers), pages + 1
+    if url:  # a list cut short would take everyone after the cut out of the course
+        raise AgsError(200, f"the class list goes on past {MOST_PAGES} pages: nothing changed")
     return members
 
 
@@ -85,6 +89,7 @@ def plan(course_id, course, members, settings, data=None):
     learners, others = {}, {}  # LMS user id: member
     for m in members:
         sub = m.get("user_id")
+        sub = str(sub) if isinstance(sub, int) and not isinstance(sub, bool) else sub  # an older Canvas's numbers
         if not isinstance(sub, str) or not sub:
             continue
         role = role_of(m.get("roles"))
@@ -135,10 +140,28 @@ def sync_course(settings, course_id, credentials, out=print, lock=None):
     with lock or contextlib.nullcontext():
         data = state.read()
         change = plan(course_id, data["courses"][course_id], members, settings, data)
+        implausible = implausible_change(data["courses"][course_id], change)
+        if implausible:
+            raise AgsError(200, f"the class list from the LMS would {implausible}: nothing changed (an LMS that "
+                                f"lists no one for a moment must not empty the course; a real change of that "
+                                f"size is for the administrator)")
         _apply(settings, state, course_id, data["courses"][course_id], change)
     for line in change.lines():
         out(line)
     return change
+
+
+def implausible_change(course, change):
+    """Why ``change`` is too big to be believed, or None: the list would take every student of the course out, or
+    more than half of a class of ten or more at once."""
+    known = [name for name, sub in course.get("students", {}).items() if sub]
+    if not known or not change.left:
+        return None
+    if len(change.left) == len(known):
+        return f"take all {len(known)} students out of the course"
+    if len(known) >= 10 and len(change.left) > len(known) / 2:
+        return f"take {len(change.left)} of {len(known)} students out of the course at once"
+    return None
 
 
 def _apply(settings, state, course_id, course, change):

@@ -140,6 +140,7 @@ class LtiPlatform:
         self.token_lifetime = 300  # seconds from iat to exp of an id_token (Moodle's: 60; Canvas's: 3600)
         self.nrps = True           # the platform offers the class list (Names and Role Provisioning Services)
         self._refuse_scores = {}   # sub: status
+        self.moodle_timestamps = False  # True: a score not later than the one on record is refused, as Moodle does
         self._launches = {}        # lti_message_hint: the launch it started
         self._nonces = []          # nonces the platform has put into tokens, in order
         self._tokens = {}          # access token: (scopes, expiry)
@@ -523,14 +524,18 @@ class LtiPlatform:
         submitted_at = self._submitted_at(body)
         with self._lock:
             results = context["results"].setdefault(item["id"], {})
-            last = results.get(user)
-            if last and last["when"] > when:  # AGS: never update a result with an older score
-                raise Refused(409, "a later score is on record")
+            last = results.get(user) or {}
+            # AGS: never update a result with an older score (Canvas: strictly older); Moodle's gradebookservices
+            # (mod/lti/service/gradebookservices/classes/local/resources/scores.php) also refuses an equal one
+            if last and (last["when"] >= when if self.moodle_timestamps else last["when"] > when):
+                raise Refused(409, "Refusing score with an earlier timestamp")
             results[user] = {"scoreGiven": given, "scoreMaximum": maximum, "when": when,
-                             "comment": body.get("comment")}
+                             "comment": body.get("comment"),
+                             **{k: last[k] for k in ("submitted_at", "late", "attempts") if k in last}}
             if submitted_at is not None:  # the submission Canvas makes (submit_homework), dated as Canvas dates it
                 due = context.get("due", {}).get(item["id"])
-                results[user].update(submitted_at=submitted_at, late=due is not None and submitted_at > due)
+                results[user].update(submitted_at=submitted_at, late=due is not None and submitted_at > due,
+                                     attempts=last.get("attempts", 0) + 1)
             self.scores.append({"context": context_id, "lineitem": item["id"], **body})
 
     def _submitted_at(self, body):
@@ -721,6 +726,7 @@ class Browser(requests.Session):
     def __init__(self, max_steps=20, stop_at=None):
         super().__init__()
         self.max_steps, self.stop_at, self.history = max_steps, stop_at, []
+        self.headers["Sec-Fetch-Dest"] = "document"  # what a browser says of a window's own navigation
         self.hooks["response"].append(lambda r, *a, **k: self.history.append((r.request.method, r.url,
                                                                               r.status_code)))
 

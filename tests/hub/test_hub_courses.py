@@ -143,6 +143,7 @@ def test_an_lti_file_with_problems_is_refused_naming_each(tmp_path):
 @pytest.mark.parametrize("roles, role", [
     ([MEMBERSHIP + "#Instructor", "http://purl.imsglobal.org/vocab/lis/v2/institution/person#Faculty"], "instructor"),
     ([MEMBERSHIP + "/Instructor#TeachingAssistant"], "instructor"),
+    ([MEMBERSHIP + "/instructor#TeachingAssistant"], "instructor"),  # as Canvas's role map spells it
     (["TeachingAssistant"], "instructor"),
     ([MEMBERSHIP + "#Learner", "http://purl.imsglobal.org/vocab/lis/v2/institution/person#Student"], "student"),
     ([MEMBERSHIP + "/Learner#Learner"], "student"),
@@ -160,7 +161,11 @@ def test_the_course_role_comes_from_the_context_roles(roles, role):
 
 
 def test_the_user_name_is_the_lms_id_unchanged_or_nothing():
+    from coursekit.hub_lti import lms_id
     assert unix_name("42", "m") == "m42" and unix_name("jdoe", "") == "jdoe"
+    # an older Canvas expands $Canvas.user.id to a number: the same id
+    assert lms_id({LTI + "custom": {"canvas_user_id": 4211}}, "custom:canvas_user_id") == "4211"
+    assert lms_id({LTI + "custom": {"canvas_user_id": True}}, "custom:canvas_user_id") is None
     for value, prefix in (("42", ""), ("Ada", ""), ("a.b", ""), ("x" * 32, "u"), ("a b", ""), ("ä", "u")):
         assert unix_name(value, prefix) is None, (value, prefix)
 

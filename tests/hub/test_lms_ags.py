@@ -157,12 +157,18 @@ def test_a_second_run_finds_the_line_item_and_updates_the_scores(lms, tool_key, 
     records a post hands back (what the hub's service returns to `course return --lms`) are its own, not the log's
     earlier lines."""
     creds, url = credentials(lms, tool_key), lms.lineitems_url("course-1")
+    lms.moodle_timestamps = True  # a score not later than the one on record is refused (409), as Moodle does
     first = post_assignment(grades, A, url, creds, str(tmp_path / "log"))
     written = []
     again = post_assignment(grades, A, url, creds, str(tmp_path / "log"), written=written)
     assert first.created and not again.created and again.lineitem == first.lineitem
     assert len(lms.line_items("course-1")) == 1
-    assert again.posted == first.posted
+    assert again.posted == first.posted and again.failed == first.failed, again.failed  # nothing refused as older
+    # posted again, the same submission is no new attempt in Canvas: one attempt each
+    second = [s for s in lms.scores[len(first.posted):]]
+    assert [s[CANVAS_SUBMISSION]["new_submission"] for s in second] == [False] * len(first.posted)
+    results = lms.contexts["course-1"]["results"][first.lineitem]
+    assert {u: r["attempts"] for u, r in results.items()} == {STUDENTS[s][3]: 1 for s in first.posted}
     assert len(read_log(tmp_path / "log")) == 2 * (1 + len(first.posted))
     assert written == read_log(tmp_path / "log")[1 + len(first.posted):]
 
@@ -220,17 +226,21 @@ def iso(naive_utc):
 
 
 def test_scores_carry_the_submission_time_and_only_the_late_submitter_is_marked_late(lms, tool_key, grades, tmp_path):
-    """The assignment was due yesterday and the scores are posted now: each score's timestamp and Canvas's
-    submitted_at are the time the student submitted (nbgrader's), so the platform, which marks late as Canvas does,
-    marks dee (submitted 3 h after the due date) late and nobody else. A score posted without the extension, as
-    before, is dated at posting and marked late although ada submitted on time: the rule the test platform copies."""
+    """The assignment was due yesterday and the scores are posted now: Canvas's submitted_at is the time the student
+    submitted (nbgrader's), a new submission, and the score's timestamp the time of posting (AGS: when the tool
+    changed it), so the platform, which marks late as Canvas does, marks dee (submitted 3 h after the due date) late
+    and nobody else. A score posted without the extension, as before, is dated at posting and marked late although
+    ada submitted on time: the rule the test platform copies."""
     item = lms.add_assignment("course-1", "link-a", A, MAX, due=DUE.timestamp())
+    before = datetime.now(timezone.utc)
     result = post_assignment(grades, A, lms.lineitems_url("course-1"), credentials(lms, tool_key), str(tmp_path / "l"),
                              lineitem_urls=[item["id"]])
+    after = datetime.now(timezone.utc)
     posted = {score["userId"]: score for score in lms.scores}
     for sid in result.posted:
         sub = STUDENTS[sid][3]
-        assert posted[sub]["timestamp"] == iso(SUBMITTED[(sid, A)]) == posted[sub][CANVAS_SUBMISSION]["submitted_at"]
+        assert posted[sub][CANVAS_SUBMISSION] == {"submitted_at": iso(SUBMITTED[(sid, A)]), "new_submission": True}
+        assert before - timedelta(seconds=1) <= datetime.fromisoformat(posted[sub]["timestamp"]) <= after
     assert lms.late("course-1", A) == {STUDENTS[s][3]: s == "dee" for s in result.posted}
     assert set(result.posted) == {"ada", "bob", "cy", "dee"}
     client = AgsClient(lms.lineitems_url("course-1"), credentials(lms, tool_key))

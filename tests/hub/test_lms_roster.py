@@ -135,3 +135,21 @@ def test_a_launch_brings_the_class_lists_url_only_from_a_platform_that_offers_it
         assert (NRPS_CLAIM in claims) == offers
         adm = check_launch(settings, HubState(state).read(), claims)
         assert adm.memberships == (platform.memberships_url(CONTEXT) if offers else None)
+
+
+def test_a_list_that_would_empty_the_course_or_half_a_class_is_not_applied():
+    """An LMS that lists no one for a moment (or a page of its list lost) must not take the class out of the course:
+    a change that takes every student out, or more than half of a class of ten or more, is refused and nothing
+    changes; an ordinary leaver goes. Members as Moodle and an older Canvas send them (short role names, numeric
+    ids) count as the learners they are."""
+    from coursekit.lms_roster import implausible_change, plan
+    settings = {"username_claim": "sub", "username_prefix": PREFIX, "configured": []}
+    small = {"students": {PREFIX + "a": "a", PREFIX + "b": "b", PREFIX + "c": "c"}, "instructors": []}
+    assert "take all 3 students out" in implausible_change(small, plan(COURSE, small, [], settings))
+    one_left = plan(COURSE, small, [{"user_id": "a", "roles": ["Learner"]}, {"user_id": "b", "roles": ["Learner"]}],
+                    settings)
+    assert list(one_left.left) == [PREFIX + "c"] and implausible_change(small, one_left) is None
+    big = {"students": {f"{PREFIX}{n}": str(n) for n in range(12)}, "instructors": []}
+    members = [{"user_id": n, "roles": ["Learner"]} for n in range(5)]  # numbers, short role names
+    change = plan(COURSE, big, members, settings)
+    assert len(change.left) == 7 and "take 7 of 12 students out of the course at once" in implausible_change(big, change)
