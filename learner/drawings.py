@@ -79,13 +79,13 @@ def _circle(ax, x, y, r, text, color, fontsize=10):
 
 
 def _arrow(ax, x0, y0, x1, y1, color=INK, lw=1.2, text=None, fontsize=9, style="-|>", alpha=1.0, rad=0.0,
-           text_offset=(0.0, 0.0)):
+           text_offset=(0.0, 0.0), ha="center", linestyle="-"):
     ax.annotate("", xy=(x1, y1), xytext=(x0, y0),
                 arrowprops=dict(arrowstyle=style, color=color, lw=lw, alpha=alpha, shrinkA=0, shrinkB=0,
-                                connectionstyle=f"arc3,rad={rad}"))
+                                connectionstyle=f"arc3,rad={rad}", linestyle=linestyle))
     if text:
         ax.text((x0 + x1) / 2 + text_offset[0], (y0 + y1) / 2 + text_offset[1], text, fontsize=fontsize,
-                color=color, ha="center", va="center")
+                color=color, ha=ha, va="center")
 
 
 def _mask_grid(ax, x0, y0, cell, allowed, row_labels, col_labels, title, fontsize=8, rotate=0):
@@ -167,15 +167,15 @@ def rnn_encoder_decoder(source, target, D, d_h, attention=False, step=None, weig
     x_c = xs_enc[-1] + gap * (1.1 if not attention else 0.6)
     xs_dec = [x_c + (0.0 if attention else gap * 0.9) + (k + 1) * gap for k in range(T_y)]
     right = xs_dec[-1] + 0.9
-    top = 4.6 if attention else 3.9
-    fig, ax = _canvas(min(1.3 + 0.95 * (right + 1.0), 17), 4.4 if attention else 3.8, (-1.0, right), (-1.0, top))
-    y_tok, y_state, y_out = 0.0, 1.7, (4.0 if attention else 3.35)
+    top = 4.9 if attention else 3.9
+    fig, ax = _canvas(min(1.3 + 0.95 * (right + 1.0), 17), 4.7 if attention else 3.8, (-1.0, right), (-1.0, top))
+    y_tok, y_state, y_out = 0.0, 1.7, (4.35 if attention else 3.35)
     r = 0.38
     # encoder
     for t, (x, token) in enumerate(zip(xs_enc, source), start=1):
         _box(ax, x, y_tok, 1.0, 0.5, token, SRC, fontsize=9, text_color="white")
         _arrow(ax, x, y_tok + 0.28, x, y_state - r - 0.02, text=f"$e(x_{{{t}}})$" if t == 1 else None,
-               text_offset=(0.38, 0))
+               text_offset=(0.08, 0), ha="left")
         _circle(ax, x, y_state, r, f"$h_{{{t}}}$", STATE)
         if t > 1:
             _arrow(ax, xs_enc[t - 2] + r, y_state, x - r, y_state)
@@ -189,12 +189,13 @@ def rnn_encoder_decoder(source, target, D, d_h, attention=False, step=None, weig
         _arrow(ax, x, y_tok + 0.28, x, y_state - r - 0.02)
         _circle(ax, x, y_state, r, f"$h^{{dec}}_{{{t}}}$", STATE, fontsize=9)
         _arrow(ax, x, y_state + r + 0.02, x, y_out - 0.27, text="softmax" if t == 1 and not attention else None,
-               text_offset=(0.42, 0), fontsize=8)
+               text_offset=(-0.08, 0), fontsize=8, ha="right")
         _box(ax, x, y_out, 1.0, 0.5, write, TGT, fontsize=9, text_color="white", alpha=0.85)
         if t > 1:
             _arrow(ax, xs_dec[t - 2] + r, y_state, x - r, y_state)
-            _arrow(ax, xs_dec[t - 2] + 0.3, y_out - 0.25, x - 0.45, y_tok + 0.25, color=TGT, lw=0.8, alpha=0.6,
-                   style="-|>", rad=0.0)
+            if not attention:  # with attention the gap holds the step's context (the caption says it reads y_t back)
+                _arrow(ax, xs_dec[t - 2] + 0.3, y_out - 0.25, x - 0.45, y_tok + 0.25, color=TGT, lw=0.8,
+                       alpha=0.6, style="-|>", rad=0.0)
     ax.text((xs_dec[0] + xs_dec[-1]) / 2, y_tok - 0.45, "decoder: writes $y_t$ (top), reads it back at step $t+1$",
             ha="center", va="top", fontsize=9, color=TGT)
     if not attention:
@@ -218,20 +219,25 @@ def rnn_encoder_decoder(source, target, D, d_h, attention=False, step=None, weig
         ax.text((xs_enc[-1] + xs_dec[0]) / 2, y_state - 0.25, "$h^{dec}_0 = h_{T_x}$", ha="center", va="top",
                 fontsize=8)
         y_ct = y_state + 1.15
+        x_prev, y_prev = (xs_dec[t0 - 1], y_state) if t0 else (xs_enc[-1], y_state)  # h^dec_{t-1}: the query
         for t, x in enumerate(xs_dec):
             if t == t0:
-                _box(ax, x + 0.45, y_ct, 0.6, 0.42, f"$\\mathbf{{c}}_{{{t + 1}}}$", ATTN, fontsize=10, text_color="white")
-                for j, (xe, a) in enumerate(zip(xs_enc, alpha), start=1):
-                    _arrow(ax, xe + 0.1, y_state + r, x + 0.15, y_ct + 0.05, color=ATTN, lw=0.6 + 5 * a,
+                cx = x + 0.5
+                _box(ax, cx, y_ct, 0.6, 0.42, f"$\\mathbf{{c}}_{{{t + 1}}}$", ATTN, fontsize=10, text_color="white")
+                for j, (xe, a) in enumerate(zip(xs_enc, alpha), start=1):  # every h_j, weighted by alpha_tj
+                    _arrow(ax, xe + 0.1, y_state + r, cx - 0.3, y_ct, color=ATTN, lw=0.6 + 5 * a,
                            alpha=0.35 + 0.6 * min(1.0, a * T_x / 2), rad=-0.1)
-                ax.text(x + 0.8, y_ct + 0.05, f"$= \\sum_j \\alpha_{{{t + 1}j}} h_j$", ha="left", va="center",
-                        fontsize=9, color=ATTN)
-                _arrow(ax, x + 0.35, y_ct - 0.22, x + 0.12, y_state + r, color=ATTN, lw=1.5)
+                # the previous decoder state scores every h_j: it chooses the weights
+                _arrow(ax, x_prev + r * 0.7, y_prev + r * 0.7, cx - 0.1, y_ct - 0.22, color=ATTN, lw=1.4,
+                       linestyle="--")
+                _arrow(ax, cx - 0.15, y_ct - 0.22, x + 0.2, y_state + r * 0.8, color=ATTN, lw=1.5)  # into the update
+                _arrow(ax, cx, y_ct + 0.22, x + 0.35, y_out - 0.26, color=ATTN, lw=1.5)  # and into the output layer
             else:
-                ax.text(x + 0.45, y_ct, f"$\\mathbf{{c}}_{{{t + 1}}}$", ha="center", va="center", fontsize=8,
+                ax.text(x + 0.5, y_ct + 0.55, f"$\\mathbf{{c}}_{{{t + 1}}}$", ha="center", va="center", fontsize=8,
                         color=ATTN, alpha=0.6)
-        what = (f"a context $\\mathbf{{c}}_t$ per output step: step {t0 + 1} blends all $T_x = {T_x}$ encoder "
-                f"states with weights $\\alpha_{{{t0 + 1}j}}$; $D = {D}$, $d_h = {d_h}$")
+        what = (f"a context per output step: $\\mathbf{{c}}_{{{t0 + 1}}} = \\sum_j \\alpha_{{{t0 + 1}j}} h_j$ over all "
+                f"$T_x = {T_x}$ encoder states, weights chosen by $h^{{dec}}_{{{t0}}}$ (dashed);\n"
+                f"it enters the update and the output layer; $D = {D}$, $d_h = {d_h}$")
     ax.set_title(title or what, fontsize=10)
     return _show(fig)
 
@@ -313,17 +319,18 @@ def encoder_decoder(source, target, d_model, n_heads, d_ff, n_enc_layers, n_dec_
     for y0, y1 in zip([0.0] + ys, ys):
         _arrow(ax, ex, y0 + 0.3, ex, y1 - 0.32)
     y_mem = ys[-1] + 1.1
-    _box(ax, ex, y_mem, w, 0.55, f"memory: $T_x \\times D$ = {T_x} $\\times$ {d_model}", SRC, fontsize=9,
-         text_color="white")
+    _box(ax, ex, y_mem, w, 0.62, f"memory: $T_x \\times D$ = {T_x} $\\times$ {d_model}\n"
+         "the $K, V$ of every cross-attention", SRC, fontsize=8.5, text_color="white")
     _arrow(ax, ex, ys[-1] + 0.32, ex, y_mem - 0.28)
     # decoder stack
     _box(ax, dx, 0.0, w + 0.6, 0.5, f"target so far: <bos> $y_1 .. y_{{{T_y - 1}}}$ + positions", TGT, fontsize=8.5,
          text_color="white")
     y = 0.65
     top_of = []
+    below = 0.25  # the top of what feeds the next sub-layer: the target's box, then each sub-layer's
     for k in range(1, n_dec_layers + 1):
-        parts = [("causal self-attention ($Q, K, V$ from the decoder)", STATE),
-                 ("cross-attention: $Q$ from the decoder, $K, V$ from the memory", ATTN),
+        parts = [("causal self-attention, $Q, K, V$ from the decoder", STATE),
+                 ("cross-attention: $Q$ decoder, $K, V$ memory", ATTN),
                  (f"FFN $D \\to d_{{ff}} = {d_ff} \\to D$", FFN)]
         _box(ax, dx, y + 0.72 * len(parts) / 2 + 0.05, w + 0.9, 0.72 * len(parts) + 0.25, "", "white", lw=1.0)
         ax.text(dx + (w + 0.9) / 2 + 0.08, y + 0.72 * len(parts) / 2 + 0.05, f"decoder\nblock {k}", fontsize=8,
@@ -332,15 +339,16 @@ def encoder_decoder(source, target, d_model, n_heads, d_ff, n_enc_layers, n_dec_
             yy = y + 0.3 + 0.72 * m
             _box(ax, dx, yy, w + 0.75, 0.5, text + " + add & LN", color, fontsize=7.5,
                  text_color="white" if color == ATTN else INK)
+            _arrow(ax, dx, below, dx, yy - 0.26)  # every sub-layer reads the one below it
+            below = yy + 0.25
             if m == 1:
                 _arrow(ax, ex + w / 2, y_mem, dx - (w + 0.6) / 2, yy, color=SRC, lw=1.6, rad=-0.15)
                 top_of.append(yy)
         y += 0.72 * len(parts) + 0.45
-    ax.text((ex + dx) / 2 - 0.4, (y_mem + top_of[0]) / 2 + 0.25, "$K, V$", fontsize=10, color=SRC)
     y_out = y + 0.1
     _box(ax, dx, y_out, w + 0.6, 0.5, f"logits: $T_y \\times V$; row $t$ predicts $y_{{t+1}}$", TGT, fontsize=8.5,
          text_color="white")
-    _arrow(ax, dx, y - 0.45, dx, y_out - 0.27)
+    _arrow(ax, dx, below, dx, y_out - 0.27)
     # the cross-attention grid
     cell = min(0.42, 3.0 / max(T_x, T_y))
     _mask_grid(ax, 9.6, 4.9, cell, [[True] * T_x for _ in range(T_y)], [f"$y_{{{t}}}$" for t in range(1, T_y + 1)],
@@ -359,7 +367,7 @@ def rope_rotation(d_k, c=0, positions=(0, 1, 2, 3), base=10000.0, query_at=3, ke
     if d_k % 2 or not 0 <= c < d_k // 2:
         raise ValueError(f"d_k must be even and c one of its pairs 0 .. {d_k // 2 - 1}, got d_k={d_k}, c={c}")
     omega = base ** (-2 * c / d_k)
-    fig, ax = _canvas(6.2, 5.4, (-1.6, 1.9), (-1.5, 1.6))
+    fig, ax = _canvas(6.2, 5.6, (-1.6, 1.9), (-1.75, 1.6))
     ax.set_aspect("equal")
     from matplotlib.patches import Arc, Circle
     ax.add_patch(Circle((0, 0), 1.0, fill=False, edgecolor="0.75", linestyle="--"))
@@ -374,12 +382,11 @@ def rope_rotation(d_k, c=0, positions=(0, 1, 2, 3), base=10000.0, query_at=3, ke
                 color=color)
     a_k, a_q = start + key_at * omega, start + query_at * omega
     ax.add_patch(Arc((0, 0), 0.7, 0.7, theta1=math.degrees(a_k), theta2=math.degrees(a_q), color=ATTN, lw=1.8))
-    mid = (a_k + a_q) / 2
-    ax.text(0.55 * math.cos(mid), 0.55 * math.sin(mid), f"$({query_at} - {key_at})\\,\\omega_{c}$", color=ATTN,
-            fontsize=10, ha="center", va="center")
-    ax.text(-1.55, -1.35, f"pair $c = {c}$ of $d_k = {d_k}$: coordinates $(q_{{{2 * c}}}, q_{{{2 * c + 1}}})$, "
-            f"turned by $i\\,\\omega_{c}$, $\\omega_{c} = {base:g}^{{-2c/d_k}} = {omega:.3g}$ rad",
-            fontsize=8.5, ha="left")
+    # the arc's label goes below the drawing: between the arrows it would sit on the arrow of a position between
+    ax.text(-1.55, -1.2, f"pair $c = {c}$ of $d_k = {d_k}$: coordinates $(q_{{{2 * c}}}, q_{{{2 * c + 1}}})$, "
+            f"turned by $i\\,\\omega_{c}$, $\\omega_{c} = {base:g}^{{-2c/d_k}} = {omega:.3g}$ rad\n"
+            f"purple arc: the angle between them, $({query_at} - {key_at})\\,\\omega_{c}$, wherever the pair sits",
+            fontsize=8.5, ha="left", va="top")
     ax.set_title(title or f"RoPE: the query at {query_at} (blue) and the key at {key_at} (amber) differ by "
                  f"{query_at - key_at} steps of $\\omega_{c}$", fontsize=10)
     return _show(fig)
@@ -398,10 +405,12 @@ def kv_cache(prompt, new, n_layers, n_heads, d_k, title=None):
     T_all = len(prompt) + len(new) - 1  # the last token written is never fed
     cell = min(0.55, 7.0 / T_all)
     width = T_all * cell
-    fig, ax = _canvas(11.0, 1.5 + 0.72 * calls, (-3.2, width + 2.6), (-0.8 * calls - 0.55, 0.75))
     tokens = prompt + new[:-1]
+    stagger = max(len(str(t)) for t in tokens) > 2  # a token wider than its cell: labels on two rows, alternating
+    fig, ax = _canvas(11.0, 1.5 + 0.72 * calls + 0.25 * stagger, (-3.2, width + 2.6),
+                      (-0.8 * calls - 0.55, 0.75 + 0.3 * stagger))
     for j, token in enumerate(tokens):
-        ax.text((j + 0.45) * cell, 0.12, token, ha="center", va="bottom", fontsize=8)
+        ax.text((j + 0.45) * cell, 0.12 + 0.3 * stagger * (j % 2), token, ha="center", va="bottom", fontsize=8)
     for s in range(calls):
         y = -0.8 * s
         fed = range(len(prompt)) if s == 0 else [len(prompt) + s - 1]
