@@ -26,7 +26,8 @@ assignment:
 Every line item found or created and every score posted or refused is appended to a log (JSON lines). A refusal
 (401, 404, 422, or anything else) names the student and the others are still posted; a 401 is tried once more with
 a fresh token first (a token can expire in a long class). The result says who was posted, who failed and why, and
-who was not posted (no submission: nothing to post); ``course return A --lms`` exits non-zero when one failed.
+who had no submission (posted 0, as the export files give them: one rule); ``course return A --lms`` exits non-zero
+when one failed.
 """
 import base64
 import hashlib
@@ -265,8 +266,9 @@ class AgsClient:
         returns (status, why) -- why is None when the platform took it."""
         score = {"userId": user_id, "scoreGiven": given, "scoreMaximum": maximum, "timestamp": timestamp,
                  "activityProgress": "Completed", "gradingProgress": "FullyGraded"}
-        if submitted_at:
-            score[CANVAS_SUBMISSION] = {"submitted_at": submitted_at, "new_submission": new_submission}
+        if submitted_at or not new_submission:  # no submission: a grade, never a submission (nor an attempt) made
+            score[CANVAS_SUBMISSION] = {"new_submission": new_submission,
+                                        **({"submitted_at": submitted_at} if submitted_at else {})}
         status, _, body = self._call("POST", scores_url(lineitem_url), score, content_type=SCORE_TYPE)
         return status, (None if 200 <= status < 300 else _why(status, body))
 
@@ -296,7 +298,7 @@ class PostResult:
     created: bool = False
     posted: dict = field(default_factory=dict)       # {student: points}
     failed: dict = field(default_factory=dict)       # {student: why}
-    not_posted: dict = field(default_factory=dict)   # {student: why}: nothing to post (no submission)
+    not_posted: dict = field(default_factory=dict)   # {student: why}: no submission (posted 0 where they have an id)
     log: str = None
 
     @property
@@ -309,7 +311,8 @@ class PostResult:
                 + (f" (line item {self.lineitem}{', created' if self.created else ''})" if self.lineitem else ""))
         out = [head]
         out += [f"  FAILED {s}: {why}" for s, why in sorted(self.failed.items())]
-        out += [f"  not posted {s}: {why}" for s, why in sorted(self.not_posted.items())]
+        out += [f"  no submission {s}: 0 posted" if s in self.posted else f"  not posted {s}: {why}"
+                for s, why in sorted(self.not_posted.items())]
         if self.log:
             out.append(f"  log: {self.log}")
         return out
@@ -357,9 +360,12 @@ def post_assignment(grades, assignment, lineitems_url, credentials, log_path, *,
     before = posted_before(log_path, assignment)
     seen = {}  # LMS user id: the student posted for it (one score per LMS user)
     for s in grades.students:
-        if not grades.submitted(s.id, assignment):
-            result.not_posted[s.id] = "no submission"
-            continue
+        submitted_any = grades.submitted(s.id, assignment)
+        if not submitted_any:  # one rule with the export files: no submission scores 0 (nbgrader's)
+            result.not_posted[s.id] = "no submission: 0"
+            if not s.lms_user_id:
+                result.not_posted[s.id] = "no submission, and no LMS user id to post its 0 to"
+                continue
         if not s.lms_user_id:
             result.failed[s.id] = ("no LMS user id: they never launched from the LMS, or its class list no longer "
                                    "has them")
@@ -369,7 +375,8 @@ def post_assignment(grades, assignment, lineitems_url, credentials, log_path, *,
             continue
         seen[s.lms_user_id] = s.id
         given = round(grades.score(s.id, assignment), 4)
-        submitted = grades.submitted_at.get((s.id, assignment))  # None: nbgrader kept no time (posted as of now)
+        submitted = (grades.submitted_at.get((s.id, assignment))  # None: nbgrader kept no time (posted as of now)
+                     if submitted_any else None)
         # the score's timestamp is when the tool changed it (AGS; Moodle refuses one not later than the grade it
         # holds, so a regrade dated by the submission would never arrive); the submission's time goes in Canvas's
         # extension, a new attempt only the first time that submission is posted
@@ -377,7 +384,7 @@ def post_assignment(grades, assignment, lineitems_url, credentials, log_path, *,
         again = (item["id"], s.lms_user_id, submitted) in before
         try:
             status, why = client.post_score(item["id"], s.lms_user_id, given, maximum, timestamp, submitted,
-                                            new_submission=not again)
+                                            new_submission=not again and submitted_any)
         except AgsError as exc:
             status, why = exc.status, exc.message
         log.write(event="score", assignment=assignment, lineitem=item["id"], student=s.id, userId=s.lms_user_id,

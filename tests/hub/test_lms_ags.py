@@ -47,6 +47,9 @@ SUBMITTED = {(s, A): (DUE + timedelta(hours=3) if s == "dee" else DUE - timedelt
 
 
 def points(student):
+    """The gradebook's points of ``student`` on A, less their late penalty; 0 with no submission (nbgrader's rule)."""
+    if student not in SCORES:
+        return 0.0
     return max(0.0, sum(SCORES[student][A].values()) - LATE.get((student, A), 0.0))
 
 
@@ -122,16 +125,19 @@ def test_an_assertion_is_good_once(lms, tool_key):
 
 def test_each_score_is_posted_once_and_the_platform_records_the_gradebooks(lms, tool_key, grades, tmp_path):
     """One assignment to the LMS: a line item labelled like it, out of its maximum, with it as resourceId; one score
-    per student who submitted (Completed, FullyGraded, a timestamp, their LMS user id) equal to the gradebook's
-    points; the student with no submission is not posted; the one with no LMS user id is named as failed; every
-    step is a line of the log."""
+    per student (Completed, FullyGraded, a timestamp, their LMS user id) equal to the gradebook's points, the student
+    with no submission 0 as in the export files (one rule), posted as a grade and never as a submission; the one
+    with no LMS user id is named as failed; every step is a line of the log."""
     log = tmp_path / "ags.jsonl"
     result = post_assignment(grades, A, lms.lineitems_url("course-1"), credentials(lms, tool_key), str(log))
     assert result.created
     assert lms.line_items("course-1") == [{"label": A, "scoreMaximum": MAX, "resourceId": A,
                                            "id": result.lineitem}]
-    posted = {s: p for s, p in STUDENTS.items() if s in SCORES and p[3]}
+    posted = {s: p for s, p in STUDENTS.items() if p[3]}  # everyone with an LMS user id
+    assert "eve" in posted and "eve" not in SCORES and points("eve") == 0
     assert lms.recorded("course-1", A) == {STUDENTS[s][3]: (points(s), MAX) for s in posted}
+    eve = next(score for score in lms.scores if score["userId"] == STUDENTS["eve"][3])
+    assert eve["scoreGiven"] == 0 and eve[CANVAS_SUBMISSION] == {"new_submission": False}  # no attempt made
     assert sorted(score["userId"] for score in lms.scores) == sorted(STUDENTS[s][3] for s in posted)  # once each
     for score in lms.scores:
         assert (score["activityProgress"], score["gradingProgress"]) == ("Completed", "FullyGraded")
@@ -139,7 +145,7 @@ def test_each_score_is_posted_once_and_the_platform_records_the_gradebooks(lms, 
         assert score["scoreMaximum"] == MAX
     assert result.posted == {s: points(s) for s in posted}
     assert result.posted["dee"] == 1.5  # 2, less the late penalty of 0.5
-    assert result.not_posted == {"eve": "no submission"}
+    assert result.not_posted == {"eve": "no submission: 0"}
     assert list(result.failed) == ["fay"] and "no LMS user id" in result.failed["fay"]
     assert not result.ok
     lines = read_log(log)
@@ -149,7 +155,7 @@ def test_each_score_is_posted_once_and_the_platform_records_the_gradebooks(lms, 
     assert {s: line["scoreGiven"] for s, line in scores.items()} == {s: points(s) for s in posted}
     assert os.stat(log).st_mode & 0o777 == 0o600
     text = "\n".join(result.lines())
-    assert "4 scores posted" in text and "FAILED fay" in text and "not posted eve: no submission" in text
+    assert "5 scores posted" in text and "FAILED fay" in text and "no submission eve: 0 posted" in text
 
 
 def test_a_second_run_finds_the_line_item_and_updates_the_scores(lms, tool_key, grades, tmp_path):
@@ -168,7 +174,8 @@ def test_a_second_run_finds_the_line_item_and_updates_the_scores(lms, tool_key, 
     second = [s for s in lms.scores[len(first.posted):]]
     assert [s[CANVAS_SUBMISSION]["new_submission"] for s in second] == [False] * len(first.posted)
     results = lms.contexts["course-1"]["results"][first.lineitem]
-    assert {u: r["attempts"] for u, r in results.items()} == {STUDENTS[s][3]: 1 for s in first.posted}
+    assert {u: r.get("attempts", 0) for u, r in results.items()} == {  # eve, who submitted nothing: no attempt
+        STUDENTS[s][3]: 0 if s == "eve" else 1 for s in first.posted}
     assert len(read_log(tmp_path / "log")) == 2 * (1 + len(first.posted))
     assert written == read_log(tmp_path / "log")[1 + len(first.posted):]
 
@@ -181,9 +188,10 @@ def test_a_refused_score_names_the_student_and_the_rest_are_posted(lms, tool_key
     log = tmp_path / "ags.jsonl"
     result = post_assignment(grades, A, lms.lineitems_url("course-1"), credentials(lms, tool_key), str(log))
     assert set(result.failed) == {"bob", "fay"} and result.failed["bob"].startswith(f"HTTP {status}")
-    assert set(result.posted) == {"ada", "cy", "dee"}
+    assert set(result.posted) == {"ada", "cy", "dee", "eve"}
     recorded = lms.recorded("course-1", A)
-    assert "sub-bob" not in recorded and recorded == {STUDENTS[s][3]: (points(s), MAX) for s in ("ada", "cy", "dee")}
+    assert "sub-bob" not in recorded and recorded == {STUDENTS[s][3]: (points(s), MAX)
+                                                      for s in ("ada", "cy", "dee", "eve")}
     bob = [line for line in read_log(log) if line.get("student") == "bob"]
     assert len(bob) == 1 and bob[0]["status"] == status and bob[0]["ok"] is False and bob[0]["error"]
     assert "FAILED bob: HTTP " + str(status) in "\n".join(result.lines())
@@ -239,10 +247,11 @@ def test_scores_carry_the_submission_time_and_only_the_late_submitter_is_marked_
     posted = {score["userId"]: score for score in lms.scores}
     for sid in result.posted:
         sub = STUDENTS[sid][3]
-        assert posted[sub][CANVAS_SUBMISSION] == {"submitted_at": iso(SUBMITTED[(sid, A)]), "new_submission": True}
+        assert posted[sub][CANVAS_SUBMISSION] == ({"submitted_at": iso(SUBMITTED[(sid, A)]), "new_submission": True}
+                                                  if (sid, A) in SUBMITTED else {"new_submission": False})
         assert before - timedelta(seconds=1) <= datetime.fromisoformat(posted[sub]["timestamp"]) <= after
-    assert lms.late("course-1", A) == {STUDENTS[s][3]: s == "dee" for s in result.posted}
-    assert set(result.posted) == {"ada", "bob", "cy", "dee"}
+    assert lms.late("course-1", A) == {STUDENTS[s][3]: s == "dee" for s in result.posted if s != "eve"}
+    assert set(result.posted) == {"ada", "bob", "cy", "dee", "eve"}  # eve submitted nothing: a 0, no submission
     client = AgsClient(lms.lineitems_url("course-1"), credentials(lms, tool_key))
     now = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
     assert client.post_score(item["id"], "sub-ada", 5.5, MAX, now) == (204, None)  # no extension: dated now
@@ -323,12 +332,13 @@ def test_the_hub_service_posts_to_the_column_a_launch_brought(lms, tool_key, tmp
 
 
 def test_a_student_the_lms_no_longer_lists_is_named_and_the_others_are_posted(lms, tool_key, grades, tmp_path):
-    """One rule for who gets a score: a student who submitted is posted; one who did not is not (the LMS shows no
-    grade; the export files give them 0); one the LMS no longer has in the course (cy, unenrolled since) is refused
-    by the platform (422) and named, the others posted."""
+    """One rule for who gets a score: a student who submitted is posted their points; one who did not, 0 (as the
+    export files give them); one the LMS no longer has in the course (cy, unenrolled since) is refused by the
+    platform (422) and named, the others posted."""
     del lms.contexts["course-1"]["members"]["sub-cy"]
     result = post_assignment(grades, A, lms.lineitems_url("course-1"), credentials(lms, tool_key), str(tmp_path / "l"))
     assert result.failed["cy"] == "HTTP 422: sub-cy is not in the context"
-    assert set(result.posted) == {"ada", "bob", "dee"} and result.not_posted == {"eve": "no submission"}
+    assert set(result.posted) == {"ada", "bob", "dee", "eve"} and result.not_posted == {"eve": "no submission: 0"}
+    assert result.posted["eve"] == 0
     assert "sub-cy" not in lms.recorded("course-1", A)
     assert "  FAILED cy: HTTP 422: sub-cy is not in the context" in result.lines()
