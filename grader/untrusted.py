@@ -252,11 +252,33 @@ def toc_labels(nb, course_texts):
         if part not in PARTS:
             continue
         if name.startswith("answer_") and title:
-            text = re.sub(r"\s+", " ", re.sub(r"[$*`]", "", title[1])).strip()
+            text = re.sub(r"\s+", " ", re.sub(r"[$*`]", "", tex_as_text(title[1]))).strip()
             labels[md["grade_id"]] = f"{title[0]} · {text[:70] + '…' if len(text) > 70 else text}"
         else:
             labels[md["grade_id"]] = f"{name} · {part}"
     return labels
+
+
+TEX_SYMBOLS = {"alpha": "α", "beta": "β", "tau": "τ", "theta": "θ", "omega": "ω", "ell": "ℓ", "sqrt": "√",
+               "times": "×", "cdot": "·", "le": "≤", "leq": "≤", "ge": "≥", "geq": "≥", "ne": "≠", "infty": "∞",
+               "dots": "…", "ldots": "…", "to": "→", "in": "∈", "approx": "≈", "pm": "±", "lvert": "|", "rvert": "|",
+               "mid": "|", "sum": "Σ", "top": "ᵀ", "ast": "*"}
+
+
+def tex_as_text(source):
+    """The course's maths as plain text, for a line that shows no maths (the table of contents): ``$\\tau = 2$``
+    becomes "τ = 2", ``\\mathbf{x}`` "x", ``\\lvert\\mathcal{V}\\rvert`` "|V|"; a command it does not know loses its
+    backslash."""
+    def command(m):
+        if m.group(1) in FONTS:
+            return ""
+        return TEX_SYMBOLS.get(m.group(1), m.group(1))
+    text = re.sub(r"\\(?:left|right|big|Big|quad|qquad)(?![A-Za-z])|\\[,;!]", " ", source)
+    text = re.sub(r"\\([A-Za-z]+)", command, text)
+    return text.replace("{", "").replace("}", "")
+
+
+FONTS = {"text", "mathrm", "mathbf", "mathcal", "boldsymbol", "texttt", "operatorname"}
 
 
 def template_dir():
@@ -283,12 +305,17 @@ class FeedbackExporter(HTMLExporter):
             os.path.join(formgrader, "templates"),
             os.path.join(formgrader, "static", "node_modules", "bootstrap", "dist", "css")]
         c.FeedbackExporter.mathjax_url = ""
+        c.FeedbackExporter.exclude_anchor_links = True  # a heading's "#id" link leaves the page in the lab's viewer
         super().__init__(config=c, **kw)
 
     def _init_resources(self, resources):
         resources = super()._init_resources(resources)
         resources["course_csp"] = CSP
         return resources
+
+    def default_filters(self):
+        yield from super().default_filters()
+        yield "course_anchor_boxes", anchors_as_boxes  # the template's cells, each place given its box
 
     def _create_environment(self):
         """nbconvert's template environment, with the templates compiled once per process (``_COMPILED``) rather
@@ -334,4 +361,15 @@ class _CompiledTemplates(BytecodeCache):
 
 _COMPILED = _CompiledTemplates()
 IMG_ALT = "No description has been provided for this image"
+ANCHOR = re.compile(r'<a name="([A-Za-z0-9_-]+)"></a>')
+TOP_LINK = '<a href="#top">(Top)</a>'
+
+
+def anchors_as_boxes(html):
+    """Every place the page's table of contents and its "(Top)" links go to gets a hidden box, ``go-<name>``, and
+    "(Top)" becomes a label of the top's box: a label moves the page to its box wherever the page is shown (in
+    JupyterLab's HTML viewer, whose base URL makes "#name" another page), and it needs no script."""
+    html = ANCHOR.sub(lambda m: f'{m.group(0)}<input class="course-anchor" type="checkbox" id="go-{m.group(1)}" '
+                                f'tabindex="-1" aria-hidden="true">', html)
+    return html.replace(TOP_LINK, '<label class="course-link" for="go-top">(Top)</label>')
 IMG_WITHOUT_ALT = re.compile(r"<img(?=[\s/>])(?![^>]*\salt=)", re.IGNORECASE)
