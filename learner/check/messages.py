@@ -94,6 +94,9 @@ class Report:
         kinds = sorted({f.kind for f in self.failures[1:]} - {first.kind})
         if kinds:
             lines.append(f"  Other failing cases show: {', '.join(kinds)}.")
+        prop = next((f for f in self.failures[1:] if f.kind == "property"), None)
+        if prop is not None and first.kind != "property":  # a property's words say the rule that was broken
+            lines.append(f"  Case {prop.index} ({prop.what.rstrip('.')}) failed: {prop.text}.")
         for note in self.notes:
             lines.append(f"  Note: {note}.")
         if extra:

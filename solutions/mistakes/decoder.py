@@ -122,12 +122,12 @@ def decoder_block_no_ffn_residual(x, valid, params, n_heads):
 
 
 # --- lm_log_prob -------------------------------------------------------------
-def _picked(logits, ids, valid, shift=True, use_valid=True):
+def _picked(logits, ids, valid, shift=True, use_valid=True, axis=-1):
     if valid is None or not use_valid:
         valid = torch.ones(ids.shape, dtype=torch.bool, device=ids.device)
     if shift:
         logits, ids, valid = logits[:, :-1], ids[:, 1:], valid[:, 1:]
-    logp = torch.log_softmax(logits, dim=-1)
+    logp = torch.log_softmax(logits, dim=axis)
     picked = logp.gather(-1, torch.where(valid, ids, torch.zeros_like(ids))[..., None])[..., 0]
     return torch.where(valid, picked, torch.zeros_like(picked)), valid
 
@@ -135,6 +135,12 @@ def _picked(logits, ids, valid, shift=True, use_valid=True):
 def lm_log_prob_not_shifted(logits, ids, valid=None):
     """logits[:, t] scored against ids[:, t] (the token it has just read) instead of ids[:, t + 1]."""
     picked, _ = _picked(logits, ids, valid, shift=False)
+    return picked.sum(dim=-1)
+
+
+def lm_log_prob_softmax_over_positions(logits, ids, valid=None):
+    """log_softmax over the positions (dim=1) instead of the vocabulary."""
+    picked, _ = _picked(logits, ids, valid, axis=1)
     return picked.sum(dim=-1)
 
 

@@ -278,7 +278,7 @@ def _greedy_case(g, big):
 
 
 def _greedy_models():
-    """(what, (parts, src, src_valid)): the contract's three kinds of model (learner/check/cases/common.py)."""
+    """(what, (parts, src, src_valid)): the contract's three kinds of model (learner/check/cases/greedy.py)."""
     g = gen(83)  # a seed whose three rows end after 15, 7 and 12 tokens
     parts = toy_encdec(g)
     src, sv = _ids(g, 3, 6, 8, [6, 4, 2], lo=3), valid_mask([6, 4, 2], 6)
@@ -305,7 +305,7 @@ def _greedy_edge():
 
 
 def _greedy_keeps_the_contract(fn):
-    """The contract of greedy decoding (learner/check/cases/common.py), with the three kinds of model."""
+    """The contract of greedy decoding, with the three kinds of model."""
     return greedy_contract_property(_greedy_call, list(_greedy_models().values()), 2)(fn)
 
 

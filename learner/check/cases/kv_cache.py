@@ -261,7 +261,7 @@ def _gen_case(g, big):
 
 
 def _gen_models():
-    """(what, (model, prompt)): the contract's three kinds of model (learner/check/cases/common.py)."""
+    """(what, (model, prompt)): the contract's three kinds of model (learner/check/cases/greedy.py)."""
     g = gen(103)  # a seed whose three rows end after 1, 5 and 3 tokens
     lm = toy_lm(g, eos_bias=0.5)
     prompt = torch.randint(0, 7, (3, 4), generator=g)
@@ -293,7 +293,7 @@ def _gen_edge():
 
 
 def _gen_keeps_the_contract(fn):
-    """The contract of greedy decoding (learner/check/cases/common.py), with the three kinds of model."""
+    """The contract of greedy decoding, with the three kinds of model."""
     return greedy_contract_property(_gen_call, list(_gen_models().values()), EOS)(fn)
 
 

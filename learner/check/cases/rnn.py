@@ -235,7 +235,7 @@ def _greedy_case(g, big):
 
 
 def _greedy_models():
-    """(what, (context, decoder weights)): the contract's three kinds of decoder (learner/check/cases/common.py)."""
+    """(what, (context, decoder weights)): the contract's three kinds of decoder (learner/check/cases/greedy.py)."""
     g = gen(157)  # a seed whose four sentences end after 1, 10, 5 and 2 tokens
     params = _dec(_params(g, 4, 6, 3, 5))
     mixed = (_context(g, 4, 5), params)
@@ -260,7 +260,7 @@ def _greedy_edge():
 
 
 def _greedy_keeps_the_contract(fn):
-    """The contract of greedy decoding (learner/check/cases/common.py), with the three kinds of decoder."""
+    """The contract of greedy decoding, with the three kinds of decoder."""
     return greedy_contract_property(_greedy_call, list(_greedy_models().values()), EOS, item=0)(fn)
 
 
