@@ -89,6 +89,11 @@ def test_a_class_on_the_hub_as_its_people_use_it(class_folder):
         # as the README: --create-users makes the users, the instructors' group, and gives them the course folder
         # and the reference answers; then each user's Unix password, as an administrator sets it (`passwd NAME`)
         hub.start()
+        # each user it made has a first password, listed for root alone (the test then sets its own, as an
+        # administrator may)
+        listing = os.path.join(hub.state, "passwords.csv")
+        assert os.stat(listing).st_mode & 0o777 == 0o600 and os.stat(listing).st_uid == 0
+        assert {row.split(",")[0] for row in open(listing).read().split()[1:]} >= set(users)
         subprocess.run(["chpasswd"], input="".join(f"{n}:{hub.password}\n" for n in users), text=True, check=True)
         log = hub.log_tail(20000)
         assert f"created the group {staff_group(hub.course)}" in log, log
@@ -113,6 +118,7 @@ def test_a_class_on_the_hub_as_its_people_use_it(class_folder):
             teach = pages[INSTRUCTOR]
             wait_for_lab(teach)
             terminal = Terminal(teach)
+            said = terminal.run("pwd", re.escape(hub.course))  # a terminal from the Launcher opens in the course
             said = terminal.run(f"course release {A}", rf"released {A} to \S+|course: .*", timeout=300)
             assert f"released {A} to {hub.exchange}/attention-course/outbound/{A}" in said, said
             phase("released in the instructor's terminal")
@@ -121,6 +127,13 @@ def test_a_class_on_the_hub_as_its_people_use_it(class_folder):
             total = total_points(release)
             for name in STUDENTS:  # fetch in the Assignments tab
                 wait_for_lab(pages[name])
+                if name == HONEST:  # a student's Nbgrader menu: the Assignments tab, no Formgrader
+                    pages[name].locator(".lm-MenuBar-itemLabel", has_text=re.compile("^Nbgrader$")).click()
+                    items = pages[name].locator(".lm-Menu-itemLabel")
+                    items.first.wait_for(timeout=30_000)
+                    labels = [t.strip() for t in items.all_inner_texts()]
+                    assert "Assignment List" in labels and "Formgrader" not in labels, labels
+                    pages[name].keyboard.press("Escape")
                 open_assignments(pages[name])
                 button_in(pages[name], "released_assignments_list", "Fetch").click()
                 button_in(pages[name], "fetched_assignments_list", "Submit").wait_for(timeout=120_000)
