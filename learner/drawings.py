@@ -102,7 +102,7 @@ def _mask_grid(ax, x0, y0, cell, allowed, row_labels, col_labels, title, fontsiz
     for i, label in enumerate(row_labels):
         ax.text(x0 - 0.08, y0 - (i + 0.5) * cell, label, ha="right", va="center", fontsize=fontsize)
     for j, label in enumerate(col_labels):
-        ax.text(x0 + (j + 0.5) * cell, y0 + 0.08, label, ha="center" if not rotate else "left", va="bottom",
+        ax.text(x0 + (j + 0.5) * cell, y0 + 0.08, label, ha="center" if rotate in (0, 90) else "left", va="bottom",
                 fontsize=fontsize, rotation=rotate)
     lift = 0.55 + (0.12 * max(len(str(c)) for c in col_labels) if rotate else 0.0)
     ax.text(x0 + len(col_labels) * cell / 2, y0 + lift, title, ha="center", va="bottom", fontsize=fontsize + 1)
@@ -243,16 +243,19 @@ def rnn_encoder_decoder(source, target, D, d_h, attention=False, step=None, weig
 
 
 # ------------------------------------------------------------------ 06, 07: one transformer block and its mask
-def transformer_block(kind, T, d_model, n_heads, d_ff, tokens=None, title=None):
+def transformer_block(kind, T, d_model, n_heads, d_ff, tokens=None, title=None, prefix=0):
     """One post-norm transformer block beside the mask of its self-attention.
 
     ``kind`` "encoder" (notebook 06): self-attention with the bidirectional mask, every token reads every token.
     ``kind`` "decoder" (notebook 07): the same block with the causal mask, query i reads keys j <= i.
+    ``kind`` "prefix" (notebook 10): the causal mask with the first ``prefix`` keys open to every query.
     The sizes are the notebook's: D = ``d_model``, H = ``n_heads`` heads of d_k = D / H, d_ff = ``d_ff``; T the
     length of the mask drawn (``tokens`` its labels).
     """
-    if kind not in ("encoder", "decoder"):
-        raise ValueError(f"kind must be 'encoder' or 'decoder', got {kind!r}")
+    if kind not in ("encoder", "decoder", "prefix"):
+        raise ValueError(f"kind must be 'encoder', 'decoder' or 'prefix', got {kind!r}")
+    if kind == "prefix" and not 0 < prefix <= T:
+        raise ValueError(f"a prefix-LM mask needs a prefix of 1 .. T={T} tokens, got {prefix}")
     _check_sizes(T=T, d_model=d_model, n_heads=n_heads, d_ff=d_ff)
     if d_model % n_heads:
         raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
@@ -282,16 +285,18 @@ def transformer_block(kind, T, d_model, n_heads, d_ff, tokens=None, title=None):
     ax.text(cx - w / 2 - 0.45, 3.65, "residual", rotation=90, fontsize=8, color="0.45", va="center", ha="center")
     ax.text(cx + w / 2 + 0.1, 1.6, "$Q, K, V$ from $r$", fontsize=8, va="center", color=ATTN)
     # the mask
-    allowed = [[kind == "encoder" or j <= i for j in range(T)] for i in range(T)]
-    cell = min(0.55, 4.2 / T)
+    allowed = [[kind == "encoder" or j <= i or j < prefix for j in range(T)] for i in range(T)]
+    cell = min(0.55, 3.9 / T)
     x0 = 6.4
-    name = "bidirectional mask: every $i$ reads every $j$" if kind == "encoder" else \
-        "causal mask: query $i$ reads keys $j \\leq i$"
-    _mask_grid(ax, x0, 5.3, cell, allowed, labels, labels, name)
+    name = {"encoder": "bidirectional mask: every $i$ reads every $j$",
+            "decoder": "causal mask: query $i$ reads keys $j \\leq i$",
+            "prefix": f"prefix-LM mask: keys $j < {prefix}$ open, then causal"}[kind]
+    _mask_grid(ax, x0, 5.3, cell, allowed, labels, labels, name, rotate=90 if T > 8 else 0)
     note = "none blocked: $M_{ij} = 0$ everywhere" if kind == "encoder" else "x: blocked, $M_{ij} = -\\infty$"
     ax.text(x0 + T * cell / 2, 5.3 - T * cell - 0.45, f"rows: queries $i$; columns: keys $j$; {note}",
             ha="center", va="top", fontsize=8)
-    ax.set_title(title or f"the {kind} block (post-norm), as notebook {'06' if kind == 'encoder' else '07'} trains it",
+    ax.set_title(title or f"the {kind} block (post-norm), as notebook "
+                 f"{ {'encoder': '06', 'decoder': '07', 'prefix': '10'}[kind]} trains it",
                  fontsize=11)
     return _show(fig)
 
