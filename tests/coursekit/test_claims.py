@@ -248,7 +248,59 @@ def _10_question(m):
     assert [written[int(m["i"])], written[int(m["j"])]] == month, (written, month)
 
 
+def _03_floats(m):
+    import torch
+    f32 = torch.finfo(torch.float32)
+    assert f"{f32.max:.1e}".startswith(m["max"]) and m["exp"] == "38" and f"{f32.max:.1e}".endswith("e+38")
+    assert torch.exp(torch.tensor(float(m["over"]))).isinf() and not torch.exp(torch.tensor(float(m["over"]) - 1)).isinf()
+
+
+def _03_smallest(m):
+    import torch
+    smallest = torch.finfo(torch.float32).smallest_normal * 2.0 ** -23  # the smallest positive (subnormal) float32
+    assert torch.tensor(smallest, dtype=torch.float32).item() > 0 and round(math.log10(smallest)) == -int(m["tiny"])
+
+
+def _03_product(m):
+    steps = ast.literal_eval(re.search(r"steps = (\[.*?\])", code("03")).group(1))
+    product = math.prod(p for _, p in steps)
+    assert len(steps) == {"Four": 4}[m["n"]] and f"{product:.0e}" == f"{m['a']}e-0{m['b']}", product
+
+
+def _06_same_weights(m):
+    from learner import blocks, data, transformer
+    sense = data.make_sense_task(seed=0)
+    cfg = transformer.TransformerConfig(vocab_size=len(sense.vocab), d_model=32, n_heads=4, d_ff=64, n_layers=2,
+                                        max_len=len(sense.train[0][0]), positions="sinusoidal")
+    assert "transformer.MaskedLM(sense_cfg, block, embed_with_positions, seed=0)" in code("06")
+    a, b = (dict(transformer.MaskedLM(cfg, block, blocks.embed_with_positions, seed=0).named_parameters())
+            for block in (blocks.encoder_block, blocks.decoder_block))
+    assert a.keys() == b.keys() and all(bool((a[n] == b[n]).all()) for n in a)
+
+
+def _06_sources(m):
+    import datetime
+    from learner import data
+    for example in (m["a"], m["b"]):
+        assert any(data.render(d, f) == example for f in data.FORMATS
+                   for d in [datetime.date(2014, 2, 1), datetime.date(2013, 7, 27)]), example
+
+
+def _07_stated(m):
+    from helpers import STATED_ACCURACY
+    assert STATED_ACCURACY["07_decoder.ipynb"] == int(m["pct"]) / 100
+
+
 CLAIMS = [
+    ("03", r"largest number is about \$(?P<max>[0-9.]+) \\times 10\^\{(?P<exp>\d+)\}\$, so\s+\$e\^\{(?P<over>\d+)\}\$ "
+           r"already overflows", _03_floats),
+    ("03", r"\(about \$10\^\{-(?P<tiny>\d+)\}\$ in float32\)", _03_smallest),
+    ("03", r"(?P<n>Four) tokens already take it down to\s+\$(?P<a>\d) \\times 10\^\{-(?P<b>\d)\}\$", _03_product),
+    ("06", r"the same initial weights, the same batches and the same steps", _06_same_weights),
+    ("06", r"The texts are the sources of the date task of notebook 05 \(`\"(?P<a>[^\"]+)\"`,\s+`\"(?P<b>[^\"]+)\"`",
+     _06_sources),
+    ("07", r"the course's tests check that the full run\s+reaches at least (?P<pct>\d+)% \(`make test-figures`\)",
+     _07_stated),
     ("01", r"cut by `data.tokenize`, which splits digits and punctuation off \(\"(?P<word>\w+)\" becomes\s+"
            r"`(?P<a>\w+)` and `(?P<b>\w+)`\)", _01_tokenizer),
     ("05b", r"runs from (?P<lo>\d+) tokens \(`(?P<short>[^`]+)`\) to (?P<hi>\d+) \(`(?P<long>[^`]+)`.*?the largest "
@@ -386,3 +438,34 @@ def test_the_section_check_catches_a_wrong_reference():
     """Section 5 of notebook 08 is training, not the empty source: the topic check tells them apart."""
     assert "source off" not in sections("08")["5"].lower() and "source off" in sections("08")["7"].lower()
     assert math.isclose(10000 ** (-2 / 64), 0.75, abs_tol=0.005)
+
+
+# ---------------------------------------------------------------- "notebook N" in the check messages
+def _message_texts():
+    """{cases module: its string constants joined} of learner/check/cases (the messages a learner reads)."""
+    out = {}
+    for path in sorted(glob.glob(os.path.join(CASES, "*.py"))):
+        tree = ast.parse(open(path).read())
+        out[os.path.basename(path)] = " ".join(n.value for n in ast.walk(tree)
+                                               if isinstance(n, ast.Constant) and isinstance(n.value, str))
+    return out
+
+
+def test_every_notebook_a_check_message_names_exists_and_holds_what_it_names():
+    """A message's "notebook NN" is a notebook of the course; "notebook NN's <exercise>" is an exercise of that
+    notebook; and the 09 translator a case names has the sizes notebook 09 builds it with."""
+    from learner.syllabus import NOTEBOOKS as TABLE
+    owner = {name: nb.folder.split("_")[0] for nb in TABLE.values() for name in nb.exercises}
+    wrong = []
+    for module, text in _message_texts().items():
+        for number, name in re.findall(r"[Nn]otebooks? (\d\db?)(?:'s (\w+))?", text):
+            if number not in NOTEBOOKS:
+                wrong.append(f"{module}: notebook {number} does not exist")
+            elif name in owner and owner[name] != number:
+                wrong.append(f"{module}: notebook {number}'s {name} is notebook {owner[name]}'s")
+    assert not wrong, "\n".join(wrong)
+    m = re.search(r"notebook 09's translator \((\d+) layers, (\d+) heads of (\d+), (\d+) positions", _message_texts()[
+        "kv_cache.py"])
+    sizes = constant("09", "SIZES")
+    assert m and (sizes["n_layers"], sizes["n_heads"], sizes["d_model"] // sizes["n_heads"]) == tuple(
+        map(int, m.groups()[:3])) and f"max_len={m.group(4)}" in code("09"), m and m.group(0)
