@@ -4,8 +4,8 @@ Each function draws one architecture into a new figure and returns it; a noteboo
 before the equations, with the same sizes (T_x, T_y, D, d_h, H, d_k, d_ff) its models use, so a changed size shows
 in the picture. The symbols are those of the notation page (``course/source/notation.md``): x_t and y_t tokens,
 h_t an RNN's state, r a transformer's vectors, c the context, c_t a context per step, alpha_tj a weight, M the mask,
-Q, K, V, D the width, H the heads, d_k a head's width, d_ff the feed-forward width. Nothing is downloaded and nothing is computed here that a
-learner writes: these are pictures of the computations, not the computations.
+Q, K, V, D the width, H the heads, d_k a head's width, d_ff the feed-forward width. Nothing is downloaded and
+nothing is computed here that a learner writes: these are pictures of the computations, not the computations.
 
 * ``two_lengths``           the notes' 3 in, 2 out: a source and a target of different lengths (05)
 * ``rnn_encoder_decoder``   the unrolled RNN encoder-decoder with one context c (05), or a context c_t per step (05b)

@@ -54,8 +54,9 @@ def _is_index(sub):
     """A subscript that picks an entry: a digit, an index letter, or an expression of them ({t-1}, {<t}, {ij},
     {T_x}, {2c+1}, {(i)})."""
     s = _inner(sub).strip()
-    return bool(re.fullmatch(r"[0-9]+|[A-Za-z]", s) or "\\le" in s or "\\ge" in s or s in INDEX_LETTERS or re.search(r"[-+<>=(),]", s)
-                or re.fullmatch(r"[ijtcbnmuslk]{2,}|[ijtcbnmuslk]'", s) or re.fullmatch(r"T_\{?[a-z]+\}?|[0-9][a-z]", s))
+    return bool(re.fullmatch(r"[0-9]+|[A-Za-z]", s) or "\\le" in s or "\\ge" in s or s in INDEX_LETTERS
+                or re.search(r"[-+<>=(),]", s) or re.fullmatch(r"[ijtcbnmuslk]{2,}|[ijtcbnmuslk]'", s)
+                or re.fullmatch(r"T_\{?[a-z]+\}?|[0-9][a-z]", s))
 
 
 def symbols(tex, names=frozenset()):

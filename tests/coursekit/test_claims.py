@@ -1,7 +1,7 @@
-"""What a learner reads is computed (issue 52, item 1): the facts the prose of notebooks 01, 05b, 06, 07 and 10
-states about the data, the models and their sizes, and every "section N" of every notebook and of the check
-messages, each found in the prose by a pattern and computed here from the code (``learner.data``, the models, the
-notebooks' own code cells).
+"""What a learner reads is computed (issue 52, item 1): the facts the prose of notebooks 01, 03, 05b, 06, 07 and
+10 states about the data, the models and their sizes, each found in the prose by a pattern and computed here from the
+code (``learner.data``, the models, the notebooks' own code cells). Every "section N" and the check messages'
+"notebook N" are checked in test_cross_references.py.
 
 A claim whose statement is gone fails too ("update CLAIMS"), so a rewritten sentence is checked again rather than
 forgotten. The figures a run measures (accuracies, gradients) are checked by ``make test-figures``
@@ -252,7 +252,8 @@ def _03_floats(m):
     import torch
     f32 = torch.finfo(torch.float32)
     assert f"{f32.max:.1e}".startswith(m["max"]) and m["exp"] == "38" and f"{f32.max:.1e}".endswith("e+38")
-    assert torch.exp(torch.tensor(float(m["over"]))).isinf() and not torch.exp(torch.tensor(float(m["over"]) - 1)).isinf()
+    over = torch.tensor(float(m["over"]))
+    assert torch.exp(over).isinf() and not torch.exp(over - 1).isinf()
 
 
 def _03_smallest(m):
@@ -291,7 +292,32 @@ def _07_stated(m):
     assert STATED_ACCURACY["07_decoder.ipynb"] == int(m["pct"]) / 100
 
 
+def _07_tagger(m):
+    assert constant("07", "V_TAG") == int(m["V"])
+    lengths = re.search(r"TRAIN_LENGTHS, TEST_LENGTH = range\((\d+), (\d+)\), (\d+)", code("07")).groups()
+    assert (int(lengths[0]), int(lengths[1]) - 1, int(lengths[2])) == (int(m["lo"]), int(m["hi"]), int(m["test"]))
+    assert (int(m["from"]), int(m["to"])) == (int(lengths[1]) - 1, int(lengths[2]) - 1)
+    assert "max_len=TEST_LENGTH" in code("07") and int(m["rows"]) == int(lengths[2])
+
+
+def _07_chance(m):
+    assert constant("07", "V_TAG") == int(m["V"]) == int(m["guess"])
+
+
+def _10_costs(m):
+    import inspect
+    from learner import capstone_runs as capstone
+    defaults = inspect.signature(capstone.measure_costs).parameters
+    assert (defaults["rounds"].default, defaults["steps"].default) == ({"five": 5}[m["rounds"]], int(m["steps"]))
+
+
 CLAIMS = [
+    ("07", r"random tokens from a vocabulary of (?P<V>\d+), from (?P<lo>\d+) to (?P<hi>\d+)\s+tokens long in "
+           r"training; the test texts are (?P<test>\d+) tokens long, so their positions (?P<from>\d+) to (?P<to>\d+) "
+           r"were never seen.*?The learned table has (?P<rows>\d+) rows", _07_tagger),
+    ("07", r"a guess among (?P<V>\d+) tokens is right 1 time in (?P<guess>\d+)", _07_chance),
+    ("10", r"\(`capstone.measure_costs`: (?P<rounds>\w+) rounds, in each every run takes (?P<steps>\d+) training "
+           r"steps", _10_costs),
     ("03", r"largest number is about \$(?P<max>[0-9.]+) \\times 10\^\{(?P<exp>\d+)\}\$, so\s+\$e\^\{(?P<over>\d+)\}\$ "
            r"already overflows", _03_floats),
     ("03", r"\(about \$10\^\{-(?P<tiny>\d+)\}\$ in float32\)", _03_smallest),
@@ -351,121 +377,3 @@ def test_a_statement_of_the_prose_is_what_the_code_computes(number, pattern, che
     except AssertionError as err:
         raise AssertionError(f"notebook {number}, cell {k}: {m.group(0)[:300]!r} is not what the code computes: "
                              f"{err}") from None
-
-
-# ---------------------------------------------------------------- "section N"
-def sections(number):
-    """{N: the text of section N of a notebook, its heading first}."""
-    out, current = {}, None
-    for cell in cells(number):
-        if cell.cell_type != "markdown":
-            continue
-        for part in re.split(r"(?m)^(?=## )", cell.source):
-            head = re.match(r"## (\d+)\s*[·.]", part)
-            if head:
-                current = head.group(1)
-            if current:
-                out[current] = out.get(current, "") + part
-    return out
-
-
-# Each "section N" of a notebook's prose and of the check messages, with a word the section it names must hold: the
-# reference is to that topic, not only to a heading that exists. Every reference found must be listed.
-TOPICS = {
-    ("01", "pad in section 4"): "padding", ("01", "tensor (section 4)"): "padding",
-    ("02", "Section 5 shows both effects"): "softmax",
-    ("04", "batch from section 3"): "padded batch",
-    ("05", "section 9 measures how far they reach"): "gradient", ("05", "section 10 shows one"): "beam",
-    ("05", "section 9 measured how little of it"): "gradient",
-    ("05b", "section 2 says why"): "square root", ("05b", "unequal, section 6"): "looked",
-    ("06", "that section 4 trains"): "train", ("06", "in section 3: 2 blocks"): "block",
-    ("06", "Section 5 trains two models"): "sinusoidal",
-    ("07", "that section 3 trains"): "GPT", ("07", "section 1's"): "causal", ("07", "the mask of section 1"): "mask",
-    ("07", "greedy loop of section 3"): "translat",
-    ("08", "sizes section 5 trains"): "Training", ("08", "once per token (section 4)"): "Greedy",
-    ("08", "(section 4 makes that count)"): "once",
-    ("10", "you run section 4"): "runs", ("10", "Section 6 prints"): "predictions",
-    ("10", "date ends (section 1)"): "ends every line",
-    ("08", "sub-layer adds its output bias: section 5 runs it"): "source off",
-}
-# references that are wrong where another developer edits now (issue 53 owns learner/check/)
-KNOWN = {("08", "sub-layer adds its output bias: section 5 runs it"):
-         "TODO issue 53: the empty source runs in 08's section 7 ('Turn the source off'); write 'section 7 runs it'"}
-
-
-def _references():
-    """[(notebook, key of TOPICS, the section named)] of every notebook's prose and of every check message."""
-    found = []
-    for number in NOTEBOOKS:
-        for cell in cells(number):
-            if cell.cell_type == "markdown":
-                for m in re.finditer(r"(?<!notes' )(?<!page, )\b[Ss]ections? (\d+)(?![–-]\d)", cell.source):
-                    found.append((number, m.group(1), cell.source, m))
-    for path in sorted(glob.glob(os.path.join(CASES, "*.py"))):
-        source = open(path).read()
-        number = re.search(r"[Nn]otebook (\d\db?)", source)
-        texts = [n.value for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
-        joined = "".join(texts)
-        for m in re.finditer(r"\b[Ss]ection (\d+)", joined):
-            found.append((number.group(1), m.group(1), joined, m))
-    out = []
-    for number, section, text, m in found:
-        around = text[max(0, m.start() - 60):m.end() + 40]
-        key = next((k for k in TOPICS if k[0] == number and k[1] in " ".join(around.split())
-                    and re.search(rf"[Ss]ections? {section}\b", k[1])), None)
-        out.append((number, section, key, " ".join(around.split())))
-    return out
-
-
-def test_every_section_a_learner_is_sent_to_is_the_one_on_that_topic():
-    wrong = []
-    for number, section, key, around in _references():
-        if "notes" in around.split(f"ection {section}")[0][-40:]:
-            continue  # the notes' own sections
-        if key is None:
-            wrong.append(f"{number}: {around!r} names section {section}: add it to TOPICS with the word its section holds")
-            continue
-        body = sections(number).get(section, "")
-        if TOPICS[key].lower() not in body.lower():
-            if key not in KNOWN:
-                wrong.append(f"{number}: {around!r}: section {section} ({body[:60]!r}) is not about {TOPICS[key]!r}")
-        elif key in KNOWN:
-            wrong.append(f"{number}: {around!r} is right now: remove it from KNOWN")
-    assert not wrong, "\n".join(wrong)
-
-
-def test_the_section_check_catches_a_wrong_reference():
-    """Section 5 of notebook 08 is training, not the empty source: the topic check tells them apart."""
-    assert "source off" not in sections("08")["5"].lower() and "source off" in sections("08")["7"].lower()
-    assert math.isclose(10000 ** (-2 / 64), 0.75, abs_tol=0.005)
-
-
-# ---------------------------------------------------------------- "notebook N" in the check messages
-def _message_texts():
-    """{cases module: its string constants joined} of learner/check/cases (the messages a learner reads)."""
-    out = {}
-    for path in sorted(glob.glob(os.path.join(CASES, "*.py"))):
-        tree = ast.parse(open(path).read())
-        out[os.path.basename(path)] = " ".join(n.value for n in ast.walk(tree)
-                                               if isinstance(n, ast.Constant) and isinstance(n.value, str))
-    return out
-
-
-def test_every_notebook_a_check_message_names_exists_and_holds_what_it_names():
-    """A message's "notebook NN" is a notebook of the course; "notebook NN's <exercise>" is an exercise of that
-    notebook; and the 09 translator a case names has the sizes notebook 09 builds it with."""
-    from learner.syllabus import NOTEBOOKS as TABLE
-    owner = {name: nb.folder.split("_")[0] for nb in TABLE.values() for name in nb.exercises}
-    wrong = []
-    for module, text in _message_texts().items():
-        for number, name in re.findall(r"[Nn]otebooks? (\d\db?)(?:'s (\w+))?", text):
-            if number not in NOTEBOOKS:
-                wrong.append(f"{module}: notebook {number} does not exist")
-            elif name in owner and owner[name] != number:
-                wrong.append(f"{module}: notebook {number}'s {name} is notebook {owner[name]}'s")
-    assert not wrong, "\n".join(wrong)
-    m = re.search(r"notebook 09's translator \((\d+) layers, (\d+) heads of (\d+), (\d+) positions", _message_texts()[
-        "kv_cache.py"])
-    sizes = constant("09", "SIZES")
-    assert m and (sizes["n_layers"], sizes["n_heads"], sizes["d_model"] // sizes["n_heads"]) == tuple(
-        map(int, m.groups()[:3])) and f"max_len={m.group(4)}" in code("09"), m and m.group(0)

@@ -146,7 +146,8 @@ def collisions(fig, gap=2.0):
 
 # 10's pictures read the widths its cell finds for the budget (capstone.size_for, about 15 s): out of make test-fast
 @pytest.mark.parametrize("folder, sources, before", [
-    pytest.param(*c, id=c[0], marks=[pytest.mark.experiment] if c[0] == "10_capstone" else []) for c in _drawing_cells()])
+    pytest.param(*c, id=c[0], marks=[pytest.mark.experiment] if c[0] == "10_capstone" else [])
+    for c in _drawing_cells()])
 def test_as_the_notebook_draws_it_no_label_covers_another_or_sits_on_an_arrow(folder, sources, before):
     """Each drawing cell of the notebooks, run as it is (its own sizes and tokens): no two labels touch, and no arrow
     runs through a label (RoPE's angle on the arrow of the position between, the KV cache's "<bos>may", 08's

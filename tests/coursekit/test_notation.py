@@ -64,7 +64,8 @@ GENERAL = {"\\pi", "\\varphi", "\\delta_•", "\\mathbb", "R", "N", "A", "C"}
 # statement, the other meaning). The scope rule cannot see these, since the symbol is the page's in that notebook.
 OTHER_MEANINGS = [
     ("b", r"(?:sentence|row|batch) \$b\$|\[b, ", "a row of a batch (the page: `b` in code only; $b$ is a bias)"),
-    ("y", r"states \$y\$|\(y, |\$y \+ ", "a decoder's vectors (the page: $y$ is a target's tokens, $r$ a transformer's vectors)"),
+    ("y", r"states \$y\$|\(y, |\$y \+ ",
+     "a decoder's vectors (the page: $y$ is a target's tokens, $r$ a transformer's vectors)"),
     ("x", r"\$x W\^", "a transformer's vectors (the page: $x$ is a token, $r$ a transformer's vectors)"),
 ]
 
