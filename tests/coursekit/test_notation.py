@@ -67,6 +67,8 @@ OTHER_MEANINGS = [
     ("y", r"states \$y\$|\(y, |\$y \+ ",
      "a decoder's vectors (the page: $y$ is a target's tokens, $r$ a transformer's vectors)"),
     ("x", r"\$x W\^", "a transformer's vectors (the page: $x$ is a token, $r$ a transformer's vectors)"),
+    ("V", r"\$\((?![^$]*K, V)(?:[^$]*, )?V(?:_\{?src\}?)?(?:, [^$]*)?\)\$|\$V(?:_\{?src\}?)? (?:\\times|=)",
+     "a vocabulary's size, a dimension of a shape (the page: $\\lvert\\mathcal{V}\\rvert$; $V$ holds the values)"),
 ]
 
 # Cells of notebooks that issue 53 edits (04, 05, 08, 09) and that break the page's rule, with what is wrong. They
@@ -91,6 +93,15 @@ KNOWN = {
     ("09", 14, "h"): "TODO issue 53: '$h = LN_1(x_new + attention)$': write $r' = \\text{LN}_1(r + ...)$, "
                      "out $= \\text{LN}_2(r' + \\text{FFN}(r'))$",
     ("09", 14, "x_new"): "TODO issue 53: as 09 [14] h ($x$ is a token)",
+    ("05", 0, "V"): "TODO issue 53: a vocabulary's size in a shape, $(B, V)$: write $(B, \\lvert\\mathcal{V}\\rvert)$ "
+                    "($V$ holds the values; as in 01, 03, 05b, 06, 07)",
+    ("05", 30, "V"): "TODO issue 53: as 05 [0]: $(V, D)$, $(V, d_h)$, $(V,)$, $(B, V)$, and '$u \\in V$' in the softmax",
+    ("05", 39, "V"): "TODO issue 53: as 05 [0]: $(B, T_y, V)$, $(B, 0, V)$",
+    ("05", 43, "V"): "TODO issue 53: as 05 [0]: $(B, T_y, V)$, 'over $V$'",
+    ("08", 2, "V"): "TODO issue 53: as 05 [0]: `E` $(V, D)$ (07 [2] writes $(\\lvert\\mathcal{V}\\rvert, D)$)",
+    ("08", 17, "V"): "TODO issue 53: as 05 [0]: logits $(B, T_y, V)$",
+    ("09", 2, "V"): "TODO issue 53: as 08 [2]",
+    ("09", 20, "V"): "TODO issue 53: as 05 [0]: $(B, T_\\text{new}, V)$",
     ("09", 22, "T_p"): "TODO issue 53: the prompt's length $T_p$ is not on the page: add a row (09) or write "
                        "`T_p`",
 }
