@@ -197,7 +197,8 @@ def test_a_difficulty_outside_1_to_5_is_refused_naming_it(difficulty):
 # ---------------------------------------------------------------- the pictures of the architectures
 DRAWN = {"05_rnn": {"two_lengths", "rnn_encoder_decoder"}, "05b_rnn_attention": {"rnn_encoder_decoder"},
          "06_encoder": {"transformer_block"}, "07_decoder": {"transformer_block", "rope_rotation"},
-         "08_encoder_decoder": {"encoder_decoder"}, "09_kv_cache": {"kv_cache"}}
+         "08_encoder_decoder": {"encoder_decoder"}, "09_kv_cache": {"kv_cache"},
+         "10_capstone": {"rnn_encoder_decoder", "transformer_block", "encoder_decoder"}}
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=IDS)

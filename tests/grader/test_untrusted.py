@@ -288,7 +288,7 @@ def test_feedback_names_each_graded_cell_shows_an_ungraded_cells_error_in_one_li
     assert "Test cell" not in toc
     question = next(i for i in items if i.startswith("Question 1 · "))
     assert question.startswith("Question 1 · The logits [2, 1, 0] at temperature") and question.endswith("1.0 / 1.0")
-    assert 'class="course-failed"><a href="#softmax_basic">' in toc
+    assert 'class="course-failed"><label class="course-link" for="go-softmax_basic">' in toc
     text = html.unescape(re.sub(r"<[^>]+>", "", page))
     assert ("This cell stopped with NotImplementedError: a function it calls is still its stub (write the exercise "
             "above it, then run the cell again).") in text
