@@ -21,7 +21,7 @@ def _attend(q, k, v, mask):
 
 
 def _cached(q, k_new, v_new, cache, use_cache=True, offset=True, causal=True, new_first=False, grow=True,
-            reversed_mask=False):
+            reversed_mask=False, shift=0):
     if cache is None:
         K, V = k_new, v_new
     elif new_first:
@@ -33,7 +33,7 @@ def _cached(q, k_new, v_new, cache, use_cache=True, offset=True, causal=True, ne
     T_all = keys.shape[-2]
     mask = torch.ones(T_new, T_all, dtype=torch.bool, device=q.device)
     if causal:
-        mask = mask.tril(diagonal=T_all - T_new if offset else 0)
+        mask = mask.tril(diagonal=(T_all - T_new if offset else 0) + shift)
     out = _attend(q, keys, values, ~mask if reversed_mask else mask)
     return out, ((K, V) if grow else cache)
 
@@ -57,6 +57,16 @@ def cached_attention_new_first(q, k_new, v_new, cache=None):
 
 def cached_attention_cache_not_grown(q, k_new, v_new, cache=None):
     return _cached(q, k_new, v_new, cache, grow=False)
+
+
+def cached_attention_mask_without_diagonal(q, k_new, v_new, cache=None):
+    """tril(diagonal=T_past - 1): each new query reads the positions before it, not itself."""
+    return _cached(q, k_new, v_new, cache, shift=-1)
+
+
+def cached_attention_mask_one_too_far(q, k_new, v_new, cache=None):
+    """tril(diagonal=T_past + 1): each new query also reads the next new position."""
+    return _cached(q, k_new, v_new, cache, shift=1)
 
 
 def cached_attention_mask_reversed(q, k_new, v_new, cache=None):

@@ -392,6 +392,12 @@ register(
                        ("kv_cache:cached_attention_cache_not_grown",
                         "the cache returned is the old one: return the grown (K, V), with the new positions' keys "
                         "and values appended, so that the next call can read them"),
+                       ("kv_cache:cached_attention_mask_without_diagonal",
+                        "each new query was kept from its own key: new query i is position T_past + i and reads keys "
+                        "j <= T_past + i, itself included (tril(diagonal=T_past), not T_past - 1)"),
+                       ("kv_cache:cached_attention_mask_one_too_far",
+                        "each new query also read the key after it: new query i reads keys j <= T_past + i, no "
+                        "further (tril(diagonal=T_past), not T_past + 1)"),
                        ("kv_cache:cached_attention_mask_reversed",
                         REVERSED_LESSON.format(fix="tril(diagonal=T_past) of a (T_new, T_past + T_new) mask of "
                                                    "ones is True where a query may read: pass it as it is"))],
