@@ -30,7 +30,7 @@ import tempfile
 from nbgrader.exchange.default import ExchangeCollect, ExchangeReleaseAssignment, ExchangeReleaseFeedback
 from traitlets import Integer, List, Unicode
 
-from learner.submit import HubRoot
+from learner.submit import NOTATION, HubRoot
 
 from . import inbound as untrusted
 
@@ -132,11 +132,20 @@ def problems_of_course_folder(course_path, gid, roster=(), owners=None):
 
 
 class CourseReleaseAssignment(HubRoot, ExchangeReleaseAssignment):
-    """nbgrader's release, with the exchange's course folder closed as the module's table says."""
+    """nbgrader's release, with the exchange's course folder closed as the module's table says, and the course's
+    notation page released with each assignment (the notebooks link ``../notation.md``: a fetch puts it beside the
+    assignment's folder, ``learner.submit.CourseFetch``)."""
 
     def init_dest(self):
         super().init_dest()
         close_course_folder(self.course_path, gid=course_group(self.coursedir.root))
+
+    def copy_files(self):
+        super().copy_files()
+        page = os.path.join(self.coursedir.root, self.coursedir.source_directory, NOTATION)
+        if os.path.isfile(page) and not os.path.islink(page):
+            shutil.copyfile(page, os.path.join(self.dest_path, NOTATION))
+            os.chmod(os.path.join(self.dest_path, NOTATION), 0o644)
 
 
 class CourseCollect(HubRoot, ExchangeCollect):

@@ -30,6 +30,7 @@ from nbgrader.exchange.default import ExchangeFetchAssignment, ExchangeFetchFeed
 from nbgrader.utils import check_directory, ignore_patterns
 
 COURSES_ENV = "COURSE_IDS"  # the student's courses, comma-separated, as the hub's state gives them
+NOTATION = "notation.md"  # the course's notation page: each notebook links ../notation.md
 MAX_DEPTH = 8  # folders nested deeper than this in a release are left out
 
 FOLDER_MODE = 0o770
@@ -231,6 +232,16 @@ class CourseFetch(HubRoot, ExchangeFetchAssignment):
             self.fail(f"the assignment could not be fetched into {dest}: {exc.strerror} ({exc.filename or dest})")
         for path, why in left_out:
             self.log.warning("Left out of the assignment: %r: %s", os.path.relpath(path, dest), why)
+        # the notation page that came with the release, where the notebooks' link ../notation.md opens it
+        page, beside = os.path.join(dest, NOTATION), os.path.join(os.path.dirname(dest), NOTATION)
+        if os.path.isfile(page) and not os.path.islink(page) and not os.path.lexists(beside):
+            try:
+                with open(page, "rb") as r:
+                    fd = os.open(beside, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+                    with os.fdopen(fd, "wb") as w:
+                        w.write(r.read())
+            except OSError as exc:
+                self.log.warning("The notation page could not be put at %s: %s", beside, exc.strerror)
 
 
 class PrivateSubmit(HubRoot, ExchangeSubmit):

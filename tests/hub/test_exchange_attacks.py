@@ -182,6 +182,11 @@ def test_the_exchange_is_untrusted_input_for_collect_grade_and_return(class_fold
             cls.write_notebook(name, nb, path)
             if name != ODD:  # ODD hands in by hand only, below
                 cls.student(name, "nbgrader", "submit", A, "--course", COURSE_ID)
+        # the notation page came with the release, where each notebook's link (../notation.md) opens it
+        for name in STUDENTS:
+            home = pwd.getpwnam(name).pw_dir
+            assert os.path.isfile(os.path.join(home, "notation.md")) and os.path.isfile(
+                os.path.join(home, A, "notation.md")), name
         # what an honest submission looks like in the inbound: the student's and the instructors' alone
         mine = cls.shell(ANN, 'ls "$INBOUND"')
         assert mine.returncode != 0 and "Permission denied" in mine.stderr, mine
