@@ -3,8 +3,10 @@
 tried as a student, is in test_hub_courses.py::test_course_hub_with_a_courses_file. Cost: about 3 s, as root."""
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 
 import pytest
@@ -13,6 +15,7 @@ from coursekit.hub import COOKIE_SECRET, _write, close_state, setuid_warning
 from coursekit.hub_state import HubState
 
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="reads as another user: run as root (make test does)")
+pytestmark = [pytest.mark.xdist_group("hub")]  # opens the folders above the install's Python: one worker, as the hub's
 SPY = """
 import os, sys, time  # a student's process, reading by name
 folder, end = sys.argv[1], time.monotonic() + float(sys.argv[2])
@@ -32,11 +35,21 @@ print(" ".join(sorted(read)))
 
 
 @as_root
-def test_nothing_of_the_state_is_readable_by_a_student_even_while_it_is_written(class_folder):
+def test_nothing_of_the_state_is_readable_by_a_student_even_while_it_is_written():
     """A student's process reads by name, over and over, the files the hub writes, while the hub writes its state
     300 times: it never gets a byte (writing a known temporary name and making it private afterwards lost 13 of 300
     copies to such a reader)."""
-    state = pathlib.Path(class_folder) / "state"
+    from hub_helpers import python_reachable
+    folder = tempfile.mkdtemp(prefix="course-state-test-", dir="/tmp")  # a folder every user may enter
+    os.chmod(folder, 0o755)
+    try:
+        with python_reachable():
+            _race(pathlib.Path(folder) / "state")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _race(state):
     state.mkdir()
     close_state(str(state))
     assert oct(os.stat(state).st_mode & 0o777) == "0o711"
