@@ -13,13 +13,13 @@ def prefix_lm_mask(prefix_lengths, T):
     """The prefix-LM mask of a batch: query i may attend to key j when j <= i or when j is in the prefix.
 
     Args:
-        prefix_lengths: LongTensor (B,), the prefix length p_b of each row (0 <= p_b <= T).
+        prefix_lengths: LongTensor (B,), the prefix length ℓ_b of each row (0 <= ℓ_b <= T).
         T: the text length.
 
     Returns:
-        BoolTensor (B, T, T), [b, i, j] True when j <= i or j < p_b: the prefix reads itself both ways,
+        BoolTensor (B, T, T), [b, i, j] True when j <= i or j < ℓ_b: the prefix reads itself both ways,
         every later token reads the prefix and the tokens before it, nothing reads a later token outside the
-        prefix. p_b = 0 gives the causal mask, p_b = T the bidirectional one.
+        prefix. ℓ_b = 0 gives the causal mask, ℓ_b = T the bidirectional one.
 
     Raises:
         ValueError when a prefix length is below 0 or above T, or when T < 0.

@@ -26,12 +26,12 @@ def pairwise_scores(Q, K):
 
 
 def project_qkv(X, W_Q, W_K, W_V):
-    """The three roles of each token: q_i = W_Q x_i, k_i = W_K x_i, v_i = W_V x_i.
+    """The three roles of each token: q_i = W_Q e_i, k_i = W_K e_i, v_i = W_V e_i.
 
     Args:
         X: token vectors (..., T, D), one row per token.
         W_Q: (d_k, D), W_K: (d_k, D), W_V: (d_v, D) -- the notes' matrices,
-            which multiply a column vector x_i (the layout of nn.Linear.weight).
+            which multiply a column vector e_i (the layout of nn.Linear.weight).
 
     Returns:
         Q (..., T, d_k), K (..., T, d_k), V (..., T, d_v).

@@ -162,8 +162,8 @@ def embed_with_positions(ids, E, P):
 def encoder_block(x, valid, params, n_heads):
     """One post-norm encoder block: bidirectional self-attention, then the FFN.
 
-    h   = LayerNorm(x + MultiHeadAttention(x, x, padding mask))    (params "attn", "ln1")
-    out = LayerNorm(h + W_2 relu(W_1 h + b_1) + b_2)               (params "ffn", "ln2")
+    r'  = LayerNorm(x + MultiHeadAttention(x, x, padding mask))    (params "attn", "ln1")
+    out = LayerNorm(r' + W_2 relu(W_1 r' + b_1) + b_2)             (params "ffn", "ln2")
 
     Every query may attend to every real key (no causal mask); keys where
     ``valid`` is False (padding) are blocked. Layer norms use eps = 1e-5.

@@ -39,15 +39,15 @@ register(
     __name__,
     Exercise("prefix_lm_mask", "capstone:prefix_lm_mask", _prefix_case, _prefix_edge,
              mistakes=[("capstone:prefix_lm_mask_reversed", REVERSED_LESSON.format(
-                           fix="True where key j may be read: j <= i, or j in the prefix, j < p_b")),
+                           fix="True where key j may be read: j <= i, or j in the prefix, j < ℓ_b")),
                        ("capstone:prefix_lm_mask_causal_only",
                         "this is the fully causal mask: inside the prefix every token may also read the prefix "
-                        "tokens after it (key j < p_b)"),
+                        "tokens after it (key j < ℓ_b)"),
                        ("capstone:prefix_lm_mask_all_bidirectional",
                         "every token reads every token, so the target reads its own future: only keys in the "
-                        "prefix (j < p_b) are open to all; after the prefix the mask stays causal (j <= i)"),
+                        "prefix (j < ℓ_b) are open to all; after the prefix the mask stays causal (j <= i)"),
                        ("capstone:prefix_lm_mask_one_too_many",
-                        "the prefix has p_b tokens, positions 0 .. p_b - 1: open keys j < p_b, not j <= p_b (that "
+                        "the prefix has ℓ_b tokens, positions 0 .. ℓ_b - 1: open keys j < ℓ_b, not j <= ℓ_b (that "
                         "lets the source read the first target token)"),
                        ("capstone:prefix_lm_mask_queries_in_prefix",
                         "the prefix's queries were opened instead of its keys, so the source reads the target: "
