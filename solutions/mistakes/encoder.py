@@ -147,6 +147,15 @@ def encoder_block_padding_over_queries(x, valid, params, n_heads):
     return _ln(h + _ffn(h, params["ffn"]), params["ln2"])
 
 
+def encoder_block_mask_without_query_axis(x, valid, params, n_heads):
+    """valid (B, T) passed to attention as the mask: its batch axis lines up with the queries."""
+    if valid is None:
+        return _encoder_block(x, None, params, n_heads)
+    a = _mha(x, x, params["attn"], n_heads, valid)[0]
+    h = _ln(x + a, params["ln1"])
+    return _ln(h + _ffn(h, params["ffn"]), params["ln2"])
+
+
 def encoder_block_padding_reversed(x, valid, params, n_heads):
     """The padding mask's polarity reversed: (~valid)[:, None, :], so only the padding may be read."""
     return _encoder_block(x, None if valid is None else ~valid, params, n_heads)

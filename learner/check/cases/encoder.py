@@ -395,6 +395,9 @@ register(
                        ("encoder:encoder_block_padding_over_queries",
                         "the padding mask went over the queries, valid[:, :, None] of shape (B, T, 1): it blocks the "
                         "pad positions' rows, not the pad keys. Mask the keys (columns): valid[:, None, :], (B, 1, T)"),
+                       ("encoder:encoder_block_mask_without_query_axis",
+                        "valid went to attention as it is, (B, T): a mask must broadcast to (B, T_q, T_k), so its "
+                        "batch axis lined up with the queries. Give it the query axis: valid[:, None, :], (B, 1, T)"),
                        ("encoder:encoder_block_padding_reversed",
                         REVERSED_LESSON.format(fix="valid is True on the real tokens: valid[:, None, :], no ~"))],
              n_basic=6, n_hidden=12),
