@@ -74,7 +74,6 @@ OTHER_MEANINGS = [
 # Cells of notebooks that issue 53 edits (04, 05, 08, 09) and that break the page's rule, with what is wrong. They
 # are listed here, not fixed, because another developer edits those notebooks now.
 KNOWN = {
-    ("04", 16, "b"): "TODO issue 53: 'Query $i$ of sentence $b$': write sentence `b` (code), $b$ is a bias",
     ("05", 0, "V_src"): "TODO issue 53: $(V_{src}, D)$: the page writes the source vocabulary's size "
                         "$\\lvert\\mathcal{V}_{src}\\rvert$ (`V_src` in code)",
     ("05", 10, "V_src"): "TODO issue 53: as 05 [0]",
