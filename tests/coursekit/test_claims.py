@@ -1,4 +1,4 @@
-"""What a learner reads is computed (issue 52, item 1): the facts the prose of notebooks 01, 03, 05b, 06, 07 and
+"""What a learner reads is computed (issue 52, item 1): the facts the prose of notebooks 01, 03, 05, 05b, 06, 07 and
 10 states about the data, the models and their sizes, each found in the prose by a pattern and computed here from the
 code (``learner.data``, the models, the notebooks' own code cells). Every "section N" and the check messages'
 "notebook N" are checked in test_cross_references.py.
@@ -104,6 +104,16 @@ def _05b_formats(m):
     assert all(len(f) >= 2 for n, f in by.items() if int(m["a"]) < n < int(m["b"])), by
     assert len(by[10]) == 5 == {"five": 5}[m["ten"]], by[10]
     assert len(tokens(m["short"])) == int(m["a"]) and len(tokens(m["long"])) == int(m["b"])
+
+
+def _05_formats(m):
+    by = formats_by_length()
+    lengths = [len(tokens(s)) for s, _ in date_task().test]
+    assert (min(lengths), max(lengths)) == (int(m["a"]), int(m["b"])), (min(lengths), max(lengths))
+    assert by[int(m["a"])] == {"d month yyyy"} and by[int(m["b"])] == {"month d, yyyy, a weekday"}, by
+    assert len(tokens(m["short"])) == int(m["a"]) and len(tokens(m["long"])) == int(m["b"])
+    assert len(by[int(m["c"])]) == {"five": 5}[m["five"]], by[int(m["c"])]
+    assert len(tokens(m["x"])) == len(tokens(m["y"])) == int(m["c"]), (m["x"], m["y"])
 
 
 def _05b_widths(m):
@@ -331,6 +341,9 @@ CLAIMS = [
            r"`(?P<a>\w+)` and `(?P<b>\w+)`\)", _01_tokenizer),
     ("05b", r"runs from (?P<lo>\d+) tokens \(`(?P<short>[^`]+)`\) to (?P<hi>\d+) \(`(?P<long>[^`]+)`.*?the largest "
             r"group, about half of the test set, has (?P<most>\d+) \((?P<examples>[^)]*)\)", _05b_lengths),
+    ("05", r"The shortest sources \((?P<a>\d+) tokens\) are all `(?P<short>[^`]+)`.*?longest \((?P<b>\d+) tokens\) all "
+           r"`(?P<long>[^`]+)`.*?(?P<c>\d+) tokens mixes (?P<five>\w+) formats, from `(?P<x>[^`]+)` to `(?P<y>[^`]+)`",
+     _05_formats),
     ("05b", r"(?P<a>\d+) tokens are only\s+`(?P<short>[^`]+)`.*?and (?P<b>\d+) only `(?P<long>[^`]+)`.*?every\s+length "
             r"between holds two formats or more \((?P<c>\d+) holds (?P<ten>\w+)\)", _05b_formats),
     ("05b", r"\(\$D = (?P<D>\d+)\$, \$d_h = (?P<d_h>\d+)\$; \$d_a = (?P<d_a>\d+)\$", _05b_widths),

@@ -233,7 +233,7 @@ TOPICS = {
     ("02", "Section 5 shows both effects"): "softmax",
     ("04", "batch from section 3"): "padded batch",
     ("05", "section 9 measures how far they reach"): "gradient", ("05", "section 10 shows one"): "beam",
-    ("05", "section 9 measured how little of it"): "gradient",
+    ("05", "section 9 measures how far it reaches"): "gradient",
     ("05b", "section 2 says why"): "square root", ("05b", "unequal, section 6"): "looked",
     ("06", "that section 4 trains"): "train", ("06", "in section 3: 2 blocks"): "block",
     ("06", "Section 5 trains two models"): "sinusoidal",

@@ -74,14 +74,6 @@ OTHER_MEANINGS = [
 # Cells of notebooks that issue 53 edits (04, 05, 08, 09) and that break the page's rule, with what is wrong. They
 # are listed here, not fixed, because another developer edits those notebooks now.
 KNOWN = {
-    ("05", 0, "V_src"): "TODO issue 53: $(V_{src}, D)$: the page writes the source vocabulary's size "
-                        "$\\lvert\\mathcal{V}_{src}\\rvert$ (`V_src` in code)",
-    ("05", 10, "V_src"): "TODO issue 53: as 05 [0]",
-    ("05", 23, "V_src"): "TODO issue 53: as 05 [0]",
-    ("05", 23, "b"): "TODO issue 53: 'sentence $b$ may have only 6 real tokens': write sentence `b`",
-    ("05", 14, "W_hy"): "TODO issue 53: $W_{hy}\\,\\text{emb}(...) + b_h$: the page's decoder cell is "
-                        "$W_x^{dec} e(y_{t-1}) + b^{dec}$",
-    ("05", 14, "b_h"): "TODO issue 53: as 05 [14] W_hy",
     ("08", 4, "y"): "TODO issue 53: 'queries come from its states $y$': $y$ is a target's tokens; the decoder's "
                     "vectors are $r$ (the notation page)",
     ("08", 10, "y"): "TODO issue 53: $h_1 = LN_1(y + SelfAttn(y, ...))$: write $r$, $r'$, $r''$ (06's block)",
@@ -92,11 +84,6 @@ KNOWN = {
     ("09", 14, "h"): "TODO issue 53: '$h = LN_1(x_new + attention)$': write $r' = \\text{LN}_1(r + ...)$, "
                      "out $= \\text{LN}_2(r' + \\text{FFN}(r'))$",
     ("09", 14, "x_new"): "TODO issue 53: as 09 [14] h ($x$ is a token)",
-    ("05", 0, "V"): "TODO issue 53: a vocabulary's size in a shape, $(B, V)$: write $(B, \\lvert\\mathcal{V}\\rvert)$ "
-                    "($V$ holds the values; as in 01, 03, 05b, 06, 07)",
-    ("05", 30, "V"): "TODO issue 53: as 05 [0]: $(V, D)$, $(V, d_h)$, $(V,)$, $(B, V)$, and '$u \\in V$' in the softmax",
-    ("05", 39, "V"): "TODO issue 53: as 05 [0]: $(B, T_y, V)$, $(B, 0, V)$",
-    ("05", 43, "V"): "TODO issue 53: as 05 [0]: $(B, T_y, V)$, 'over $V$'",
     ("08", 2, "V"): "TODO issue 53: as 05 [0]: `E` $(V, D)$ (07 [2] writes $(\\lvert\\mathcal{V}\\rvert, D)$)",
     ("08", 17, "V"): "TODO issue 53: as 05 [0]: logits $(B, T_y, V)$",
     ("09", 2, "V"): "TODO issue 53: as 08 [2]",
