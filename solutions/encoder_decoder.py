@@ -58,9 +58,9 @@ def cross_attention(y, memory, src_valid, params, n_heads):
 def encdec_decoder_block(y, memory, tgt_valid, src_valid, params, n_heads):
     """One post-norm decoder block of an encoder-decoder, with its three sub-layers.
 
-    h1  = LayerNorm(y  + SelfAttention(y, causal and target padding mask))   ("self_attn", "ln1")
-    h2  = LayerNorm(h1 + CrossAttention(h1, memory, source padding mask))    ("cross_attn", "ln2")
-    out = LayerNorm(h2 + FFN(h2))                                            ("ffn", "ln3")
+    r'  = LayerNorm(y  + SelfAttention(y, causal and target padding mask))   ("self_attn", "ln1")
+    r'' = LayerNorm(r' + CrossAttention(r', memory, source padding mask))    ("cross_attn", "ln2")
+    out = LayerNorm(r'' + FFN(r''))                                          ("ffn", "ln3")
 
     Args:
         y: (B, T_y, D) the target-side input.
@@ -158,9 +158,9 @@ def greedy_translate(encode, cross_kv, run_decoder, src, src_valid, bos_id, eos_
         max_len: the most tokens to write, >= 0.
 
     Returns:
-        (B, n) LongTensor of the tokens written after <bos>, n <= max_len: a row's <eos> is
+        (B, L) LongTensor of the tokens written after <bos>, L <= max_len: a row's <eos> is
         written, and after it 0 (padding); the loop stops as soon as every row has written
-        <eos> (n < max_len then), else after max_len tokens.
+        <eos> (L < max_len then), else after max_len tokens.
 
     Raises:
         ValueError for max_len < 0 and for ``src`` that is not (B, T_x).

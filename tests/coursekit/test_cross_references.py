@@ -243,11 +243,10 @@ TOPICS = {
     ("08", "(section 4 makes that count)"): "once",
     ("10", "you run section 4"): "runs", ("10", "Section 6 prints"): "predictions",
     ("10", "date ends (section 1)"): "ends every line",
-    ("08", "sub-layer adds its output bias: section 5 runs it"): "source off",
+    ("08", "sub-layer adds its output bias: section 7 runs it"): "source off",
 }
-# references that are wrong where another developer edits now (issue 53 owns learner/check/)
-KNOWN = {("08", "sub-layer adds its output bias: section 5 runs it"):
-         "TODO issue 53: the empty source runs in 08's section 7 ('Turn the source off'); write 'section 7 runs it'"}
+# references that are wrong where another developer edits now, each with the issue that fixes it
+KNOWN = {}
 
 
 def _references():

@@ -74,18 +74,10 @@ OTHER_MEANINGS = [
 # Cells of notebooks that issue 53 edits (04, 05, 08, 09) and that break the page's rule, with what is wrong. They
 # are listed here, not fixed, because another developer edits those notebooks now.
 KNOWN = {
-    ("08", 4, "y"): "TODO issue 53: 'queries come from its states $y$': $y$ is a target's tokens; the decoder's "
-                    "vectors are $r$ (the notation page)",
-    ("08", 10, "y"): "TODO issue 53: $h_1 = LN_1(y + SelfAttn(y, ...))$: write $r$, $r'$, $r''$ (06's block)",
-    ("08", 10, "h_•"): "TODO issue 53: as 08 [10] y: $h$ is an RNN's state",
-    ("08", 21, "b"): "TODO issue 53: '$-\\log P(\\text{tgt\\_out}[b, t])$': a batch row is `b` in code, "
-                     "$b$ is a bias",
     ("09", 14, "x"): "TODO issue 53: '($x W^\\top + b$)': the block's input is $r$",
     ("09", 14, "h"): "TODO issue 53: '$h = LN_1(x_new + attention)$': write $r' = \\text{LN}_1(r + ...)$, "
                      "out $= \\text{LN}_2(r' + \\text{FFN}(r'))$",
     ("09", 14, "x_new"): "TODO issue 53: as 09 [14] h ($x$ is a token)",
-    ("08", 2, "V"): "TODO issue 53: as 05 [0]: `E` $(V, D)$ (07 [2] writes $(\\lvert\\mathcal{V}\\rvert, D)$)",
-    ("08", 17, "V"): "TODO issue 53: as 05 [0]: logits $(B, T_y, V)$",
     ("09", 2, "V"): "TODO issue 53: as 08 [2]",
     ("09", 20, "V"): "TODO issue 53: as 05 [0]: $(B, T_\\text{new}, V)$",
     ("09", 22, "T_p"): "TODO issue 53: the prompt's length $T_p$ is not on the page: add a row (09) or write "

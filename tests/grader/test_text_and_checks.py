@@ -202,7 +202,7 @@ RULINGS = {
     "sample_next": {"not $> 0$": case("temperature 0", "a negative temperature")},
     "rope_attention": {"`mask` may be $(T, T)$": case("a causal mask", "a padding mask (B, 1, T)",
                                                       "a fully masked row")},
-    "encdec_decoder_block": {"not with $y$": mistake("encoder_decoder:encdec_cross_reads_y")},
+    "encdec_decoder_block": {"not with $r$": mistake("encoder_decoder:encdec_cross_reads_y")},
     "encdec_forward": {"not its own guesses": why("the decoder is the given run_decoder, which reads tgt_in as it "
                                                   "is given"),
                        "the encoder must not read source padding": mistake(

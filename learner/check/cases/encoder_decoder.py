@@ -378,7 +378,7 @@ register(
                         "then cross-attention on its output (with ln2), then the feed-forward network (ln3)"),
                        ("encoder_decoder:encdec_kv_from_decoder",
                         "cross-attention took its keys and values from the decoder; they come from the encoder's "
-                        "memory, only the queries from the decoder's h1"),
+                        "memory, only the queries from the decoder's r' (the first sub-layer's output)"),
                        ("encoder_decoder:encdec_causal_cross",
                         "a causal mask was applied to cross-attention; only self-attention is causal, cross-"
                         "attention may read every real source token"),
@@ -386,11 +386,11 @@ register(
                         f"self-attention has no causal mask, so the future leaks: {CAUSAL_LESSON} (and key j is a "
                         f"real target token)"),
                        ("encoder_decoder:encdec_no_cross_residual",
-                        "the residual around cross-attention is missing: h2 = LayerNorm(h1 + CrossAttention(h1, "
+                        "the residual around cross-attention is missing: r'' = LayerNorm(r' + CrossAttention(r', "
                         "memory))"),
                        ("encoder_decoder:encdec_cross_reads_y",
-                        "cross-attention was fed y, the block's input; it is fed h1, the output of the first "
-                        "sub-layer: cross_attention(h1, memory, src_valid, ...), so the queries have read the "
+                        "cross-attention was fed y, the block's input; it is fed r', the output of the first "
+                        "sub-layer: cross_attention(r', memory, src_valid, ...), so the queries have read the "
                         "target's past first"),
                        ("encoder_decoder:encdec_no_target_padding",
                         "self-attention's mask is causal only: the target padding is not blocked. Combine the two: "
@@ -463,7 +463,7 @@ register(
          "the head axis comes right after the batch: (B, heads, T_y, T_x)")]),
     question("answer_empty_source", "encoder_decoder:answer_empty_source", Choice("a", "b", "c", "d"), wrong=[
         ("encoder_decoder:answer_empty_source_error",
-         "with no key to read, every cross-attention weight is 0 and the sub-layer adds its output bias: section 5 "
+         "with no key to read, every cross-attention weight is 0 and the sub-layer adds its output bias: section 7 "
          "runs it"),
         ("encoder_decoder:answer_empty_source_encoder",
          "the decoder's self-attention stays causal; the empty source takes away cross-attention, not the mask"),
