@@ -80,7 +80,7 @@ def decoder_block_step(x_new, params, n_heads, cache=None):
     only for the new positions: they are projected to queries, keys and values,
     split into heads, and attend through ``cached_attention`` to the cached keys
     and values and their own. Then, as in the block, the output projection,
-    LN1(x + attention), and LN2(h + FFN(h)) with eps 1e-5.
+    r' = LN1(x_new + attention), and LN2(r' + FFN(r')) with eps 1e-5.
 
     Running a text through this function in pieces, passing each call's cache to
     the next, gives the rows of ``decoder_block`` on the whole text.
@@ -177,7 +177,7 @@ def kv_cache_bytes(n_layers, n_heads, d_k, n_positions, batch=1, bytes_per_value
     (2 for float16 / bfloat16, 4 for float32).
 
     Args:
-        n_layers: L, the decoder blocks (each keeps its own cache).
+        n_layers: the number of decoder blocks (each keeps its own cache).
         n_heads: H, the key/value heads of a block.
         d_k: the width of one head's keys and values.
         n_positions: T, the positions cached (prompt and generated tokens).

@@ -71,18 +71,9 @@ OTHER_MEANINGS = [
      "a vocabulary's size, a dimension of a shape (the page: $\\lvert\\mathcal{V}\\rvert$; $V$ holds the values)"),
 ]
 
-# Cells of notebooks that issue 53 edits (04, 05, 08, 09) and that break the page's rule, with what is wrong. They
-# are listed here, not fixed, because another developer edits those notebooks now.
-KNOWN = {
-    ("09", 14, "x"): "TODO issue 53: '($x W^\\top + b$)': the block's input is $r$",
-    ("09", 14, "h"): "TODO issue 53: '$h = LN_1(x_new + attention)$': write $r' = \\text{LN}_1(r + ...)$, "
-                     "out $= \\text{LN}_2(r' + \\text{FFN}(r'))$",
-    ("09", 14, "x_new"): "TODO issue 53: as 09 [14] h ($x$ is a token)",
-    ("09", 2, "V"): "TODO issue 53: as 08 [2]",
-    ("09", 20, "V"): "TODO issue 53: as 05 [0]: $(B, T_\\text{new}, V)$",
-    ("09", 22, "T_p"): "TODO issue 53: the prompt's length $T_p$ is not on the page: add a row (09) or write "
-                       "`T_p`",
-}
+# Cells that break the page's rule while another issue fixes them, {(notebook, cell, key): "TODO issue N: what is
+# wrong"}; none now (issue 53 fixed 04, 05, 08 and 09).
+KNOWN = {}
 
 
 def _uses_in_notebooks():

@@ -416,7 +416,7 @@ register(
                         "the cache holds keys and values before the split into heads, (B, T, D); keep them split, "
                         "(B, H, T, d_k), as cached_attention returns them"),
                        ("kv_cache:decoder_block_step_no_attn_residual",
-                        "the residual around attention is missing: h = LayerNorm(x_new + attention output)")],
+                        "the residual around attention is missing: r' = LayerNorm(x_new + attention output)")],
              n_basic=6, n_hidden=12),
     Exercise("greedy_generate", "kv_cache:greedy_generate", _gen_case, _gen_edge,
              properties=[("basic", _generate_feeds_one_token), ("edge", _generate_feeds_one_token),
