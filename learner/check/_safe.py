@@ -28,6 +28,7 @@ randn = torch.randn
 Generator = torch.Generator
 finfo = torch.finfo
 equal = torch.equal
+where = torch.where
 float32, float64, bool_, long = torch.float32, torch.float64, torch.bool, torch.long
 _cuda_initialized = torch.cuda.is_initialized
 _cuda_synchronize = torch.cuda.synchronize

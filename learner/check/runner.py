@@ -138,10 +138,16 @@ class Expected:
 
 
 def judge_case(run, ex, fn, index, case, expected, device):
-    """Call ``fn`` on ``case`` (a Case), compare with ``expected`` and record the verdict in ``run``."""
+    """Call ``fn`` on ``case`` (a Case), compare with ``expected`` and record the verdict in ``run``. The function
+    gets copies of the case's tensors (the reference and the known mistakes see the case as it was made), and a
+    copy it changed in place is named before anything else."""
     if run.stopped:
         return
-    outcome = _safe.call(fn, case.args, case.kwargs)
+    args, kwargs = copies(case.args), copies(case.kwargs)
+    outcome = _safe.call(fn, args, kwargs)
+    changed = changed_inputs(fn, (case.args, case.kwargs), (args, kwargs)) if outcome.error is None else []
+    if changed and ex.answer is None and not case.raises:
+        return run.record(index, case.what, device, outcome, ("mutated", mutated_message(changed)), None)
     if ex.answer is not None:
         return judge_answer(run, ex, index, case, outcome, expected, device)
     if gpu_fault(outcome.error):  # nothing more on this process's GPU: no reference, no comparison
@@ -155,6 +161,67 @@ def judge_case(run, ex, fn, index, case, expected, device):
         mistakes = expected.mistakes() if callable(expected.mistakes) else expected.mistakes
         mistake = diagnose(wrong[0], outcome.value, mistakes, dict(ex.mistakes), outcome.error)
     run.record(index, case.what, device, outcome, wrong, mistake)
+
+
+def copies(value):
+    """``value`` (a case's arguments) with every tensor in it copied (through tuples, lists and dicts); anything else
+    as it is."""
+    if _safe.is_tensor(value):
+        copy = _safe.clone(_safe.detach(value))
+        return copy.requires_grad_(value.requires_grad) if value.is_leaf else copy
+    if isinstance(value, (tuple, list)):
+        return type(value)(copies(v) for v in value)
+    if isinstance(value, dict):
+        return {k: copies(v) for k, v in value.items()}
+    return value
+
+
+def changed_inputs(fn, made, given):
+    """The names of the arguments whose tensors the call changed in place: ``given`` (the copies the function got)
+    against ``made`` (the case), each an (args, kwargs) pair."""
+    try:
+        import inspect
+        names = list(inspect.signature(fn).parameters)
+    except (TypeError, ValueError):
+        names = []
+    found = []
+
+    def walk(before, after, label):
+        if _safe.is_tensor(before):
+            if not (_safe.is_tensor(after) and same_bits(before, after)):
+                found.append(label)
+        elif isinstance(before, (tuple, list)) and isinstance(after, (tuple, list)) and len(before) == len(after):
+            for i, (b, a) in enumerate(zip(before, after)):
+                walk(b, a, f"{label}[{i}]")
+        elif isinstance(before, dict) and isinstance(after, dict):
+            for k in before:
+                walk(before[k], after.get(k), f"{label}[{k!r}]")
+    (args, kwargs), (got_args, got_kwargs) = made, given
+    for i, (b, a) in enumerate(zip(args, got_args)):
+        walk(b, a, names[i] if i < len(names) else f"argument {i + 1}")
+    for k in kwargs:
+        walk(kwargs[k], got_kwargs.get(k), k)
+    return found
+
+
+def same_bits(a, b):
+    """Whether two tensors hold the same shape, dtype and bits (NaN equal to itself)."""
+    if a.shape != b.shape or a.dtype != b.dtype or a.device != b.device:
+        return False
+    if a.numel() == 0 or a.device.type == "meta":
+        return True
+    a, b = _safe.detach(a), _safe.detach(b)
+    if a.is_floating_point() or a.is_complex():
+        return _safe.equal(a != a, b != b) and _safe.equal(_safe.where(a != a, 0, a), _safe.where(b != b, 0, b))
+    return _safe.equal(a, b)
+
+
+def mutated_message(names):
+    shown = ", ".join(f"`{n}`" for n in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+    return (f"it changed its input {shown} in place: a caller's tensor is not the function's to change (the next "
+            f"line of their code reads it as it was). Work on a new tensor: the out-of-place form (`masked_fill`, "
+            f"not `masked_fill_`; `x = x / s`, not `x /= s`; no `copy_`, `div_`, `logical_not_` or `[...] =` on an "
+            f"input), or a copy first (`x = x.clone()`).")
 
 
 def judge_answer(run, ex, index, case, outcome, expected, device):
