@@ -102,17 +102,32 @@ def diagnose(kind, got, mistake_outputs, explanations, error=None):
         return tuple(dict.fromkeys(found))
     if kind in ("stub", "error", "timeout", "crash", "reference", "no-raise", "wrong-raise"):
         return ()
-    found, first_nan = [], None
+    found, first_nan, same_nan = [], None, None
+    got_nan = _nan_places(got) if kind == "nan" else None
     for mname, mout in mistake_outputs.items():
         if mout is None or is_raised(mout) or mname not in explanations or explanations[mname] in found:
             continue
         if same(mout, got):
             found.append(explanations[mname])
-        elif kind == "nan" and first_nan is None and any(
-                t.is_floating_point() and t.device.type != "meta" and any(v != v for v in _flat(t))
-                for t in tensors(mout)):
-            first_nan = explanations[mname]
-    return tuple(found) if found or first_nan is None else (first_nan,)
+        elif kind == "nan" and (first_nan is None or same_nan is None):
+            places = _nan_places(mout)
+            if places is None or not any(any(p) for p in places):
+                continue
+            first_nan = first_nan or explanations[mname]
+            if same_nan is None and places == got_nan:  # NaN exactly where the learner's output has it
+                same_nan = explanations[mname]
+    if found:
+        return tuple(found)
+    return (same_nan,) if same_nan else (first_nan,) if first_nan else ()
+
+
+def _nan_places(value):
+    """Where each floating tensor of ``value`` holds NaN, as lists of bools (None when one cannot be read)."""
+    try:
+        return [[v != v for v in _flat(t)] for t in tensors(value) if t.is_floating_point()
+                and t.device.type != "meta"]
+    except Exception:
+        return None
 
 
 def _flat(t):

@@ -81,15 +81,22 @@ def rope_attention_mask_reversed(x, params, n_heads, mask=None):
 
 # --- decoder_block -----------------------------------------------------------
 def _decoder_block(x, valid, params, n_heads, causal="tril", use_padding=True, attn_residual=True,
-                   ffn_residual=True):
+                   ffn_residual=True, pad_over_queries=False):
     T = x.shape[1]
     mask = None
     if causal == "tril":
         mask = _causal(T, T, x.device)
     elif causal == "triu":
         mask = _causal(T, T, x.device).T
+    elif causal == "reversed":  # ~tril, triu(1): True on the blocked pairs
+        mask = ~_causal(T, T, x.device)
+    elif causal == "strict":  # tril(-1): the diagonal blocked too
+        mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril(-1)
+    elif causal == "shifted":  # tril(1): each token also reads the next
+        mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril(1)
     if valid is not None and use_padding:
-        mask = valid[:, None, :] if mask is None else mask & valid[:, None, :]
+        pad = valid[:, :, None] if pad_over_queries else valid[:, None, :]
+        mask = pad if mask is None else mask & pad
     a = _mha(x, x, params["attn"], n_heads, mask)[0]
     h = _ln(x + a if attn_residual else a, params["ln1"])
     ff = _ffn(h, params["ffn"])
@@ -107,6 +114,23 @@ def decoder_block_no_causal_mask(x, valid, params, n_heads):
 
 def decoder_block_causal_transposed(x, valid, params, n_heads):
     return _decoder_block(x, valid, params, n_heads, causal="triu")
+
+
+def decoder_block_causal_reversed(x, valid, params, n_heads):
+    return _decoder_block(x, valid, params, n_heads, causal="reversed")
+
+
+def decoder_block_causal_strict(x, valid, params, n_heads):
+    return _decoder_block(x, valid, params, n_heads, causal="strict")
+
+
+def decoder_block_causal_shifted(x, valid, params, n_heads):
+    return _decoder_block(x, valid, params, n_heads, causal="shifted")
+
+
+def decoder_block_padding_over_queries(x, valid, params, n_heads):
+    """causal & valid[:, :, None]: the padding blocks the pad positions' queries instead of the pad keys."""
+    return _decoder_block(x, valid, params, n_heads, pad_over_queries=True)
 
 
 def decoder_block_padding_ignored(x, valid, params, n_heads):
@@ -173,6 +197,14 @@ def top_k_filter_zero_not_inf(logits, k):
         return logits.clone()
     kth = logits.topk(k, dim=-1).values[..., -1:]
     return logits.masked_fill(logits < kth, 0.0)
+
+
+def top_k_filter_large_negative(logits, k):
+    """The removed logits set to -1e9, a finite number, instead of -inf."""
+    if k >= logits.shape[-1]:
+        return logits.clone()
+    kth = logits.topk(k, dim=-1).values[..., -1:]
+    return logits.masked_fill(logits < kth, -1e9)
 
 
 def top_k_filter_one_too_many(logits, k):

@@ -49,6 +49,10 @@ def cross_attention_padding_ignored(y, memory, src_valid, params, n_heads):
 def _self_mask(y, tgt_valid, causal=True):
     T = y.shape[1]
     mask = _causal(T, T, y.device) if causal else None
+    if causal == "reversed":  # ~tril, triu(1): True on the blocked pairs
+        mask = ~mask
+    elif causal == "strict":  # tril(-1): the diagonal blocked too
+        mask = torch.ones(T, T, dtype=torch.bool, device=y.device).tril(-1)
     if tgt_valid is not None:
         mask = tgt_valid[:, None, :] if mask is None else mask & tgt_valid[:, None, :]
     return mask
@@ -56,8 +60,8 @@ def _self_mask(y, tgt_valid, causal=True):
 
 def _encdec_block(y, memory, tgt_valid, src_valid, params, n_heads, cross_first=False, kv_from_decoder=False,
                   causal_cross=False, causal_self=True, cross_residual=True, cross_reads_y=False,
-                  tgt_padding=True):
-    cross_mask = _src_mask(src_valid)
+                  tgt_padding=True, src_padding=True, cross_residual_from_y=False):
+    cross_mask = _src_mask(src_valid) if src_padding else None
     if causal_cross:
         c = _causal(y.shape[1], memory.shape[1], y.device)
         cross_mask = c if cross_mask is None else c & cross_mask
@@ -69,7 +73,7 @@ def _encdec_block(y, memory, tgt_valid, src_valid, params, n_heads, cross_first=
     def cross_sub(h, ln):
         source = h if kv_from_decoder else memory
         c, w = _mha(y if cross_reads_y else h, source, params["cross_attn"], n_heads, cross_mask)
-        return _ln(h + c if cross_residual else c, ln), w
+        return _ln((y if cross_residual_from_y else h) + c if cross_residual else c, ln), w
 
     if cross_first:
         h1, w = cross_sub(y, params["ln1"])
@@ -104,6 +108,24 @@ def encdec_no_cross_residual(y, memory, tgt_valid, src_valid, params, n_heads):
 def encdec_cross_reads_y(y, memory, tgt_valid, src_valid, params, n_heads):
     """cross_attention(y, ...) instead of cross_attention(h1, ...): the queries skip self-attention's output."""
     return _encdec_block(y, memory, tgt_valid, src_valid, params, n_heads, cross_reads_y=True)
+
+
+def encdec_causal_reversed(y, memory, tgt_valid, src_valid, params, n_heads):
+    return _encdec_block(y, memory, tgt_valid, src_valid, params, n_heads, causal_self="reversed")
+
+
+def encdec_causal_strict(y, memory, tgt_valid, src_valid, params, n_heads):
+    return _encdec_block(y, memory, tgt_valid, src_valid, params, n_heads, causal_self="strict")
+
+
+def encdec_no_src_mask(y, memory, tgt_valid, src_valid, params, n_heads):
+    """cross_attention(h1, memory, None, ...): the source padding is read."""
+    return _encdec_block(y, memory, tgt_valid, src_valid, params, n_heads, src_padding=False)
+
+
+def encdec_cross_residual_from_y(y, memory, tgt_valid, src_valid, params, n_heads):
+    """LayerNorm(y + CrossAttention(h1, memory)): the second residual adds the block's input, not h1."""
+    return _encdec_block(y, memory, tgt_valid, src_valid, params, n_heads, cross_residual_from_y=True)
 
 
 def encdec_no_target_padding(y, memory, tgt_valid, src_valid, params, n_heads):

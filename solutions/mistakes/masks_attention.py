@@ -33,6 +33,15 @@ def additive_mask_large_negative(mask, dtype=torch.float32):
     return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, -1e9)
 
 
+def additive_mask_float16_floor(mask, dtype=torch.float32):
+    # masked_fill(~mask, -1e4): a "large" negative that still fits float16
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, -1e4)
+
+
+def additive_mask_finfo_min(mask, dtype=torch.float32):
+    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, torch.finfo(dtype).min)
+
+
 def padding_mask_inverted(key_valid):
     return ~key_valid[:, None, :]
 
@@ -60,6 +69,30 @@ def attention_scaled_by_d_k(Q, K, V, mask=None):
 def attention_scaled_by_sqrt_T_k(Q, K, V, mask=None):
     T_k = K.shape[-2]
     return attention.masked_attention(Q * math.sqrt(Q.shape[-1] / T_k) if T_k else Q, K, V, mask)
+
+
+def attention_scaled_by_sqrt_d_v(Q, K, V, mask=None):
+    return attention.masked_attention(Q * math.sqrt(Q.shape[-1] / V.shape[-1]) if V.shape[-1] else Q, K, V, mask)
+
+
+def attention_softmax_without_max(Q, K, V, mask=None):
+    # exp(scores) / sum: exp of a large score is inf, and inf / inf is NaN
+    scores = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    e = scores.exp()
+    weights = e / e.sum(dim=-1, keepdim=True)
+    return weights @ V, weights
+
+
+def attention_softmax_without_max_zeroed(Q, K, V, mask=None):
+    # the same, with the NaN of an empty row turned into 0: an overflowing row becomes all zeros
+    scores = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    e = scores.exp()
+    weights = (e / e.sum(dim=-1, keepdim=True)).nan_to_num(0.0)
+    return weights @ V, weights
 
 
 def attention_softmax_over_queries(Q, K, V, mask=None):

@@ -210,6 +210,19 @@ register(
                        ("decoder:decoder_block_causal_transposed",
                         f"the causal mask is transposed (upper-triangular): {CAUSAL_LESSON}, so True belongs on "
                         f"and below the diagonal (tril)"),
+                       ("decoder:decoder_block_causal_reversed",
+                        f"the causal mask's polarity is reversed (triu(1) or ~tril: True on the blocked pairs, "
+                        f"nn.MultiheadAttention's convention): {CAUSAL_LESSON}, so True belongs on and below the "
+                        f"diagonal: torch.ones(T, T, dtype=torch.bool).tril()"),
+                       ("decoder:decoder_block_causal_strict",
+                        "the causal mask blocks the diagonal too (tril(diagonal=-1)): every position may attend to "
+                        "itself, so keep the diagonal: tril() with diagonal=0"),
+                       ("decoder:decoder_block_causal_shifted",
+                        "the causal mask shifted one step (tril(diagonal=1)): each token reads the next. Query i "
+                        "may see keys j <= i only: tril() with diagonal=0"),
+                       ("decoder:decoder_block_padding_over_queries",
+                        "the padding mask went over the queries, valid[:, :, None] of shape (B, T, 1): it blocks the "
+                        "pad positions' rows, not the pad keys. Mask the keys (columns): valid[:, None, :], (B, 1, T)"),
                        ("decoder:decoder_block_padding_ignored",
                         f"the padding was not blocked: combine the causal mask with the padding mask, {CAUSAL_LESSON} "
                         f"and key j is a real token (valid[:, None, :])"),
@@ -238,6 +251,10 @@ register(
                        ("decoder:top_k_filter_zero_not_inf",
                         "the removed logits were set to 0, and softmax still gives them a probability; set them "
                         "to -inf, which softmax turns into a probability of exactly 0"),
+                       ("decoder:top_k_filter_large_negative",
+                        "the removed logits were set to a finite number (such as -1e9), not -inf: the filter's rule "
+                        "is that a removed token's logit is -inf (a later filter or a sum of logits then sees it as "
+                        "removed, and in float16 -1e9 is already -inf while -1e4 is not); fill with float('-inf')"),
                        ("decoder:top_k_filter_one_too_many",
                         "k + 1 tokens were kept: the threshold is the k-th largest logit, values[..., k - 1] of "
                         "the sorted row"),

@@ -392,6 +392,19 @@ register(
                         "cross-attention was fed y, the block's input; it is fed r', the output of the first "
                         "sub-layer: cross_attention(r', memory, src_valid, ...), so the queries have read the "
                         "target's past first"),
+                       ("encoder_decoder:encdec_causal_reversed",
+                        f"self-attention's causal mask has its polarity reversed (triu(1) or ~tril: True on the "
+                        f"blocked pairs, nn.MultiheadAttention's convention): {CAUSAL_LESSON}, so True belongs on "
+                        f"and below the diagonal (tril)"),
+                       ("encoder_decoder:encdec_causal_strict",
+                        "self-attention's causal mask blocks the diagonal too (tril(diagonal=-1)): every target "
+                        "position may attend to itself, so keep the diagonal: tril() with diagonal=0"),
+                       ("encoder_decoder:encdec_no_src_mask",
+                        "cross-attention read the source's padding: pass src_valid on to cross_attention, so that "
+                        "each query reads the real source tokens only"),
+                       ("encoder_decoder:encdec_cross_residual_from_y",
+                        "the residual around cross-attention added y, the block's input; it adds r', the first "
+                        "sub-layer's output: r'' = LayerNorm(r' + CrossAttention(r', memory))"),
                        ("encoder_decoder:encdec_no_target_padding",
                         "self-attention's mask is causal only: the target padding is not blocked. Combine the two: "
                         "causal & tgt_valid[:, None, :], shape (B, T_y, T_y)")],

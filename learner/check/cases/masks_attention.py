@@ -20,6 +20,7 @@ def _causal_case(g, big):
 
 def _causal_edge():
     return [Case("T = 1 (first decoder position only)", (1,)), Case("T = 0", (0,)),
+            Case("T = 3: position i sees positions 0..i, itself included", (3,)),
             Case("T = -1 is an error", (-1,), raises="ValueError")]
 
 
@@ -116,6 +117,8 @@ def _attn_edge():
         Case("a fully masked row: zero weights and zero output", (Q, K, V), {"mask": full_row}),
         Case("very large scores (x1000): no overflow", (Q * 1000, K, V), {"mask": causal}),
         Case("unbatched 2-D inputs with T_q != T_k", (Q[0, :2], K[0], V[0])),
+        Case("d_k = 6, d_v = 2, T_k = 5 and T_q = 3 all differ", (randn(g, 2, 3, 6), randn(g, 2, 5, 6),
+                                                                   randn(g, 2, 5, 2))),
         Case("a mask of the wrong shape, (4, 4) for scores (2, 5, 5), is an error: raise ValueError unless "
              "torch.broadcast_shapes(mask.shape, scores.shape) == scores.shape", (Q, K, V),
              {"mask": torch.ones(4, 4, dtype=torch.bool)},
@@ -160,6 +163,35 @@ def _attn_no_future_leak(fn):
                           {"mask": torch.ones(T, T, dtype=torch.bool).tril()})
 
 
+FINITE_FILL = ("blocked pairs got a finite number (such as -1e9, -1e4 or torch.finfo(dtype).min), not -inf; the "
+               "notes' M uses -inf so that exp() gives exactly 0 and a row with no allowed key is seen as one: "
+               "torch.zeros(mask.shape, dtype=dtype).masked_fill(~mask, float('-inf'))")
+NO_MAX = ("the softmax did not subtract each row's maximum first: exp() of a large score overflows to inf and "
+          "inf / inf is NaN. Compute exp(scores - scores.max(dim=-1, keepdim=True).values) (or use torch.softmax, "
+          "which does), and give a row with no allowed key zero weights")
+
+
+def _additive_fill_is_minus_inf(fn):
+    """Every blocked pair gets exactly -inf, every allowed pair 0."""
+    mask = torch.tensor([[True, False, True], [False, False, True]])
+    for dtype in (torch.float32, F64):
+        out = learner_tensor(fn, (mask,), {"dtype": dtype}, shape=(2, 3))
+        if out is None:
+            return None
+        values = nested(out)
+        for i in range(2):
+            for j in range(3):
+                v = values[i][j]
+                if mask[i, j] and v != 0.0:
+                    return f"the allowed pair ({i}, {j}) got {v:.6g}, not 0 (dtype={dn(dtype)})"
+                if not mask[i, j] and v != float("-inf"):
+                    if v == v and v < 0:
+                        return (f"the blocked pair ({i}, {j}) got the finite number {v:.6g}, not -inf "
+                                f"(dtype={dn(dtype)}): {FINITE_FILL}")
+                    return f"the blocked pair ({i}, {j}) got {v:.6g}, not -inf (dtype={dn(dtype)})"
+    return None
+
+
 MASK_REVERSED = ("the mask's polarity is reversed: masked_fill(mask, -inf) blocks exactly the pairs the mask "
                  "allows (that is nn.MultiheadAttention's convention, True = blocked). In this course True means "
                  "'may attend', so fill where the mask is False: scores.masked_fill(~mask, float('-inf'))")
@@ -191,11 +223,13 @@ register(
                         "masks were combined with OR; a pair may attend only if every mask "
                         "allows it (AND)")]),
     Exercise("additive_mask", "masks_attention:additive_mask", _additive_case, _additive_edge,
+             properties=[("basic", _additive_fill_is_minus_inf), ("edge", _additive_fill_is_minus_inf),
+                         ("hidden", _additive_fill_is_minus_inf)],
              mistakes=[("masks_attention:additive_mask_inverted",
                         "the polarity is inverted: True (may attend) maps to 0, False to -inf"),
-                       ("masks_attention:additive_mask_large_negative",
-                        "blocked pairs got a large negative number, not -inf; the notes' "
-                        "M uses -inf so exp() gives exactly 0")]),
+                       ("masks_attention:additive_mask_large_negative", FINITE_FILL),
+                       ("masks_attention:additive_mask_float16_floor", FINITE_FILL),
+                       ("masks_attention:additive_mask_finfo_min", FINITE_FILL)]),
     Exercise("masked_attention", "masks_attention:masked_attention",
              _attn_case, _attn_edge,
              properties=[("edge", _attn_weights_sum_to_one), ("edge", _attn_no_future_leak),
@@ -206,6 +240,9 @@ register(
                        ("masks_attention:attention_scaled_by_sqrt_T_k",
                         "the scores were divided by the square root of the number of keys T_k (K.shape[-2]); the "
                         "scale is sqrt(d_k), the width of the queries and keys (Q.shape[-1])"),
+                       ("masks_attention:attention_scaled_by_sqrt_d_v",
+                        "the scores were divided by sqrt(d_v), the width of the values (V.shape[-1]); the scale is "
+                        "sqrt(d_k), the width of the queries and keys (Q.shape[-1])"),
                        ("masks_attention:attention_softmax_over_queries",
                         "the softmax ran over the queries (dim=-2); it must run over "
                         "the keys (dim=-1)"),
@@ -218,6 +255,8 @@ register(
                         "a row with no allowed key came out NaN: torch.softmax of a row that is all -inf is 0/0. "
                         "Give such a row zero weights and a zero output (for example torch.softmax(...)"
                         ".nan_to_num(0.0), or your own softmax with a finite maximum and a sum kept away from 0)"),
+                       ("masks_attention:attention_softmax_without_max", NO_MAX),
+                       ("masks_attention:attention_softmax_without_max_zeroed", NO_MAX),
                        ("masks_attention:attention_mask_reversed", MASK_REVERSED),
                        ("masks_attention:attention_mask_reversed_plain_softmax", MASK_REVERSED),
                        ("masks_attention:attention_finite_fill",
