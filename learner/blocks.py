@@ -31,11 +31,30 @@ def masked_attention(Q, K, V, mask=None):
         (out, weights): out (..., T_q, d_v), weights (..., T_q, T_k). A query with no allowed key (or T_k = 0)
         gets zero weights and a zero output, never NaN.
     """
+    if Q.shape[-1] != K.shape[-1]:
+        raise ValueError(f"Q and K must have the same width d_k, got {Q.shape[-1]} and {K.shape[-1]}")
+    if K.shape[-2] != V.shape[-2]:
+        raise ValueError(f"K and V must have the same length T_k, got {K.shape[-2]} and {V.shape[-2]}")
     scores = torch.matmul(Q, K.transpose(-2, -1)) * Q.shape[-1] ** -0.5  # (..., T_q, T_k)
     if mask is not None:
+        checked_mask(mask, tuple(scores.shape), "(..., T_q, T_k)")
         scores = scores.masked_fill(~mask, float("-inf"))
     weights = torch.softmax(scores, dim=-1).nan_to_num(0.0)  # a row with no allowed key: NaN -> 0
     return torch.matmul(weights, V), weights
+
+
+def checked_mask(mask, shape, named, heads=""):
+    """A ValueError in the words of notebook 04 unless ``mask`` is a bool tensor that broadcasts to ``shape`` (named
+    ``named``): the ready-made blocks keep 04's rules, so a mask given the wrong way is said, not a PyTorch error
+    from inside them."""
+    if not isinstance(mask, torch.Tensor):
+        raise ValueError(f"mask must be None or a bool tensor (True = may attend), got {type(mask).__name__}")
+    if mask.dtype != torch.bool:
+        raise ValueError(f"mask must be a bool tensor (True = may attend), got {mask.dtype}: a 0/1 mask gives "
+                         f"mask.bool(), an additive one of 0 and -inf gives mask == 0")
+    fits = mask.dim() <= len(shape) and all(m in (1, s) for m, s in zip(reversed(mask.shape), reversed(shape)))
+    if not fits:
+        raise ValueError(f"mask of shape {tuple(mask.shape)} does not broadcast to {named} = {shape}{heads}")
 
 
 def split_heads(x, n_heads):
@@ -80,6 +99,7 @@ def multi_head_attention(x_q, x_kv, params, n_heads, mask=None):
         raise ValueError(f"d_model={D} is not divisible by n_heads={n_heads}")
     allowed = torch.ones(B, T_q, T_k, dtype=torch.bool, device=x_q.device)
     if mask is not None:
+        checked_mask(mask, (B, T_q, T_k), "(B, T_q, T_k)", heads=" (no head axis: the same mask serves every head)")
         allowed = allowed & mask
     if T_k == 0:  # nothing to attend to: zero weights, the output is the projection of 0
         weights = x_q.new_zeros(B, n_heads, T_q, 0)
