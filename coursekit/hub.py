@@ -124,17 +124,6 @@ def _write(path, text, mode=0o644):
         raise
 
 
-def private_file(path, text, mode=0o600):
-    """A new file at ``path`` holding ``text``, with ``mode`` from its creation (never through a link; an earlier
-    file of that name is removed first)."""
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.chmod(path, mode)  # the umask may have taken bits the mode asks for
-
-
 def login_shell_with_course(bin_dir):
     """The instructor's terminal: a login shell (the system's and the user's profile read as usual), then an
     interactive shell with the course's commands first on PATH. Debian's and Ubuntu's /etc/profile set PATH anew in
@@ -311,7 +300,7 @@ def close_state(state):
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
     if not os.path.lexists(os.path.join(state, COOKIE_SECRET)):
         import secrets
-        private_file(os.path.join(state, COOKIE_SECRET), secrets.token_hex(32) + "\n")
+        _write(os.path.join(state, COOKIE_SECRET), secrets.token_hex(32) + "\n", mode=0o600)
     for entry in os.scandir(state):
         if entry.name in PUBLIC_STATE:
             continue
