@@ -26,6 +26,18 @@ def _rope(x, positions=None, base=10000.0, freq_exponent=2, sign=1.0, halves=Fal
 
 
 # --- rope --------------------------------------------------------------------
+def rope_float32_angles(x, positions=None, base=10000.0):
+    """The frequencies and angles computed in float32, not float64."""
+    T, d = x.shape[-2], x.shape[-1]
+    if positions is None:
+        positions = torch.arange(T, device=x.device)
+    omega = base ** (-torch.arange(0, d, 2, dtype=torch.float32, device=x.device) / d)
+    angle = positions.to(device=x.device, dtype=torch.float32)[:, None] * omega
+    cos, sin = torch.cos(angle).to(x.dtype), torch.sin(angle).to(x.dtype)
+    even, odd = x[..., 0::2], x[..., 1::2]
+    return torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)
+
+
 def rope_wrong_frequencies(x, positions=None, base=10000.0):
     """omega_i = base^(-i / d) instead of base^(-2i / d)."""
     return _rope(x, positions, base, freq_exponent=1)

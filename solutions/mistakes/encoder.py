@@ -95,6 +95,17 @@ def sinusoidal_sin_cos_swapped(T, D, base=10000.0, dtype=torch.float32, device=N
     return pe.to(dtype)
 
 
+def sinusoidal_float32_angles(T, D, base=10000.0, dtype=torch.float32, device=None):
+    """The positions and angles computed in float32 (torch.arange's default for a float range), not float64."""
+    p = torch.arange(T, dtype=torch.float32, device=device)[:, None]
+    two_c = torch.arange(0, D, 2, dtype=torch.float32, device=device)
+    angle = p / base ** (two_c / D)
+    pe = torch.zeros(T, D, dtype=torch.float32, device=device)
+    pe[:, 0::2] = torch.sin(angle)
+    pe[:, 1::2] = torch.cos(angle[:, : D // 2])
+    return pe.to(dtype)
+
+
 # --- embed_with_positions ----------------------------------------------------
 def embed_positions_added_twice(ids, E, P):
     T = ids.shape[1]
@@ -185,6 +196,13 @@ def masked_lm_loss_divided_by_all(logits, targets, is_masked):
     """The masked positions' losses summed, then divided by B * T."""
     nll = _token_nll(logits, targets)
     return torch.where(is_masked, nll, torch.zeros_like(nll)).sum() / max(1, nll.numel())
+
+
+def masked_lm_loss_log_of_softmax(logits, targets, is_masked):
+    """torch.log(torch.softmax(logits)): a probability that rounds to 0 gives log 0 = -inf, an infinite loss."""
+    logp = torch.log(torch.softmax(logits, dim=-1))
+    nll = -logp.gather(-1, torch.where(is_masked, targets, torch.zeros_like(targets))[..., None])[..., 0]
+    return torch.where(is_masked, nll, torch.zeros_like(nll)).sum() / is_masked.sum().clamp_min(1)
 
 
 # ---------------------------------------------------------------- probe_accuracy

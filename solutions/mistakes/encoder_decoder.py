@@ -171,6 +171,14 @@ def translation_loss_targets_not_shifted(encode, cross_kv, run_decoder, batch):
     return (losses * real).sum() / real.sum()
 
 
+def translation_loss_decoder_reads_tgt_out(encode, cross_kv, run_decoder, batch):
+    """The decoder fed tgt_out, the tokens it must predict, instead of tgt_in."""
+    memory = cross_kv(encode(batch["src"], batch["src_mask"]))
+    logits = run_decoder(batch["tgt_out"], memory, batch["src_mask"], batch["tgt_mask"])
+    real = batch["tgt_mask"]
+    return (_token_losses(logits, batch["tgt_out"]) * real).sum() / real.sum()
+
+
 def translation_loss_mean_of_sentences(encode, cross_kv, run_decoder, batch):
     """Each sentence's mean, then the mean of the sentences: a short sentence's tokens weigh more."""
     real = batch["tgt_mask"]

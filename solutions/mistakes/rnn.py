@@ -73,17 +73,17 @@ def decoder_step_log_probabilities(prev_ids, h, params):
 
 
 # --- teacher_forced_logits ---------------------------------------------------
-def _decoder_run(context, tgt_in, params, own_predictions=False, old_state=False):
+def _decoder_run(context, tgt_in, params, own_predictions=False, old_state=False, lagged=False):
     B, T_y = tgt_in.shape
     h, out = context, []
-    prev = tgt_in[:, 0] if T_y else None
+    prev = tgt_in[:, -1 if lagged else 0] if T_y else None
     for t in range(T_y):
         e = params["E_tgt"][prev]
         h_old, h = h, torch.tanh(h @ params["W_h_dec"].T + e @ params["W_x_dec"].T + params["b_dec"])
         logits = (h_old if old_state else h) @ params["W_out"].T + params["b_out"]
         out.append(logits)
         if t + 1 < T_y:
-            prev = logits.argmax(dim=-1) if own_predictions else tgt_in[:, t + 1]
+            prev = logits.argmax(dim=-1) if own_predictions else tgt_in[:, t if lagged else t + 1]
     if not out:
         return torch.zeros(B, 0, params["W_out"].shape[0], dtype=context.dtype, device=context.device)
     return torch.stack(out, dim=1)
@@ -97,6 +97,11 @@ def teacher_forced_own_predictions(context, tgt_in, params):
 def teacher_forced_logits_from_old_state(context, tgt_in, params):
     """Step t scores the next token from h_{t-1}, the state before the update."""
     return _decoder_run(context, tgt_in, params, old_state=True)
+
+
+def teacher_forced_reads_previous_column(context, tgt_in, params):
+    """Step t reads tgt_in[:, t - 1] (so step 0 reads tgt_in[:, -1], the last column) instead of tgt_in[:, t]."""
+    return _decoder_run(context, tgt_in, params, lagged=True)
 
 
 def teacher_forced_zero_start(context, tgt_in, params):

@@ -159,6 +159,12 @@ SHOWN_ELSEWHERE = {
     "encoder:mha_2d_mask_head_axis_in_the_middle": "only a 2-D (T, T) mask shows it (mask[:, None] is right for a "
                                                    "batched one): the edge part's causal cases, where it raises as "
                                                    "PyTorch's size check and is named by that error",
+    "encoder:sinusoidal_float32_angles": "float32 angles are right to float32's 7 digits: only a float64 table shows "
+                                         "them (the edge part's float64 and base = 100 cases)",
+    "encoder:masked_lm_loss_log_of_softmax": "log(softmax) is right until a probability rounds to 0: only confident "
+                                             "logits show it (the edge part's 1e3 logits)",
+    "decoder:rope_float32_angles": "float32 angles are right to float32's 7 digits: only large positions in float64 "
+                                   "show them (the edge part's positions 1000 .. 1003)",
 }
 SHOWN_IN_BASIC = [(name, m, why) for name, m, why in MODULE_MISTAKES
                   if m.split(":")[0] in ("encoder", "decoder", "encoder_decoder", "kv_cache") and m not in SHOWN_ELSEWHERE]

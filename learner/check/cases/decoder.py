@@ -183,6 +183,12 @@ register(
                        ("decoder:rope_rotates_backwards",
                         "the rotation goes the wrong way (the sine's sign is flipped): out[2i] = x[2i] cos - "
                         "x[2i+1] sin and out[2i+1] = x[2i] sin + x[2i+1] cos"),
+                       ("decoder:rope_float32_angles",
+                        "the angles were computed in float32: float32 keeps about 7 digits, so at large positions "
+                        "p * omega_c is off in its last digits and so is every rotation (the two numbers printed "
+                        "above differ past the digits shown). Compute omega and the angles in float64 "
+                        "(torch.arange(..., dtype=torch.float64), positions.double()) and convert cos and sin to "
+                        "x.dtype at the end"),
                        ("decoder:rope_pairs_halves",
                         "the columns were paired across the two halves (i with i + d/2); the notes' RoPE rotates "
                         "adjacent columns, the pair (2i, 2i + 1)")]),

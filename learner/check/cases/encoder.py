@@ -229,6 +229,29 @@ def _sinusoid_table(T, D):
                           for c in range(D)] for p in range(T)], dtype=F64)
 
 
+FLOAT32_ANGLES = ("the angles were computed in float32: float32 keeps about 7 digits, so p / base^(2c / D) is off in "
+                  "its last digits and so is every sine and cosine (the two numbers printed above differ past the "
+                  "digits shown). Compute the positions, frequencies and angles in float64 (torch.arange(..., "
+                  "dtype=torch.float64)) and convert the result to dtype at the end")
+
+
+def _sin_angles_in_float64(fn):
+    """A float64 table is right to float64's digits, not to float32's (the angles are computed in float64)."""
+    T, D = 64, 16
+    out = learner_tensor(fn, (T, D), {"dtype": F64}, shape=(T, D))
+    if out is None:
+        return None
+    truth = _sinusoid_table(T, D)
+    p, two_c = torch.arange(T, dtype=F32)[:, None], torch.arange(0, D, 2, dtype=F32)  # the table made in float32
+    angle = p / 10000.0 ** (two_c / D)
+    in_float32 = torch.stack([angle.sin(), angle.cos()], dim=-1).flatten(-2).double()
+    off32 = (in_float32 - truth).abs().max().item()
+    off = max(abs(a - b) for ra, rb in zip(nested(out), truth.tolist()) for a, b in zip(ra, rb))
+    if off32 / 100 < off <= 4 * off32:  # off by as much as float32's rounding: the angles were float32
+        return f"the largest difference from the exact table is {off:.3g}, float32's rounding: {FLOAT32_ANGLES}"
+    return None
+
+
 def _embed_case(g, big):
     dtype = pick_dtype(g)
     B, T = pick_int(g, 1, 4), pick_int(g, 0, 7) if big else pick_int(g, 2, 6)
@@ -359,12 +382,15 @@ register(
                         "mask[:, None]; a 2-D one broadcasts as it is (or give it both leading axes, mask[None, None])")],
              n_basic=8, n_hidden=16),
     Exercise("sinusoidal_positions", "encoder:sinusoidal_positions", _sin_case, _sin_edge,
+             properties=[("basic", _sin_angles_in_float64), ("edge", _sin_angles_in_float64),
+                         ("hidden", _sin_angles_in_float64)],
              mistakes=[("encoder:sinusoidal_freq_i_over_D",
                         "the frequencies are wrong: column pair i uses the angle p / base^(2i / D), with 2i (the "
                         "even column's index) in the exponent, not i"),
                        ("encoder:sinusoidal_halves",
                         "the sines and cosines were put in two halves; they interleave: column 2i holds the sine "
                         "and column 2i + 1 the cosine of the same frequency"),
+                       ("encoder:sinusoidal_float32_angles", FLOAT32_ANGLES),
                        ("encoder:sinusoidal_sin_cos_swapped",
                         "sine and cosine are swapped: the even columns 2i hold sin(p / base^(2i / D)) and the odd "
                         "columns 2i + 1 the cosine, so that position 0 reads [0, 1, 0, 1, ...]")],
@@ -411,7 +437,11 @@ register(
                         "of masked positions"),
                        ("encoder:masked_lm_loss_divided_by_all",
                         "the masked positions' losses were divided by B * T, the number of all positions; divide by "
-                        "the number of masked positions")]),
+                        "the number of masked positions"),
+                       ("encoder:masked_lm_loss_log_of_softmax",
+                        "the log-probabilities were taken as torch.log(torch.softmax(...)): with confident logits "
+                        "a probability rounds to 0 and log 0 = -inf, an infinite loss. Use torch.log_softmax(logits, "
+                        "dim=-1), which subtracts the log-sum-exp and stays finite")]),
     Exercise("probe_accuracy", "encoder:probe_accuracy", _probe_case, _probe_edge,
              properties=[("edge", _probe_reads_the_word_only), ("hidden", _probe_reads_the_word_only)],
              tensor_inputs=False,

@@ -430,6 +430,9 @@ register(
                        ("encoder_decoder:translation_loss_targets_not_shifted",
                         "the logits were scored against tgt_in, the tokens the decoder reads; row t predicts the "
                         "next token, tgt_out[:, t] (tgt_in shifted by one)"),
+                       ("encoder_decoder:translation_loss_decoder_reads_tgt_out",
+                        "the decoder was fed tgt_out, the very tokens it must predict (each row t then reads its "
+                        "own answer); it reads tgt_in, <bos> y_1 ... y_n, and is scored against tgt_out"),
                        ("encoder_decoder:translation_loss_mean_of_sentences",
                         "each sentence was averaged first, then the sentences: every real target token of the "
                         "batch weighs the same, so divide the sum by the number of real tokens"),

@@ -421,6 +421,9 @@ register(
                        ("rnn:teacher_forced_logits_from_old_state",
                         "the logits were taken from the old state h_{t-1}: update the state first, then score the "
                         "next token from the new one, z_t = W_out h_t + b_out (as decoder_step does)"),
+                       ("rnn:teacher_forced_reads_previous_column",
+                        "step t read tgt_in[:, t - 1], one column too early (step 0 read tgt_in[:, -1], the last "
+                        "column): tgt_in is already shifted, <bos> y_1 ... y_{T_y - 1}, so step t reads tgt_in[:, t]"),
                        ("rnn:teacher_forced_zero_start",
                         "the decoder started from a zero state; its first state is the context vector, h_0 = c")]),
     Exercise("seq2seq_loss", "rnn:seq2seq_loss", _loss_case, _loss_edge,
