@@ -58,6 +58,12 @@ def _rope_edge():
     ]
 
 
+FLOAT32_ANGLES = ("the angles were computed in float32: float32 keeps about 7 digits, so at large positions "
+                  "p * omega_c is off in its last digits and so is every rotation (the two numbers printed above "
+                  "differ past the digits shown). Compute omega and the angles in float64 (torch.arange(..., "
+                  "dtype=torch.float64), positions.double()) and convert cos and sin to x.dtype at the end")
+
+
 def _rope_relative_offset(fn):
     """The score of a rotated query at m and a rotated key at n depends on m - n only."""
     g = gen(70)
@@ -81,6 +87,28 @@ def _rope_relative_offset(fn):
 
 
 # ---------------------------------------------------------------- rope_attention
+def _rope_angles_in_float64(fn):
+    """In float64, at large positions, the rotation is right to float64's digits, not float32's."""
+    x, positions, d = randn(gen(71), 4, 8), torch.arange(1000, 1004), 8
+
+    def rotated(dtype):  # the rotation written out here, its angles in ``dtype``
+        angle = positions.to(dtype)[:, None] * 10000.0 ** (-torch.arange(0, d, 2, dtype=dtype) / d)
+        cos, sin = angle.cos().double(), angle.sin().double()
+        even, odd = x[:, 0::2], x[:, 1::2]
+        return torch.stack([even * cos - odd * sin, even * sin + odd * cos], dim=-1).flatten(-2)
+
+    out = learner_tensor(fn, (x,), {"positions": positions}, shape=(4, 8))
+    if out is None or out.dtype != F64:  # a float32 result: its dtype is said by the cases
+        return None
+    truth = rotated(F64)
+    off32 = (rotated(torch.float32) - truth).abs().max().item()
+    off = max(abs(a - b) for ra, rb in zip(nested(out), truth.tolist()) for a, b in zip(ra, rb))
+    if off32 / 100 < off <= 100 * off32:  # off by about as much as float32's rounding: the angles were float32
+        return (f"at positions 1000 .. 1003 the largest difference from the exact rotation is {off:.3g}: "
+                f"{FLOAT32_ANGLES}")
+    return None
+
+
 def _rope_attn_case(g, big):
     dtype = pick_dtype(g)
     B = pick_int(g, 1, 3)
@@ -176,19 +204,15 @@ def _lm_edge():
 register(
     __name__,
     Exercise("rope", "decoder:rope", _rope_case, _rope_edge,
-             properties=[("edge", _rope_relative_offset), ("hidden", _rope_relative_offset)],
+             properties=[("edge", _rope_angles_in_float64), ("edge", _rope_relative_offset),
+                         ("hidden", _rope_angles_in_float64), ("hidden", _rope_relative_offset)],
              mistakes=[("decoder:rope_wrong_frequencies",
                         "the frequencies are wrong: pair i turns by omega_i = base^(-2i / d), with 2i (the even "
                         "column's index) in the exponent, not i"),
                        ("decoder:rope_rotates_backwards",
                         "the rotation goes the wrong way (the sine's sign is flipped): out[2i] = x[2i] cos - "
                         "x[2i+1] sin and out[2i+1] = x[2i] sin + x[2i+1] cos"),
-                       ("decoder:rope_float32_angles",
-                        "the angles were computed in float32: float32 keeps about 7 digits, so at large positions "
-                        "p * omega_c is off in its last digits and so is every rotation (the two numbers printed "
-                        "above differ past the digits shown). Compute omega and the angles in float64 "
-                        "(torch.arange(..., dtype=torch.float64), positions.double()) and convert cos and sin to "
-                        "x.dtype at the end"),
+                       ("decoder:rope_float32_angles", FLOAT32_ANGLES),
                        ("decoder:rope_pairs_halves",
                         "the columns were paired across the two halves (i with i + d/2); the notes' RoPE rotates "
                         "adjacent columns, the pair (2i, 2i + 1)")]),
