@@ -18,7 +18,10 @@ def add_class_commands(sub):
     p.add_argument("--course", default=None, help="the course folder (default: $COURSE_ROOT or course/)")
     p.add_argument("--exchange", default="/srv/nbgrader/exchange",
                    help="nbgrader's exchange (made root's, 0755: the hub makes each course's folder in it, and no "
-                        "user may add anything at its top level)")
+                        "user may add anything at its top level; a course's folder is 2755, its outbound 2755 (2750, "
+                        "the course's students' group's, on a hub of several courses), its inbound 3773 (a student "
+                        "adds a submission only they and the instructors read) and its feedback 2771; docs/hub.md "
+                        "has the table)")
     p.add_argument("--state", default=os.path.join(ROOT, "hub", "state"),
                    help="the hub's database, secret and settings (keep it: users and servers survive a restart)")
     p.add_argument("--extra-config", default=None, help="a jupyterhub_config.py read after the course's")

@@ -115,3 +115,19 @@ def test_a_students_nbgrader_menu_has_no_formgrader_entry(tmp_path):
                 for r, f in folders.items()}
     assert disabled["student"].get(name + plugin) is True and "@jupyter/nbgrader:formgrader" in disabled["student"]
     assert name + plugin not in disabled["instructor"]  # the instructor's Formgrader is that plugin's
+
+
+def test_course_hub_help_states_the_exchanges_modes_as_the_code_makes_them(capsys):
+    """`course hub --help` says the modes the exchange's folders get (coursekit.exchange, coursekit.course_exchange),
+    so an administrator reading it sees what the hub will do."""
+    import re
+
+    from coursekit import course_exchange as ce
+    from coursekit.cli import main
+    from coursekit.exchange import HUB_EXCHANGE_MODE
+    with pytest.raises(SystemExit):
+        main(["hub", "--help"])
+    said = " ".join(capsys.readouterr().out.split())
+    for mode in (HUB_EXCHANGE_MODE, ce.COURSE_FOLDER_MODE, ce.OUTBOUND_MODE, ce.OUTBOUND_STUDENTS_MODE,
+                 ce.INBOUND_MODE, ce.FEEDBACK_MODE):
+        assert re.search(rf"\b{mode:04o}\b|\b{mode:o}\b", said), (oct(mode), said)
