@@ -52,6 +52,8 @@ from dataclasses import dataclass, field
 
 from nbgrader.plugins import ExportPlugin
 
+from grader.plain import inert
+
 CANVAS_STUDENT_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 CANVAS_POINTS_POSSIBLE = "Points Possible"
 MOODLE_STUDENT_COLUMNS = ["User ID", "First name", "Last name"]
@@ -154,7 +156,6 @@ def number(x):
 def text(value):
     """A text cell: ``value`` (a name, an email, an id) that a spreadsheet will not run as a formula, on one line
     with its control characters shown escaped (``grader.plain.inert``: a name comes from the student or the LMS)."""
-    from grader.plain import inert
     value = "" if value is None else inert(value)
     return "'" + value if value.startswith(FORMULA_START) else value
 
@@ -321,11 +322,6 @@ def summary(grades, platform, path, left_out=None):
     for sid, why in sorted(left_out.items()):
         lines.append(f"  LEFT OUT {sid}" + (f" ({names[sid]})" if names.get(sid) else "") + f": {why}")
     return [inert(line) for line in lines]
-
-
-def inert(line):
-    """A printed line with each control character shown escaped (names come from the LMS or the roster)."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in line)
 
 
 def keyed(grades, platform, roster_path):

@@ -67,7 +67,7 @@ class RosterChange:
 
     def lines(self):
         """What changed, one line each (an LMS user id or name shown inert)."""
-        from .lms_export import inert
+        from grader.plain import inert
         out = [f"{self.course}: class list from the LMS: {len(self.joined)} joined, {len(self.left)} left"
                + (f", {len(self.roles)} changed role" if self.roles else "")]
         out += [f"  joined {n} ({m.get('name') or m.get('user_id')})" for n, m in sorted(self.joined.items())]
