@@ -28,18 +28,18 @@ c.CourseDirectory.ignore = [
     "*.py", "*.pth", "*.so", "*.pyd",
     "grader", "solutions", "coursekit", "torch", "numpy", "math", "nbgrader", "sitecustomize*", "usercustomize*",
 ]
-# What a submission may hold (coursekit/course_exchange.py): a file over max_file_size is left out of it, a
+# What a submission may hold (coursekit/exchange/classes.py): a file over max_file_size is left out of it, a
 # submission over max_dir_size is refused whole; both named by `course collect`.
 c.CourseDirectory.max_file_size = 10_000  # kB
 c.CourseDirectory.max_dir_size = 50_000  # kB
 
-# The exchange is untrusted input (coursekit/inbound.py): collect takes a folder as a student's only when that
+# The exchange is untrusted input (coursekit/exchange/inbound.py): collect takes a folder as a student's only when that
 # student's account wrote it, never follows a link, and handles each student on their own; release closes the
 # exchange's course folder (inbound 3773: students add, never list); feedback goes out only as the pages grading
 # wrote, each readable by its student alone. A student's own submit (learner/submit.py) keeps it private.
-c.ExchangeFactory.release_assignment = "coursekit.course_exchange.CourseReleaseAssignment"
-c.ExchangeFactory.collect = "coursekit.course_exchange.CourseCollect"
-c.ExchangeFactory.release_feedback = "coursekit.course_exchange.CourseReleaseFeedback"
+c.ExchangeFactory.release_assignment = "coursekit.exchange.classes.CourseReleaseAssignment"
+c.ExchangeFactory.collect = "coursekit.exchange.classes.CourseCollect"
+c.ExchangeFactory.release_feedback = "coursekit.exchange.classes.CourseReleaseFeedback"
 c.ExchangeFactory.submit = "learner.submit.PrivateSubmit"
 c.ExchangeFactory.fetch_assignment = "learner.submit.CourseFetch"
 c.ExchangeFactory.fetch_feedback = "learner.submit.CourseFetchFeedback"
@@ -81,10 +81,10 @@ c.Autograde.autograde_preprocessors = [
 c.NeutraliseSubmission.course_root = HERE
 
 # On the hub, in an instructor's server (a plain user, COURSE_GRADING_URL set), the grading runs in the hub's grading
-# service, as root, with a user and a control group of its own per sandbox (coursekit/hub_grading.py): the
+# service, as root, with a user and a control group of its own per sandbox (coursekit/hub/service.py): the
 # formgrader's Autograde button and `nbgrader autograde` send the submission there and save the grades it returns.
 if os.environ.get("COURSE_GRADING_URL") and os.geteuid() != 0:
-    from coursekit.hub_grading import graded_by_hub_preprocessor  # noqa: E402
+    from coursekit.hub.service_client import graded_by_hub_preprocessor  # noqa: E402
     GradedByHub = graded_by_hub_preprocessor()
     c.Autograde.autograde_preprocessors = [GradedByHub, SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
     c.GradedByHub.course_root = HERE

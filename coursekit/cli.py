@@ -13,7 +13,7 @@
     course report     instructors: the class report per assignment and the class overview (HTML and CSV in
                       course/report/, and tables here)
     course export     instructors: the grades as an LMS imports them (--lms canvas|moodle|generic; points)
-    course hub        instructors: a JupyterHub for the class on this machine (as root; coursekit/hub.py)
+    course hub        instructors: a JupyterHub for the class on this machine (as root; coursekit/hub/setup.py)
     course release    instructors: generate an assignment and release it to nbgrader's exchange
     course collect    instructors: collect each student's latest submission from the exchange (earlier ones kept)
     course return     instructors: generate the feedback and release it to the exchange (--lms: and post the
@@ -194,7 +194,7 @@ def _isolation_ready(no_isolation):
 def cmd_grade(args):
     """Instructor workflow: release, grade every submission in parallel (Dask), feedback, grades.csv, summary."""
     from .grading import grade_class, print_summary, security_from
-    from .hub_grading import on_the_hub
+    from .hub.service_client import on_the_hub
     from .pipeline import nbgrader_env
     if on_the_hub() and args.no_isolation:
         print("course grade: on the hub, grading always runs in the sandbox, as root, by the hub's grading service "
@@ -354,8 +354,8 @@ def cmd_report(args):
 
 
 def cmd_export(args):
-    """The gradebook as the LMS's import file (coursekit/lms_export.py says what each platform's file holds)."""
-    from .lms_export import NoGrades, export_course
+    """The gradebook as the LMS's import file (coursekit/lms/export.py says what each platform's file holds)."""
+    from .lms.export import NoGrades, export_course
     try:
         lines = export_course(args.course, args.lms, args.out, args.assignment)
     except (NoGrades, FileNotFoundError) as exc:

@@ -1,6 +1,6 @@
 """The `course` commands of a class with nbgrader's exchange: ``course hub`` (a JupyterHub on this machine, as root:
-coursekit/hub.py, and several courses or LTI login: hub_courses.py, hub_lti.py), ``course release``, ``collect``
-and ``return`` (coursekit/exchange.py), and ``course instructor-lab``. coursekit/cli.py adds them to ``course``."""
+coursekit/hub/setup.py, and several courses or LTI login: hub_courses.py, hub_lti.py), ``course release``, ``collect``
+and ``return`` (coursekit/exchange/commands.py), and ``course instructor-lab``. coursekit/cli.py adds them to ``course``."""
 import os
 import sys
 
@@ -63,14 +63,14 @@ def _with_exchange(args):
 
 
 def cmd_hub(args):
-    """Start a JupyterHub for the course on this machine (coursekit/hub.py says what each user gets; several courses
-    and LTI login: coursekit/hub_courses.py and coursekit/hub_lti.py)."""
-    from .exchange import ExchangeError
-    from .hub_access import HubError
+    """Start a JupyterHub for the course on this machine (coursekit/hub/setup.py says what each user gets; several courses
+    and LTI login: coursekit/hub/courses.py and coursekit/hub/lti.py)."""
+    from .exchange.commands import ExchangeError
+    from .hub.access import HubError
     if args.courses or args.lti:
-        from .hub_courses import prepare
+        from .hub.courses import prepare
     elif args.roster:
-        from .hub import prepare
+        from .hub.setup import prepare
     else:
         print("course hub: give the class: --instructor NAME --roster roster.csv (one course), --courses FILE "
               "(several), or --lti FILE (login from the LMS)", file=sys.stderr)
@@ -86,12 +86,12 @@ def cmd_hub(args):
 
 
 def _exchange_step(name):
-    """The command `course NAME A ...`: ``coursekit.exchange``'s step for each assignment in turn (release, collect,
+    """The command `course NAME A ...`: ``coursekit.exchange.commands``'s step for each assignment in turn (release, collect,
     return_feedback); exits 2 on the exchange's refusal, 1 when collect refused a folder or return returned
-    nothing. `course return A --lms` then posts each student's score for A to the LMS (coursekit/lms_return.py),
+    nothing. `course return A --lms` then posts each student's score for A to the LMS (coursekit/lms/return_grades.py),
     exiting 1 when a post failed and 2 when nothing could be posted."""
     def command(args):
-        from . import exchange
+        from .exchange import commands as exchange
         step = getattr(exchange, {"return": "return_feedback"}.get(name, name))
         root = _with_exchange(args)
         worst = 0
@@ -101,7 +101,7 @@ def _exchange_step(name):
                 if (name == "return" and not done) or (name == "collect" and done.refused):  # said, and exit 1
                     worst = 1
                 if name == "return" and args.lms:
-                    from .lms_return import post_scores
+                    from .lms.return_grades import post_scores
                     worst = max(worst, post_scores(root, a, err=lambda line: print(line, file=sys.stderr)))
         except exchange.ExchangeError as exc:
             print(f"course {name}: {exc}", file=sys.stderr)
@@ -114,7 +114,7 @@ def instructor_settings(env):
     """The instructor's JupyterLab settings under ``env``'s JUPYTER_CONFIG_DIR (the course's .jupyter, never
     $HOME): no news, no update check."""
     from .cli import _write_json
-    from .hub import NO_NEWS
+    from .hub.setup import NO_NEWS
     config = env["JUPYTER_CONFIG_DIR"]
     _write_json(os.path.join(config, "jupyter_server_config.json"), {"LabApp": dict(NO_NEWS)})
     _write_json(os.path.join(config, "labconfig", "page_config.json"),
@@ -124,7 +124,7 @@ def instructor_settings(env):
 
 def cmd_instructor_lab(args):
     """Instructors: JupyterLab on the course folder, with the formgrader and the exchange ready."""
-    from .exchange import ExchangeError, check_exchange, exchange_root
+    from .exchange.commands import ExchangeError, check_exchange, exchange_root
     from .pipeline import nbgrader_env
     root = _with_exchange(args)
     try:

@@ -48,11 +48,11 @@ def gradebook(course_root):
 
 
 def course_id(course_root):
-    """The course id of the folder ``course_root`` (``coursekit.exchange.course_id_of``), or ``COURSE_ID`` where it
+    """The course id of the folder ``course_root`` (``coursekit.exchange.commands.course_id_of``), or ``COURSE_ID`` where it
     has no ``nbgrader_config.py``."""
     if not os.path.isfile(os.path.join(course_root, "nbgrader_config.py")):
         return COURSE_ID
-    from .exchange import course_id_of
+    from .exchange.commands import course_id_of
     return course_id_of(course_root)
 
 

@@ -21,7 +21,7 @@ from .submissions import course_payload, gradable, with_files
 from .summary import Problem, Summary
 from .task import grade_submission
 
-from ..hub_grading import grade_by_service, on_the_hub
+from ..hub.service_client import grade_by_service, on_the_hub
 from ..pipeline import COURSE_ID  # noqa: F401  (re-exported by coursekit.grading)
 from ..pipeline import gradebook as _gradebook
 

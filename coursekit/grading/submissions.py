@@ -4,7 +4,7 @@ import os
 
 import nbformat
 
-from ..inbound import shown, valid_student_id
+from ..exchange.inbound import shown, valid_student_id
 from .files import files_of
 from .summary import Problem
 

@@ -1,4 +1,4 @@
-"""The inbound folder read as untrusted input (coursekit/inbound.py), piece by piece: names, owners, times, and a
+"""The inbound folder read as untrusted input (coursekit/exchange/inbound.py), piece by piece: names, owners, times, and a
 copy that follows no link and keeps to its limits. The same attacks run as real Unix users through `course collect`
 in tests/hub/test_exchange_attacks.py; here each rule is tried on its own, with the edge cases a class would take
 minutes to reach. Cost: under a second."""
@@ -12,8 +12,8 @@ import tempfile
 
 import pytest
 
-from coursekit import inbound
-from coursekit.inbound import Limits, Refused, copy_submission, parse_name, scan, submission_time
+from coursekit.exchange import inbound
+from coursekit.exchange.inbound import Limits, Refused, copy_submission, parse_name, scan, submission_time
 
 NOW = datetime.datetime(2026, 12, 6, 12, 0, 0)
 NOBODY = 65534

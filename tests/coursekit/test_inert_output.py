@@ -16,9 +16,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coursekit.exchange import REFUSALS_SHOWN_PER_OWNER, REFUSALS_SHOWN_PER_STUDENT, refusal_lines
+from coursekit.exchange.commands import REFUSALS_SHOWN_PER_OWNER, REFUSALS_SHOWN_PER_STUDENT, refusal_lines
 from coursekit.grading import Problem, Summary, print_summary
-from coursekit.inbound import Found
+from coursekit.exchange.inbound import Found
 from grader.plain import InertStream, inert
 
 ACTING = {"Cc", "Cf", "Zl", "Zp", "Cs"}
@@ -103,7 +103,7 @@ def test_course_collect_prints_what_students_named_inert(released, names, field,
     """Collect an exchange where student root's submission holds extra notebooks with generated names and a
     notebook whose nbformat field is generated, beside folders with generated names: every line collect prints,
     through the course command's own output, is free of acting characters, and each refusal is one line."""
-    from coursekit import exchange
+    from coursekit.exchange import commands as exchange
     from coursekit.cli import inert_output
     root, inbound = released
     for entry in os.listdir(inbound):
@@ -141,7 +141,7 @@ def _remove(path):
 @pytest.fixture(scope="module")
 def released(tmp_path_factory):
     """A course folder with 03_softmax released to an exchange of its own; (course folder, its inbound)."""
-    from coursekit import exchange
+    from coursekit.exchange import commands as exchange
     from coursekit.pipeline import CourseCopy
     folder = tmp_path_factory.mktemp("inert")
     root = os.path.join(str(folder), "course")

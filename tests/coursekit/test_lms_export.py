@@ -26,8 +26,7 @@ import pytest
 from gradebooks import build_gradebook
 
 from coursekit.cli import main
-from coursekit.lms_export import (CANVAS_STUDENT_COLUMNS, GENERIC_HEADER, GENERIC_STUDENT_COLUMNS,
-                                  MOODLE_STUDENT_COLUMNS)
+from coursekit.lms.export import CANVAS_STUDENT_COLUMNS, GENERIC_HEADER, GENERIC_STUDENT_COLUMNS, MOODLE_STUDENT_COLUMNS
 
 A, B, EMPTY = "03_softmax", "05_rnn", "07_decoder"   # EMPTY: in the gradebook, never submitted
 CELLS = {A: {"softmax_basic": 2, "softmax_edge": 1, "log_softmax_basic": 2.5}, B: {"rnn_cell_basic": 1,
@@ -230,15 +229,15 @@ def nbgrader_export(course, *args):
 
 
 def test_nbgrader_export_with_the_plugin_writes_the_same_file(course, tmp_path):
-    """`nbgrader export --exporter coursekit.lms_export.CanvasExport` (nbgrader's own command, in the course folder)
+    """`nbgrader export --exporter coursekit.lms.export.CanvasExport` (nbgrader's own command, in the course folder)
     writes the file `course export --lms canvas` writes; asked for an assignment with no grades it names it, exits
     1 and writes nothing."""
     ours, theirs, refused = tmp_path / "ours.csv", tmp_path / "theirs.csv", tmp_path / "refused.csv"
     assert export(course, "--lms", "canvas", "--out", str(ours), A, B)[0] == 0
-    done = nbgrader_export(course, "--exporter", "coursekit.lms_export.CanvasExport", "--to", str(theirs),
+    done = nbgrader_export(course, "--exporter", "coursekit.lms.export.CanvasExport", "--to", str(theirs),
                            "--assignment", f"['{A}', '{B}']")
     assert done.returncode == 0, done.stderr
     assert read_csv(theirs) == read_csv(ours)
-    done = nbgrader_export(course, "--exporter", "coursekit.lms_export.MoodleExport", "--to", str(refused),
+    done = nbgrader_export(course, "--exporter", "coursekit.lms.export.MoodleExport", "--to", str(refused),
                            "--assignment", f"['{EMPTY}']")
     assert done.returncode == 1 and f"no grades for {EMPTY}" in done.stderr and not refused.exists()

@@ -24,7 +24,7 @@ from gradebooks import build_gradebook
 from hypothesis import given, settings, strategies as st
 
 from coursekit.cli import main
-from coursekit.lms_export import FORMULA_START, keyed, read_grades
+from coursekit.lms.export import FORMULA_START, keyed, read_grades
 from coursekit.pipeline import gradebook
 
 A = "03_softmax"

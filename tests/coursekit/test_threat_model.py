@@ -6,7 +6,7 @@ import os
 import re
 
 from coursekit import ROOT
-from coursekit.hub import student_nbgrader_config
+from coursekit.hub.setup import student_nbgrader_config
 
 PAGE = os.path.join(ROOT, "docs", "threat-model.md")
 # the doors docs/design.md lists ("Every door is listed"), each as a word its row's title holds
@@ -49,7 +49,7 @@ def test_every_door_the_design_lists_has_a_row():
 
 def test_every_route_of_the_grading_service_and_every_exchange_class_is_named():
     text, _ = rows()
-    service = open(os.path.join(ROOT, "coursekit", "hub_grading.py"), encoding="utf-8").read()
+    service = open(os.path.join(ROOT, "coursekit", "hub", "service.py"), encoding="utf-8").read()
     app = re.search(r"web\.Application\(\[(.*?)\]\)", service, re.S).group(1)
     routes = re.findall(r"\(r\"(/[^\"]*)\"", app)
     assert routes and [r for r in routes if f"`{r}`" not in text] == []

@@ -776,8 +776,8 @@ def test_the_processes_that_grade_a_class_without_a_check_never_import_pytorch()
     PyTorch, the cases and every ready-made version captured, before any learner code exists."""
     script = textwrap.dedent("""
         import json, sys
-        import coursekit.grading, coursekit.grading.server, coursekit.cli, coursekit.pipeline, coursekit.exchange
-        import coursekit.course_exchange, coursekit.hub, coursekit.class_report, coursekit.hub_grading
+        import coursekit.grading, coursekit.grading.server, coursekit.cli, coursekit.pipeline, coursekit.exchange.commands
+        import coursekit.exchange.classes, coursekit.hub.setup, coursekit.class_report, coursekit.hub.service
         import grader.nbgrader_plugin, grader.untrusted, grader.judge, grader.audit, grader.sandbox, grader.reference
         from grader import seeds, processes
         seeds.student_seed("ada", "03_softmax")

@@ -25,7 +25,7 @@ import uuid
 
 import pytest
 
-from coursekit.hub import PROXY, free_port
+from coursekit.hub.setup import PROXY, free_port
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 COURSE_BIN = os.path.join(os.path.dirname(sys.executable), "course")
@@ -44,7 +44,7 @@ def python_reachable():
     """Every user may run this install's Python while the block runs (a machine's administrator does this once,
     `course hub` says how: here the folders above a Python built under /root are opened with o+x, and closed
     again after)."""
-    from coursekit.hub_access import closed_folders
+    from coursekit.hub.access import closed_folders
     closed = {d: os.stat(d).st_mode for d in closed_folders(sys.executable)}
     for d, mode in closed.items():
         os.chmod(d, stat.S_IMODE(mode) | 0o001)

@@ -20,7 +20,9 @@ import nbformat
 import pytest
 from hub_helpers import course_copy_for, need_hub_parts, remove_users
 
-from coursekit import ROOT, exchange, hub_access
+from coursekit import ROOT
+from coursekit.exchange import commands as exchange
+from coursekit.hub import access as hub_access
 
 pytestmark = [pytest.mark.pipeline, pytest.mark.xdist_group("hub")]  # one worker: see test_hub_class.py
 A = "03_softmax"

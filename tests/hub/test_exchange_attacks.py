@@ -32,8 +32,8 @@ import nbformat
 import pytest
 from hub_helpers import course_copy_for, modes_of, need_hub_parts, remove_users, restore_modes
 
-from coursekit import hub, hub_access
-from coursekit.hub_access import REFERENCE
+from coursekit.hub import setup as hub, access as hub_access
+from coursekit.hub.access import REFERENCE
 from coursekit.samples import answered, total_points
 
 pytestmark = [pytest.mark.pipeline, pytest.mark.timeout(1200), pytest.mark.xdist_group("hub")]

@@ -1,5 +1,5 @@
 """The formgrader's dialogs on the hub say what happened, without log noise: the instructor's server with the hub's
-instructor settings (coursekit.hub.role_settings: the course's formgrader_tab extension), and the formgrader's own
+instructor settings (coursekit.hub.setup.role_settings: the course's formgrader_tab extension), and the formgrader's own
 API, which its Generate, Autograde and Generate Feedback buttons call and whose "log" the dialog shows. Without
 the extension those logs hold every DEBUG line (each cell's checksum, nbconvert's template paths) and, for
 feedback, traitlets' warnings that `display_data_priority` is not recognized by nbgrader's preprocessors.
@@ -16,7 +16,7 @@ import urllib.request
 
 import pytest
 
-from coursekit import hub
+from coursekit.hub import setup as hub
 from coursekit.pipeline import CourseCopy
 
 pytestmark = [pytest.mark.pipeline]
@@ -49,7 +49,7 @@ def test_the_formgrader_dialogs_show_info_and_warnings_without_debug_or_exporter
             except OSError:
                 assert time.monotonic() < end, (tmp_path / "lab.log").read_text()
                 time.sleep(0.5)
-        assert "coursekit.formgrader_tab" in (tmp_path / "lab.log").read_text()  # the extension is loaded
+        assert "coursekit.hub.formgrader_tab" in (tmp_path / "lab.log").read_text()  # the extension is loaded
         made = call("/formgrader/api/assignment/03_softmax/assign", "POST")
         assert made["success"], made
         assert "[INFO] Writing" in made["log"] and "[DEBUG]" not in made["log"], made["log"][:2000]

@@ -1,4 +1,4 @@
-"""The hub's grading service (coursekit/hub_grading.py, root's on a hub) checks who asks before it reads a request.
+"""The hub's grading service (coursekit/hub/service.py, root's on a hub) checks who asks before it reads a request.
 
 The real service process (its TLS Dask cluster of one worker, its web application) is started on 127.0.0.1 with
 settings naming one course. Ten requests of 200 MB each arrive at once, as a student could send them: five with no
@@ -16,8 +16,8 @@ import sys
 import threading
 import time
 
-from coursekit.hub import free_port
-from coursekit.hub_grading import MAX_BODY
+from coursekit.hub.setup import free_port
+from coursekit.hub.service import MAX_BODY
 
 COURSE = "/srv/some-course"
 BODY = 200 * 2 ** 20
@@ -59,7 +59,7 @@ def test_ten_big_requests_without_a_valid_token_are_refused_unread(tmp_path):
     config.write_text(json.dumps({"port": port, "hub_api": f"http://127.0.0.1:{free_port()}/hub/api", "workers": 1,
                                   "courses": {COURSE: {"instructors": ["alice"]}}}))
     log = open(tmp_path / "service.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "coursekit.hub_grading", str(config)], stdout=log,
+    proc = subprocess.Popen([sys.executable, "-m", "coursekit.hub.service", str(config)], stdout=log,
                             stderr=subprocess.STDOUT, cwd=tmp_path)
     try:
         deadline = time.monotonic() + 120

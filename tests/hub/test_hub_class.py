@@ -35,8 +35,8 @@ from hub_helpers import Hub, course_copy_for, modes_of, remove_users, restore_mo
 from lab import (TALL, Terminal, button_in, close_current_tab, launch, login, menu, open_assignments,
                  open_file, open_folder, press_in_assignments, screenshot_on_failure, upload, wait_for_lab)
 
-from coursekit.hub_access import REFERENCE, staff_group
-from coursekit.hub_grading import service_url
+from coursekit.hub.access import REFERENCE, staff_group
+from coursekit.hub.service_client import service_url
 from coursekit.samples import answered, total_points
 
 # one test worker for the hub's tests: they open the way to this install's Python for the time they run

@@ -1,4 +1,4 @@
-"""Several courses on one hub (coursekit/hub_courses.py) and the LTI launch's checks (coursekit/hub_lti.py), what
+"""Several courses on one hub (coursekit/hub/courses.py) and the LTI launch's checks (coursekit/hub/lti.py), what
 each refuses in words, and `course hub --courses FILE` (Unix passwords) started as the README writes it.
 
 In-process (no hub): a courses file and an LTI file with problems, each named; the roles an LMS sends; the user name
@@ -17,12 +17,12 @@ import textwrap
 
 import pytest
 
-from coursekit.hub_access import HubError
-from coursekit.hub import student_nbgrader_config
-from coursekit.hub_courses import read_courses
-from coursekit.hub_state import HubState
-from coursekit.hub_lti import (AGS_CLAIM, LTI, MEMBERSHIP, Refused, check_launch, read_lti_config, role_of,
-                               unix_name)
+from coursekit.hub.access import HubError
+from coursekit.hub.setup import student_nbgrader_config
+from coursekit.hub.courses import read_courses
+from coursekit.hub.state import HubState
+from coursekit.hub.lti import AGS_CLAIM, LTI, MEMBERSHIP, Refused, check_launch, role_of, unix_name
+from coursekit.hub.lti_config import read_lti_config
 
 
 def course_dir(root, course_id):
@@ -161,7 +161,7 @@ def test_the_course_role_comes_from_the_context_roles(roles, role):
 
 
 def test_the_user_name_is_the_lms_id_unchanged_or_nothing():
-    from coursekit.hub_lti import lms_id
+    from coursekit.hub.lti import lms_id
     assert unix_name("42", "m") == "m42" and unix_name("jdoe", "") == "jdoe"
     # an older Canvas expands $Canvas.user.id to a number: the same id
     assert lms_id({LTI + "custom": {"canvas_user_id": 4211}}, "custom:canvas_user_id") == "4211"
@@ -244,7 +244,7 @@ def test_first_launches_that_arrive_together_are_enrolled_in_batches(monkeypatch
     import threading
     import time
 
-    from coursekit import hub_lti
+    from coursekit.hub import lti as hub_lti
     batches, release = [], threading.Event()
 
     def enrol(python, folder, records):
@@ -274,7 +274,7 @@ def test_first_launches_that_arrive_together_are_enrolled_in_batches(monkeypatch
 
 # ------------------------------------------------------------------ grades to the LMS away from an LTI hub
 def test_return_lms_away_from_the_hub_says_where_it_works(tmp_path, monkeypatch):
-    from coursekit.lms_return import post_scores
+    from coursekit.lms.return_grades import post_scores
     monkeypatch.delenv("COURSE_GRADING_URL", raising=False)
     said = []
     assert post_scores(str(tmp_path), "03_softmax", out=said.append, err=said.append) == 2
@@ -282,14 +282,14 @@ def test_return_lms_away_from_the_hub_says_where_it_works(tmp_path, monkeypatch)
 
 
 def test_the_service_posts_nothing_on_a_hub_without_lti(tmp_path):
-    from coursekit.lms_return import Refusal, post_for_instructor
+    from coursekit.lms.return_grades import Refusal, post_for_instructor
     with pytest.raises(Refusal) as refused:
         post_for_instructor({"courses": {}, "hub_state": str(tmp_path)}, "/srv/enc", {})
     assert refused.value.status == 409 and "started without --lti" in refused.value.message
 
 
 def test_the_service_needs_a_launch_before_it_knows_where_to_post(tmp_path):
-    from coursekit.lms_return import Refusal, post_for_instructor
+    from coursekit.lms.return_grades import Refusal, post_for_instructor
     with HubState(str(tmp_path)).change() as data:
         data["courses"]["enc"] = dict(STATE["courses"]["enc"])
     body = {"assignment": "03_softmax", "maximum": 16, "students": ["ustu"], "scores": {"ustu": 3}}
@@ -312,9 +312,9 @@ def test_course_hub_with_a_courses_file(class_folder):
     from hub_helpers import COURSE_BIN, HERE, Hub, modes_of, remove_users, restore_modes
     from lti_hub import course_folder
 
-    from coursekit.course_exchange import students_group
-    from coursekit.hub import PUBLIC_STATE
-    from coursekit.hub_access import REFERENCE
+    from coursekit.exchange.classes import students_group
+    from coursekit.hub.setup import PUBLIC_STATE
+    from coursekit.hub.access import REFERENCE
     teach = {"ckc-enc": "ckc-alice", "ckc-dec": "ckc-bob"}
     students = {"ckc-enc": ["ckc-ann", "ckc-sam"], "ckc-dec": ["ckc-sam"]}
     users = [*teach.values(), "ckc-ann", "ckc-sam"]

@@ -1,6 +1,6 @@
 """Two courses on one hub, their people arriving from the LMS by LTI 1.3 (`course hub --lti FILE`): the LTI 1.3 test
 platform (lti_platform.py) on 127.0.0.1 launches into the real JupyterHub with the course's authenticator
-(coursekit/hub_lti.py, ltiauthenticator's LTI13Authenticator underneath).
+(coursekit/hub/lti.py, ltiauthenticator's LTI13Authenticator underneath).
 
 * Bad launches, each refused with a page that says why (a browser's requests without Chromium: the platform's
   self-submitting forms followed as a browser follows them): a token signed by another key, an expired one, a
@@ -44,9 +44,9 @@ from hub_helpers import modes_of, restore_modes
 from lti_hub import LtiHub
 from lti_platform import LTI, Browser, LtiPlatform
 
-from coursekit.hub_access import MADE_BY_HUB, REFERENCE
-from coursekit.hub_grading import service_url
-from coursekit.hub_state import HubState
+from coursekit.hub.access import MADE_BY_HUB, REFERENCE
+from coursekit.hub.service_client import service_url
+from coursekit.hub.state import HubState
 
 pytestmark = [pytest.mark.pipeline, pytest.mark.timeout(1800), pytest.mark.xdist_group("hub")]
 
@@ -183,7 +183,7 @@ def test_good_launches_make_the_accounts_groups_and_gradebook_entries(lti_class)
     import pwd
     import stat
 
-    from coursekit.course_exchange import students_group
+    from coursekit.exchange.classes import students_group
     from coursekit.pipeline import gradebook
     lms, hub = lti_class
     for sub, course in ((TEACH_ENC, ENC), (BOB, ENC)):
@@ -334,7 +334,7 @@ def test_a_framed_launch_opens_the_hub_in_a_window_of_its_own(lti_class):
     from lab import launch as chromium
     from playwright.sync_api import sync_playwright
 
-    from coursekit.hub_lti_pages import FRAMED_BUTTON
+    from coursekit.hub.lti_pages import FRAMED_BUTTON
     lms, hub = lti_class
     with sync_playwright() as p:
         browser = chromium(p)
@@ -615,7 +615,7 @@ def test_a_restart_keeps_what_the_launches_brought(lti_class):
     import grp
     import pwd
 
-    from coursekit.course_exchange import students_group
+    from coursekit.exchange.classes import students_group
     from coursekit.pipeline import gradebook
     lms, hub = lti_class
     lists = class_lists(hub)

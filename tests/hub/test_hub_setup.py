@@ -14,7 +14,8 @@ import types
 import pytest
 from hub_helpers import remove_users
 
-from coursekit import ROOT, hub, hub_access
+from coursekit import ROOT
+from coursekit.hub import setup as hub, access as hub_access
 
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="creates a Unix user: run as root (make test does)")
 
@@ -118,13 +119,13 @@ def test_a_students_nbgrader_menu_has_no_formgrader_entry(tmp_path):
 
 
 def test_course_hub_help_states_the_exchanges_modes_as_the_code_makes_them(capsys):
-    """`course hub --help` says the modes the exchange's folders get (coursekit.exchange, coursekit.course_exchange),
+    """`course hub --help` says the modes the exchange's folders get (coursekit.exchange.commands, coursekit.exchange.classes),
     so an administrator reading it sees what the hub will do."""
     import re
 
-    from coursekit import course_exchange as ce
+    from coursekit.exchange import classes as ce
     from coursekit.cli import main
-    from coursekit.exchange import HUB_EXCHANGE_MODE
+    from coursekit.exchange.commands import HUB_EXCHANGE_MODE
     with pytest.raises(SystemExit):
         main(["hub", "--help"])
     said = " ".join(capsys.readouterr().out.split())

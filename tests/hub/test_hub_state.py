@@ -1,4 +1,4 @@
-"""The hub's state is root's alone, also while it is written (coursekit/hub.py: ``_write``, ``close_state``), and
+"""The hub's state is root's alone, also while it is written (coursekit/hub/setup.py: ``_write``, ``close_state``), and
 `course hub` says when the users' homes let a student hand their group to anyone. The whole state of a running hub,
 tried as a student, is in test_hub_courses.py::test_course_hub_with_a_courses_file. Cost: about 3 s, as root."""
 import os
@@ -11,8 +11,8 @@ import threading
 
 import pytest
 
-from coursekit.hub import COOKIE_SECRET, _write, close_state, setuid_warning
-from coursekit.hub_state import HubState
+from coursekit.hub.setup import COOKIE_SECRET, _write, close_state, setuid_warning
+from coursekit.hub.state import HubState
 
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="reads as another user: run as root (make test does)")
 pytestmark = [pytest.mark.xdist_group("hub")]  # opens the folders above the install's Python: one worker, as the hub's

@@ -1,6 +1,6 @@
 """What the hub does as root with a course folder its instructors write: it reads the course id without running
 their nbgrader_config.py, gives the folder to the instructors without following a link, and enrols the roster by a
-process of the folder's owner (coursekit/exchange.py, coursekit/hub_access.py, coursekit/enrol.py). Cost: about
+process of the folder's owner (coursekit/exchange/commands.py, coursekit/hub/access.py, coursekit/hub/enrol.py). Cost: about
 5 s, as root (the tests that give files to another user are skipped otherwise)."""
 import os
 import sqlite3
@@ -11,8 +11,8 @@ import tempfile
 
 import pytest
 
-from coursekit.exchange import ExchangeError, course_id_of
-from coursekit.hub_access import HubError, _own_tree, enrol
+from coursekit.exchange.commands import ExchangeError, course_id_of
+from coursekit.hub.access import HubError, _own_tree, enrol
 
 NOBODY = 65534
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="gives files to another user: run as root (make test does)")

@@ -13,7 +13,7 @@ import urllib.request
 
 import pytest
 
-from coursekit.hub import free_port
+from coursekit.hub.setup import free_port
 from coursekit.pipeline import CourseCopy
 
 pytestmark = [pytest.mark.pipeline]

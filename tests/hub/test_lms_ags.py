@@ -1,4 +1,4 @@
-"""Grades to the LMS by Assignment and Grade Services (coursekit/lms.py) against the LTI 1.3 test platform over HTTP
+"""Grades to the LMS by Assignment and Grade Services (coursekit/lms/ags.py) against the LTI 1.3 test platform over HTTP
 on 127.0.0.1: the tool's signed client assertion buys an access token, the assignment's line item is found or
 created, each student's score is posted once and what the platform records equals the gradebook; a student whose
 score the platform refuses (401, 404, 422) is named and the others are still posted; every post is in the log.
@@ -18,9 +18,9 @@ import pytest
 from gradebooks import build_gradebook
 from lti_platform import ASSERTION_TYPE, AGS_SCOPES, CANVAS_SUBMISSION, LtiPlatform
 
-from coursekit.lms import (AgsClient, AgsError, ToolCredentials, access_token, generate_key, load_key,
-                           post_assignment, scores_url)
-from coursekit.lms_export import read_grades
+from coursekit.lms.ags import (AgsClient, AgsError, ToolCredentials, access_token, generate_key, load_key,
+                               post_assignment, scores_url)
+from coursekit.lms.export import read_grades
 from coursekit.pipeline import gradebook
 
 A = "03_softmax"
@@ -285,7 +285,7 @@ def test_the_lms_assignments_own_line_item_is_used_and_none_is_created(lms, tool
 
 
 def read_grades_for(assignment):
-    from coursekit.lms_export import ClassGrades, Student
+    from coursekit.lms.export import ClassGrades, Student
     return ClassGrades([(assignment, 4.0)], [Student("ada", lms_user_id="sub-ada")], {("ada", assignment): 3.0})
 
 
@@ -297,9 +297,9 @@ def test_the_hub_service_posts_to_the_column_a_launch_brought(lms, tool_key, tmp
     submission time, and creates no line item. A submission time that is no ISO 8601 time is refused (400)."""
     import jwt
 
-    from coursekit.hub_lti import check_launch, record
-    from coursekit.hub_state import HubState
-    from coursekit.lms_return import Refusal, post_for_instructor
+    from coursekit.hub.lti import check_launch, record
+    from coursekit.hub.state import HubState
+    from coursekit.lms.return_grades import Refusal, post_for_instructor
     _, _, key_path = tool_key
     item = lms.add_assignment("course-1", "link-a", A, MAX, due=DUE.timestamp())
     state = str(tmp_path / "state")

@@ -1,4 +1,4 @@
-"""The class list from the LMS by Names and Role Provisioning Services (coursekit/lms_roster.py), in this process,
+"""The class list from the LMS by Names and Role Provisioning Services (coursekit/lms/roster.py), in this process,
 against the LTI 1.3 test platform over HTTP on 127.0.0.1 (lti_platform.py: its NRPS 2.0 memberships service, two
 members a page with a ``Link: rel="next"`` header, behind the ``contextmembership.readonly`` scope), with the hub's
 real state file, a real nbgrader gradebook and real Unix users and groups (as root).
@@ -20,11 +20,11 @@ from gradebooks import build_gradebook
 from hub_helpers import remove_users
 from lti_platform import NRPS_CLAIM, NRPS_PAGE, LtiPlatform
 
-from coursekit.course_exchange import students_group
-from coursekit.hub_lti import check_launch
-from coursekit.hub_state import HubState
-from coursekit.lms import ToolCredentials, generate_key, load_key
-from coursekit.lms_roster import read_members, sync_course
+from coursekit.exchange.classes import students_group
+from coursekit.hub.lti import check_launch
+from coursekit.hub.state import HubState
+from coursekit.lms.ags import ToolCredentials, generate_key, load_key
+from coursekit.lms.roster import read_members, sync_course
 
 PREFIX = "ltir-"
 COURSE = "ltir-course"
@@ -142,7 +142,7 @@ def test_a_list_that_would_empty_the_course_or_half_a_class_is_not_applied():
     a change that takes every student out, or more than half of a class of ten or more, is refused and nothing
     changes; an ordinary leaver goes. Members as Moodle and an older Canvas send them (short role names, numeric
     ids) count as the learners they are."""
-    from coursekit.lms_roster import implausible_change, plan
+    from coursekit.lms.roster import implausible_change, plan
     settings = {"username_claim": "sub", "username_prefix": PREFIX, "configured": []}
     small = {"students": {PREFIX + "a": "a", PREFIX + "b": "b", PREFIX + "c": "c"}, "instructors": []}
     assert "take all 3 students out" in implausible_change(small, plan(COURSE, small, [], settings))

@@ -1,4 +1,4 @@
-"""Which Unix account a verified LTI launch may take (coursekit/hub_lti.py ``check_launch`` and ``provision``, in
+"""Which Unix account a verified LTI launch may take (coursekit/hub/lti.py ``check_launch`` and ``provision``, in
 this process, with real ``useradd`` as root and the hub's real state file in a temporary folder; no hub, no
 browser: the launches that reach these checks through JupyterHub are in test_hub_lti.py).
 
@@ -21,9 +21,9 @@ import pytest
 from hub_helpers import remove_users
 from hypothesis import given, settings, strategies as st
 
-from coursekit.hub_access import MADE_BY_HUB, UNIX_NAME
-from coursekit.hub_lti import LTI, Refused, check_launch, provision, unix_name
-from coursekit.hub_state import HubState, made_accounts
+from coursekit.hub.access import MADE_BY_HUB, UNIX_NAME
+from coursekit.hub.lti import LTI, Refused, check_launch, provision, unix_name
+from coursekit.hub.state import HubState, made_accounts
 
 PREFIX = "ltia-"
 CONTEXT = "lms-course-accounts"
@@ -114,7 +114,7 @@ def test_an_account_another_install_made_is_not_taken(hub_state):
 def test_an_account_this_hub_made_is_recorded_and_taken_again(hub_state):
     """The first launch: no account, so it is admitted; ``provision`` makes it and records it in the hub's state.
     The next launch of the same user finds an existing account, which this hub made: admitted."""
-    from coursekit.course_exchange import students_group
+    from coursekit.exchange.classes import students_group
     settings, state = hub_state
     name = PREFIX + "new"
     remove_users([name])

@@ -20,7 +20,7 @@ import pytest
 import requests
 from cryptography.fernet import Fernet
 
-from coursekit.hub import PROXY, free_port
+from coursekit.hub.setup import PROXY, free_port
 from lti_platform import (AGS_CLAIM, AGS_SCOPES, LTI, OTHER_DEPLOYMENT_ID, ROLES, Browser, LtiPlatform,
                           autosubmit_form)
 

@@ -73,12 +73,12 @@ def test_an_edge_across_the_line_is_named_with_both_modules_and_the_line(tmp_pat
         "def f():\n"
         "    import solutions.softmax\n"
         "    import importlib\n"
-        "    return importlib.import_module('coursekit.hub')\n"
+        "    return importlib.import_module('coursekit.hub.setup')\n"
         "GIVEN = ('coursekit.blocks:masked_attention',)\n"
         "from .. import data\n")
     assert edges_across(str(side)) == [
         "learner/check/bad.py:2 imports grader", "learner/check/bad.py:4 imports solutions.softmax",
-        "learner/check/bad.py:6 imports coursekit.hub", "learner/check/bad.py:7 imports coursekit.blocks"]
+        "learner/check/bad.py:6 imports coursekit.hub.setup", "learner/check/bad.py:7 imports coursekit.blocks"]
 
 
 @pytest.mark.parametrize("name", ["learner.check", "learner.widgets", "learner.capstone_runs", "learner.drawings",

@@ -12,7 +12,7 @@ import nbformat
 from helpers import TOGETHER
 
 from coursekit.grading import grade_class
-from coursekit.hub import free_port
+from coursekit.hub.setup import free_port
 from coursekit.pipeline import CourseCopy, assignments
 from coursekit.samples import ONE_BUG, answered, edited_source
 

@@ -1,13 +1,13 @@
 """The LTI file of ``course hub --lti`` (``read_lti_config``), the tool's key (``ensure_tool_key``) and the settings
-the hub's authenticator reads (``write_settings``); coursekit/hub_lti.py, which uses them, says what the file holds."""
+the hub's authenticator reads (``write_settings``); coursekit/hub/lti.py, which uses them, says what the file holds."""
 import json
 import os
 import re
 import sys
 from dataclasses import dataclass
 
-from .hub import _write
-from .hub_access import HubError
+from .setup import _write
+from .access import HubError
 
 LTI_KEYS = {"issuer", "client_id", "login_url", "token_url", "jwks_url", "deployment_ids", "tool_key",
             "username_claim", "username_prefix", "course"}
@@ -27,7 +27,7 @@ class LtiConfig:
     tool_key: str
     username_claim: str = "sub"
     username_prefix: str = ""
-    courses: list = None  # the [[course]] tables, read by coursekit.hub_courses.read_courses
+    courses: list = None  # the [[course]] tables, read by coursekit.hub.courses.read_courses
 
 
 def _url(value):
@@ -37,7 +37,7 @@ def _url(value):
 def read_lti_config(path):
     """The LTI file at ``path``; a HubError naming every problem (each key, what it must be, and where an
     administrator finds it in the README)."""
-    from .hub_courses import load_toml
+    from .courses import load_toml
     data = load_toml(path, "LTI settings file")
     problems = []
     unknown = sorted(set(data) - LTI_KEYS)
@@ -67,7 +67,7 @@ def read_lti_config(path):
         problems.append(f"{path}: username_prefix must be up to 16 lowercase letters, digits, '_' or '-', starting "
                         f"with a letter or '_' (or \"\"), not {prefix!r}")
     if problems:
-        from .hub import _listed
+        from .setup import _listed
         raise HubError(_listed(problems))
     base = os.path.dirname(os.path.abspath(path))
     return LtiConfig(os.path.abspath(path), data["issuer"], data["client_id"], data["login_url"], data["token_url"],
@@ -79,7 +79,7 @@ def ensure_tool_key(lti, state, out=print):
     """The tool's private key, root's alone: made when missing (its public key, which the administrator registers
     with the platform, printed and written to STATE/lti-tool-public-key.json); a HubError when others could read it
     or it is not a private key."""
-    from .lms import generate_key, load_key, public_jwk, public_pem
+    from ..lms.ags import generate_key, load_key, public_jwk, public_pem
     path = lti.tool_key
     if not os.path.lexists(path):
         os.makedirs(os.path.dirname(path), exist_ok=True)

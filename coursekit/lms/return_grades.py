@@ -1,10 +1,10 @@
 """``course return A --lms``: after the feedback, each student's score for A posted to the LMS (Assignment and Grade
-Services, ``coursekit.lms.post_assignment``), through the hub's grading service.
+Services, ``coursekit.lms.ags.post_assignment``), through the hub's grading service.
 
 The tool's private key, which signs its requests to the platform, is root's alone on the hub (``tool_key`` of the
 LTI file) and never reaches an instructor: the instructor's ``course return`` (a plain user, in a terminal of their
 JupyterLab on the hub) reads the assignment's scores from the course's gradebook and sends them to the grading
-service (``coursekit.hub_grading``, root), which already checks that the JupyterHub token of the instructor's server
+service (``coursekit.hub.service``, root), which already checks that the JupyterHub token of the instructor's server
 is an instructor's of this course. The service posts them with the key and the platform's token URL of the LTI file,
 to the line items URL that the course's last launch brought, and to each student's LMS user id as their own launch
 gave it (the hub's state, not the request); it writes what it posted to its log (``STATE/lms/<course id>.jsonl``,
@@ -16,7 +16,7 @@ import os
 import urllib.error
 import urllib.request
 
-from .hub_grading import TOKEN_HEADER, service_url
+from ..hub.service_client import TOKEN_HEADER, service_url
 
 REQUEST_TIMEOUT = 600
 
@@ -33,8 +33,8 @@ class Refusal(Exception):
 def post_scores(course_root, assignment, out=print, err=print):
     """Send ``assignment``'s scores of the course's gradebook to the hub's grading service to be posted to the LMS;
     returns the exit status (0 all posted, 1 a post failed, 2 nothing posted)."""
-    from .lms_export import NoGrades, read_grades
-    from .pipeline import gradebook
+    from .export import NoGrades, read_grades
+    from ..pipeline import gradebook
     url, token = os.environ.get("COURSE_GRADING_URL"), os.environ.get("JUPYTERHUB_API_TOKEN")
     if not url or not token:
         err("course return --lms: grades go to the LMS through the hub that students launch from (course hub --lti): "
@@ -70,7 +70,7 @@ def post_scores(course_root, assignment, out=print, err=print):
     except (OSError, ValueError) as exc:
         err(f"course return --lms: the hub's grading service could not be reached at {url}: {exc}")
         return 2
-    from .lms import JsonLines, PostResult
+    from .ags import JsonLines, PostResult
     log = JsonLines(os.path.join(root, "lms", "ags_log.jsonl"), mode=0o660)  # the instructors' group reads it too
     for rec in answer.get("log", []):
         log.add(rec)
@@ -106,10 +106,10 @@ def assignment_lineitems(course, assignment):
 def post_for_instructor(config, course, body):
     """What the grading service answers an instructor of ``course`` (already checked) who asks to post ``body``'s
     scores: the PostResult as a dict, with the log records written; Refusal when nothing can be posted."""
-    from .hub_state import HubState, course_of_folder
-    from .inbound import valid_student_id
-    from .lms import AgsError, ToolCredentials, load_key, post_assignment
-    from .lms_export import ClassGrades, Student
+    from ..hub.state import HubState, course_of_folder
+    from ..exchange.inbound import valid_student_id
+    from .ags import AgsError, ToolCredentials, load_key, post_assignment
+    from .export import ClassGrades, Student
     lti = config.get("lti")
     if not lti:
         raise Refusal(409, "this hub was started without --lti, so it knows no LMS to post to (course export --lms "

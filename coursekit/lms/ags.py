@@ -339,7 +339,7 @@ class JsonLines:
 
 def post_assignment(grades, assignment, lineitems_url, credentials, log_path, *, resource_link_id=None,
                     timeout=TIMEOUT, written=None, lineitem_urls=()):
-    """Post ``assignment``'s scores from ``grades`` (``coursekit.lms_export.read_grades``) to the context whose line
+    """Post ``assignment``'s scores from ``grades`` (``coursekit.lms.export.read_grades``) to the context whose line
     items are at ``lineitems_url`` (to the first of ``lineitem_urls``, the LMS assignment's own line item, when the
     platform has it). Returns a ``PostResult``; raises ``AgsError`` only when nothing could be posted (no token, no
     line item)."""

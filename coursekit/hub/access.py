@@ -1,7 +1,7 @@
 """Who may have what on a hub, as root: the users and their groups, the course folder and the reference answers
 given to the course's instructors (never through a link), the roster in the gradebook (by the course folder's
 owner), and every problem with them named in one list, each with the command that fixes it. ``course hub``
-(coursekit/hub.py) and a hub of several courses or of LTI login (coursekit/hub_courses.py, hub_lti.py) use them."""
+(coursekit/hub/setup.py) and a hub of several courses or of LTI login (coursekit/hub/courses.py, hub_lti.py) use them."""
 import csv
 import grp
 import os
@@ -11,7 +11,7 @@ import stat
 import subprocess
 import sys
 
-from . import ROOT
+from .. import ROOT
 
 # useradd's own rule (Debian's NAME_REGEX without --badname): a lowercase letter or '_', then lowercase letters,
 # digits, '_' and '-', at most 32 characters. The whole string: \A and \Z, since `$` also matches before a final
@@ -20,7 +20,7 @@ UNIX_NAME = re.compile(r"\A[a-z_][a-z0-9_-]{0,31}\Z")
 
 REFERENCE = os.path.join(ROOT, "solutions")
 # the comment `useradd` gives the users the hub makes, for an administrator reading /etc/passwd; every install writes
-# it, so it proves nothing: which accounts this hub made is in its own state (coursekit.hub_state.made_accounts)
+# it, so it proves nothing: which accounts this hub made is in its own state (coursekit.hub.state.made_accounts)
 MADE_BY_HUB = "attention-course"
 
 
@@ -124,8 +124,8 @@ def _instructor_has(name, st, group_bits):
 def staff_group(course):
     """The Unix group of the course's instructors: ``<course id>-staff``. The course folder, the exchange's course
     folder and the reference answers are theirs; no student may be in it."""
-    from .course_exchange import staff_group_of
-    from .exchange import course_id_of
+    from ..exchange.classes import staff_group_of
+    from ..exchange.commands import course_id_of
     return staff_group_of(course_id_of(course))
 
 
@@ -156,7 +156,7 @@ def course_problems(course, instructors, students=(), reference=REFERENCE):
                 continue
             problems.append(f"the instructor {name} cannot {verb} {what} {path} "
                             f"(owned by {pwd.getpwuid(st.st_uid).pw_name}, group {_group_name(st.st_gid)})")
-    from .course_exchange import group_members
+    from ..exchange.classes import group_members
     inside = sorted(set(students) & group_members(os.stat(course).st_gid))
     if inside:
         problems.append(f"the students {', '.join(inside)} are in the group {_group_name(os.stat(course).st_gid)} "
@@ -235,7 +235,7 @@ def give_to_staff(course, instructors, reference=REFERENCE, out=print, group=Non
 def enrol(course, roster, out=print):
     """The roster's students in the course's gradebook (``course collect`` names those who did not submit, the
     formgrader lists them): added, or their names brought up to date, by a process of the course folder's owner
-    (coursekit/enrol.py): root never opens a gradebook an instructor may have replaced with a link."""
+    (coursekit/hub/enrol.py): root never opens a gradebook an instructor may have replaced with a link."""
     from .enrol import enrol as write
     records = []
     for sid, name in roster:

@@ -27,7 +27,7 @@ import subprocess
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from .lms import TIMEOUT, AgsError, _next_link, _request, _why, access_token
+from .ags import TIMEOUT, AgsError, _next_link, _request, _why, access_token
 
 NRPS_CLAIM = "https://purl.imsglobal.org/spec/lti-nrps/claim/namesroleservice"
 SCOPE_NRPS = "https://purl.imsglobal.org/spec/lti-nrps/scope/contextmembership.readonly"
@@ -81,8 +81,8 @@ class RosterChange:
 def plan(course_id, course, members, settings, data=None):
     """The RosterChange that keeps ``course`` (the hub's state of it; ``data``: the whole state) in step with
     ``members``."""
-    from .hub_lti import _exists, role_names, role_of, unix_name
-    from .hub_state import made_accounts
+    from ..hub.lti import _exists, role_names, role_of, unix_name
+    from ..hub.state import made_accounts
     data = data or {}
     change = RosterChange(course_id)
     claim, prefix = settings["username_claim"], settings["username_prefix"]
@@ -134,7 +134,7 @@ def sync_course(settings, course_id, credentials, out=print, lock=None):
     """Read the course's members, keep the hub's state, the students' group and the gradebook in step (under
     ``lock``, the launches' own, once the list is read); returns the RosterChange (also logged to
     ``<state>/lms/<course id>-roster.jsonl``, root's). AgsError when the platform refuses the list."""
-    from .hub_state import HubState
+    from ..hub.state import HubState
     state = HubState(settings["state"])
     members = read_members(state.read()["courses"][course_id]["memberships"], credentials)
     with lock or contextlib.nullcontext():
@@ -165,8 +165,8 @@ def implausible_change(course, change):
 
 
 def _apply(settings, state, course_id, course, change):
-    from .course_exchange import students_group
-    from .enrol import enrol
+    from ..exchange.classes import students_group
+    from ..hub.enrol import enrol
     if change.joined:  # the gradebook first: a joiner in the state is one the gradebook has
         enrol(settings["python"], course["folder"], [
             {"id": name, "first_name": _text(m.get("given_name")), "last_name": _text(m.get("family_name")),

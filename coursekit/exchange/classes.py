@@ -15,7 +15,7 @@ The exchange's course folder, as these classes leave it (``G``: the course folde
     <root>/<course>/feedback/    2771  students enter it, never list it
     <root>/<course>/feedback/<md5>.html  0640 with a POSIX ACL entry giving S read: S and G only
 
-``CourseCollect`` reads the inbound as untrusted input (``coursekit.inbound``); ``CourseReleaseFeedback`` releases
+``CourseCollect`` reads the inbound as untrusted input (``coursekit.exchange.inbound``); ``CourseReleaseFeedback`` releases
 only the feedback pages that grading wrote.
 """
 import datetime
@@ -55,7 +55,7 @@ def staff_group_of(course_id):
 
 def students_group(course_id):
     """The Unix group of a course's students (and its instructors) on a hub of several courses:
-    ``<course id>-students`` (``coursekit.hub_courses`` makes it). Where it exists, the course's outbound is that
+    ``<course id>-students`` (``coursekit.hub.courses`` makes it). Where it exists, the course's outbound is that
     group's alone, so a student of another course cannot fetch this one's assignments."""
     return f"{course_id}-students"  # at most 32: a course id has at most 23
 
@@ -149,7 +149,7 @@ class CourseReleaseAssignment(HubRoot, ExchangeReleaseAssignment):
 
 
 class CourseCollect(HubRoot, ExchangeCollect):
-    """Collect each student's latest submission as untrusted input (``coursekit.inbound``): only a folder its
+    """Collect each student's latest submission as untrusted input (``coursekit.exchange.inbound``): only a folder its
     student's account owns, only the regular files and folders that student owns, never a link, within limits,
     each student on their own. ``self.result`` says what became of each student and of each refused entry."""
 

@@ -6,7 +6,7 @@
     course return A    release the feedback that grading wrote for A to the exchange
 
 The exchange is nbgrader's own at the root that the course's ``nbgrader_config.py`` names (``$COURSE_EXCHANGE``,
-else ``<course>/exchange``), through the course's classes (``coursekit.course_exchange``: the same ones the
+else ``<course>/exchange``), through the course's classes (``coursekit.exchange.classes``: the same ones the
 formgrader's Release, Collect and Release-feedback buttons use), which read what students wrote as untrusted
 input. These commands add the checks and the names a class needs (who has not submitted, who submitted late,
 which folder was refused and why, which submission is of another assignment, what an earlier submission became).
@@ -25,7 +25,7 @@ from nbgrader.utils import capture_log, temp_attrs
 from grader.plain import inert
 
 from .inbound import shown
-from .pipeline import gradebook
+from ..pipeline import gradebook
 
 # nbgrader's release makes the root 0777 (everyone reads, writes and enters it); the sticky bit on top lets only an
 # entry's owner remove or rename it, so no student can move the course's folder aside and put one of their own there
@@ -39,7 +39,7 @@ class ExchangeError(Exception):
 
 
 def _api(course_root):
-    from .pipeline import nbgrader_api
+    from ..pipeline import nbgrader_api
     return nbgrader_api(course_root)
 
 
@@ -152,11 +152,11 @@ def _ok(outcome, what):
 
 def release(course_root, assignment, out=print):
     """Generate the student version of ``assignment`` and release it to the exchange (again, if it was)."""
-    from .pipeline import release as generate
+    from ..pipeline import release as generate
     if assignment not in assignments_of(course_root):
         raise ExchangeError(f"there is no assignment {assignment!r} in {os.path.join(course_root, 'source')} "
                             f"(there are: {', '.join(assignments_of(course_root))})")
-    from .course_exchange import CourseReleaseAssignment
+    from .classes import CourseReleaseAssignment
     root = check_exchange(exchange_root(course_root), create=True)
     generate(course_root, assignment)
     api = _api(course_root)
@@ -204,8 +204,8 @@ def collect(course_root, assignment, roster=None, out=print):
     not submitted, who submitted late, and every submission that will not be graded. Returns a ``Collected``."""
     from nbgrader.exchange import ExchangeError as NbgraderExchangeError
 
-    from .course_exchange import CourseCollect
-    from .grading import gradable
+    from .classes import CourseCollect
+    from ..grading import gradable
     out = _inert_lines(out)
     inbound, api = _inbound(course_root)
     if not os.path.isdir(inbound):
@@ -345,7 +345,7 @@ def return_feedback(course_root, assignment, out=print):
     first. Returns the students it was released for."""
     from nbgrader.exchange import ExchangeError as NbgraderExchangeError
 
-    from .course_exchange import CourseReleaseFeedback
+    from .classes import CourseReleaseFeedback
     out = _inert_lines(out)
     check_exchange(exchange_root(course_root))
     api = _api(course_root)

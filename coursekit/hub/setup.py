@@ -21,7 +21,7 @@ proxy is configurable-http-proxy, installed beforehand by ``npm ci --prefix hub`
 ``hub/package-lock.json``): nothing is downloaded when the hub starts.
 
 Several courses on one hub (``--courses FILE``) and login from the LMS by LTI 1.3 (``--lti FILE``) are
-``coursekit/hub_courses.py`` and ``coursekit/hub_lti.py``, built on what this module does for one course.
+``coursekit/hub/courses.py`` and ``coursekit/hub/lti.py``, built on what this module does for one course.
 """
 import contextlib
 import errno
@@ -34,11 +34,11 @@ import socket
 import stat
 import sys
 
-from . import ROOT
-from .hub_access import (REFERENCE, HubError, _fixes, course_problems, enrol, ensure_users, give_to_staff,
-                         read_roster, staff_group, users_python)
+from .. import ROOT
+from .access import (REFERENCE, HubError, _fixes, course_problems, enrol, ensure_users, give_to_staff, read_roster,
+                     staff_group, users_python)
 
-PROXY = os.path.join(ROOT, "hub", "node_modules", ".bin", "configurable-http-proxy")
+PROXY = os.path.join(ROOT, "node", "node_modules", ".bin", "configurable-http-proxy")
 
 # what a student's JupyterLab leaves out (the Assignments tab, Validate and the Nbgrader menu stay)
 STUDENT_HIDDEN_PLUGINS = ("@jupyter/nbgrader:formgrader", "@jupyter/nbgrader:create-assignment",
@@ -49,7 +49,7 @@ NO_NEWS = {"check_for_updates_class": "jupyterlab.NeverCheckForUpdate", "news_ur
 # nbgrader's formgrader plugin frames the formgrader in the lab, which a hub's servers refuse; the course's hub-lab
 # extension (on every user's JUPYTER_PATH) opens it in a browser tab of its own instead
 INSTRUCTOR_FRAMED_FORMGRADER = "@jupyter/nbgrader:formgrader"
-LAB_EXTENSIONS = os.path.join(ROOT, "hub", "share", "jupyter")
+LAB_EXTENSIONS = os.path.join(ROOT, "node", "share", "jupyter")  # built by `make node` from node/hub-lab
 # the hub's settings that reach its grading service: the sandbox's limits (COURSE_SANDBOX_MEMORY_MB, ...)
 GRADING_SETTINGS = ("COURSE_SANDBOX_",)
 # every user's terminal keeps its text in the page (xterm's screen-reader mode), for a screen reader to read
@@ -84,8 +84,8 @@ def exchange_for_class(root, course, instructors, students, course_id=None):
     adds to it), and the course's folder in it made now, as root, the first instructor's and the course folder's
     group's: no student can make a course folder of their own, nor this one before the hub. Returns the root. (``course_id``: the course's
     id when the caller knows it, rather than reading the course folder's nbgrader_config.py.)"""
-    from .course_exchange import close_course_folder, problems_of_course_folder
-    from .exchange import check_exchange, course_id_of
+    from ..exchange.classes import close_course_folder, problems_of_course_folder
+    from ..exchange.commands import check_exchange, course_id_of
     root = check_exchange(root, create=True, shared=True)
     folder = os.path.join(root, course_id or course_id_of(course))
     owner, gid = pwd.getpwnam(instructors[0]).pw_uid, os.stat(course).st_gid
@@ -144,13 +144,13 @@ def role_settings(state, exchange, course):
         if role == "instructor":
             # the formgrader in a tab of its own (hub-lab's command), with its links to this server's lab
             hidden[INSTRUCTOR_FRAMED_FORMGRADER] = True
-            server["ServerApp"] = {"jpserver_extensions": {"coursekit.formgrader_tab": True},
+            server["ServerApp"] = {"jpserver_extensions": {"coursekit.hub.formgrader_tab": True},
                                    "terminado_settings": terminal}
         if role == "student":
             server["ServerApp"] = {"jpserver_extensions": {n: False for n in STUDENT_OFF_SERVER_EXTENSIONS},
                                    "terminado_settings": terminal}
             hidden.update({n: True for n in STUDENT_HIDDEN_PLUGINS})
-            from .exchange import course_id_of  # the course's own id: its folder in the exchange
+            from ..exchange.commands import course_id_of  # the course's own id: its folder in the exchange
             nbgrader = student_nbgrader_config([course_id_of(course)], exchange)
         else:
             nbgrader = (f"c = get_config()  # noqa: F821\n# the course folder's nbgrader_config.py is read on top\n"
@@ -194,7 +194,7 @@ def student_packages(state):
     """The student bundle's packages (``course bundle``'s package/: the visible checks and the learner's helpers,
     no reference), copied into ``state`` at each start: students' kernels import ``grader`` and ``coursekit``
     from here."""
-    from .bundle import copy_package
+    from ..bundle import copy_package
     out = os.path.join(state, "student-packages")
     if os.path.exists(out):
         shutil.rmtree(out)
@@ -236,8 +236,8 @@ c.Spawner.http_timeout = 120
 c.Spawner.start_timeout = 180
 
 # grading with the full separation: the course's grading service, run by the hub as root
-# (coursekit/hub_grading.py); the instructors' `course grade` and Autograde send each submission there
-c.JupyterHub.services = [{{"name": "course-grading", "command": [{python!r}, "-m", "coursekit.hub_grading",
+# (coursekit/hub/service.py); the instructors' `course grade` and Autograde send each submission there
+c.JupyterHub.services = [{{"name": "course-grading", "command": [{python!r}, "-m", "coursekit.hub.service",
                                                                 {grading_config!r}], "cwd": {state!r},
                            "environment": {grading_env!r}}}]
 GRADING_URL = {grading_url!r}
@@ -327,9 +327,9 @@ def write_config(state, *, course, exchange, students, instructors, ip, port, ex
     packages = student_packages(state)
     python = users_python()
     commands = os.path.dirname(python)
-    from . import hub_grading
+    from . import service
     grading_port, hub_port = free_port(), free_port()
-    grading_config = hub_grading.write_config(state, grading_port, f"http://127.0.0.1:{hub_port}/hub/api",
+    grading_config = service.write_config(state, grading_port, f"http://127.0.0.1:{hub_port}/hub/api",
                                               {course: instructors})
     text = HUB_CONFIG.format(
         grading_config=grading_config, grading_url=f"http://127.0.0.1:{grading_port}", state=state,
@@ -351,7 +351,7 @@ def write_config(state, *, course, exchange, students, instructors, ip, port, ex
 
 
 def _course_id(course):
-    from .exchange import course_id_of
+    from ..exchange.commands import course_id_of
     return course_id_of(course)
 
 

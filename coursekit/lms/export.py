@@ -3,7 +3,7 @@
 ``course export --lms canvas|moodle|generic [--out FILE] [ASSIGNMENT ...]`` runs it on a course folder, and the same
 writers are nbgrader export plugins (``nbgrader.plugins.ExportPlugin``), so from a course folder
 
-    nbgrader export --exporter coursekit.lms_export.CanvasExport --to canvas.csv --assignment "['03_softmax']"
+    nbgrader export --exporter coursekit.lms.export.CanvasExport --to canvas.csv --assignment "['03_softmax']"
 
 writes the same file (``MoodleExport``, ``GenericExport`` likewise).
 
@@ -339,7 +339,7 @@ def export_course(root, platform, out=None, assignments=()):
     """``course export --lms``: write ``platform``'s file for the course folder ``root`` (default
     ``<root>/lms/<platform>_grades.csv``); returns the lines to print. Raises ``NoGrades`` (nothing written) and
     FileNotFoundError when the course has no gradebook."""
-    from .pipeline import gradebook
+    from ..pipeline import gradebook
     root = os.path.abspath(root)
     if not os.path.isfile(os.path.join(root, "gradebook.db")):
         raise FileNotFoundError(f"no gradebook in {root}: grade first (course grade)")

@@ -1,5 +1,5 @@
 """Several courses on one hub: ``course hub --courses FILE`` (Unix passwords) and ``course hub --lti FILE`` (LTI 1.3,
-``coursekit/hub_lti.py``), and the hub's state that both keep.
+``coursekit/hub/lti.py``), and the hub's state that both keep.
 
     sudo .venv/bin/course hub --courses courses.toml [--create-users] [--exchange DIR] [--port 8000]
 
@@ -15,13 +15,13 @@
     instructors = ["bob"]
     roster = "dec102-roster.csv"
 
-Each course keeps what one course has on a hub (``coursekit/hub.py``): its folder, the instructors' and the course
+Each course keeps what one course has on a hub (``coursekit/hub/setup.py``): its folder, the instructors' and the course
 folder's group ``<course id>-staff``, its gradebook, its folder in the exchange (``<exchange>/<course id>/``), its
 formgrader in each of its instructors' own servers, graded by the hub's one grading service, whose configuration
 names every course with its instructors. What several courses add:
 
 * a group ``<course id>-students`` per course (its students and its instructors): the exchange's outbound of the
-  course is that group's alone (2750, ``coursekit.course_exchange.outbound_access``), so a student of another
+  course is that group's alone (2750, ``coursekit.exchange.classes.outbound_access``), so a student of another
   course cannot fetch its assignments, nor list them;
 * the students' servers name no course (nbgrader's pattern for several classes: ``Exchange.path_includes_course``,
   assignments fetched into ``~/<course id>/<assignment>/``): the Assignments tab lists every course whose outbound
@@ -38,12 +38,12 @@ import grp
 import os
 from dataclasses import dataclass, field
 
-from .hub import (LAB_EXTENSIONS, _listed, _write, as_root, exchange_for_class, hub_command, machine_problems,
-                  close_state, role_settings, setuid_warning, student_nbgrader_config, write_config)
-from .hub_access import (REFERENCE, UNIX_NAME, HubError, _own_tree, course_problems, enrol, ensure_group, ensure_users,
-                         give_to_staff, read_roster, staff_group, users_python)
-from .course_exchange import group_members, students_group
-from .hub_state import HubState, add_launched, instructor_course, record_courses
+from .setup import (LAB_EXTENSIONS, _listed, _write, as_root, exchange_for_class, hub_command, machine_problems,
+                    close_state, role_settings, setuid_warning, student_nbgrader_config, write_config)
+from .access import (REFERENCE, UNIX_NAME, HubError, _own_tree, course_problems, enrol, ensure_group, ensure_users,
+                     give_to_staff, read_roster, staff_group, users_python)
+from ..exchange.classes import group_members, students_group
+from .state import HubState, add_launched, instructor_course, record_courses
 
 REFERENCE_GROUP = "course-reference"
 COURSE_KEYS = {"folder", "instructors", "roster", "context_id"}
@@ -81,7 +81,7 @@ def load_toml(path, what):
 def read_courses(tables, path, lti=False):
     """([Course], problems) from the ``[[course]]`` tables of the file at ``path`` (paths in it are relative to its
     folder). Every problem is a sentence naming the course (its number in the file) and what to change."""
-    from .exchange import ExchangeError, course_id_of
+    from ..exchange.commands import ExchangeError, course_id_of
     base = os.path.dirname(os.path.abspath(path))
     problems, courses = [], []
     if not isinstance(tables, list) or not tables:
@@ -209,7 +209,7 @@ def _course_fixes(courses):
 # ------------------------------------------------------------------ course hub --courses / --lti
 def prepare(args, out=print):
     """``course hub --courses FILE`` or ``--lti FILE``: everything checked and written before the hub starts;
-    returns (command, cwd, env) as ``coursekit.hub.prepare``."""
+    returns (command, cwd, env) as ``coursekit.hub.setup.prepare``."""
     as_root()
     if args.instructor or args.roster:
         raise HubError("with --courses or --lti the file names each course's instructors and roster: leave out "
@@ -218,7 +218,7 @@ def prepare(args, out=print):
         raise HubError("give the courses in one file: with --lti they are the [[course]] tables of the LTI file")
     lti = None
     if args.lti:
-        from .hub_lti import read_lti_config
+        from .lti_config import read_lti_config
         lti = read_lti_config(args.lti)
         courses, problems = read_courses(lti.courses, args.lti, lti=True)
     else:
@@ -246,14 +246,14 @@ def prepare(args, out=print):
     for c in courses:
         if c.roster:
             enrol(c.folder, c.roster, out=out)
-    from .exchange import check_exchange
+    from ..exchange.commands import check_exchange
     exchange = check_exchange(os.path.abspath(args.exchange), create=True, shared=True)
     for c in courses:
         if c.instructors:
             exchange_for_class(exchange, c.folder, c.instructors, c.students, course_id=c.id)
     os.makedirs(state, exist_ok=True)
     if lti:
-        from .hub_lti import ensure_tool_key
+        from .lti_config import ensure_tool_key
         ensure_tool_key(lti, state, out)
     with hub_state.change() as data:
         record_courses(data, courses)
@@ -287,10 +287,10 @@ def _group_problems(courses):
 
 # ------------------------------------------------------------------ the hub's configuration
 OVERRIDE = '''
-# ------------------------------------------------------------------ several courses (coursekit/hub_courses.py)
+# ------------------------------------------------------------------ several courses (coursekit/hub/courses.py)
 # The settings above are those of one course; these replace them: each user's role and course come from the hub's
 # state ({state_file}, root's alone), which `course hub` writes and each LTI launch brings up to date.
-from coursekit.hub_courses import spawn_hook  # noqa: E402
+from coursekit.hub.courses import spawn_hook  # noqa: E402
 
 c.Spawner.pre_spawn_hook = spawn_hook({spawn!r})
 '''
@@ -299,9 +299,9 @@ PAM_USERS = '''c.Authenticator.allowed_users = {users!r}
 '''
 
 LTI_LOGIN = '''
-# login from the LMS by LTI 1.3 (coursekit/hub_lti.py): ltiauthenticator's LTI13Authenticator, with the course's
+# login from the LMS by LTI 1.3 (coursekit/hub/lti.py): ltiauthenticator's LTI13Authenticator, with the course's
 # checks (deployment, context, role, user name) and the accounts, groups and gradebooks made at launch
-c.JupyterHub.authenticator_class = "coursekit.hub_lti.CourseLTI13Authenticator"
+c.JupyterHub.authenticator_class = "coursekit.hub.lti.CourseLTI13Authenticator"
 c.Authenticator.allowed_users = set()
 c.Authenticator.allow_all = True  # who may come in is decided at each launch by the checks above
 c.LTI13Authenticator.issuer = {issuer!r}
@@ -314,19 +314,19 @@ c.CourseLTI13Authenticator.settings_file = {settings!r}
 
 
 def write_hub_config(state, courses, exchange, lti, args, hub_state):
-    """The hub's configuration for several courses: ``coursekit.hub.write_config``'s for the first course, the
+    """The hub's configuration for several courses: ``coursekit.hub.setup.write_config``'s for the first course, the
     grading service's settings rewritten with every course, and the block above. Returns its path."""
     first = courses[0]
     instructors = [i for c in courses for i in c.instructors]
     students = list(dict.fromkeys(s for c in courses for s in c.students))
     path = write_config(state, course=first.folder, exchange=exchange, students=students,
                         instructors=instructors, ip=args.ip, port=args.port, extra_config=None)
-    from . import hub_grading
-    grading = hub_grading.read_config(os.path.join(state, "grading.json"))
+    from . import service
+    grading = service.read_config(os.path.join(state, "grading.json"))
     extra = {"hub_state": state}
     if lti:
         extra["lti"] = {"client_id": lti.client_id, "token_url": lti.token_url, "tool_key": lti.tool_key}
-    hub_grading.write_config(state, grading["port"], grading["hub_api"],
+    service.write_config(state, grading["port"], grading["hub_api"],
                              {c.folder: c.instructors for c in courses}, extra=extra)
     instructor_config = {}
     for c in courses:
@@ -343,7 +343,7 @@ def write_hub_config(state, courses, exchange, lti, args, hub_state):
              "lab_extensions": LAB_EXTENSIONS, "grading_url": f"http://127.0.0.1:{grading['port']}"}
     text += OVERRIDE.format(state_file=hub_state.path, spawn=spawn)
     if lti:
-        from .hub_lti import write_settings
+        from .lti_config import write_settings
         settings = write_settings(state, lti, courses, exchange)
         text += LTI_LOGIN.format(issuer=lti.issuer, client_id=lti.client_id, authorize_url=lti.login_url,
                                  jwks_url=lti.jwks_url, settings=settings)

@@ -18,12 +18,11 @@ grading itself runs as root:
 * its Dask workers run on 127.0.0.1 with TLS and a key that exists only in this process and its workers
   (``Security.temporary``): nobody else on the machine can hand them a task;
 * on a hub with LTI login it also posts an instructor's scores to the LMS (``POST /lms/scores``, from ``course
-  return A --lms``: ``coursekit.lms_return``) with the tool's private key, which stays root's; its settings name
+  return A --lms``: ``coursekit.lms.return_grades``) with the tool's private key, which stays root's; its settings name
   every course of the hub with its instructors, and are read again when an LTI launch adds an instructor.
 
-    python -m coursekit.hub_grading STATE/grading.json    # what the hub runs (as root)
+    python -m coursekit.hub.service STATE/grading.json    # what the hub runs (as root)
 """
-import base64
 import hashlib
 import json
 import logging
@@ -35,61 +34,13 @@ import urllib.request
 
 from grader.plain import inert
 
-from . import COURSE_DIR
+from .. import COURSE_DIR
+from .service_client import SAFE_SETTINGS, TOKEN_HEADER, b64, unb64
 
 SERVICE_NAME = "course-grading"
-TOKEN_HEADER = "Authorization"
 MAX_BODY = 200 * 2 ** 20  # a submission of 50 MB, base64, and its assignment's source: read only from an instructor
 MAX_TIMEOUT = 4 * 3600
-# settings a request may pass to the grading, each with what its value must look like; the sandbox's own limits and
-# COURSE_ISOLATION are the service's
-SAFE_SETTINGS = {"COURSE_MAX_TRAIN_STEPS": str.isdigit, "COURSE_TRAIN_THREADS": str.isdigit,
-                 "COURSE_TORCH_THREADS": str.isdigit, "OMP_NUM_THREADS": str.isdigit, "MKL_NUM_THREADS": str.isdigit,
-                 "COURSE_DEVICE": lambda v: v in ("cpu", "cuda"),
-                 "COURSE_CALL_TIME_LIMIT": lambda v: v.replace(".", "", 1).isdigit()}
-
 log = logging.getLogger("course-grading")
-
-
-def _b64(files):
-    return {rel: base64.b64encode(data).decode("ascii") for rel, data in files.items()}
-
-
-def _unb64(files):
-    return {str(rel): base64.b64decode(data) for rel, data in files.items()}
-
-
-# ------------------------------------------------------------------ the instructor's side
-def grade_by_service(course_root, payload, task, timeout, passed):
-    """``grade_submission``'s counterpart on the hub: the submission graded by the hub's grading service, as root
-    (``COURSE_GRADING_URL``, with the token of the instructor's server, ``JUPYTERHUB_API_TOKEN``). Returns the
-    result as ``grade_submission`` does; a refusal or an unreachable service is this submission's error."""
-    url, token = os.environ.get("COURSE_GRADING_URL"), os.environ.get("JUPYTERHUB_API_TOKEN")
-    result = {"student": task["student"], "assignment": task["assignment"], "ok": False, "autograded": {},
-              "feedback": {}, "log": [], "seed": None, "error": None, "host": None, "pid": None}
-    body = json.dumps({"course": os.path.abspath(course_root), "assignment": payload["assignment"],
-                       "source": _b64(payload["source"]), "timeout": timeout, "passed": passed,
-                       "task": {k: v for k, v in task.items() if k != "files"} | {"files": _b64(task["files"])}})
-    req = urllib.request.Request(service_url(url, "/grade", os.path.abspath(course_root)), data=body.encode(),
-                                 method="POST",
-                                 headers={TOKEN_HEADER: f"token {token}", "Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=2 * timeout + 600) as resp:
-            answer = json.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        result["error"] = ("grading", f"the hub's grading service refused it ({exc.code}): "
-                                      f"{exc.read().decode('utf-8', 'replace')[:300]}")
-        return result
-    except (OSError, ValueError) as exc:
-        result["error"] = ("grading", f"the hub's grading service could not be reached at {url}: {exc}")
-        return result
-    answer["autograded"], answer["feedback"] = _unb64(answer["autograded"]), _unb64(answer["feedback"])
-    return answer
-
-
-def on_the_hub():
-    """Whether this process is an instructor's on the hub, where grading goes to the hub's grading service."""
-    return bool(os.environ.get("COURSE_GRADING_URL")) and os.geteuid() != 0
 
 
 # ------------------------------------------------------------------ the service (root)
@@ -100,7 +51,7 @@ def install_config():
 
 
 def payload_of(assignment, source):
-    from .inbound import valid_student_id
+    from ..exchange.inbound import valid_student_id
     if not valid_student_id(assignment):
         raise ValueError(f"{assignment!r} is not an assignment name")
     config = install_config()
@@ -141,7 +92,7 @@ def authorise(config, api_url, header, course):
 
 def make_app(config, client, api_url, config_path=None):
     """The service's web application: POST /grade, one submission; POST /lms/scores, an assignment's scores to the
-    LMS (``coursekit.lms_return``). With ``config_path`` the settings are read again whenever that file changes (an
+    LMS (``coursekit.lms.return_grades``). With ``config_path`` the settings are read again whenever that file changes (an
     LTI launch adds an instructor to a course).
 
     Who asks is checked before the body is read: the course is in the URL (``?course=FOLDER``) and the token in the
@@ -151,8 +102,8 @@ def make_app(config, client, api_url, config_path=None):
 
     from tornado import web
 
-    from .grading.task import grade_submission
-    from .inbound import valid_student_id
+    from ..grading.task import grade_submission
+    from ..exchange.inbound import valid_student_id
     current = Settings(config_path, config)
 
     @web.stream_request_body
@@ -204,15 +155,15 @@ def make_app(config, client, api_url, config_path=None):
             task = body["task"]
             if not (valid_student_id(str(task.get("student"))) and task.get("assignment") == body["assignment"]):
                 raise web.HTTPError(400, "not a student id or not this assignment")
-            payload = payload_of(body["assignment"], _unb64(body["source"]))
+            payload = payload_of(body["assignment"], unb64(body["source"]))
             task = {"student": task["student"], "assignment": task["assignment"],
-                    "timestamp": task.get("timestamp"), "files": _unb64(task["files"])}
+                    "timestamp": task.get("timestamp"), "files": unb64(task["files"])}
             limit = min(float(body.get("timeout", 1200)), MAX_TIMEOUT)
             passed = safe_settings(body.get("passed"))
             log.info("%s grades %s / %s of %s", self.user, task["student"], task["assignment"], inert(self.course))
             future = client.submit(grade_submission, payload, task, limit, passed, pure=False)
             result = await asyncio.get_running_loop().run_in_executor(None, future.result)
-            result["autograded"], result["feedback"] = _b64(result["autograded"]), _b64(result["feedback"])
+            result["autograded"], result["feedback"] = b64(result["autograded"]), b64(result["feedback"])
             self.set_header("Content-Type", "application/json")
             self.finish(json.dumps(result))
 
@@ -220,7 +171,7 @@ def make_app(config, client, api_url, config_path=None):
         what = "a request to post grades"
 
         async def post(self):
-            from .lms_return import Refusal, post_for_instructor
+            from ..lms.return_grades import Refusal, post_for_instructor
             body = self.body()
             log.info("%s posts the scores of %s / %s to the LMS", self.user, inert(self.course),
                      inert(body.get("assignment")))
@@ -236,12 +187,6 @@ def make_app(config, client, api_url, config_path=None):
             self.finish(json.dumps(answer))
 
     return web.Application([(r"/grade", Grade), (r"/lms/scores", PostScores)])
-
-
-def service_url(url, path, course):
-    """The service's ``path`` for ``course``: the course in the URL, so that the service checks who asks before it
-    reads the body."""
-    return url.rstrip("/") + path + "?" + urllib.parse.urlencode({"course": course})
 
 
 def read_config(path):
@@ -274,7 +219,7 @@ def serve(config_path):
     from distributed.security import Security
     from tornado.httpserver import HTTPServer
 
-    from .grading.client import QUIET_DASK
+    from ..grading.client import QUIET_DASK
     logging.basicConfig(level=logging.INFO, format="[%(levelname)s %(asctime)s course-grading] %(message)s")
     with open(config_path) as f:
         config = json.load(f)
@@ -301,7 +246,7 @@ def write_config(state, port, hub_api, courses, workers=None, extra=None):
     """The service's settings in ``state`` (root's alone): its port, the hub's API and {course: instructors}; on a
     hub of several courses or with LTI, ``extra`` adds the hub's state folder (``hub_state``) and the tool's LTI
     credentials (``lti``: client id, token URL, the path of its private key), with which it posts grades."""
-    from .hub import _write
+    from .setup import _write
     path = os.path.join(state, "grading.json")
     _write(path, json.dumps({"port": port, "hub_api": hub_api, "workers": workers,
                              "courses": {c: {"instructors": sorted(i)} for c, i in courses.items()}, **(extra or {})},
@@ -311,45 +256,3 @@ def write_config(state, port, hub_api, courses, workers=None, extra=None):
 
 if __name__ == "__main__":
     serve(sys.argv[1])
-
-
-def graded_by_hub_preprocessor():
-    """nbgrader's Autograde on the hub (the formgrader's button, ``nbgrader autograde``), as a preprocessor that
-    sends the submission to the hub's grading service and takes back the notebook it graded: what runs in the
-    instructor's server is then only nbgrader's saving of the grades (made here so that importing this module costs
-    no nbgrader)."""
-    from nbgrader.preprocessors import NbGraderPreprocessor
-    from traitlets import Unicode
-
-    class GradedByHub(NbGraderPreprocessor):
-        """The submission graded by the hub's grading service, as root (``coursekit.hub_grading``)."""
-
-        course_root = Unicode("", help="the course folder").tag(config=True)
-
-        def preprocess(self, nb, resources):
-            import nbformat
-            from grader import seeds
-            from grader.nbgrader_plugin import append_log
-
-            from .grading.files import files_of
-            info = resources["nbgrader"]
-            student, assignment = info["student"], info["assignment"]
-            root = self.course_root or os.getcwd()
-            files, _ = files_of(os.path.join(root, "submitted", student, assignment))
-            files[info["notebook"] + ".ipynb"] = nbformat.writes(nb).encode()
-            source, _ = files_of(os.path.join(root, "source", assignment))
-            passed = {k: os.environ[k] for k in SAFE_SETTINGS if k in os.environ}
-            result = grade_by_service(root, {"assignment": assignment, "source": source},
-                                      {"student": student, "assignment": assignment, "files": files},
-                                      float(os.environ.get("COURSE_GRADING_TIMEOUT", "1200")), passed)
-            for rec in result.get("log", []):
-                append_log(root, rec)
-            if result.get("seed") is not None:
-                seeds.record(root, student, assignment, result["seed"])
-            name = info["notebook"] + ".ipynb"
-            if not result.get("ok") or name not in result["autograded"]:
-                kind, text = result.get("error") or ("grading", "no graded notebook came back")
-                raise RuntimeError(f"the hub's grading service could not grade {student} / {assignment}: {text}")
-            return nbformat.reads(result["autograded"][name].decode("utf-8"), as_version=4), resources
-
-    return GradedByHub

@@ -60,7 +60,7 @@ def escape_pages(web_app):
 
 
 def _jupyter_server_extension_points():
-    return [{"module": "coursekit.formgrader_tab"}]
+    return [{"module": "coursekit.hub.formgrader_tab"}]
 
 
 def _escape_when_made():
@@ -124,7 +124,7 @@ def _load_jupyter_server_extension(serverapp):
         _escape_when_made()
     text = patched_utils()
     if text is None:
-        serverapp.log.warning("coursekit.formgrader_tab: nbgrader's formgrader utils.js has changed; its links "
+        serverapp.log.warning("coursekit.hub.formgrader_tab: nbgrader's formgrader utils.js has changed; its links "
                               "are served unchanged")
         return
     base = serverapp.web_app.settings.get("base_url", "/")

@@ -1,4 +1,4 @@
-"""What an LTI hub shows the platform and the browser besides the launch itself (coursekit/hub_lti.py):
+"""What an LTI hub shows the platform and the browser besides the launch itself (coursekit/hub/lti.py):
 
 * ``/hub/lti13/config``: the tool's configuration as JSON in Canvas's format (a developer key's "Enter URL" or
   "Paste JSON"), saying exactly what docs/lms.md says: the scopes the course uses (``SCOPES``), the custom fields it
@@ -16,17 +16,17 @@ import html
 import json
 import os
 
-from .lms import SCOPE_LINEITEM, SCOPE_LINEITEM_READONLY, SCOPE_SCORE
+from ..lms.ags import SCOPE_LINEITEM, SCOPE_LINEITEM_READONLY, SCOPE_SCORE
 
 CLOCK_LEEWAY = 120  # seconds: two minutes of clock drift either way; Moodle's id_token lives 60 s, Canvas's an hour
 
-#: the scopes the course asks for: line items found or created and scores posted (coursekit/lms.py), the class list
-#: read (coursekit/lms_roster.py)
+#: the scopes the course asks for: line items found or created and scores posted (coursekit/lms/ags.py), the class list
+#: read (coursekit/lms/roster.py)
 SCOPES = (SCOPE_LINEITEM, SCOPE_LINEITEM_READONLY, SCOPE_SCORE,
           "https://purl.imsglobal.org/spec/lti-nrps/scope/contextmembership.readonly")
 
 #: the custom fields the hub reads from a launch, with the Canvas variable each is given: the user's Canvas ids,
-#: kept for the gradebook import's matching (coursekit/lms_export.py); a ``username_claim = "custom:NAME"`` reads one
+#: kept for the gradebook import's matching (coursekit/lms/export.py); a ``username_claim = "custom:NAME"`` reads one
 CUSTOM_FIELDS = {"canvas_user_id": "$Canvas.user.id", "canvas_login_id": "$Canvas.user.loginId",
                  "canvas_sis_id": "$Canvas.user.sisSourceId"}
 

@@ -1,14 +1,14 @@
 """The hub's state of several courses (``<state>/courses.json``, root's alone): who is an instructor or a student of
 which course, and what the LMS's launches brought (each student's LMS user id, the line items URL). ``course hub
---courses`` and ``--lti`` write it (coursekit/hub_courses.py), each launch and server start reads it
-(coursekit/hub_lti.py), and ``course return --lms`` finds a course's students in it (coursekit/lms_return.py)."""
+--courses`` and ``--lti`` write it (coursekit/hub/courses.py), each launch and server start reads it
+(coursekit/hub/lti.py), and ``course return --lms`` finds a course's students in it (coursekit/lms/return_grades.py)."""
 import contextlib
 import fcntl
 import json
 import os
 import threading
 
-from .hub import _write
+from .setup import _write
 
 STATE_FILE = "courses.json"
 

@@ -13,11 +13,11 @@ leaves out, and refuses with a page that says why:
   name), and a name that is not a valid Unix user name, an account of the machine this hub did not make (the hub's
   state lists the accounts it made, ``hub_state.made_accounts``; the account comment every install writes is no
   proof), or a name another LMS user has, is refused;
-* a user is an instructor of one course or a student of any number of them, never both (``coursekit.hub_courses``).
+* a user is an instructor of one course or a student of any number of them, never both (``coursekit.hub.courses``).
 
 A good launch makes what the user needs, as root, before the hub logs them in: their Unix user (``useradd``, a home
 only they may enter) if missing; an instructor joins the course's staff group ``<course id>-staff`` (the first
-instructor of a course is given its folder, ``coursekit.hub_access.give_to_staff``, and its folder in the exchange), its
+instructor of a course is given its folder, ``coursekit.hub.access.give_to_staff``, and its folder in the exchange), its
 students' group and the reference's group; a student joins the course's students' group and, at their first launch,
 the course's gradebook with the id the LMS's gradebook import knows them by (nbgrader's ``lms_user_id``: Canvas's
 user id when the launch carries the custom field ``canvas_user_id``, else the launch's ``sub``, which is Moodle's
@@ -54,10 +54,9 @@ import threading
 from dataclasses import dataclass
 
 from .enrol import enrol_as_owner
-from .hub_access import UNIX_NAME, HubError
-from .hub_lti_config import (LTI_KEYS, SETTINGS_FILE, LtiConfig, _url, ensure_tool_key,  # noqa: F401 (hub_courses'
-                             read_lti_config, write_settings)                          # imports them from here)
-from .lms import AGS_CLAIM
+from .access import UNIX_NAME, HubError
+from .lti_config import _url, write_settings
+from ..lms.ags import AGS_CLAIM
 
 LTI = "https://purl.imsglobal.org/spec/lti/claim/"
 MEMBERSHIP = "http://purl.imsglobal.org/vocab/lis/v2/membership"
@@ -159,8 +158,8 @@ class Admission:
 
 def check_launch(settings, data, claims):
     """The Admission of a launch whose token ltiauthenticator has verified, or Refused with what the page says.
-    ``data``: the hub's state (``coursekit.hub_state.HubState.read``)."""
-    from .hub_state import instructor_course, made_accounts, student_courses
+    ``data``: the hub's state (``coursekit.hub.state.HubState.read``)."""
+    from .state import instructor_course, made_accounts, student_courses
     deployment = claims.get(LTI + "deployment_id")
     if deployment not in settings["deployment_ids"]:
         raise Refused(f"This hub is not set up for the LMS deployment {deployment!r}: the launch came from a "
@@ -206,8 +205,8 @@ def check_launch(settings, data, claims):
         raise Refused(f"You are an instructor of {teaches} on this hub: a user is an instructor or a student here, "
                       f"not both.")
     ags = claims.get(AGS_CLAIM) if isinstance(claims.get(AGS_CLAIM), dict) else {}
-    from .hub_lti_pages import custom_ids
-    from .lms_roster import NRPS_CLAIM
+    from .lti_pages import custom_ids
+    from ..lms.roster import NRPS_CLAIM
     nrps = claims.get(NRPS_CLAIM) if isinstance(claims.get(NRPS_CLAIM), dict) else {}
     lineitems = ags.get("lineitems") if _url(ags.get("lineitems")) else None
     link = claims.get(LTI + "resource_link") if isinstance(claims.get(LTI + "resource_link"), dict) else {}
@@ -228,11 +227,11 @@ def _text(value, most=200):
 def provision(settings, adm, out):
     """The Unix user, the groups, the course folder of a course's first instructor and its exchange folder; returns
     the groups the user was added to (their running server does not have them yet)."""
-    from .course_exchange import staff_group_of, students_group
-    from .hub import exchange_for_class
-    from .hub_access import ensure_group, ensure_users, give_to_staff
-    from .hub_courses import REFERENCE_GROUP
-    from .hub_state import HubState, record_made
+    from ..exchange.classes import staff_group_of, students_group
+    from .setup import exchange_for_class
+    from .access import ensure_group, ensure_users, give_to_staff
+    from .courses import REFERENCE_GROUP
+    from .state import HubState, record_made
     record_made(settings["state"], ensure_users([adm.name], create=True, out=out))
     added = []
     if adm.role == "instructor":
@@ -252,8 +251,8 @@ def provision(settings, adm, out):
 def record(settings, adm):
     """The launch in the hub's state (the member, their LMS user id, the line items URL) and, for an instructor, in
     the grading service's settings (it reads them again)."""
-    from . import hub_grading
-    from .hub_state import HubState
+    from . import service
+    from .state import HubState
     with HubState(settings["state"]).change() as data:
         course = data["courses"][adm.course]
         if adm.role == "instructor":
@@ -265,17 +264,17 @@ def record(settings, adm):
             course["lineitems"] = adm.lineitems
         if adm.memberships:
             course["memberships"] = adm.memberships
-        if adm.link and adm.lineitem:  # an LMS assignment's link: its own column (coursekit/lms.py posts to it)
+        if adm.link and adm.lineitem:  # an LMS assignment's link: its own column (coursekit/lms/ags.py posts to it)
             course.setdefault("links", {})[adm.link] = {"title": adm.link_title, "lineitem": adm.lineitem}
         data["users"][adm.name] = {"sub": adm.sub, **({"lms_ids": adm.lms_ids} if adm.lms_ids else {})}
         teaching = course["instructors"]
         if adm.role == "instructor":  # under the state's lock: one writer of the grading settings at a time
-            grading = hub_grading.read_config(settings["grading_config"])
+            grading = service.read_config(settings["grading_config"])
             if grading["courses"].get(adm.folder, {}).get("instructors") != sorted(teaching):
                 extra = {k: v for k, v in grading.items() if k not in ("port", "hub_api", "workers", "courses")}
                 courses = {folder: c["instructors"] for folder, c in grading["courses"].items()}
                 courses[adm.folder] = teaching
-                hub_grading.write_config(os.path.dirname(settings["grading_config"]), grading["port"],
+                service.write_config(os.path.dirname(settings["grading_config"]), grading["port"],
                                          grading["hub_api"], courses, grading.get("workers"), extra=extra)
 
 
@@ -319,15 +318,15 @@ def _authenticator_class():
     from tornado.web import HTTPError
     from traitlets import Unicode
 
-    from .hub_lti_pages import CLOCK_LEEWAY, handlers
+    from .lti_pages import CLOCK_LEEWAY, handlers
     login_handler, config_handler = handlers()
 
     class CourseLTI13Authenticator(LTI13Authenticator):
         """ltiauthenticator's LTI 1.3 login, with the course's checks and what a good launch makes (module
         docstring); its login initiation answers a framed launch with a page that opens a window, and its
-        configuration URL says what docs/lms.md says (coursekit/hub_lti_pages.py)."""
+        configuration URL says what docs/lms.md says (coursekit/hub/lti_pages.py)."""
 
-        settings_file = Unicode("", config=True, help="The hub's LTI settings (coursekit.hub_lti.write_settings)")
+        settings_file = Unicode("", config=True, help="The hub's LTI settings (coursekit.hub.lti.write_settings)")
 
         def __init__(self, **kwargs):
             super().__init__(**kwargs)
@@ -349,7 +348,7 @@ def _authenticator_class():
             return self._settings
 
         async def authenticate(self, handler, data=None):
-            from .hub_state import HubState
+            from .state import HubState
             settings = self.course_settings
             claims = data or {}
             state = HubState(settings["state"])
@@ -392,11 +391,11 @@ def _authenticator_class():
             return {"name": adm.name}
 
         async def _class_list(self, settings, course_id):
-            """The course kept in step with the LMS's class list (coursekit/lms_roster.py), its changes logged."""
-            from . import hub_grading
-            from .lms import AgsError, ToolCredentials, load_key
-            from .lms_roster import sync_course
-            lti = hub_grading.read_config(settings["grading_config"]).get("lti") or {}
+            """The course kept in step with the LMS's class list (coursekit/lms/roster.py), its changes logged."""
+            from . import service
+            from ..lms.ags import AgsError, ToolCredentials, load_key
+            from ..lms.roster import sync_course
+            lti = service.read_config(settings["grading_config"]).get("lti") or {}
 
             def sync():  # the list read, then the groups and the state changed under the launches' lock
                 credentials = ToolCredentials(lti["client_id"], load_key(lti["tool_key"]), lti["token_url"])
