@@ -36,7 +36,7 @@ import nbformat
 from grader.plain import inert
 from grader.untrusted import CSP  # the feedback pages' policy: no script, nothing from outside
 
-from .pipeline import COURSE_ID, gradebook  # noqa: F401
+from .pipeline import gradebook  # noqa: F401
 MISTAKE = re.compile(r"(?:looks like a known mistake|matches a known mistake): (.+?)\.?$", re.M)
 STYLE = ("body{font-family:sans-serif;margin:2em} table{border-collapse:collapse;margin-bottom:1.5em} "
          "td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top} "

@@ -29,7 +29,7 @@ import tempfile
 import time
 
 from . import COURSE_DIR, ROOT, SOURCE_DIR
-from .cli_class import _course_default, add_class_commands
+from .cli_class import add_class_commands, course_default, write_json
 
 
 def _workspace(target):
@@ -85,26 +85,19 @@ LEARNER_OFF_SERVER_EXTENSIONS = ("nbgrader.server_extensions.formgrader", "nbgra
                                  "nbgrader.server_extensions.assignment_list")
 
 
-def _write_json(path, data):
-    import json
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w") as f:
-        json.dump(data, f, indent=1)
-
-
 def learner_settings(env):
     """Write the learner's JupyterLab settings under ``env``'s Jupyter folders (the workspace's own, never
     $HOME): the plugins and server extensions above switched off, and no news or update pop-up."""
     config = env["JUPYTER_CONFIG_DIR"]
-    _write_json(os.path.join(config, "labconfig", "page_config.json"),
+    write_json(os.path.join(config, "labconfig", "page_config.json"),
                 {"disabledExtensions": {name: True for name in LEARNER_HIDDEN_PLUGINS}})
-    _write_json(os.path.join(config, "jupyter_server_config.json"),
+    write_json(os.path.join(config, "jupyter_server_config.json"),
                 {"ServerApp": {"jpserver_extensions": {name: False for name in LEARNER_OFF_SERVER_EXTENSIONS}},
                  "LabApp": {"check_for_updates_class": "jupyterlab.NeverCheckForUpdate"}})
     settings = os.path.join(os.path.dirname(config), "lab-settings")
     news = os.path.join(settings, "@jupyterlab", "apputils-extension", "notification.jupyterlab-settings")
     if not os.path.exists(news):  # the learner may turn the news on again; we do not undo it
-        _write_json(news, {"fetchNews": "false", "checkForUpdates": False})
+        write_json(news, {"fetchNews": "false", "checkForUpdates": False})
     env["JUPYTERLAB_SETTINGS_DIR"] = settings
     return env
 
@@ -448,7 +441,7 @@ def main(argv=None):
     add_class_commands(sub)
     args = parser.parse_args(argv)
     if getattr(args, "course", "") is None:
-        args.course = _course_default()
+        args.course = course_default()
     with inert_output():
         return args.func(args)
 

@@ -1,5 +1,5 @@
 """The `course` commands of a class with nbgrader's exchange: ``course hub`` (a JupyterHub on this machine, as root:
-coursekit/hub/setup.py, and several courses or LTI login: hub_courses.py, hub_lti.py), ``course release``, ``collect``
+coursekit/hub/setup.py, and several courses or LTI login: coursekit/hub/courses.py, lti.py), ``course release``, ``collect``
 and ``return`` (coursekit/exchange/commands.py), and ``course instructor-lab``. coursekit/cli.py adds them to ``course``."""
 import os
 import sys
@@ -51,7 +51,14 @@ def add_class_commands(sub):
     p.set_defaults(func=cmd_instructor_lab)
 
 
-def _course_default():
+def write_json(path, data):
+    import json
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(data, f, indent=1)
+
+
+def course_default():
     """The course folder: --course, else $COURSE_ROOT (set in an instructor's server on the hub), else course/."""
     return os.environ.get("COURSE_ROOT") or COURSE_DIR
 
@@ -113,11 +120,10 @@ def _exchange_step(name):
 def instructor_settings(env):
     """The instructor's JupyterLab settings under ``env``'s JUPYTER_CONFIG_DIR (the course's .jupyter, never
     $HOME): no news, no update check."""
-    from .cli import _write_json
     from .hub.setup import NO_NEWS
     config = env["JUPYTER_CONFIG_DIR"]
-    _write_json(os.path.join(config, "jupyter_server_config.json"), {"LabApp": dict(NO_NEWS)})
-    _write_json(os.path.join(config, "labconfig", "page_config.json"),
+    write_json(os.path.join(config, "jupyter_server_config.json"), {"LabApp": dict(NO_NEWS)})
+    write_json(os.path.join(config, "labconfig", "page_config.json"),
                 {"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}})
     return env
 

@@ -36,23 +36,23 @@ def nbgrader_env(root):
 # How a class is graded: training capped (no graded cell depends on a trained model) and one torch thread per
 # kernel, so that several grading processes share the cores. `course grade` sets the cap (--train-steps); the
 # benchmarks and the tests grade their copies with all of it.
-COURSE_ID = "attention-course"  # the project's course's id (course/nbgrader_config.py), for a folder that names none
+DEFAULT_COURSE_ID = "attention-course"  # the project's course's id (course/nbgrader_config.py), for a folder that names none
 
 
 def gradebook(course_root):
     """nbgrader's Gradebook on ``course_root``'s SQLite file (use it in a ``with``), with the course id that the
-    folder's ``nbgrader_config.py`` names (the formgrader's, so both write one course's rows), or ``COURSE_ID`` for a
+    folder's ``nbgrader_config.py`` names (the formgrader's, so both write one course's rows), or ``DEFAULT_COURSE_ID`` for a
     folder without one."""
     from nbgrader.api import Gradebook
     return Gradebook("sqlite:///" + os.path.join(course_root, "gradebook.db"), course_id=course_id(course_root))
 
 
 def course_id(course_root):
-    """The course id of the folder ``course_root`` (``coursekit.exchange.commands.course_id_of``), or ``COURSE_ID`` where it
+    """The course id of the folder ``course_root`` (``coursekit.exchange.course_id.course_id_of``), or ``DEFAULT_COURSE_ID`` where it
     has no ``nbgrader_config.py``."""
     if not os.path.isfile(os.path.join(course_root, "nbgrader_config.py")):
-        return COURSE_ID
-    from .exchange.commands import course_id_of
+        return DEFAULT_COURSE_ID
+    from .exchange.course_id import course_id_of
     return course_id_of(course_root)
 
 

@@ -26,9 +26,9 @@ def provide():
         if exc.name != "solutions":  # the reference is there, and broken: say so
             raise
         return None  # not installed (a student's install, the grading sandbox)
-    from learner.check import _safe
+    from learner.check import safe
     from learner.check.cases import EXERCISES
-    _safe.forbid_calls_into(os.path.dirname(os.path.abspath(solutions.__file__)))
+    safe.forbid_calls_into(os.path.dirname(os.path.abspath(solutions.__file__)))
     funcs = {name: resolve(ex.ref) for name, ex in EXERCISES.items()}
     mistakes = {m: resolve(m, "solutions.mistakes") for ex in EXERCISES.values() for m, _ in ex.mistakes}
     return funcs, mistakes

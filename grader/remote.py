@@ -21,11 +21,11 @@ import sys
 import tempfile
 import time
 
-from learner.check import _safe, devices
+from learner.check import safe, devices
 
 from . import audit, processes, sandbox, wire
 
-GRACE = 5.0          # seconds past a call's limit on the clock (_safe.wall_limit) before the worker is stopped
+GRACE = 5.0          # seconds past a call's limit on the clock (safe.wall_limit) before the worker is stopped
 START_LIMIT = 120.0  # seconds the worker may take to start and define the student's functions
 
 
@@ -205,9 +205,9 @@ class Worker:
         return RemoteFunction(self, name, exercise) if name in self.defined else None
 
     def call(self, function, exercise, args, kwargs, time_limit=None):
-        """Call the student's ``function`` in the worker; an ``_safe.Outcome``, never raising."""
-        out = _safe.Outcome()
-        time_limit = _safe.DEFAULT_TIME_LIMIT if time_limit is None else time_limit
+        """Call the student's ``function`` in the worker; an ``safe.Outcome``, never raising."""
+        out = safe.Outcome()
+        time_limit = safe.DEFAULT_TIME_LIMIT if time_limit is None else time_limit
         if self.proc is None:
             try:
                 self.start()
@@ -221,8 +221,8 @@ class Worker:
         msg = {"op": "call", "id": call_id, "function": function, "exercise": exercise, "time_limit": time_limit,
                "args": _marked(args, callables), "kwargs": _marked(kwargs or {}, callables)}
         # the worker counts CPU time itself; from outside, a worker still computing when the clock runs out (a busy
-        # machine) gets more time, as the worker's own clock limit gives it (_safe.call), and one that waits does not
-        window = _safe.wall_limit(time_limit) + GRACE
+        # machine) gets more time, as the worker's own clock limit gives it (safe.call), and one that waits does not
+        window = safe.wall_limit(time_limit) + GRACE
         deadline = time.monotonic() + window
         cpu = start_cpu = self._cpu()
         try:
@@ -233,7 +233,7 @@ class Worker:
                 except TimeoutError:
                     now_cpu = self._cpu()
                     # waiting, or computed past its limit (the worker's own CPU limit was turned off): stopped
-                    if now_cpu - cpu < _safe.COMPUTING_SHARE * window or now_cpu - start_cpu > time_limit + GRACE:
+                    if now_cpu - cpu < safe.COMPUTING_SHARE * window or now_cpu - start_cpu > time_limit + GRACE:
                         raise
                     deadline, cpu = time.monotonic() + window, now_cpu
                     continue
@@ -247,7 +247,7 @@ class Worker:
         except TimeoutError:
             out.timed_out = True
             self.faults.append(("timeout", f"`{function}` did not finish within {time_limit:g} s of computing "
-                                           f"({_safe.wall_limit(time_limit):g} s on the clock); its process was "
+                                           f"({safe.wall_limit(time_limit):g} s on the clock); its process was "
                                            f"stopped"))
             self.stop()
             return out
@@ -321,9 +321,9 @@ def _identical(a, b):
     """Same structure, and tensors equal element for element (same shape, dtype and device)."""
     if type(a) is not type(b):
         return False
-    if _safe.is_tensor(a):
+    if safe.is_tensor(a):
         return (a.shape == b.shape and a.dtype == b.dtype and a.device == b.device
-                and (a.device.type == "meta" or _safe.equal(a, b)))
+                and (a.device.type == "meta" or safe.equal(a, b)))
     if type(a) in (tuple, list):
         return len(a) == len(b) and all(_identical(x, y) for x, y in zip(a, b))
     if type(a) is dict:
@@ -360,7 +360,7 @@ class RemoteFunction:
         if out.error is not None:
             raise out.error
         if out.timed_out:
-            raise _safe.TimeLimit()
+            raise safe.TimeLimit()
         return out.value
 
     def sibling(self, name):
@@ -371,4 +371,4 @@ class RemoteFunction:
         return f"<your {self.__name__}, run in the sandbox>"
 
 
-_safe.REMOTE_TYPES = (RemoteFunction,)
+safe.REMOTE_TYPES = (RemoteFunction,)

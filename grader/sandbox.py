@@ -167,7 +167,7 @@ def separation(env=None):
     if not isolated(env):
         return "none: grading without the sandbox (--no-isolation)"
     if os.geteuid() == 0:
-        if cgroups_available():
+        if cgroups_available(Limits()):
             return ("a Unix user and a control group of its own per sandbox (its processes and its memory capped "
                     "together)")
         return ("a Unix user of its own per sandbox (no control group on this machine: memory is held by the "

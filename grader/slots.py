@@ -84,14 +84,14 @@ def _write(path, text):
 _CGROUPS = []
 
 
-def cgroups_available():
-    """Whether this process may make the sandboxes' control groups (tried once, with a group made and removed)."""
+def cgroups_available(limits):
+    """Whether this process may make the sandboxes' control groups (tried once, with a group made with ``limits``, the
+    sandbox's, and removed)."""
     if not _CGROUPS:
-        from .sandbox import Limits
         if os.environ.get("COURSE_SANDBOX_CGROUPS", "1") == "0" or os.geteuid() != 0:
             _CGROUPS.append(False)
         else:
-            made = _make_group(f"course-sandbox-probe-{os.getpid()}", Limits())
+            made = _make_group(f"course-sandbox-probe-{os.getpid()}", limits)
             for group in made:
                 _empty_group(group)
             _CGROUPS.append(bool(made))

@@ -153,15 +153,15 @@ def _outgoing(value):
     import torch
 
     from grader import wire
-    from learner.check import _safe
+    from learner.check import safe
 
     def norm(v):
         if isinstance(v, torch.Size):
             return tuple(v)
         if isinstance(v, torch.nn.Parameter):
-            return _safe.detach(v)
+            return safe.detach(v)
         if type(v) is torch.Tensor and v.requires_grad:
-            return _safe.detach(v)
+            return safe.detach(v)
         if type(v) in (tuple, list):
             return type(v)(norm(o) for o in v)
         if type(v) is dict:
@@ -206,7 +206,7 @@ def _define(namespace, msg):
 
 def _call(namespace, msg, channel):
     import learner.check
-    from learner.check import _safe
+    from learner.check import safe
     from learner.check.given import capture_given
     call_id = msg["id"]
     reply = {"op": "result", "id": call_id}
@@ -221,10 +221,10 @@ def _call(namespace, msg, channel):
     if not _warmed and _on_meta(args, kwargs):
         warm_up()
     try:
-        with _safe.forbid_given(given):
-            out = _safe.call(fn, args, kwargs, time_limit=msg.get("time_limit"))
+        with safe.forbid_given(given):
+            out = safe.call(fn, args, kwargs, time_limit=msg.get("time_limit"))
     except BaseException as exc:  # SystemExit, KeyboardInterrupt: the learner's, reported like any error
-        out = _safe.Outcome()
+        out = safe.Outcome()
         out.error = exc
     reply.update(timed_out=out.timed_out, printed=(out.printed or "")[:4000], warnings=list(out.warnings)[:5],
                  called=out.called_reference)

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from . import blocks
-from .transformer import _check_sizes, _seeded_linear, as_dict, as_parameters, encoder_block_weights, sinusoidal_table
+from .transformer import check_sizes, seeded_linear, as_dict, as_parameters, encoder_block_weights, sinusoidal_table
 
 KINDS = ("none", "learned", "sinusoidal", "rope")  # the positions a tagger may have
 
@@ -29,7 +29,7 @@ class PositionTagger(nn.Module):
             raise ValueError(f"positions must be one of {KINDS}, got {positions!r}")
         if positions == "rope" and rope_attention is None:
             raise ValueError("positions='rope' needs the rope_attention function")
-        _check_sizes(d_model, n_heads, "learned")
+        check_sizes(d_model, n_heads, "learned")
         g = torch.Generator().manual_seed(seed)
         self.positions, self.n_heads, self.rope_attention = positions, n_heads, rope_attention
         self.E = nn.Parameter(torch.randn(vocab_size, d_model, generator=g) * d_model ** -0.5)
@@ -40,7 +40,7 @@ class PositionTagger(nn.Module):
         else:
             self.P = None
         self.layers = nn.ModuleList(as_parameters(encoder_block_weights(g, d_model, d_ff)) for _ in range(n_layers))
-        self.head = _seeded_linear(g, d_model, vocab_size)
+        self.head = seeded_linear(g, d_model, vocab_size)
 
     def forward(self, ids):
         """(B, T) ids -> (B, T, V) logits."""

@@ -35,7 +35,7 @@ class TransformerConfig:
     positions: str = "learned"
 
     def __post_init__(self):
-        _check_sizes(self.d_model, self.n_heads, self.positions)
+        check_sizes(self.d_model, self.n_heads, self.positions)
 
 
 @dataclass(frozen=True)
@@ -54,13 +54,13 @@ class EncoderDecoderConfig:
     tie_embeddings: bool = False
 
     def __post_init__(self):
-        _check_sizes(self.d_model, self.n_heads, self.positions)
+        check_sizes(self.d_model, self.n_heads, self.positions)
         if self.tie_embeddings and self.src_vocab_size != self.tgt_vocab_size:
             raise ValueError(f"tied embeddings need one vocabulary, but the source has {self.src_vocab_size} "
                              f"tokens and the target {self.tgt_vocab_size}")
 
 
-def _check_sizes(d_model, n_heads, positions):
+def check_sizes(d_model, n_heads, positions):
     if n_heads < 1 or d_model % n_heads:
         raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
     if positions not in ("learned", "sinusoidal"):
@@ -140,7 +140,7 @@ def weights_of(module, get=lambda p: p):
                     f"not {type(module).__name__}")
 
 
-def _seeded_linear(g, n_in, n_out):
+def seeded_linear(g, n_in, n_out):
     """An nn.Linear whose weights come from ``g`` (so a model's ``seed`` fixes all its weights)."""
     layer = nn.Linear(n_in, n_out)
     W, b = _linear(g, n_out, n_in)
@@ -235,7 +235,7 @@ class MaskedLM(_Stack):
     def __init__(self, cfg, encoder_block, embed_with_positions, seed=0):
         g = torch.Generator().manual_seed(seed)
         super().__init__(cfg, encoder_block, embed_with_positions, g)
-        self.head = _seeded_linear(g, cfg.d_model, cfg.vocab_size)
+        self.head = seeded_linear(g, cfg.d_model, cfg.vocab_size)
 
     def forward(self, ids, valid=None):
         return self.head(self.hidden(ids, valid))  # (B, T, V)
@@ -357,7 +357,7 @@ class EncoderDecoder(nn.Module):
                                         for _ in range(cfg.n_enc_layers))
         self.dec_layers = nn.ModuleList(as_parameters(encdec_block_weights(g, D, F))
                                         for _ in range(cfg.n_dec_layers))
-        self.head = _seeded_linear(g, D, cfg.tgt_vocab_size)
+        self.head = seeded_linear(g, D, cfg.tgt_vocab_size)
 
     def encode(self, src, src_valid=None):
         """(B, T_x) source ids -> (B, T_x, D) memory."""

@@ -13,7 +13,7 @@ BODY_ATTACKS = {
     ''',
     "call-the-reference-from-a-thread-guard-off": '''
         def softmax(x, dim=-1, temperature=1.0):
-            import threading, learner.check._safe as s
+            import threading, learner.check.safe as s
             s._reference_dirs.clear()
             box = {}
             def go():

@@ -16,7 +16,6 @@ only the courses the hub made: ``check_exchange`` says what to change when it is
 import contextlib
 import logging
 import os
-import re
 import stat
 from dataclasses import dataclass, field
 
@@ -26,16 +25,13 @@ from grader.plain import inert
 
 from .inbound import shown
 from ..pipeline import gradebook
+from .course_id import ExchangeError
 
 # nbgrader's release makes the root 0777 (everyone reads, writes and enters it); the sticky bit on top lets only an
 # entry's owner remove or rename it, so no student can move the course's folder aside and put one of their own there
 EXCHANGE_MODE = 0o1777
 # on a hub the root is root's: the hub makes each course's folder, and no student may add one of their own
 HUB_EXCHANGE_MODE = 0o755
-
-
-class ExchangeError(Exception):
-    """Something about the exchange a person has to change, said in plain words."""
 
 
 def _api(course_root):
@@ -59,40 +55,6 @@ def exchange_root(course_root):
 
 # A course id a hub accepts: "<id>-students" stays within a Unix group name's 32 characters, and the id is one plain
 # folder name in the exchange.
-COURSE_ID = re.compile(r"\A[a-z][a-z0-9_-]{0,22}\Z")
-
-
-def course_id_of(course_root):
-    """The course id that the course's ``nbgrader_config.py`` names (its folder's name in the exchange), read without
-    running the file: the hub reads it as root, and the file is its instructors' to write. The id must be given as
-    ``c.CourseDirectory.course_id = "..."`` with a plain string (the last such line counts); anything else is an
-    ``ExchangeError`` that says so."""
-    import ast
-    path = os.path.join(course_root, "nbgrader_config.py")
-    try:
-        with open(path, "rb") as f:
-            tree = ast.parse(f.read(1_000_000), filename=path)
-    except (OSError, SyntaxError, ValueError) as exc:
-        raise ExchangeError(f"{path} cannot be read for its course id: {exc}") from None
-    found, unreadable = None, False
-    for node in tree.body:
-        if not isinstance(node, ast.Assign):
-            continue
-        for target in node.targets:
-            if ast.unparse(target) == "c.CourseDirectory.course_id":
-                value = node.value
-                if isinstance(value, ast.Constant) and isinstance(value.value, str):
-                    found, unreadable = value.value, False
-                else:
-                    unreadable = True
-    if unreadable or found is None:
-        raise ExchangeError(f"{path} must name its course id as a line c.CourseDirectory.course_id = \"...\" with a "
-                            f"plain string (the hub reads it without running the file)")
-    if not COURSE_ID.match(found):
-        raise ExchangeError(f"{path}: its course id {found!r} (c.CourseDirectory.course_id) must be 1 to 23 lowercase "
-                            f"letters, digits, '_' or '-', starting with a letter: on a hub it names the course's "
-                            f"folder in the exchange and its groups {found}-staff and {found}-students")
-    return found
 
 
 def check_exchange(root, create=False, shared=False):

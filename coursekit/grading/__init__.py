@@ -26,11 +26,11 @@ time-out, a crash of nbgrader, workers dying under it) gets zero for every cell
 and a reason in the log and the summary; the rest of the class goes on.
 
 The parts, one module each: ``submissions`` (what there is to grade), ``client`` (the Dask cluster and writing
-what comes back), ``worker`` (one submission on a worker), ``server`` (the worker's nbgrader process, ``python -m
+what comes back), ``task`` (one submission on a worker: ``grade_submission``), ``server`` (the worker's nbgrader process, ``python -m
 coursekit.grading serve``), ``summary`` (what a run found, and its printout), ``files`` (a submission's files as
 plain data).
 """
-from .client import COURSE_ID, QUIET_DASK, _cluster, grade_class, local_cluster, record, security_from  # noqa: F401
+from .client import QUIET_DASK, dask_client, grade_class, local_cluster, record, security_from  # noqa: F401
 from .files import MAX_FILE_BYTES  # noqa: F401
 from .server import PASSED_ENV  # noqa: F401
 from .submissions import course_payload, gradable, with_files  # noqa: F401

@@ -22,7 +22,6 @@ from .summary import Problem, Summary
 from .task import grade_submission
 
 from ..hub.service_client import grade_by_service, on_the_hub
-from ..pipeline import COURSE_ID  # noqa: F401  (re-exported by coursekit.grading)
 from ..pipeline import gradebook as _gradebook
 
 
@@ -143,7 +142,7 @@ def local_cluster(n_workers, **kwargs):
 
 
 @contextlib.contextmanager
-def _cluster(jobs, scheduler, security):
+def dask_client(jobs, scheduler, security):
     """A Dask client: on the scheduler at ``scheduler``, or on a local cluster of ``jobs`` processes."""
     import logging
 
@@ -205,7 +204,7 @@ def grade_class(course_root=COURSE_DIR, assignments=None, *, jobs=None, schedule
         grade = functools.partial(grade_by_service, course_root)
         summary.by_service = True
     if tasks:
-        with _cluster(jobs, scheduler, security) as client:
+        with dask_client(jobs, scheduler, security) as client:
             summary.workers = len(client.scheduler_info()["workers"])
             payloads = {a: _scatter(client, course_payload(course_root, a))
                         for a in sorted({t["assignment"] for t in tasks})}

@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 from .. import ROOT
+from .errors import HubError
 
 # useradd's own rule (Debian's NAME_REGEX without --badname): a lowercase letter or '_', then lowercase letters,
 # digits, '_' and '-', at most 32 characters. The whole string: \A and \Z, since `$` also matches before a final
@@ -22,10 +23,6 @@ REFERENCE = os.path.join(ROOT, "solutions")
 # the comment `useradd` gives the users the hub makes, for an administrator reading /etc/passwd; every install writes
 # it, so it proves nothing: which accounts this hub made is in its own state (coursekit.hub.state.made_accounts)
 MADE_BY_HUB = "attention-course"
-
-
-class HubError(Exception):
-    """Something that stops the hub from starting, said in plain words with what to change."""
 
 
 # ------------------------------------------------------------------ users
@@ -125,11 +122,11 @@ def staff_group(course):
     """The Unix group of the course's instructors: ``<course id>-staff``. The course folder, the exchange's course
     folder and the reference answers are theirs; no student may be in it."""
     from ..exchange.classes import staff_group_of
-    from ..exchange.commands import course_id_of
+    from ..exchange.course_id import course_id_of
     return staff_group_of(course_id_of(course))
 
 
-def _fixes(course, instructors, group, reference):
+def commands_giving_course(course, instructors, group, reference):
     """The commands that give the course folder and the reference answers to the instructors' group."""
     add = " && ".join(f"usermod -aG {group} {name}" for name in instructors)
     return [f"groupadd -f {group} && {add}",
@@ -171,7 +168,7 @@ def _group_name(gid):
         return str(gid)
 
 
-def _own_tree(top, uid, gid, dirs_mode, files_mode, out=print):
+def own_tree(top, uid, gid, dirs_mode, files_mode, out=print):
     """As root, a tree its instructors may be writing to at the same time given to ``uid``:``gid``. It never follows
     a link, not even one that replaces a folder while it walks (``os.fwalk`` holds each folder open, and every change
     is made through a descriptor opened without following links); a file with a second hard link is left as it is
@@ -216,7 +213,7 @@ def ensure_group(group, members, out=print):
 def give_to_staff(course, instructors, reference=REFERENCE, out=print, group=None):
     """As root: the instructors' group (made if missing, the instructors added), the course folder the first
     instructor's and the group's (closed to others), the reference answers the group's to read (closed to others).
-    What `course hub --create-users` does instead of asking for the commands of ``_fixes``. With no instructor (a
+    What `course hub --create-users` does instead of asking for the commands of ``commands_giving_course``. With no instructor (a
     course of an LTI hub before its first instructor's launch) the course folder is root's and the group's;
     ``reference=None`` leaves the reference answers as they are (a hub of several courses gives them to a group of
     every course's instructors)."""
@@ -226,7 +223,7 @@ def give_to_staff(course, instructors, reference=REFERENCE, out=print, group=Non
     owner = pwd.getpwnam(instructors[0]).pw_uid if instructors else 0
     for top, uid, dirs_mode, files_mode in ((course, owner, 0o2770, 0o660), (reference, -1, 0o2750, 0o640)):
         if top is not None:
-            _own_tree(top, uid, gid, dirs_mode, files_mode, out)
+            own_tree(top, uid, gid, dirs_mode, files_mode, out)
     out(f"the course folder {course} is {instructors[0] if instructors else 'root'}'s and {group}'s"
         + (f", the reference answers {reference} {group}'s to read; both closed to everyone else" if reference
            else ", closed to everyone else"))

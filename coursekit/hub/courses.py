@@ -38,9 +38,10 @@ import grp
 import os
 from dataclasses import dataclass, field
 
-from .setup import (LAB_EXTENSIONS, _listed, _write, as_root, exchange_for_class, hub_command, machine_problems,
+from .files import listed, load_toml, write_atomic
+from .setup import (LAB_EXTENSIONS, as_root, exchange_for_class, hub_command, machine_problems,
                     close_state, role_settings, setuid_warning, student_nbgrader_config, write_config)
-from .access import (REFERENCE, UNIX_NAME, HubError, _own_tree, course_problems, enrol, ensure_group, ensure_users,
+from .access import (REFERENCE, UNIX_NAME, HubError, own_tree, course_problems, enrol, ensure_group, ensure_users,
                      give_to_staff, read_roster, staff_group, users_python)
 from ..exchange.classes import group_members, students_group
 from .state import HubState, add_launched, instructor_course, record_courses
@@ -64,24 +65,10 @@ class Course:
 
 
 # ------------------------------------------------------------------ the courses file
-def load_toml(path, what):
-    """The TOML file at ``path`` as a dict; a HubError that names the file and the line when it is not TOML."""
-    import tomllib
-    if not path or not os.path.isfile(path):
-        raise HubError(f"no {what} at {path}")
-    try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
-    except tomllib.TOMLDecodeError as exc:
-        raise HubError(f"{path} is not valid TOML: {exc}") from None
-    except UnicodeDecodeError:
-        raise HubError(f"{path} is not UTF-8 text") from None
-
-
 def read_courses(tables, path, lti=False):
     """([Course], problems) from the ``[[course]]`` tables of the file at ``path`` (paths in it are relative to its
     folder). Every problem is a sentence naming the course (its number in the file) and what to change."""
-    from ..exchange.commands import ExchangeError, course_id_of
+    from ..exchange.course_id import ExchangeError, course_id_of
     base = os.path.dirname(os.path.abspath(path))
     problems, courses = [], []
     if not isinstance(tables, list) or not tables:
@@ -183,7 +170,7 @@ def give_reference(instructors, out=print):
     """The reference answers the group ``course-reference``'s to read (every course's instructors in it), closed to
     everyone else: on a hub of several courses they are not one course's."""
     ensure_group(REFERENCE_GROUP, instructors, out)
-    _own_tree(REFERENCE, -1, grp.getgrnam(REFERENCE_GROUP).gr_gid, 0o2750, 0o640, out)
+    own_tree(REFERENCE, -1, grp.getgrnam(REFERENCE_GROUP).gr_gid, 0o2750, 0o640, out)
 
 
 def set_up_course(course, out=print):
@@ -225,7 +212,7 @@ def prepare(args, out=print):
         courses, problems = read_courses(load_toml(args.courses, "courses file").get("course"), args.courses)
     problems += machine_problems(args)
     if problems:
-        raise HubError(_listed(problems))
+        raise HubError(listed(problems))
     state = os.path.abspath(args.state)
     hub_state = HubState(state)
     add_launched(courses, hub_state.read())
@@ -241,7 +228,7 @@ def prepare(args, out=print):
     problems += _group_problems(courses)
     if problems:
         fixes = "\n".join(f"    {line}" for line in _course_fixes(courses))
-        raise HubError(_listed(problems) + f"\nas root, either run `course hub` with --create-users, which does "
+        raise HubError(listed(problems) + f"\nas root, either run `course hub` with --create-users, which does "
                                            f"this itself, or:\n{fixes}")
     for c in courses:
         if c.roster:
@@ -333,7 +320,7 @@ def write_hub_config(state, courses, exchange, lti, args, hub_state):
         folders = role_settings(os.path.join(state, "courses", c.id), exchange, c.folder)
         instructor_config[c.id] = folders["instructor"]
     student_config = role_settings(os.path.join(state, "courses", "students"), exchange, first.folder)["student"]
-    _write(os.path.join(student_config, "nbgrader_config.py"),
+    write_atomic(os.path.join(student_config, "nbgrader_config.py"),
            student_nbgrader_config([c.id for c in courses], exchange))
     with open(path) as f:
         text = f.read()
@@ -351,7 +338,7 @@ def write_hub_config(state, courses, exchange, lti, args, hub_state):
         text += PAM_USERS.format(users=set(students) | set(instructors))
     if args.extra_config:
         text += f"\n# --extra-config\nload_subconfig({os.path.abspath(args.extra_config)!r})  # noqa: F821\n"
-    _write(path, text, mode=0o600)
+    write_atomic(path, text, mode=0o600)
     close_state(state)
     return path
 

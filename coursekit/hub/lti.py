@@ -47,24 +47,15 @@ has it stopped, so that it starts again with the group (a second course's assign
 import asyncio
 import json
 import os
-import pwd
-import re
 import subprocess
 import threading
 from dataclasses import dataclass
 
 from .enrol import enrol_as_owner
-from .access import UNIX_NAME, HubError
-from .lti_config import _url, write_settings
+from .access import HubError
+from .lti_config import url_or_none
 from ..lms.ags import AGS_CLAIM
-
-LTI = "https://purl.imsglobal.org/spec/lti/claim/"
-MEMBERSHIP = "http://purl.imsglobal.org/vocab/lis/v2/membership"
-INSTRUCTOR_ROLES = ("Instructor",)  # principal roles; TeachingAssistant is Instructor's sub-role
-STUDENT_ROLES = ("Learner",)
-USERNAME_RULE = ("a Unix user name here is the LMS user id ({claim}) with {prefix} before it, unchanged, and must be 1 "
-                 "to 32 lowercase letters, digits, '_' or '-', starting with a lowercase letter or '_'")
-
+from .lti_claims import LTI, USERNAME_RULE, lms_id, role_names, role_of, unix_name, user_exists
 
 class Refused(Exception):
     """A launch refused: ``message`` is what the page says."""
@@ -72,65 +63,6 @@ class Refused(Exception):
     def __init__(self, message):
         super().__init__(message)
         self.message = message
-
-
-# ------------------------------------------------------------------ a launch's claims
-def _role_name(name):
-    """A context role's name as the LTI vocabulary spells it, whatever case the platform wrote it in."""
-    return {r.lower(): r for r in INSTRUCTOR_ROLES + STUDENT_ROLES}.get(name.lower(), name)
-
-
-def role_of(roles):
-    """"instructor", "student" or None from the launch's roles claim: the context (membership) roles, as full
-    URIs (``...membership#Instructor``, ``...membership/Instructor#TeachingAssistant``) or as LTI's simple names."""
-    found = set()
-    for role in roles if isinstance(roles, list) else []:
-        if not isinstance(role, str):
-            continue
-        lower = role.lower()  # Canvas writes ...membership/instructor#TeachingAssistant; the vocabulary, Instructor
-        if lower.startswith(MEMBERSHIP.lower() + "#"):
-            found.add(_role_name(role[len(MEMBERSHIP) + 1:]))
-        elif lower.startswith(MEMBERSHIP.lower() + "/"):
-            found.add(_role_name(role[len(MEMBERSHIP) + 1:].split("#")[0]))
-        elif "/" not in role and "#" not in role:
-            found.add("Instructor" if role == "TeachingAssistant" else role)
-    if found & set(INSTRUCTOR_ROLES):
-        return "instructor"
-    if found & set(STUDENT_ROLES):
-        return "student"
-    return None
-
-
-def role_names(roles):
-    """The roles of a claim, short (the part after the last '#' or '/'), for a page."""
-    return [re.split(r"[#/]", r)[-1] for r in roles if isinstance(r, str)] if isinstance(roles, list) else []
-
-
-def lms_id(claims, claim):
-    """The value of the claim that names the user (``sub``, or ``custom:NAME``), or None."""
-    if claim == "sub":
-        value = claims.get("sub")
-    else:
-        custom = claims.get(LTI + "custom")
-        value = custom.get(claim[len("custom:"):]) if isinstance(custom, dict) else None
-    if isinstance(value, int) and not isinstance(value, bool):
-        value = str(value)  # an older Canvas expands $Canvas.user.id to a number
-    return value if isinstance(value, str) and value else None
-
-
-def unix_name(value, prefix):
-    """The Unix user name of the LMS user id ``value``: ``prefix + value``, unchanged (so two LMS users never share
-    one), or None when that is not a valid Unix user name."""
-    name = prefix + value
-    return name if UNIX_NAME.fullmatch(name) else None
-
-
-def _exists(name):
-    try:
-        pwd.getpwnam(name)
-        return True
-    except KeyError:
-        return False
 
 
 @dataclass
@@ -190,7 +122,7 @@ def check_launch(settings, data, claims):
     sub = claims.get("sub")
     if known and known.get("sub") != sub:
         raise Refused(f"The Unix user {name} belongs to another LMS user on this hub.")
-    if _exists(name) and name not in made_accounts(data) and name not in settings["configured"] and not known:
+    if user_exists(name) and name not in made_accounts(data) and name not in settings["configured"] and not known:
         raise Refused(f"Your LMS user id {value!r} names the Unix user {name}, an account of this machine that the "
                       f"hub did not make: the hub logs nobody into such an account ({rule}).")
     teaches = instructor_course(data, name)
@@ -208,13 +140,13 @@ def check_launch(settings, data, claims):
     from .lti_pages import custom_ids
     from ..lms.roster import NRPS_CLAIM
     nrps = claims.get(NRPS_CLAIM) if isinstance(claims.get(NRPS_CLAIM), dict) else {}
-    lineitems = ags.get("lineitems") if _url(ags.get("lineitems")) else None
+    lineitems = ags.get("lineitems") if url_or_none(ags.get("lineitems")) else None
     link = claims.get(LTI + "resource_link") if isinstance(claims.get(LTI + "resource_link"), dict) else {}
     return Admission(name, role, cid, course["folder"], sub, _text(claims.get("given_name")),
                      _text(claims.get("family_name")), _text(claims.get("email")), lineitems,
                      lms_ids=custom_ids(claims), link=_text(link.get("id")) or None, link_title=_text(link.get("title")),
-                     lineitem=ags.get("lineitem") if _url(ags.get("lineitem")) else None,
-                     memberships=nrps.get("context_memberships_url") if _url(nrps.get("context_memberships_url"))
+                     lineitem=ags.get("lineitem") if url_or_none(ags.get("lineitem")) else None,
+                     memberships=nrps.get("context_memberships_url") if url_or_none(nrps.get("context_memberships_url"))
                      else None)
 
 
@@ -326,7 +258,7 @@ def _authenticator_class():
         docstring); its login initiation answers a framed launch with a page that opens a window, and its
         configuration URL says what docs/lms.md says (coursekit/hub/lti_pages.py)."""
 
-        settings_file = Unicode("", config=True, help="The hub's LTI settings (coursekit.hub.lti.write_settings)")
+        settings_file = Unicode("", config=True, help="The hub's LTI settings (coursekit.hub.lti_config.write_settings)")
 
         def __init__(self, **kwargs):
             super().__init__(**kwargs)

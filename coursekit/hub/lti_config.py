@@ -6,7 +6,7 @@ import re
 import sys
 from dataclasses import dataclass
 
-from .setup import _write
+from .files import write_atomic
 from .access import HubError
 
 LTI_KEYS = {"issuer", "client_id", "login_url", "token_url", "jwks_url", "deployment_ids", "tool_key",
@@ -30,14 +30,14 @@ class LtiConfig:
     courses: list = None  # the [[course]] tables, read by coursekit.hub.courses.read_courses
 
 
-def _url(value):
+def url_or_none(value):
     return isinstance(value, str) and re.match(r"^https?://[^\s/]+", value) is not None
 
 
 def read_lti_config(path):
     """The LTI file at ``path``; a HubError naming every problem (each key, what it must be, and where an
     administrator finds it in the README)."""
-    from .courses import load_toml
+    from .files import load_toml
     data = load_toml(path, "LTI settings file")
     problems = []
     unknown = sorted(set(data) - LTI_KEYS)
@@ -50,7 +50,7 @@ def read_lti_config(path):
     for key, what in (("login_url", "the platform's OpenID Connect authorization URL"),
                       ("token_url", "the platform's OAuth 2 token URL (for grades)"),
                       ("jwks_url", "the platform's public key set URL")):
-        if not _url(data.get(key)):
+        if not url_or_none(data.get(key)):
             problems.append(f"{path}: {key} must be an http(s) URL: {what}")
     deployments = data.get("deployment_ids")
     if not isinstance(deployments, list) or not deployments or not all(isinstance(d, str) and d for d in deployments):
@@ -67,8 +67,8 @@ def read_lti_config(path):
         problems.append(f"{path}: username_prefix must be up to 16 lowercase letters, digits, '_' or '-', starting "
                         f"with a letter or '_' (or \"\"), not {prefix!r}")
     if problems:
-        from .setup import _listed
-        raise HubError(_listed(problems))
+        from .files import listed
+        raise HubError(listed(problems))
     base = os.path.dirname(os.path.abspath(path))
     return LtiConfig(os.path.abspath(path), data["issuer"], data["client_id"], data["login_url"], data["token_url"],
                      data["jwks_url"], list(deployments), os.path.normpath(os.path.join(base, key)), claim, prefix,
@@ -94,7 +94,7 @@ def ensure_tool_key(lti, state, out=print):
     except (ValueError, TypeError) as exc:
         raise HubError(f"{path} is not a PEM private key (tool_key): {exc}") from None
     public = {"jwk": public_jwk(key), "pem": public_pem(key)}
-    _write(os.path.join(state, "lti-tool-public-key.json"), json.dumps(public, indent=1), mode=0o644)
+    write_atomic(os.path.join(state, "lti-tool-public-key.json"), json.dumps(public, indent=1), mode=0o644)
     out(f"the tool's public key (register it with the platform): {os.path.join(state, 'lti-tool-public-key.json')}")
     return public
 
@@ -106,5 +106,5 @@ def write_settings(state, lti, courses, exchange):
                 "python": sys.executable, "grading_config": os.path.join(state, "grading.json"),
                 "configured": sorted({n for c in courses for n in c.instructors + c.students})}
     path = os.path.join(state, SETTINGS_FILE)
-    _write(path, json.dumps(settings, indent=1), mode=0o600)
+    write_atomic(path, json.dumps(settings, indent=1), mode=0o600)
     return path

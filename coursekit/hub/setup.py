@@ -35,7 +35,8 @@ import stat
 import sys
 
 from .. import ROOT
-from .access import (REFERENCE, HubError, _fixes, course_problems, enrol, ensure_users, give_to_staff, read_roster,
+from .files import listed, write_atomic
+from .access import (REFERENCE, HubError, commands_giving_course, course_problems, enrol, ensure_users, give_to_staff, read_roster,
                      staff_group, users_python)
 
 PROXY = os.path.join(ROOT, "node", "node_modules", ".bin", "configurable-http-proxy")
@@ -85,7 +86,8 @@ def exchange_for_class(root, course, instructors, students, course_id=None):
     group's: no student can make a course folder of their own, nor this one before the hub. Returns the root. (``course_id``: the course's
     id when the caller knows it, rather than reading the course folder's nbgrader_config.py.)"""
     from ..exchange.classes import close_course_folder, problems_of_course_folder
-    from ..exchange.commands import check_exchange, course_id_of
+    from ..exchange.commands import check_exchange
+    from ..exchange.course_id import course_id_of
     root = check_exchange(root, create=True, shared=True)
     folder = os.path.join(root, course_id or course_id_of(course))
     owner, gid = pwd.getpwnam(instructors[0]).pw_uid, os.stat(course).st_gid
@@ -107,23 +109,6 @@ def proxy_command():
 
 
 # ------------------------------------------------------------------ configuration
-def _write(path, text, mode=0o644):
-    """``text`` to ``path`` whole (a temporary file renamed over it), the temporary file made with ``mode`` from the
-    start: a file of root's alone is never readable by others, not even while it is written."""
-    import tempfile
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=os.path.basename(path) + ".")  # 0600, a new name
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            os.fchmod(f.fileno(), mode)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-
-
 def login_shell_with_course(bin_dir):
     """The instructor's terminal: a login shell (the system's and the user's profile read as usual), then an
     interactive shell with the course's commands first on PATH. Debian's and Ubuntu's /etc/profile set PATH anew in
@@ -150,17 +135,17 @@ def role_settings(state, exchange, course):
             server["ServerApp"] = {"jpserver_extensions": {n: False for n in STUDENT_OFF_SERVER_EXTENSIONS},
                                    "terminado_settings": terminal}
             hidden.update({n: True for n in STUDENT_HIDDEN_PLUGINS})
-            from ..exchange.commands import course_id_of  # the course's own id: its folder in the exchange
+            from ..exchange.course_id import course_id_of  # the course's own id: its folder in the exchange
             nbgrader = student_nbgrader_config([course_id_of(course)], exchange)
         else:
             nbgrader = (f"c = get_config()  # noqa: F821\n# the course folder's nbgrader_config.py is read on top\n"
                         f"c.CourseDirectory.root = {course!r}\n")
-        _write(os.path.join(folder, "jupyter_server_config.json"), json.dumps(server, indent=1))
-        _write(os.path.join(folder, "labconfig", "page_config.json"),
+        write_atomic(os.path.join(folder, "jupyter_server_config.json"), json.dumps(server, indent=1))
+        write_atomic(os.path.join(folder, "labconfig", "page_config.json"),
                json.dumps({"disabledExtensions": hidden}, indent=1))
-        _write(os.path.join(folder, "labconfig", "default_setting_overrides.json"),
+        write_atomic(os.path.join(folder, "labconfig", "default_setting_overrides.json"),
                json.dumps(TERMINAL_SETTINGS, indent=1))
-        _write(os.path.join(folder, "nbgrader_config.py"), nbgrader)
+        write_atomic(os.path.join(folder, "nbgrader_config.py"), nbgrader)
         for d in (folder, os.path.join(folder, "labconfig")):
             os.chmod(d, 0o755)
         folders[role] = folder
@@ -300,7 +285,7 @@ def close_state(state):
             os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
     if not os.path.lexists(os.path.join(state, COOKIE_SECRET)):
         import secrets
-        _write(os.path.join(state, COOKIE_SECRET), secrets.token_hex(32) + "\n", mode=0o600)
+        write_atomic(os.path.join(state, COOKIE_SECRET), secrets.token_hex(32) + "\n", mode=0o600)
     for entry in os.scandir(state):
         if entry.name in PUBLIC_STATE:
             continue
@@ -345,13 +330,13 @@ def write_config(state, *, course, exchange, students, instructors, ip, port, ex
     if extra_config:
         text += f"\n# --extra-config\nload_subconfig({os.path.abspath(extra_config)!r})  # noqa: F821\n"
     path = os.path.join(state, "jupyterhub_config.py")
-    _write(path, text, mode=0o600)
+    write_atomic(path, text, mode=0o600)
     close_state(state)
     return path
 
 
 def _course_id(course):
-    from ..exchange.commands import course_id_of
+    from ..exchange.course_id import course_id_of
     return course_id_of(course)
 
 
@@ -421,15 +406,15 @@ def prepare(args, out=print):
     if not os.path.isfile(os.path.join(course, "nbgrader_config.py")):
         problems.append(f"{course} is not a course folder (no nbgrader_config.py): give --course")
     if problems:  # nothing is created while the basics are wrong
-        raise HubError(_listed(problems))
+        raise HubError(listed(problems))
     ensure_users(list(args.instructor) + students, create=args.create_users, out=out,
                  passwords=os.path.join(os.path.abspath(args.state), PASSWORDS))
     if args.create_users:
         give_to_staff(course, args.instructor, out=out)
     problems = course_problems(course, args.instructor, students)
     if problems:
-        fixes = "\n".join(f"    {c}" for c in _fixes(course, args.instructor, staff_group(course), REFERENCE))
-        raise HubError(_listed(problems) + f"\nas root, either run `course hub` with --create-users, which does "
+        fixes = "\n".join(f"    {c}" for c in commands_giving_course(course, args.instructor, staff_group(course), REFERENCE))
+        raise HubError(listed(problems) + f"\nas root, either run `course hub` with --create-users, which does "
                                            f"this itself, or:\n{fixes}")
     enrol(course, roster, out=out)
     exchange = exchange_for_class(os.path.abspath(args.exchange), course, args.instructor, students)
@@ -442,8 +427,3 @@ def prepare(args, out=print):
     out(f"JupyterHub for {len(students)} student(s) and {len(args.instructor)} instructor(s) on "
         f"http://{args.ip}:{args.port}; course {course}; exchange {exchange}; state {os.path.abspath(args.state)}")
     return cmd, os.path.abspath(args.state), env
-
-
-def _listed(problems):
-    return problems[0] if len(problems) == 1 else f"{len(problems)} problems:\n" + "\n".join(
-        f"  - {p}" for p in problems)

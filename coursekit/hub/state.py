@@ -8,7 +8,7 @@ import json
 import os
 import threading
 
-from .setup import _write
+from .files import write_atomic
 
 STATE_FILE = "courses.json"
 
@@ -42,7 +42,7 @@ class HubState:
             fcntl.flock(lock, fcntl.LOCK_EX)
             data = self.read()
             yield data
-            _write(self.path, json.dumps(data, indent=1, sort_keys=True), mode=0o600)
+            write_atomic(self.path, json.dumps(data, indent=1, sort_keys=True), mode=0o600)
 
 
 def course_of_folder(data, folder):

@@ -125,7 +125,7 @@ class ToolCredentials:
 
 
 # ------------------------------------------------------------------ HTTP
-def _request(method, url, *, data=None, headers=None, timeout=TIMEOUT):
+def http_request(method, url, *, data=None, headers=None, timeout=TIMEOUT):
     """(status, headers, body bytes); an HTTP error is an answer too. Only http(s) URLs are followed."""
     if urllib.parse.urlsplit(url).scheme not in ("http", "https"):
         raise AgsError(0, f"not an http(s) URL: {url!r}")
@@ -139,7 +139,7 @@ def _request(method, url, *, data=None, headers=None, timeout=TIMEOUT):
         raise AgsError(0, f"the platform did not answer at {url}: {getattr(exc, 'reason', exc)}")
 
 
-def _why(status, body):
+def refusal_text(status, body):
     """What a refusal said, short and plain."""
     try:
         data = json.loads(body)
@@ -156,11 +156,11 @@ def access_token(credentials, scopes, timeout=TIMEOUT):
     """An access token for ``scopes`` by the client credentials grant with a signed assertion."""
     form = urllib.parse.urlencode({"grant_type": "client_credentials", "client_assertion_type": ASSERTION_TYPE,
                                    "client_assertion": credentials.assertion(), "scope": " ".join(scopes)})
-    status, _, body = _request("POST", credentials.token_url, data=form.encode(), timeout=timeout,
+    status, _, body = http_request("POST", credentials.token_url, data=form.encode(), timeout=timeout,
                                headers={"Content-Type": "application/x-www-form-urlencoded",
                                         "Accept": "application/json"})
     if status != 200:
-        raise AgsError(status, f"the platform refused the tool an access token ({_why(status, body)})")
+        raise AgsError(status, f"the platform refused the tool an access token ({refusal_text(status, body)})")
     try:
         token = json.loads(body)["access_token"]
     except (ValueError, KeyError, TypeError):
@@ -174,7 +174,7 @@ def scores_url(lineitem_url):
     return urllib.parse.urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/scores"))
 
 
-def _next_link(headers):
+def next_link(headers):
     for part in (headers.get("Link") or "").split(","):
         match = re.match(r'\s*<([^>]+)>\s*;.*rel="?next"?', part)
         if match:
@@ -203,7 +203,7 @@ class AgsClient:
             if accept:
                 headers["Accept"] = accept
             data = json.dumps(body).encode() if body is not None else None
-            return _request(method, url, data=data, headers=headers, timeout=self.timeout)
+            return http_request(method, url, data=data, headers=headers, timeout=self.timeout)
         status, headers, data = once(False)
         if status == 401:  # the token may have expired: once more with a fresh one
             status, headers, data = once(True)
@@ -221,10 +221,10 @@ class AgsClient:
         while url:
             status, headers, body = self._call("GET", url, accept=LINEITEMS_TYPE)
             if status != 200:
-                raise AgsError(status, f"the platform refused its line items ({_why(status, body)})")
+                raise AgsError(status, f"the platform refused its line items ({refusal_text(status, body)})")
             page = json.loads(body)
             items.extend(page if isinstance(page, list) else [])
-            url = _next_link(headers)
+            url = next_link(headers)
         return items
 
     def line_item(self, url):
@@ -254,7 +254,7 @@ class AgsClient:
         status, _, body = self._call("POST", self.lineitems_url, item, content_type=LINEITEM_TYPE,
                                      accept=LINEITEM_TYPE)
         if status not in (200, 201):
-            raise AgsError(status, f"the platform refused to create the line item {assignment} ({_why(status, body)})")
+            raise AgsError(status, f"the platform refused to create the line item {assignment} ({refusal_text(status, body)})")
         created = json.loads(body)
         if not isinstance(created, dict) or not created.get("id"):
             raise AgsError(status, f"the platform created the line item {assignment} but gave no id")
@@ -270,7 +270,7 @@ class AgsClient:
             score[CANVAS_SUBMISSION] = {"new_submission": new_submission,
                                         **({"submitted_at": submitted_at} if submitted_at else {})}
         status, _, body = self._call("POST", scores_url(lineitem_url), score, content_type=SCORE_TYPE)
-        return status, (None if 200 <= status < 300 else _why(status, body))
+        return status, (None if 200 <= status < 300 else refusal_text(status, body))
 
 
 def posted_before(log_path, assignment):

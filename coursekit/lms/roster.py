@@ -27,7 +27,7 @@ import subprocess
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from .ags import TIMEOUT, AgsError, _next_link, _request, _why, access_token
+from .ags import TIMEOUT, AgsError, next_link, http_request, refusal_text, access_token
 
 NRPS_CLAIM = "https://purl.imsglobal.org/spec/lti-nrps/claim/namesroleservice"
 SCOPE_NRPS = "https://purl.imsglobal.org/spec/lti-nrps/scope/contextmembership.readonly"
@@ -40,10 +40,10 @@ def read_members(url, credentials, timeout=TIMEOUT):
     token = access_token(credentials, [SCOPE_NRPS], timeout)
     members, pages = [], 0
     while url and pages < MOST_PAGES:
-        status, headers, body = _request("GET", url, timeout=timeout, headers={
+        status, headers, body = http_request("GET", url, timeout=timeout, headers={
             "Authorization": f"Bearer {token}", "Accept": MEMBERSHIP_TYPE})
         if status != 200:
-            raise AgsError(status, f"the platform refused the class list ({_why(status, body)})")
+            raise AgsError(status, f"the platform refused the class list ({refusal_text(status, body)})")
         try:
             page = json.loads(body)
         except ValueError:
@@ -51,7 +51,7 @@ def read_members(url, credentials, timeout=TIMEOUT):
         if not isinstance(page, dict) or not isinstance(page.get("members"), list):
             raise AgsError(status, "a page of the class list holds no members list: nothing changed")
         members += [m for m in page["members"] if isinstance(m, dict)]
-        url, pages = _next_link(headers), pages + 1
+        url, pages = next_link(headers), pages + 1
     if url:  # a list cut short would take everyone after the cut out of the course
         raise AgsError(200, f"the class list goes on past {MOST_PAGES} pages: nothing changed")
     return members
@@ -81,7 +81,7 @@ class RosterChange:
 def plan(course_id, course, members, settings, data=None):
     """The RosterChange that keeps ``course`` (the hub's state of it; ``data``: the whole state) in step with
     ``members``."""
-    from ..hub.lti import _exists, role_names, role_of, unix_name
+    from ..hub.lti_claims import role_names, role_of, unix_name, user_exists
     from ..hub.state import made_accounts
     data = data or {}
     change = RosterChange(course_id)
@@ -110,7 +110,7 @@ def plan(course_id, course, members, settings, data=None):
             change.unnamed[sub] = "their LMS user id gives no valid Unix user name (refused at launch too)"
         elif name in current or name in course.get("instructors", []) or name in data.get("users", {}):
             change.unnamed[sub] = f"{name} is already someone else's here"
-        elif _exists(name) and name not in made_accounts(data) and name not in settings.get("configured", []):
+        elif user_exists(name) and name not in made_accounts(data) and name not in settings.get("configured", []):
             change.unnamed[sub] = f"{name} is an account of this machine that the hub did not make"
         else:
             change.joined[name] = m

@@ -27,7 +27,7 @@ reported as failures in words.
 """
 import os
 
-from . import _safe, given, hidden, runner
+from . import safe, given, hidden, runner
 from .cases import CELLS, EXERCISES, cells_of as _cells_of
 from .devices import grading_devices
 from .messages import CheckFailed, Failure, Report
@@ -49,7 +49,7 @@ _CELLS_OF = {}
 #   messages                   Failure records and the message a learner reads (CheckFailed)
 #   shipped                    the visible parts' expected outputs (expected/)
 #   devices                    CPU, CUDA and moving cases between them
-#   compare, _safe             comparisons in words; primitives captured before learner code runs
+#   compare, safe             comparisons in words; primitives captured before learner code runs
 # Importing this package captures them all (a notebook's read-only set-up cell imports it before any learner code
 # runs, and so do the grading side's sandboxed worker, judge and kernel launcher). The processes that grade a class
 # without running a check import only the grading machine (``grader``), which does not import this package, so
@@ -60,7 +60,7 @@ for _name in EXERCISES:
 
 # the one guarded call of a learner's function (time limit, prints and warnings kept, errors as values): the checks
 # use it, and so do the widgets
-call_learner = _safe.call
+call_learner = safe.call
 reference_available = hidden.available
 
 
@@ -101,7 +101,7 @@ def check(name, fn, part="basic", seed=0):
         print(f"{name} [{part}]: graded outside this kernel")
         return
     run = Report(name, part, question=ex.answer is not None)
-    with _safe.forbid_given(given.capture_given(name)):
+    with safe.forbid_given(given.capture_given(name)):
         runner.run_part(run, ex, fn, part, seed)
     if run.n == 0:  # a part that judges nothing would pass anything
         raise RuntimeError(f"the grader has no checks for {name} [{part}]: fix learner/check/cases/"

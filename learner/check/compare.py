@@ -1,9 +1,9 @@
 """Compare a learner's output with the expected one, in words.
 
-Only primitives captured in ``_safe`` and plain Python arithmetic are used, so a
+Only primitives captured in ``safe`` and plain Python arithmetic are used, so a
 learner who replaces ``torch.allclose`` or ``Tensor.__eq__`` changes nothing here.
 """
-from . import _safe
+from . import safe
 
 # (rtol, atol) by dtype: loose enough for any correct order of summation.
 TOLERANCES = {
@@ -39,7 +39,7 @@ def _index(flat_i, shape):
     return tuple(reversed(idx))
 
 
-def _flatten(values):
+def flatten(values):
     if not isinstance(values, list):
         return [values]
     out = []
@@ -67,7 +67,7 @@ def compare(expected, got, name="output", check_device=True, input_scale=0.0):
     differ by ``4 eps(dtype) x input_scale``, so that every standard formulation
     passes.
     """
-    if _safe.is_tensor(expected):
+    if safe.is_tensor(expected):
         return _compare_tensor(expected, got, name, check_device, input_scale)
     if isinstance(expected, (tuple, list)):
         if not isinstance(got, (tuple, list)):
@@ -98,7 +98,7 @@ def compare(expected, got, name="output", check_device=True, input_scale=0.0):
                 return m
         return None
     if isinstance(expected, float):
-        if _safe.is_tensor(got) or not isinstance(got, (int, float)) or isinstance(got, bool):
+        if safe.is_tensor(got) or not isinstance(got, (int, float)) or isinstance(got, bool):
             return Mismatch("type", f"{name} should be a Python float, got {type(got).__name__}")
         if not _close(expected, float(got), 1e-7, 1e-9):
             return Mismatch("value", f"{name}: expected {_fmt(expected)}, got {_fmt(float(got))}")
@@ -117,7 +117,7 @@ def _close(e, g, rtol, atol):
         return g != g
     if e == g:  # equal infinities included
         return True
-    if not (_safe._isfinite(e) and _safe._isfinite(g)):
+    if not (safe.isfinite(e) and safe.isfinite(g)):
         return False
     d = e - g if e > g else g - e
     ae = e if e > 0 else -e
@@ -125,9 +125,9 @@ def _close(e, g, rtol, atol):
 
 
 def _compare_tensor(expected, got, name, check_device, input_scale=0.0):
-    if type(got) is not _safe.Tensor:
+    if type(got) is not safe.Tensor:
         kind = type(got).__name__
-        if _safe.is_tensor(got):
+        if safe.is_tensor(got):
             return Mismatch("type", f"{name} should be a plain torch.Tensor, got a subclass {kind}")
         hint = ""
         if isinstance(got, (tuple, list)):
@@ -147,13 +147,13 @@ def _compare_tensor(expected, got, name, check_device, input_scale=0.0):
                                   f"inside your function needs device=<input>.device")
     if got.device.type == "meta":
         return None
-    e_vals = _flatten(_safe.tolist(_safe.to(_safe.detach(expected), "cpu")))
-    g_vals = _flatten(_safe.tolist(_safe.to(_safe.detach(got), "cpu")))
+    e_vals = flatten(safe.tolist(safe.to(safe.detach(expected), "cpu")))
+    g_vals = flatten(safe.tolist(safe.to(safe.detach(got), "cpu")))
     shape = tuple(expected.shape)
     if expected.dtype.is_floating_point:
         rtol, atol = TOLERANCES.get(str(expected.dtype), (1e-5, 1e-8))
         if input_scale:
-            atol = atol + 4 * _safe.finfo(expected.dtype).eps * input_scale
+            atol = atol + 4 * safe.finfo(expected.dtype).eps * input_scale
         first, n_wrong, n_nan = None, 0, 0
         for i, (e, g) in enumerate(zip(e_vals, g_vals)):
             if not _close(e, g, rtol, atol):

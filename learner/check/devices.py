@@ -1,7 +1,7 @@
 """Where the grader runs the learner's function: CPU always, CUDA when there is one."""
 import os
 
-from . import _safe
+from . import safe
 
 
 def grading_devices():
@@ -44,8 +44,8 @@ GPU_FAULT = ("on the GPU it caused a CUDA error after which the process cannot u
 
 def move(obj, device):
     """``obj`` with every tensor in it moved to ``device`` (tuples, lists and dicts rebuilt)."""
-    if _safe.is_tensor(obj):
-        return _safe.to(obj, device)
+    if safe.is_tensor(obj):
+        return safe.to(obj, device)
     if isinstance(obj, tuple):
         return tuple(move(o, device) for o in obj)
     if isinstance(obj, list):
@@ -57,7 +57,7 @@ def move(obj, device):
 
 def tensors(obj):
     """Every tensor in ``obj``, depth first."""
-    if _safe.is_tensor(obj):
+    if safe.is_tensor(obj):
         yield obj
     elif isinstance(obj, (tuple, list)):
         for o in obj:

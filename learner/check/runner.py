@@ -4,7 +4,7 @@
 ones (``basic``, ``edge``, ``errors``) against the shipped expected outputs, the
 hidden ones (``hidden-basic``, ``hidden``, ``hidden-errors``) against the live
 reference on every grading device, then the properties. Every call of the learner's function goes through
-``_safe.call`` (time limit, printed text and warnings kept, calls of the
+``safe.call`` (time limit, printed text and warnings kept, calls of the
 reference noticed); at grading time ``fn`` is a ``grader.remote.RemoteFunction``
 and each call runs in the sandbox.
 """
@@ -12,7 +12,7 @@ import os
 import traceback
 from dataclasses import dataclass
 
-from . import _safe, given, hidden
+from . import safe, given, hidden
 from .compare import compare, same
 from .devices import GPU_FAULT, gpu_fault, grading_devices, move, tensors
 from .cases import EXERCISES, hidden_cases, visible_cases
@@ -45,7 +45,7 @@ def problem(fn_name, outcome, expected, raises, ref_message, device, input_scale
         return "reference", (f"it called {what}. The grader needs your own implementation, so this counts as a "
                              f"failure.")
     if outcome.timed_out:
-        return "timeout", (f"it did not finish within {_safe.DEFAULT_TIME_LIMIT:g} s of computing and was stopped: look for a loop "
+        return "timeout", (f"it did not finish within {safe.DEFAULT_TIME_LIMIT:g} s of computing and was stopped: look for a loop "
                            f"that never ends. The remaining cases of this check were skipped.")
     err = outcome.error
     if gpu_fault(err):
@@ -131,7 +131,7 @@ def _nan_places(value):
 
 
 def _flat(t):
-    values = _safe.tolist(_safe.to(_safe.detach(t), "cpu"))
+    values = safe.tolist(safe.to(safe.detach(t), "cpu"))
     stack, out = [values], []
     while stack:
         v = stack.pop()
@@ -159,7 +159,7 @@ def judge_case(run, ex, fn, index, case, expected, device):
     if run.stopped:
         return
     args, kwargs = copies(case.args), copies(case.kwargs)
-    outcome = _safe.call(fn, args, kwargs)
+    outcome = safe.call(fn, args, kwargs)
     changed = changed_inputs(fn, (case.args, case.kwargs), (args, kwargs)) if outcome.error is None else []
     if changed and ex.answer is None and not case.raises:
         return run.record(index, case.what, device, outcome, ("mutated", mutated_message(changed)), None)
@@ -181,8 +181,8 @@ def judge_case(run, ex, fn, index, case, expected, device):
 def copies(value):
     """``value`` (a case's arguments) with every tensor in it copied (through tuples, lists and dicts); anything else
     as it is."""
-    if _safe.is_tensor(value):
-        copy = _safe.clone(_safe.detach(value))
+    if safe.is_tensor(value):
+        copy = safe.clone(safe.detach(value))
         return copy.requires_grad_(value.requires_grad) if value.is_leaf else copy
     if isinstance(value, (tuple, list)):
         return type(value)(copies(v) for v in value)
@@ -202,8 +202,8 @@ def changed_inputs(fn, made, given):
     found = []
 
     def walk(before, after, label):
-        if _safe.is_tensor(before):
-            if not (_safe.is_tensor(after) and same_bits(before, after)):
+        if safe.is_tensor(before):
+            if not (safe.is_tensor(after) and same_bits(before, after)):
                 found.append(label)
         elif isinstance(before, (tuple, list)) and isinstance(after, (tuple, list)) and len(before) == len(after):
             for i, (b, a) in enumerate(zip(before, after)):
@@ -225,10 +225,10 @@ def same_bits(a, b):
         return False
     if a.numel() == 0 or a.device.type == "meta":
         return True
-    a, b = _safe.detach(a), _safe.detach(b)
+    a, b = safe.detach(a), safe.detach(b)
     if a.is_floating_point() or a.is_complex():
-        return _safe.equal(a != a, b != b) and _safe.equal(_safe.where(a != a, 0, a), _safe.where(b != b, 0, b))
-    return _safe.equal(a, b)
+        return safe.equal(a != a, b != b) and safe.equal(safe.where(a != a, 0, a), safe.where(b != b, 0, b))
+    return safe.equal(a, b)
 
 
 def mutated_message(names):
@@ -304,7 +304,7 @@ def failing_dependencies(ex, fn):
         if not callable(dep_fn):
             continue
         probe = Report(dep, "basic")
-        with _safe.forbid_given(given.capture_given(dep)):
+        with safe.forbid_given(given.capture_given(dep)):
             judge_shipped(probe, EXERCISES[dep], dep_fn, "basic")
         if probe.failures:
             notes.append(f"your {ex.name} calls your {dep}, which fails its own checks ({len(probe.failures)} of "
@@ -314,7 +314,7 @@ def failing_dependencies(ex, fn):
 
 def learner_function(fn, name):
     """The learner's function ``name``, defined beside ``fn`` (in its module, or in its sandbox), or None."""
-    if _safe.REMOTE_TYPES and type(fn) in _safe.REMOTE_TYPES:
+    if safe.REMOTE_TYPES and type(fn) in safe.REMOTE_TYPES:
         return fn.sibling(name)
     try:
         namespace = fn.__globals__ if type(fn).__name__ == "function" else {}
@@ -412,7 +412,7 @@ def meta_probe(run, ex, fn, ref, cases):
         ref_value, ref_err = reference_call(ref, args, kwargs)
         if ref_err is not None:
             continue
-        outcome = _safe.call(fn, args, kwargs)
+        outcome = safe.call(fn, args, kwargs)
         wrong = None
         if outcome.error is not None:
             text = str(outcome.error)

@@ -12,17 +12,17 @@ import torch.nn.functional as F
 _EPS = 1e-5
 
 
-def _split(x, n_heads):
+def split(x, n_heads):
     B, T, D = x.shape
     return x.reshape(B, T, n_heads, D // n_heads).transpose(1, 2)  # (B, H, T, d_k)
 
 
-def _merge(x):
+def merge(x):
     B, H, T, d_k = x.shape
     return x.transpose(1, 2).reshape(B, T, H * d_k)  # (B, T, D)
 
 
-def _attend(q, k, v, mask=None, width=None):
+def attend(q, k, v, mask=None, width=None):
     """softmax(q k^T / sqrt(width) + M) v; a row with no allowed key gets zero weights."""
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1] if width is None else width)
     if mask is not None:
@@ -31,28 +31,28 @@ def _attend(q, k, v, mask=None, width=None):
     return weights @ v, weights
 
 
-def _head_mask(mask):
+def head_mask(mask):
     if mask is None:
         return None
     return mask.reshape((1,) * (3 - mask.dim()) + tuple(mask.shape))[:, None]  # (B or 1, 1, T_q, T_k)
 
 
-def _mha(x_q, x_kv, p, n_heads, mask=None, width=None, project_out=True):
-    q = _split(x_q @ p["W_q"].T + p["b_q"], n_heads)
-    k = _split(x_kv @ p["W_k"].T + p["b_k"], n_heads)
-    v = _split(x_kv @ p["W_v"].T + p["b_v"], n_heads)
-    out, weights = _attend(q, k, v, _head_mask(mask), width)
-    out = _merge(out)
+def mha(x_q, x_kv, p, n_heads, mask=None, width=None, project_out=True):
+    q = split(x_q @ p["W_q"].T + p["b_q"], n_heads)
+    k = split(x_kv @ p["W_k"].T + p["b_k"], n_heads)
+    v = split(x_kv @ p["W_v"].T + p["b_v"], n_heads)
+    out, weights = attend(q, k, v, head_mask(mask), width)
+    out = merge(out)
     return (out @ p["W_o"].T + p["b_o"] if project_out else out), weights
 
 
-def _ln(x, ln):
+def layer_norm(x, ln):
     return F.layer_norm(x, x.shape[-1:], ln["weight"], ln["bias"], _EPS)
 
 
-def _ffn(h, f):
+def feed_forward(h, f):
     return torch.relu(h @ f["W_1"].T + f["b_1"]) @ f["W_2"].T + f["b_2"]
 
 
-def _causal(T_q, T_k, device):
+def causal_mask(T_q, T_k, device):
     return torch.ones(T_q, T_k, dtype=torch.bool, device=device).tril()

@@ -7,7 +7,7 @@ in ``_parts.py`` only, so it can also be compiled as learner code in the tests. 
 
 import torch
 
-from ._parts import _attend, _causal, _ffn, _head_mask, _ln, _merge, _mha, _split
+from ._parts import attend, causal_mask, feed_forward, head_mask, layer_norm, merge, mha, split
 
 
 def _rope(x, positions=None, base=10000.0, freq_exponent=2, sign=1.0, halves=False):
@@ -60,14 +60,14 @@ def _rope_attention(x, params, n_heads, mask=None, rot_q=True, rot_k=True, rot_v
     v = x @ params["W_v"].T + params["b_v"]
     if before_split:
         q, k = _rope(q), _rope(k)  # over the whole width D
-        q, k, v = _split(q, n_heads), _split(k, n_heads), _split(v, n_heads)
+        q, k, v = split(q, n_heads), split(k, n_heads), split(v, n_heads)
     else:
-        q, k, v = _split(q, n_heads), _split(k, n_heads), _split(v, n_heads)
+        q, k, v = split(q, n_heads), split(k, n_heads), split(v, n_heads)
         q = _rope(q) if rot_q else q
         k = _rope(k) if rot_k else k
         v = _rope(v) if rot_v else v
-    out, weights = _attend(q, k, v, _head_mask(mask))
-    return _merge(out) @ params["W_o"].T + params["b_o"], weights
+    out, weights = attend(q, k, v, head_mask(mask))
+    return merge(out) @ params["W_o"].T + params["b_o"], weights
 
 
 def rope_attention_values_rotated(x, params, n_heads, mask=None):
@@ -97,11 +97,11 @@ def _decoder_block(x, valid, params, n_heads, causal="tril", use_padding=True, a
     T = x.shape[1]
     mask = None
     if causal == "tril":
-        mask = _causal(T, T, x.device)
+        mask = causal_mask(T, T, x.device)
     elif causal == "triu":
-        mask = _causal(T, T, x.device).T
+        mask = causal_mask(T, T, x.device).T
     elif causal == "reversed":  # ~tril, triu(1): True on the blocked pairs
-        mask = ~_causal(T, T, x.device)
+        mask = ~causal_mask(T, T, x.device)
     elif causal == "strict":  # tril(-1): the diagonal blocked too
         mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril(-1)
     elif causal == "shifted":  # tril(1): each token also reads the next
@@ -109,10 +109,10 @@ def _decoder_block(x, valid, params, n_heads, causal="tril", use_padding=True, a
     if valid is not None and use_padding:
         pad = valid[:, :, None] if pad_over_queries else valid[:, None, :]
         mask = pad if mask is None else mask & pad
-    a = _mha(x, x, params["attn"], n_heads, mask)[0]
-    h = _ln(x + a if attn_residual else a, params["ln1"])
-    ff = _ffn(h, params["ffn"])
-    return _ln(h + ff if ffn_residual else ff, params["ln2"])
+    a = mha(x, x, params["attn"], n_heads, mask)[0]
+    h = layer_norm(x + a if attn_residual else a, params["ln1"])
+    ff = feed_forward(h, params["ffn"])
+    return layer_norm(h + ff if ffn_residual else ff, params["ln2"])
 
 
 def decoder_block_padding_reversed(x, valid, params, n_heads):

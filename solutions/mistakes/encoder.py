@@ -7,7 +7,7 @@ in ``_parts.py`` only, so it can also be compiled as learner code in the tests. 
 
 import torch
 
-from ._parts import _attend, _causal, _ffn, _ln, _merge, _mha, _split
+from ._parts import attend, causal_mask, feed_forward, layer_norm, merge, mha, split
 
 
 # --- split_heads / merge_heads -----------------------------------------------
@@ -25,25 +25,25 @@ def merge_heads_no_transpose(x):
 
 # --- multi_head_attention ----------------------------------------------------
 def mha_no_output_projection(x_q, x_kv, params, n_heads, mask=None):
-    return _mha(x_q, x_kv, params, n_heads, mask, project_out=False)
+    return mha(x_q, x_kv, params, n_heads, mask, project_out=False)
 
 
 def mha_mask_ignored(x_q, x_kv, params, n_heads, mask=None):
-    return _mha(x_q, x_kv, params, n_heads, None)
+    return mha(x_q, x_kv, params, n_heads, None)
 
 
 def mha_scaled_by_sqrt_D(x_q, x_kv, params, n_heads, mask=None):
-    return _mha(x_q, x_kv, params, n_heads, mask, width=x_q.shape[-1])
+    return mha(x_q, x_kv, params, n_heads, mask, width=x_q.shape[-1])
 
 
 def mha_kv_from_queries(x_q, x_kv, params, n_heads, mask=None):
     """Keys and values projected from x_q instead of x_kv."""
-    return _mha(x_q, x_q, params, n_heads, mask)
+    return mha(x_q, x_q, params, n_heads, mask)
 
 
 def mha_mask_reversed(x_q, x_kv, params, n_heads, mask=None):
     """nn.MultiheadAttention's polarity: the mask's True taken for "blocked" (``~mask`` passed on)."""
-    return _mha(x_q, x_kv, params, n_heads, None if mask is None else ~mask)
+    return mha(x_q, x_kv, params, n_heads, None if mask is None else ~mask)
 
 
 def mha_2d_mask_head_axis_in_the_middle(x_q, x_kv, params, n_heads, mask=None):
@@ -55,13 +55,13 @@ def mha_2d_mask_head_axis_in_the_middle(x_q, x_kv, params, n_heads, mask=None):
 def mha_mask_without_head_axis(x_q, x_kv, params, n_heads, mask=None):
     """A (B, T_q, T_k) or (B, 1, T_k) mask passed to attention as it came: against scores (B, H, T_q, T_k) its
     batch axis lines up with the heads (it broadcasts only when B is 1 or H; it raises otherwise)."""
-    q = _split(x_q @ params["W_q"].T + params["b_q"], n_heads)
-    k = _split(x_kv @ params["W_k"].T + params["b_k"], n_heads)
-    v = _split(x_kv @ params["W_v"].T + params["b_v"], n_heads)
-    out, weights = _attend(q, k, v, mask)
+    q = split(x_q @ params["W_q"].T + params["b_q"], n_heads)
+    k = split(x_kv @ params["W_k"].T + params["b_k"], n_heads)
+    v = split(x_kv @ params["W_v"].T + params["b_v"], n_heads)
+    out, weights = attend(q, k, v, mask)
     if weights.shape != q.shape[:-1] + k.shape[-2:-1]:
         raise ValueError("the mask enlarged the scores")
-    return _merge(out) @ params["W_o"].T + params["b_o"], weights
+    return merge(out) @ params["W_o"].T + params["b_o"], weights
 
 
 # --- sinusoidal_positions ----------------------------------------------------
@@ -123,14 +123,14 @@ def _encoder_block(x, valid, params, n_heads, attn_residual=True, ffn_residual=T
     T = x.shape[1]
     mask = valid[:, None, :] if (valid is not None and use_padding) else None
     if causal:
-        mask = _causal(T, T, x.device) if mask is None else _causal(T, T, x.device) & mask
+        mask = causal_mask(T, T, x.device) if mask is None else causal_mask(T, T, x.device) & mask
     if pre_norm:
-        h = x + _mha(_ln(x, params["ln1"]), _ln(x, params["ln1"]), params["attn"], n_heads, mask)[0]
-        return h + _ffn(_ln(h, params["ln2"]), params["ffn"])
-    a = _mha(x, x, params["attn"], n_heads, mask)[0]
-    h = _ln(x + a if attn_residual else a, params["ln1"])
-    ff = _ffn(h, params["ffn"])
-    return _ln(h + ff if ffn_residual else ff, params["ln2"])
+        h = x + mha(layer_norm(x, params["ln1"]), layer_norm(x, params["ln1"]), params["attn"], n_heads, mask)[0]
+        return h + feed_forward(layer_norm(h, params["ln2"]), params["ffn"])
+    a = mha(x, x, params["attn"], n_heads, mask)[0]
+    h = layer_norm(x + a if attn_residual else a, params["ln1"])
+    ff = feed_forward(h, params["ffn"])
+    return layer_norm(h + ff if ffn_residual else ff, params["ln2"])
 
 
 def encoder_block_no_attn_residual(x, valid, params, n_heads):
@@ -153,18 +153,18 @@ def encoder_block_padding_over_queries(x, valid, params, n_heads):
     """valid[:, :, None], (B, T, 1): the padding blocks the pad positions' queries instead of the pad keys."""
     if valid is None:
         return _encoder_block(x, None, params, n_heads)
-    a = _mha(x, x, params["attn"], n_heads, valid[:, :, None])[0]
-    h = _ln(x + a, params["ln1"])
-    return _ln(h + _ffn(h, params["ffn"]), params["ln2"])
+    a = mha(x, x, params["attn"], n_heads, valid[:, :, None])[0]
+    h = layer_norm(x + a, params["ln1"])
+    return layer_norm(h + feed_forward(h, params["ffn"]), params["ln2"])
 
 
 def encoder_block_mask_without_query_axis(x, valid, params, n_heads):
     """valid (B, T) passed to attention as the mask: its batch axis lines up with the queries."""
     if valid is None:
         return _encoder_block(x, None, params, n_heads)
-    a = _mha(x, x, params["attn"], n_heads, valid)[0]
-    h = _ln(x + a, params["ln1"])
-    return _ln(h + _ffn(h, params["ffn"]), params["ln2"])
+    a = mha(x, x, params["attn"], n_heads, valid)[0]
+    h = layer_norm(x + a, params["ln1"])
+    return layer_norm(h + feed_forward(h, params["ffn"]), params["ln2"])
 
 
 def encoder_block_padding_reversed(x, valid, params, n_heads):

@@ -6,7 +6,7 @@ in ``_parts.py`` only, so it can also be compiled as learner code in the tests. 
 """
 import torch
 
-from ._parts import _causal, _ffn, _ln, _mha
+from ._parts import causal_mask, feed_forward, layer_norm, mha
 
 
 # --- cross_attention ---------------------------------------------------------
@@ -16,39 +16,39 @@ def _src_mask(src_valid):
 
 def cross_attention_kv_from_decoder(y, memory, src_valid, params, n_heads):
     """Self-attention on y: keys and values from the decoder instead of the encoder's memory."""
-    return _mha(y, y, params, n_heads, _src_mask(src_valid))
+    return mha(y, y, params, n_heads, _src_mask(src_valid))
 
 
 def cross_attention_causal(y, memory, src_valid, params, n_heads):
     """A causal (T_y, T_x) mask added to cross-attention."""
-    mask = _causal(y.shape[1], memory.shape[1], y.device)
+    mask = causal_mask(y.shape[1], memory.shape[1], y.device)
     if src_valid is not None:
         mask = mask & src_valid[:, None, :]
-    return _mha(y, memory, params, n_heads, mask)
+    return mha(y, memory, params, n_heads, mask)
 
 
 def cross_attention_mask_reversed(y, memory, src_valid, params, n_heads):
     """nn.MultiheadAttention's polarity: ~src_valid, so only the source padding may be read."""
-    return _mha(y, memory, params, n_heads, None if src_valid is None else ~src_valid[:, None, :])
+    return mha(y, memory, params, n_heads, None if src_valid is None else ~src_valid[:, None, :])
 
 
 def cross_attention_mask_without_query_axis(y, memory, src_valid, params, n_heads):
     """src_valid (B, T_x) passed as the mask: its batch axis lines up with the queries (the ready-made
     multi_head_attention broadcasts it against (B, T_y, T_x) first, and raises there when B is not 1 or T_y)."""
     if src_valid is None:
-        return _mha(y, memory, params, n_heads, None)
+        return mha(y, memory, params, n_heads, None)
     mask = torch.ones(y.shape[0], y.shape[1], memory.shape[1], dtype=torch.bool, device=y.device) & src_valid
-    return _mha(y, memory, params, n_heads, mask)
+    return mha(y, memory, params, n_heads, mask)
 
 
 def cross_attention_padding_ignored(y, memory, src_valid, params, n_heads):
-    return _mha(y, memory, params, n_heads, None)
+    return mha(y, memory, params, n_heads, None)
 
 
 # --- encdec_decoder_block ----------------------------------------------------
 def _self_mask(y, tgt_valid, causal=True):
     T = y.shape[1]
-    mask = _causal(T, T, y.device) if causal else None
+    mask = causal_mask(T, T, y.device) if causal else None
     if causal == "reversed":  # ~tril, triu(1): True on the blocked pairs
         mask = ~mask
     elif causal == "strict":  # tril(-1): the diagonal blocked too
@@ -63,17 +63,17 @@ def _encdec_block(y, memory, tgt_valid, src_valid, params, n_heads, cross_first=
                   tgt_padding=True, src_padding=True, cross_residual_from_y=False):
     cross_mask = _src_mask(src_valid) if src_padding else None
     if causal_cross:
-        c = _causal(y.shape[1], memory.shape[1], y.device)
+        c = causal_mask(y.shape[1], memory.shape[1], y.device)
         cross_mask = c if cross_mask is None else c & cross_mask
 
     def self_sub(h, ln):
         self_mask = _self_mask(h, tgt_valid if tgt_padding else None, causal_self)
-        return _ln(h + _mha(h, h, params["self_attn"], n_heads, self_mask)[0], ln)
+        return layer_norm(h + mha(h, h, params["self_attn"], n_heads, self_mask)[0], ln)
 
     def cross_sub(h, ln):
         source = h if kv_from_decoder else memory
-        c, w = _mha(y if cross_reads_y else h, source, params["cross_attn"], n_heads, cross_mask)
-        return _ln((y if cross_residual_from_y else h) + c if cross_residual else c, ln), w
+        c, w = mha(y if cross_reads_y else h, source, params["cross_attn"], n_heads, cross_mask)
+        return layer_norm((y if cross_residual_from_y else h) + c if cross_residual else c, ln), w
 
     if cross_first:
         h1, w = cross_sub(y, params["ln1"])
@@ -81,7 +81,7 @@ def _encdec_block(y, memory, tgt_valid, src_valid, params, n_heads, cross_first=
     else:
         h1 = self_sub(y, params["ln1"])
         h2, w = cross_sub(h1, params["ln2"])
-    return _ln(h2 + _ffn(h2, params["ffn"]), params["ln3"]), w
+    return layer_norm(h2 + feed_forward(h2, params["ffn"]), params["ln3"]), w
 
 
 def encdec_cross_before_self(y, memory, tgt_valid, src_valid, params, n_heads):

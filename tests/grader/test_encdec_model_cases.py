@@ -34,7 +34,7 @@ def test_the_toy_model_is_honest_every_mask_and_the_keys_and_values_change_its_l
     ToyEncDec's logits: a forward pass that drops one cannot pass by luck."""
     g = ex8.gen(1)
     enc, kv, dec = ex8.toy_encdec(g)
-    src, tgt = ex8._ids(g, 2, 5, 8, [5, 2], lo=3), ex8._ids(g, 2, 4, 7, [4, 2], lo=1)
+    src, tgt = ex8.random_ids(g, 2, 5, 8, [5, 2], lo=3), ex8.random_ids(g, 2, 4, 7, [4, 2], lo=1)
     sv, tv = ex8.valid_mask([5, 2], 5), ex8.valid_mask([4, 2], 4)
     right = dec(tgt, kv(enc(src, sv)), sv, tv)
     for wrong in (dec(tgt, kv(enc(src, None)), sv, tv), dec(tgt, kv(enc(src, sv)), None, tv),

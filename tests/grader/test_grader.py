@@ -275,7 +275,7 @@ def test_a_raising_function_is_reported_with_its_error_and_every_case_still_runs
 
 def test_a_hanging_function_is_stopped_and_reported(monkeypatch):
     """An infinite loop is interrupted at the time limit, reported, and the check returns."""
-    monkeypatch.setattr(learner.check._safe, "DEFAULT_TIME_LIMIT", 0.5)
+    monkeypatch.setattr(learner.check.safe, "DEFAULT_TIME_LIMIT", 0.5)
     fn = learner_fn("def softmax(x, dim=-1, temperature=1.0):\n    while True:\n        pass\n", "softmax")
     msg = failure("softmax", fn, "basic")
     assert "did not finish within 0.5 s" in msg
@@ -283,25 +283,25 @@ def test_a_hanging_function_is_stopped_and_reported(monkeypatch):
 
 def test_the_time_limit_counts_computing_not_waiting():
     """Principle 9: a busy machine makes a correct function wait for a core, never stops it. The limit is CPU time;
-    a call that only waits is stopped on the clock at _safe.WALL_FACTOR times the limit, one that computes at it."""
+    a call that only waits is stopped on the clock at safe.WALL_FACTOR times the limit, one that computes at it."""
     import time
 
-    from learner.check import _safe
+    from learner.check import safe
 
     def spin():
         while True:
             pass
     cpu = time.process_time()
-    assert _safe.call(spin, time_limit=0.3).timed_out
+    assert safe.call(spin, time_limit=0.3).timed_out
     # stopped once it had computed its limit: however busy the machine (a busy one stops it sooner, on the clock),
     # never after computing for as long as the clock's limit would allow
     assert time.process_time() - cpu < 0.3 + 0.15
     # waits 1.5 times its limit, and wakes well before the clock's (0.9 s) even on a busy machine
-    waited = _safe.call(lambda: time.sleep(0.45) or "done", time_limit=0.3)
+    waited = safe.call(lambda: time.sleep(0.45) or "done", time_limit=0.3)
     assert not waited.timed_out and waited.value == "done"
     t0 = time.monotonic()
-    assert _safe.call(lambda: time.sleep(30), time_limit=0.3).timed_out
-    assert 0.3 * _safe.WALL_FACTOR - 0.05 <= time.monotonic() - t0 < 5  # a wait is stopped on the clock, not before
+    assert safe.call(lambda: time.sleep(30), time_limit=0.3).timed_out
+    assert 0.3 * safe.WALL_FACTOR - 0.05 <= time.monotonic() - t0 < 5  # a wait is stopped on the clock, not before
 
     def spin_with_its_cpu_limit_off():  # computing is no reason for more time once past the CPU limit
         import signal
@@ -309,7 +309,7 @@ def test_the_time_limit_counts_computing_not_waiting():
         while True:
             pass
     t0 = time.monotonic()
-    assert _safe.call(spin_with_its_cpu_limit_off, time_limit=0.3).timed_out
+    assert safe.call(spin_with_its_cpu_limit_off, time_limit=0.3).timed_out
     assert time.monotonic() - t0 < 5
 
 
@@ -320,17 +320,17 @@ def test_a_call_puts_back_the_callers_own_alarm():
     import signal
     import time
 
-    from learner.check import _safe
+    from learner.check import safe
     rang = []
     timeout = signal.getitimer(signal.ITIMER_REAL)  # pytest-timeout's own, while this test has the alarm
     old = signal.signal(signal.SIGALRM, lambda *_: rang.append(time.monotonic()))
     try:
         signal.setitimer(signal.ITIMER_REAL, 30)
-        assert _safe.call(lambda: time.sleep(0.2) or "done", time_limit=1).value == "done"
+        assert safe.call(lambda: time.sleep(0.2) or "done", time_limit=1).value == "done"
         left = signal.getitimer(signal.ITIMER_REAL)[0]
         assert 28 < left < 29.81 and not rang, left
         signal.setitimer(signal.ITIMER_REAL, 0.1)
-        assert _safe.call(lambda: time.sleep(0.3) or "done", time_limit=1).value == "done"  # due meanwhile
+        assert safe.call(lambda: time.sleep(0.3) or "done", time_limit=1).value == "done"  # due meanwhile
         back = time.monotonic()
         deadline = back + 5
         while not rang and time.monotonic() < deadline:
@@ -342,7 +342,7 @@ def test_a_call_puts_back_the_callers_own_alarm():
 
 STARVED = """
 import os, sys, time
-from learner.check import _safe
+from learner.check import safe
 
 def compute():  # 0.8 s of CPU: under its limit of 1 s, but slowed past the clock's limit by the processes beside it
     start = time.process_time()
@@ -361,7 +361,7 @@ for _ in range(5):
         os._exit(0)
     hogs.append(pid)
 t0 = time.monotonic()
-out = _safe.call(compute, time_limit=1.0)
+out = safe.call(compute, time_limit=1.0)
 print(out.timed_out, out.value, time.monotonic() - t0)
 for pid in hogs:
     os.kill(pid, 9)
@@ -370,16 +370,16 @@ for pid in hogs:
 
 def test_a_correct_function_slowed_past_the_clocks_limit_by_a_busy_machine_is_not_stopped():
     """Principle 9, under load: sharing one core with five busy processes, a call computing 0.8 s of its 1 s limit
-    takes longer on the clock than _safe.wall_limit allows a call that waits, and finishes with its value: the
+    takes longer on the clock than safe.wall_limit allows a call that waits, and finishes with its value: the
     clock stops only a call that is not computing."""
     import subprocess
     import sys
 
-    from learner.check import _safe
+    from learner.check import safe
     proc = subprocess.run([sys.executable, "-c", STARVED], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     timed_out, value, seconds = proc.stdout.split()
-    assert float(seconds) > _safe.wall_limit(1.0), seconds  # it was slowed past the clock's limit
+    assert float(seconds) > safe.wall_limit(1.0), seconds  # it was slowed past the clock's limit
     assert (timed_out, value) == ("False", "done")
 
 
@@ -390,12 +390,12 @@ def test_a_call_past_its_limit_in_the_middle_of_an_import_is_stopped_after_the_i
     past its limit inside an import is stopped once the import is done; a call that goes on computing after it is
     still stopped."""
     import importlib
-    from learner.check import _safe
+    from learner.check import safe
     (tmp_path / "slow_to_load.py").write_text(
         "import time\nstart = time.process_time()\nwhile time.process_time() - start < 0.6:\n    pass\nLOADED = True\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "slow_to_load", raising=False)
-    _safe.call(lambda: importlib.import_module("slow_to_load"), time_limit=0.1)
+    safe.call(lambda: importlib.import_module("slow_to_load"), time_limit=0.1)
     assert sys.modules["slow_to_load"].LOADED  # loaded whole, though its loading took six times the limit
 
     def load_then_spin():
@@ -404,7 +404,7 @@ def test_a_call_past_its_limit_in_the_middle_of_an_import_is_stopped_after_the_i
             pass
     (tmp_path / "slow_to_load_too.py").write_text((tmp_path / "slow_to_load.py").read_text())
     monkeypatch.delitem(sys.modules, "slow_to_load_too", raising=False)
-    assert _safe.call(load_then_spin, time_limit=0.1).timed_out
+    assert safe.call(load_then_spin, time_limit=0.1).timed_out
     assert sys.modules["slow_to_load_too"].LOADED
 
 

@@ -22,7 +22,7 @@ from coursekit import ROOT
 from coursekit.sync import setup_source, solution_source
 from coursekit.samples import edited_source
 from grader import judge, remote, sandbox, wire
-from learner.check import EXERCISES, _safe, check
+from learner.check import EXERCISES, safe, check
 from helpers import failure
 
 
@@ -205,7 +205,7 @@ def test_a_function_body_cannot_earn_a_pass_from_inside_the_sandbox(attack, monk
     """Each attack, written in the function's own body, fails every part of the check in words (the pipeline's tamper
     class grades some of them through nbgrader as well: BODY_ATTACKS_THROUGH_NBGRADER)."""
     if "loop" in attack:  # a loop is stopped at any limit: 1 s (+ 1 s) rather than the learner's 10 s (+ 5 s)
-        monkeypatch.setattr(_safe, "DEFAULT_TIME_LIMIT", 1.0)
+        monkeypatch.setattr(safe, "DEFAULT_TIME_LIMIT", 1.0)
         monkeypatch.setattr(remote, "GRACE", 1.0)
     mem = os.environ.get("COURSE_SANDBOX_MEMORY_MB")
     os.environ["COURSE_SANDBOX_MEMORY_MB"] = "2560"  # the worker uses under 1 GB; an allocation attack zeroes the rest

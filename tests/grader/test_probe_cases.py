@@ -59,5 +59,5 @@ def probe_accuracy(hidden, positions, senses, is_train):
     return (guess == senses[test]).double().mean().item()
 '''
     fn = as_learner(src)
-    assert "the probe must read the word's vector" in ex6._probe_reads_the_word_only(fn)
+    assert "the probe must read the word's vector" in ex6.probe_reads_the_word_only(fn)
     assert "FAILED" in failure(NAME, fn, "edge")

@@ -51,7 +51,7 @@ def test_properties_report_a_padding_leak_and_a_beam_that_is_not_greedy():
 
 
 def test_a_greedy_decoder_that_waits_for_eos_forever_is_stopped_and_reported(monkeypatch):
-    monkeypatch.setattr(learner.check._safe, "DEFAULT_TIME_LIMIT", 0.5)
+    monkeypatch.setattr(learner.check.safe, "DEFAULT_TIME_LIMIT", 0.5)
     fn = as_learner({"greedy_decode": textwrap.dedent('''
         def greedy_decode(context, params, bos_id, eos_id, max_len):
             if max_len < 0:

@@ -21,7 +21,8 @@ from coursekit.hub.access import HubError
 from coursekit.hub.setup import student_nbgrader_config
 from coursekit.hub.courses import read_courses
 from coursekit.hub.state import HubState
-from coursekit.hub.lti import AGS_CLAIM, LTI, MEMBERSHIP, Refused, check_launch, role_of, unix_name
+from coursekit.hub.lti import AGS_CLAIM, Refused, check_launch
+from coursekit.hub.lti_claims import LTI, MEMBERSHIP, lms_id, role_of, unix_name
 from coursekit.hub.lti_config import read_lti_config
 
 
@@ -161,7 +162,6 @@ def test_the_course_role_comes_from_the_context_roles(roles, role):
 
 
 def test_the_user_name_is_the_lms_id_unchanged_or_nothing():
-    from coursekit.hub.lti import lms_id
     assert unix_name("42", "m") == "m42" and unix_name("jdoe", "") == "jdoe"
     # an older Canvas expands $Canvas.user.id to a number: the same id
     assert lms_id({LTI + "custom": {"canvas_user_id": 4211}}, "custom:canvas_user_id") == "4211"

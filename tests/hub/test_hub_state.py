@@ -1,4 +1,4 @@
-"""The hub's state is root's alone, also while it is written (coursekit/hub/setup.py: ``_write``, ``close_state``), and
+"""The hub's state is root's alone, also while it is written (coursekit/hub/files.py: ``write_atomic``; coursekit/hub/setup.py: ``close_state``), and
 `course hub` says when the users' homes let a student hand their group to anyone. The whole state of a running hub,
 tried as a student, is in test_hub_courses.py::test_course_hub_with_a_courses_file. Cost: about 3 s, as root."""
 import os
@@ -11,7 +11,8 @@ import threading
 
 import pytest
 
-from coursekit.hub.setup import COOKIE_SECRET, _write, close_state, setuid_warning
+from coursekit.hub.files import write_atomic
+from coursekit.hub.setup import COOKIE_SECRET, close_state, setuid_warning
 from coursekit.hub.state import HubState
 
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="reads as another user: run as root (make test does)")
@@ -65,7 +66,7 @@ def _race(state):
         for n in range(300):
             with hub_state.change() as data:
                 data["courses"]["enc"] = {"students": roster}
-            _write(str(state / "grading.json"), "{}" + " " * 100_000, mode=0o600)
+            write_atomic(str(state / "grading.json"), "{}" + " " * 100_000, mode=0o600)
             if spy.poll() is not None:
                 break
     writer = threading.Thread(target=write)

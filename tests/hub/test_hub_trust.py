@@ -11,8 +11,8 @@ import tempfile
 
 import pytest
 
-from coursekit.exchange.commands import ExchangeError, course_id_of
-from coursekit.hub.access import HubError, _own_tree, enrol
+from coursekit.exchange.course_id import ExchangeError, course_id_of
+from coursekit.hub.access import HubError, own_tree, enrol
 
 NOBODY = 65534
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="gives files to another user: run as root (make test does)")
@@ -69,7 +69,7 @@ def test_giving_the_folder_to_its_instructors_follows_no_link_and_leaves_hard_li
     os.symlink(outside, course / "source" / "link-to-a-folder")
     os.link(secret, course / "hard")
     said = []
-    _own_tree(str(course), NOBODY, NOBODY, 0o2770, 0o660, out=said.append)
+    own_tree(str(course), NOBODY, NOBODY, 0o2770, 0o660, out=said.append)
     for path in (course, course / "source"):
         assert (os.stat(path).st_uid, os.stat(path).st_mode & 0o7777) == (NOBODY, 0o2770)
     assert os.stat(course / "source" / "a.ipynb").st_uid == NOBODY
@@ -115,7 +115,7 @@ def test_a_folder_swapped_for_a_link_while_it_walks_gives_nothing_outside_away(t
     try:
         assert attacker.stdout.readline().strip() == "ready"
         for _ in range(200):
-            _own_tree(str(course), NOBODY, NOBODY, 0o2770, 0o660, out=lambda s: None)
+            own_tree(str(course), NOBODY, NOBODY, 0o2770, 0o660, out=lambda s: None)
         assert attacker.poll() is None, "the swapping process stopped before the walks ended"
     finally:
         attacker.kill()

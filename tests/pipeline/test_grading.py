@@ -297,8 +297,8 @@ def test_a_local_clusters_workers_run_without_dasks_profiler_and_with_slower_wat
     core, which the kernels grading beside them need."""
     import dask
 
-    from coursekit.grading import QUIET_DASK, _cluster
-    with _cluster(2, None, None) as client:
+    from coursekit.grading import QUIET_DASK, dask_client
+    with dask_client(2, None, None) as client:
         seen = client.run(lambda: {key: dask.config.get(key) for key in QUIET_DASK})
     assert len(seen) == 2 and all(config == QUIET_DASK for config in seen.values()), seen
 

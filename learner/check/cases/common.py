@@ -18,7 +18,7 @@ from typing import Callable
 
 import torch
 
-from .. import _safe
+from .. import safe
 from ...syllabus import TOPICS
 
 F64, F32 = torch.float64, torch.float32
@@ -77,8 +77,8 @@ class Answer:
 
 def _number(value):
     """A Python number from an int, a float or a one-element tensor (a learner may compute with torch); else None."""
-    if type(value) is _safe.Tensor and value.numel() == 1 and value.device.type != "meta":
-        value = _safe.tolist(_safe.to(_safe.detach(value), "cpu").flatten())[0]
+    if type(value) is safe.Tensor and value.numel() == 1 and value.device.type != "meta":
+        value = safe.tolist(safe.to(safe.detach(value), "cpu").flatten())[0]
     return value if type(value) in (int, float) else None
 
 
@@ -223,10 +223,10 @@ def hidden_cases(ex, seed, big=True, n=None):
 def logit_scale(args, kwargs):
     """The largest finite |logit| / temperature: log-softmax and friends are exact only to about eps times it."""
     x = args[0] if args else kwargs.get("x", kwargs.get("logits"))
-    if not _safe.is_tensor(x) or not x.is_floating_point() or x.device.type == "meta" or x.numel() == 0:
+    if not safe.is_tensor(x) or not x.is_floating_point() or x.device.type == "meta" or x.numel() == 0:
         return 0.0
-    values = [abs(v) for v in _safe.tolist(_safe.to(_safe.detach(x), "cpu", _safe.float64).flatten())
-              if _safe._isfinite(v)]
+    values = [abs(v) for v in safe.tolist(safe.to(safe.detach(x), "cpu", safe.float64).flatten())
+              if safe.isfinite(v)]
     temperature = kwargs.get("temperature", args[2] if len(args) > 2 else 1.0)
     try:
         temperature = float(temperature)
@@ -278,11 +278,11 @@ GAVE_UP = [0]
 
 
 def learner_call(fn, args, kwargs=None):
-    """The outcome of ``fn(*args, **kwargs)`` (a ``_safe.Outcome``), or None when it raised or ran out of time.
+    """The outcome of ``fn(*args, **kwargs)`` (a ``safe.Outcome``), or None when it raised or ran out of time.
 
     None means: give up, the case checks report what went wrong.
     """
-    out = _safe.call(fn, args, kwargs or {})
+    out = safe.call(fn, args, kwargs or {})
     if out.error is not None or out.timed_out:
         GAVE_UP[0] += 1
         return None
@@ -296,7 +296,7 @@ def tensor_in(value, item=None, shape=None, dim=None):
         if not (isinstance(value, tuple) and len(value) == 2):
             return None
         value = value[item]
-    if type(value) is not _safe.Tensor:
+    if type(value) is not safe.Tensor:
         return None
     if shape is not None and tuple(value.shape) != tuple(shape):
         return None
@@ -318,7 +318,7 @@ def learner_tensor(fn, args, kwargs=None, item=None, shape=None, dim=None):
 
 def nested(t):
     """A learner's tensor as nested Python lists, through the grader's captured primitives."""
-    return _safe.tolist(_safe.to(_safe.detach(t), "cpu"))
+    return safe.tolist(safe.to(safe.detach(t), "cpu"))
 
 
 # ---------------------------------------------------------------- causal: no future leak
@@ -356,7 +356,7 @@ def no_future_leak(fn, args, x_index, T, first_of_tuple, what="the input", kwarg
     for j in range(T - 1, 0, -1):
         moved_args = list(args)
         for k in indices:
-            x = _safe.clone(args[k])
+            x = safe.clone(args[k])
             x[:, j] += 3.0
             moved_args[k] = x
         out1 = output(tuple(moved_args))

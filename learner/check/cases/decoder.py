@@ -15,8 +15,8 @@ import torch
 from .common import (CAUSAL_LESSON, REVERSED_LESSON, Case, Exercise, F64, dn, gen, learner_tensor,
                      logit_sum_scale, nested, no_future_leak, pick_dtype, pick_int, randn, register, Choice, IntTuple,
                      Integer, question)
-from .sampling_parts import (_draws_follow_the_distribution, _sample_case, _sample_edge, _top_k_case, _top_k_edge,
-                             _top_p_case, _top_p_edge)
+from .sampling_parts import (draws_follow_the_distribution, sample_case, sample_edge, top_k_case, top_k_edge,
+                             top_p_case, top_p_edge)
 from .transformer_parts import (as_float32, attn_params, block_case, block_edge, block_params, causal_mask,
                                 pick_heads, random_lengths, random_padding_mask, valid_mask)
 
@@ -275,7 +275,7 @@ register(
                        ("decoder:lm_log_prob_mean",
                         "the log-probabilities were averaged; by the chain rule log P(x) is their sum over the "
                         "real next tokens")]),
-    Exercise("top_k_filter", "decoder:top_k_filter", _top_k_case, _top_k_edge,
+    Exercise("top_k_filter", "decoder:top_k_filter", top_k_case, top_k_edge,
              mistakes=[("decoder:top_k_filter_keeps_smallest",
                         "the k smallest logits were kept; keep the k largest (the k most probable tokens)"),
                        ("decoder:top_k_filter_zero_not_inf",
@@ -291,7 +291,7 @@ register(
                        ("decoder:top_k_filter_drops_ties",
                         "exactly k tokens were kept where several tie for the k-th place; the rule keeps every "
                         "logit equal to the k-th largest (compare each logit with it: logits < kth goes to -inf)")]),
-    Exercise("top_p_filter", "decoder:top_p_filter", _top_p_case, _top_p_edge,
+    Exercise("top_p_filter", "decoder:top_p_filter", top_p_case, top_p_edge,
              mistakes=[("decoder:top_p_filter_drops_the_crossing_token",
                         "the token whose probability makes the kept mass reach p was dropped; the nucleus is the "
                         "smallest set whose mass reaches p, so it includes that token (keep a token when the mass "
@@ -302,8 +302,8 @@ register(
                        ("decoder:top_p_filter_least_probable_first",
                         "the probabilities were sorted from low to high; the nucleus starts from the most "
                         "probable token (descending=True)")]),
-    Exercise("sample_next", "decoder:sample_next", _sample_case, _sample_edge,
-             properties=[("edge", _draws_follow_the_distribution), ("hidden", _draws_follow_the_distribution)],
+    Exercise("sample_next", "decoder:sample_next", sample_case, sample_edge,
+             properties=[("edge", draws_follow_the_distribution), ("hidden", draws_follow_the_distribution)],
              uses=("top_k_filter", "top_p_filter"),
              mistakes=[("decoder:sample_next_multiplies_temperature",
                         "the logits were multiplied by the temperature; divide them: softmax(logits / temperature)"),

@@ -1,7 +1,7 @@
 """Notebook 02, dot products: cases, properties and known mistakes (``solutions/mistakes/dot_products.py``)."""
 import torch
 
-from .. import _safe
+from .. import safe
 from .common import (Case, Exercise, F64, dn, gen, pick_dtype, pick_int, randn, register, stub_message, Choice,
                      Integer, question)
 
@@ -60,9 +60,9 @@ def _variance_case(g, big):
 def _variance_property(fn):
     """The variance of q . k is about d_k, and about 1 after dividing by sqrt(d_k)."""
     for d_k in (1, 16, 256):
-        out = _safe.call(fn, (d_k,), {"n_pairs": 20000, "seed": 3})
+        out = safe.call(fn, (d_k,), {"n_pairs": 20000, "seed": 3})
         if out.timed_out:
-            return f"score_variance({d_k}, n_pairs=20000) did not finish within {_safe.DEFAULT_TIME_LIMIT:g} s"
+            return f"score_variance({d_k}, n_pairs=20000) did not finish within {safe.DEFAULT_TIME_LIMIT:g} s"
         if isinstance(out.error, NotImplementedError):
             return stub_message("score_variance")
         if out.error is not None:

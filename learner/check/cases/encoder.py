@@ -14,12 +14,12 @@ import math
 
 import torch
 
-from .. import _safe
+from .. import safe
 from .common import (REVERSED_LESSON, Case, Exercise, F32, F64, dn, gen, learner_tensor, logit_sum_scale, nested,
                      pick_dtype, pick_int, randn, register, Choice, Integer, question)
 from .transformer_parts import (as_float32, attn_params, block_case, block_edge, block_params, causal_mask,
                                 pick_heads, random_padding_mask, valid_mask)
-from .probe import _probe_case, _probe_edge, _probe_reads_the_word_only
+from .probe import probe_case, probe_edge, probe_reads_the_word_only
 
 
 
@@ -291,7 +291,7 @@ def _encoder_padding_is_invisible(fn):
         return None
     out0 = nested(base)
     for j in (4, 3, 2):
-        x2 = _safe.clone(x)
+        x2 = safe.clone(x)
         x2[1, j] += 3.0
         moved = learner_tensor(fn, (x2, valid, p, 2), shape=(2, 5, 6))
         if moved is None:
@@ -442,8 +442,8 @@ register(
                         "the log-probabilities were taken as torch.log(torch.softmax(...)): with confident logits "
                         "a probability rounds to 0 and log 0 = -inf, an infinite loss. Use torch.log_softmax(logits, "
                         "dim=-1), which subtracts the log-sum-exp and stays finite")]),
-    Exercise("probe_accuracy", "encoder:probe_accuracy", _probe_case, _probe_edge,
-             properties=[("edge", _probe_reads_the_word_only), ("hidden", _probe_reads_the_word_only)],
+    Exercise("probe_accuracy", "encoder:probe_accuracy", probe_case, probe_edge,
+             properties=[("edge", probe_reads_the_word_only), ("hidden", probe_reads_the_word_only)],
              tensor_inputs=False,
              mistakes=[("encoder:probe_accuracy_tested_on_train",
                         "the probe was scored on the sentences it was fitted on: fit the sense means on the "

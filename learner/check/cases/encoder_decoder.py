@@ -18,7 +18,7 @@ from .common import (CAUSAL_LESSON, REVERSED_LESSON, Case, Exercise, dn, gen, le
                      pick_dtype, pick_int, randn, register, Choice, IntTuple, learner_call, question, tensor_in)
 from .transformer_parts import (as_float32, attn_params, encdec_params, pick_heads, random_lengths, valid_mask)
 from .greedy import (greedy_contract_cases, greedy_contract_property)
-from .toy_encdec import ToyEncDec, _ids, toy_encdec
+from .toy_encdec import ToyEncDec, random_ids, toy_encdec
 
 
 
@@ -144,8 +144,8 @@ def _forward_args(g, big):
     V_src, V_tgt = pick_int(g, 4, 9), pick_int(g, 4, 9)
     parts = toy_encdec(g, V_src, V_tgt, D=pick_int(g, 2, 6))
     ls, lt = random_lengths(g, B, T_x, lo=0 if big else 1), random_lengths(g, B, T_y)
-    return (B, T_x, T_y, ls, lt), (*parts, _ids(g, B, T_x, V_src, ls, lo=3), valid_mask(ls, T_x),
-                                   _ids(g, B, T_y, V_tgt, lt, lo=1), valid_mask(lt, T_y))
+    return (B, T_x, T_y, ls, lt), (*parts, random_ids(g, B, T_x, V_src, ls, lo=3), valid_mask(ls, T_x),
+                                   random_ids(g, B, T_y, V_tgt, lt, lo=1), valid_mask(lt, T_y))
 
 
 def _forward_case(g, big):
@@ -157,7 +157,7 @@ def _forward_case(g, big):
 def _forward_edge():
     g = gen(78)
     enc, kv, dec = toy_encdec(g)
-    src, tgt = _ids(g, 2, 5, 8, [5, 3], lo=3), _ids(g, 2, 4, 7, [4, 2], lo=1)
+    src, tgt = random_ids(g, 2, 5, 8, [5, 3], lo=3), random_ids(g, 2, 4, 7, [4, 2], lo=1)
     sv, tv = valid_mask([5, 3], 5), valid_mask([4, 2], 4)
     return [
         Case("one target position (T_y = 1)", (enc, kv, dec, src, sv, tgt[:, :1], tv[:, :1])),
@@ -237,7 +237,7 @@ def _loss_batch(g, B, T_x, T_y, V_src, V_tgt, src_lengths, tgt_lengths, bos_id=1
         y = torch.randint(3, V_tgt, (n - 1,), generator=g)
         tgt_in[b, :n] = torch.cat([torch.tensor([bos_id]), y])
         tgt_out[b, :n] = torch.cat([y, torch.tensor([eos_id])])
-    return {"src": _ids(g, B, T_x, V_src, src_lengths, lo=3), "src_mask": valid_mask(src_lengths, T_x),
+    return {"src": random_ids(g, B, T_x, V_src, src_lengths, lo=3), "src_mask": valid_mask(src_lengths, T_x),
             "tgt_in": tgt_in, "tgt_out": tgt_out, "tgt_mask": valid_mask(tgt_lengths, T_y)}
 
 
@@ -274,14 +274,14 @@ def _greedy_case(g, big):
     parts = toy_encdec(g, V_src, V_tgt, D=pick_int(g, 2, 6))
     ls = random_lengths(g, B, T_x, lo=0 if big else 1)
     return Case(f"B={B}, T_x={T_x} (source lengths {ls}), max_len={max_len}, <bos>=1, <eos>=2, the grader's toy "
-                f"model", (*parts, _ids(g, B, T_x, V_src, ls, lo=3), valid_mask(ls, T_x), 1, 2, max_len))
+                f"model", (*parts, random_ids(g, B, T_x, V_src, ls, lo=3), valid_mask(ls, T_x), 1, 2, max_len))
 
 
 def _greedy_models():
     """(what, (parts, src, src_valid)): the contract's three kinds of model (learner/check/cases/greedy.py)."""
     g = gen(83)  # a seed whose three rows end after 15, 7 and 12 tokens
     parts = toy_encdec(g)
-    src, sv = _ids(g, 3, 6, 8, [6, 4, 2], lo=3), valid_mask([6, 4, 2], 6)
+    src, sv = random_ids(g, 3, 6, 8, [6, 4, 2], lo=3), valid_mask([6, 4, 2], 6)
     g = gen(84)
     return {"mixed": ("the grader's toy model, whose 3 rows end after 15, 7 and 12 tokens", (parts, src, sv)),
             "never": ("a model that never writes <eos>", (toy_encdec(g, eos_bias=-60.0), src, sv)),
@@ -325,7 +325,7 @@ def _greedy_once_and_same(fn):
     """Writes exactly what recomputing the source side at every step writes, calling encode and cross_kv once."""
     g = gen(82)
     parts = toy_encdec(g)
-    src, sv = _ids(g, 3, 6, 8, [6, 4, 2], lo=3), valid_mask([6, 4, 2], 6)
+    src, sv = random_ids(g, 3, 6, 8, [6, 4, 2], lo=3), valid_mask([6, 4, 2], 6)
     counting = _Counting(parts)
     out = learner_call(fn, (*counting.three(), src, sv, 1, 2, 12))
     got = None if out is None else tensor_in(out.value, dim=2)

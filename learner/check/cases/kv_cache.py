@@ -15,7 +15,7 @@ import math
 
 import torch
 
-from ..compare import _flatten
+from ..compare import flatten
 from .common import (REVERSED_LESSON, Case, Exercise, F64, SAFE_GLOBALS, dn, gen, learner_call, nested, no_future_leak,
                      pick_dtype, pick_int, randn, register, tensor_in, Choice, Integer, question)
 from .greedy import (greedy_contract_cases, greedy_contract_property)
@@ -163,7 +163,7 @@ def _pieces_agree(fn, whole_args, piece_args, T, cut_points, what, out_of, lesso
         pieces = " + ".join(str(b - a) for a, b in zip(bounds, bounds[1:]))
         for t in range(T):  # the first position that differs, in any row of the batch
             for b_row in range(len(rows_whole)):
-                u, w = _flatten(rows_whole[b_row][t]), _flatten(rows[b_row][t])
+                u, w = flatten(rows_whole[b_row][t]), flatten(rows[b_row][t])
                 wrong = [c for c, (x, y) in enumerate(zip(u, w)) if not abs(x - y) <= 1e-9 * (1 + abs(x))]
                 if wrong:
                     c = wrong[0]

@@ -24,7 +24,7 @@ def _probe_args(g, B, T, D, n_train, dtype=F64, signal=1.0, at=None):
     return hidden[order], positions[order], senses[order], is_train[order]
 
 
-def _probe_case(g, big):
+def probe_case(g, big):
     dtype = pick_dtype(g)
     T, D = pick_int(g, 1 if big else 3, 8), pick_int(g, 1 if big else 2, 6)
     n_train = pick_int(g, 2, 12 if big else 6)  # basic: few training sentences, so that a leak shows
@@ -34,7 +34,7 @@ def _probe_case(g, big):
                 f"{dn(dtype)}", args)
 
 
-def _probe_edge():
+def probe_edge():
     g = gen(71)
     hidden, positions, senses, is_train = _probe_args(g, 16, 5, 4, 6)
     far = _probe_args(g, 12, 4, 3, 4, signal=50.0)
@@ -71,7 +71,7 @@ def _probe_edge():
     ]
 
 
-def _probe_reads_the_word_only(fn):
+def probe_reads_the_word_only(fn):
     """Only the word's vector, hidden[b, positions[b]], decides: the other positions' vectors change nothing."""
     g = gen(72)
     hidden, positions, senses, is_train = _probe_args(g, 20, 6, 4, 8)

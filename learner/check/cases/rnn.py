@@ -7,7 +7,7 @@ import math
 
 import torch
 
-from .. import _safe
+from .. import safe
 from ..compare import same
 from .common import (Case, Exercise, F64, dn, gen, learner_call, logit_sum_scale, nested, pick_dtype, pick_int,
                      randn, register, tensor_in, Choice, IntTuple, question)
@@ -119,7 +119,7 @@ def _padded_context_equals_unpadded(fn):
     if states is None or context is None:
         return None  # reported by the case checks
     for b, n in enumerate(lengths):
-        alone = _safe.call(fn, (ids[b:b + 1, :n], mask[b:b + 1, :n]) + rest)
+        alone = safe.call(fn, (ids[b:b + 1, :n], mask[b:b + 1, :n]) + rest)
         if alone.error is not None or alone.timed_out or not (isinstance(alone.value, tuple) and len(alone.value) == 2):
             return f"running sentence b={b} alone ({n} tokens, no padding) failed: {alone.error or 'timeout'}"
         s1, c1 = alone.value

@@ -56,14 +56,14 @@ def _away_from_the_boundary(x, p):
     return min(p, 1.0)
 
 
-def _top_k_case(g, big):
+def top_k_case(g, big):
     dtype = pick_dtype(g)
     x, what = _sampling_logits(g, big, dtype)
     k = pick_int(g, 1, x.shape[-1] + (1 if big else -1))
     return Case(f"{what}, k={k}", (x, k))
 
 
-def _top_k_edge():
+def top_k_edge():
     g = gen(74)
     x = randn(g, 3, 6, scale=2.0)
     blocked = x.clone()
@@ -85,7 +85,7 @@ def _top_k_edge():
     ]
 
 
-def _top_p_case(g, big):
+def top_p_case(g, big):
     dtype = pick_dtype(g)
     x, what = _sampling_logits(g, big, dtype)
     p = (0.5, 0.8, 0.9, 0.95, None)[pick_int(g, 0, 4)]
@@ -99,7 +99,7 @@ def _probs_as_logits(*probs):
     return torch.tensor([probs], dtype=F64).log()
 
 
-def _top_p_edge():
+def top_p_edge():
     g = gen(75)
     x = randn(g, 3, 6, scale=2.0)
     blocked = x.clone()
@@ -127,7 +127,7 @@ def _top_p_edge():
     ]
 
 
-def _sample_case(g, big):
+def sample_case(g, big):
     """Big (hidden) cases: any mix of the settings. Visible basic cases: many rows, a temperature other than 1 and
     both filters, so that a wrong order of the three steps changes some draws."""
     dtype = pick_dtype(g)
@@ -150,7 +150,7 @@ def _sample_case(g, big):
                 (x, seed), {"temperature": tau, "top_k": top_k, "top_p": top_p})
 
 
-def _sample_edge():
+def sample_edge():
     g = gen(76)
     x = randn(g, 6, 5, scale=2.0)
     one = torch.full((3, 4), -INF, dtype=F64)
@@ -198,7 +198,7 @@ def _row_probabilities(row, tau, top_k, top_p):
     return probs
 
 
-def _draws_follow_the_distribution(fn):
+def draws_follow_the_distribution(fn):
     """Over DRAWS rows of the same logits, each token comes up about as often as the distribution says, and a
     token that the temperature, top-k or top-p removed never does."""
     for tau, top_k, top_p in ((1.0, None, None), (0.7, 4, None), (1.5, None, 0.8)):

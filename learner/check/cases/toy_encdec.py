@@ -38,7 +38,7 @@ class ToyEncDec:
         return getattr(self, name).to(like.device)  # the model follows its input's device
 
     @staticmethod
-    def _ids(ids, what):
+    def random_ids(ids, what):
         if not torch.is_tensor(ids) or ids.dtype != torch.long or ids.dim() != 2:
             got = f"shape {tuple(ids.shape)} and dtype {ids.dtype}" if torch.is_tensor(ids) else type(ids).__name__
             raise ValueError(f"{what} must be a LongTensor of shape (B, T), got {got}")
@@ -51,7 +51,7 @@ class ToyEncDec:
         return valid
 
     def encode(self, src, src_valid=None):
-        self._ids(src, "encode's src")
+        self.random_ids(src, "encode's src")
         valid = self._valid(src_valid, src, "encode's src_valid")
         if src.shape[1] > self.P.shape[0]:
             raise ValueError(f"this model reads at most {self.P.shape[0]} positions")
@@ -66,7 +66,7 @@ class ToyEncDec:
         return memory @ self._w("W_k", memory), memory @ self._w("W_v", memory)
 
     def run_decoder(self, tgt_in, kv, src_valid=None, tgt_valid=None):
-        self._ids(tgt_in, "run_decoder's tgt_in")
+        self.random_ids(tgt_in, "run_decoder's tgt_in")
         if not (isinstance(kv, tuple) and len(kv) == 2 and all(torch.is_tensor(t) and t.dim() == 3 for t in kv)
                 and kv[0].shape[0] == tgt_in.shape[0]):
             raise ValueError("run_decoder was given keys and values it did not make: pass what cross_kv returned for "
@@ -120,7 +120,7 @@ def toy_encdec(g, V_src=8, V_tgt=7, D=5, T_max=24, eos_id=2, eos_bias=0.0):
 SAFE_GLOBALS.extend([ToyEncDec, ToyPart])  # shipped expectations hold these cases
 
 
-def _ids(g, B, T, V, lengths=None, lo=0):
+def random_ids(g, B, T, V, lengths=None, lo=0):
     ids = torch.randint(lo, V, (B, T), generator=g)
     if lengths is not None:
         ids = ids.masked_fill(~valid_mask(lengths, T), 0)  # padding is id 0

@@ -1,0 +1,150 @@
+"""The house's import graph, over every module of the project (``learner``, ``grader``, ``coursekit``,
+``solutions``), every import counted: at the top, inside a function, or by a name in a string
+(``importlib.import_module``, ``__import__``).
+
+* No cycle: a module that another module imports never imports it back, however many modules lie between. Where
+  two modules need the same helper, it lives in a third that both import (``coursekit/hub/files.py``,
+  ``coursekit/exchange/course_id.py``, ``coursekit/hub/lti_claims.py``).
+* No private name across modules: ``from M import _x`` from another module is refused (the name is made public, or
+  the helper moves), and so is importing a private module (``pkg._m``) from outside its own package.
+
+A finding is named with the file, the line and the modules. Cost: about a second."""
+import ast
+import os
+import textwrap
+
+from coursekit import ROOT
+
+TOPS = ("learner", "grader", "coursekit", "solutions")
+
+
+def project_modules(root=ROOT, tops=TOPS):
+    """{module name: path} of every module of the project."""
+    out = {}
+    for top in tops:
+        for here, dirs, files in os.walk(os.path.join(root, top)):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            for name in sorted(files):
+                if name.endswith(".py"):
+                    path = os.path.join(here, name)
+                    module = os.path.relpath(path, root)[:-3].replace(os.sep, ".")
+                    out[module.removesuffix(".__init__")] = path
+    return out
+
+
+def _absolute(module, is_package, node):
+    if not node.level:
+        return node.module
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    base = base[:len(base) - node.level + 1]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def imports(modules):
+    """[(module, line, imported module, imported name or None)] of every import between modules of the project."""
+    found = []
+    for module, path in modules.items():
+        tree = ast.parse(open(path, encoding="utf-8").read(), path)
+        is_package = path.endswith("__init__.py")
+        for node in ast.walk(tree):
+            pairs = []
+            if isinstance(node, ast.Import):
+                pairs = [(a.name, None) for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = _absolute(module, is_package, node)
+                pairs = [(f"{base}.{a.name}", None) if f"{base}.{a.name}" in modules else (base, a.name)
+                         for a in node.names]
+            elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
+                    and isinstance(node.args[0].value, str) \
+                    and getattr(node.func, "attr", getattr(node.func, "id", "")) in ("import_module", "__import__"):
+                pairs = [(node.args[0].value, None)]
+            for target, name in pairs:
+                while target and target not in modules and "." in target:
+                    target = target.rsplit(".", 1)[0]
+                if target in modules and target != module:
+                    found.append((module, node.lineno, target, name))
+    return found
+
+
+def cycles(modules):
+    """Every cycle of the import graph, as its modules in import order, each with the line of each edge."""
+    edges = {}
+    for module, line, target, _ in imports(modules):
+        edges.setdefault(module, {}).setdefault(target, line)
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v):  # Tarjan's strongly connected components
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(edges.get(v, {})):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                part.append(w)
+                if w == v:
+                    break
+            if len(part) > 1:
+                out.append(" ; ".join(f"{a} imports {b} (line {edges[a][b]})"
+                                      for a in sorted(part) for b in sorted(edges.get(a, {})) if b in part))
+
+    for v in sorted(modules):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def private_imports(modules):
+    out = []
+    for module, line, target, name in imports(modules):
+        if name and name.startswith("_") and not name.startswith("__"):
+            out.append(f"{modules[module]}:{line}: {module} imports {target}'s private name {name}")
+        parts = target.split(".")
+        for k, part in enumerate(parts):
+            if part.startswith("_") and not part.startswith("__"):
+                package = ".".join(parts[:k])
+                if module != package and not module.startswith(package + "."):
+                    out.append(f"{modules[module]}:{line}: {module} imports the private module {target} from "
+                               f"outside {package}")
+    return out
+
+
+def test_no_import_cycle_between_modules_of_the_project():
+    assert cycles(project_modules()) == []
+
+
+def test_no_module_imports_another_modules_private_name():
+    assert private_imports(project_modules()) == []
+
+
+def test_a_cycle_and_a_private_import_are_named(tmp_path):
+    """Both tests above can fail: a cycle through a function-level import and a string, a private name and a private
+    module reached from outside its package are each named with the modules and the line."""
+    def write(rel, text):
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+    write("grader/__init__.py", "")
+    write("grader/a.py", "from . import b\n")
+    write("grader/b.py", "def f():\n    import importlib\n    return importlib.import_module('grader.c')\n")
+    write("grader/c.py", "def g():\n    from .a import thing\n")
+    write("grader/d.py", "from .c import _hidden\nfrom learner.check._inner import x\n")
+    write("learner/__init__.py", "")
+    write("learner/check/__init__.py", "")
+    write("learner/check/_inner.py", "x = 1\n")
+    write("learner/check/fine.py", "from ._inner import x\n")
+    modules = project_modules(str(tmp_path), ("grader", "learner"))
+    assert cycles(modules) == ["grader.a imports grader.b (line 1) ; grader.b imports grader.c (line 3) ; "
+                               "grader.c imports grader.a (line 2)"]
+    d = os.path.join(str(tmp_path), "grader", "d.py")
+    assert private_imports(modules) == [
+        f"{d}:1: grader.d imports grader.c's private name _hidden",
+        f"{d}:2: grader.d imports the private module learner.check._inner from outside learner.check"]
