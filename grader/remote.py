@@ -371,4 +371,4 @@ class RemoteFunction:
         return f"<your {self.__name__}, run in the sandbox>"
 
 
-safe.REMOTE_TYPES = (RemoteFunction,)
+safe.run_elsewhere(RemoteFunction)

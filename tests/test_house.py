@@ -7,6 +7,8 @@
   ``coursekit/exchange/course_id.py``, ``coursekit/hub/lti_claims.py``).
 * No private name across modules: ``from M import _x`` from another module is refused (the name is made public, or
   the helper moves), and so is importing a private module (``pkg._m``) from outside its own package.
+* No module sets another's state: ``other.NAME = ...`` on an imported module of the project is refused; the module
+  that owns the state offers a function (``learner.check.safe.run_elsewhere``).
 
 A finding is named with the file, the line and the modules. Cost: about a second."""
 import ast
@@ -117,6 +119,37 @@ def private_imports(modules):
     return out
 
 
+def foreign_assignments(modules):
+    """["path:line: module sets other.NAME"] for every assignment to an attribute of an imported project module."""
+    out = []
+    for module, path in modules.items():
+        tree = ast.parse(open(path, encoding="utf-8").read(), path)
+        is_package = path.endswith("__init__.py")
+        bound = {}  # local name -> project module it stands for
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name in modules and a.asname:
+                        bound[a.asname] = a.name
+            elif isinstance(node, ast.ImportFrom):
+                base = _absolute(module, is_package, node)
+                for a in node.names:
+                    if f"{base}.{a.name}" in modules:
+                        bound[a.asname or a.name] = f"{base}.{a.name}"
+        for node in ast.walk(tree):
+            targets = node.targets if isinstance(node, ast.Assign) else \
+                [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
+            for t in targets:
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id in bound \
+                        and bound[t.value.id] != module:
+                    out.append(f"{path}:{node.lineno}: {module} sets {bound[t.value.id]}.{t.attr}")
+    return out
+
+
+def test_no_module_sets_another_modules_state():
+    assert foreign_assignments(project_modules()) == []
+
+
 def test_no_import_cycle_between_modules_of_the_project():
     assert cycles(project_modules()) == []
 
@@ -141,6 +174,7 @@ def test_a_cycle_and_a_private_import_are_named(tmp_path):
     write("learner/check/__init__.py", "")
     write("learner/check/_inner.py", "x = 1\n")
     write("learner/check/fine.py", "from ._inner import x\n")
+    write("learner/check/meddles.py", "from . import fine\nfine.x = 2\n")
     modules = project_modules(str(tmp_path), ("grader", "learner"))
     assert cycles(modules) == ["grader.a imports grader.b (line 1) ; grader.b imports grader.c (line 3) ; "
                                "grader.c imports grader.a (line 2)"]
@@ -148,3 +182,5 @@ def test_a_cycle_and_a_private_import_are_named(tmp_path):
     assert private_imports(modules) == [
         f"{d}:1: grader.d imports grader.c's private name _hidden",
         f"{d}:2: grader.d imports the private module learner.check._inner from outside learner.check"]
+    meddles = os.path.join(str(tmp_path), "learner", "check", "meddles.py")
+    assert foreign_assignments(modules) == [f"{meddles}:2: learner.check.meddles sets learner.check.fine.x"]
