@@ -20,7 +20,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: setup bytecode lab demo test test-fast test-pythons test-figures capstone sync expected grade hub proxy bench clean \
+.PHONY: setup bytecode lab demo test test-fast test-pythons test-figures capstone sync expected grade hub node proxy bench clean \
         system-for-tests system-for-grading
 
 setup: $(STAMP)
@@ -108,7 +108,7 @@ demo: system-for-grading bytecode
 ## maintainers: the whole test suite, five groups side by side on 2 cores (they keep both cores busy while one
 ## waits on a browser, a hub, a time limit or a lock; the 15 slowest tests are listed at the end); the notebooks run
 ## with training capped (a reduced run): `make test-figures` trains them in full
-test: system-for-tests bytecode proxy
+test: system-for-tests bytecode node
 	$(BIN)/python -m pytest -n 5 --dist loadgroup --no-loadscope-reorder --durations=15 -m "not figures"
 
 ## maintainers: the fast loop while you work: everything but what drives real nbgrader, Jupyter kernels,
@@ -145,15 +145,34 @@ sync: setup
 grade: system-for-grading bytecode
 	$(BIN)/course grade $(if $(COURSE),--course $(COURSE)) $(ASSIGNMENTS)
 
-## instructors: the hub's proxy, configurable-http-proxy as pinned in hub/package-lock.json (Node 20+, from npm)
-proxy: hub/node_modules/.bin/configurable-http-proxy
+## instructors: the Node packages the hub needs, from the npm registry with this machine's Node (20.19 or later), in
+## node/: the hub's proxy, configurable-http-proxy as pinned in node/package-lock.json, and the course's JupyterLab
+## plugin for the hub (node/hub-lab/src), built by JupyterLab's own extension builder (@jupyter/builder, pinned in
+## node/hub-lab/package-lock.json) against this install's JupyterLab into node/share/jupyter, which is on every hub
+## user's JUPYTER_PATH. Again only when a lock, a source file or the install changed. (`make proxy` is the same.)
+HUB_PROXY := node/node_modules/.bin/configurable-http-proxy
+HUB_LAB   := node/share/jupyter/labextensions/@attention-course/hub-lab
+LAB_CORE  := $(VENV)/share/jupyter/lab/static/package.json
+node: $(HUB_PROXY) $(HUB_LAB)/package.json
+proxy: node
 
-hub/node_modules/.bin/configurable-http-proxy: hub/package.json hub/package-lock.json
-	npm ci --prefix hub --no-audit --no-fund
+$(HUB_PROXY): node/package.json node/package-lock.json
+	npm ci --prefix node --no-audit --no-fund
+	@touch $@
+
+node/hub-lab/node_modules/.package-lock.json: node/hub-lab/package.json node/hub-lab/package-lock.json
+	npm ci --prefix node/hub-lab --no-audit --no-fund
+	@touch $@
+
+$(HUB_LAB)/package.json: node/hub-lab/node_modules/.package-lock.json node/hub-lab/src $(wildcard node/hub-lab/src/*) \
+                         $(STAMP)
+	rm -rf $(HUB_LAB)
+	$(BIN)/jupyter-builder build node/hub-lab --core-package-file $(LAB_CORE) || { rm -rf $(HUB_LAB); exit 1; }
+	@touch $@
 
 ## instructors: a JupyterHub for the class on this machine, as root (README: "A class on a JupyterHub");
 ## e.g. sudo make hub HUB_ARGS="--instructor alice --roster roster.csv --create-users"
-hub: bytecode proxy
+hub: bytecode node
 	$(BIN)/course hub $(HUB_ARGS)
 
 ## maintainers: the benchmarks, each a ratio against a baseline measured in the same run; the results, with the date
