@@ -4,8 +4,9 @@ creates (``course hub --create-users``) and that the tests remove afterwards, an
 those users: the hub's REST API (through a test-only service token, ``hub_test_config.py``), each user's Jupyter
 server API, and a Python statement run in that user's own kernel.
 
-The hub tests need root (the hub starts each user's server as that user), Node with the pinned proxy
-(``npm ci --prefix hub``, which .ci/run does) and /usr/bin/chromium: a missing one fails the test, it never skips.
+The hub tests need root (the hub starts each user's server as that user), Node with the pinned proxy and the
+course's lab plugin for the hub built (``make node``, which ``make test`` and so .ci/run do) and /usr/bin/chromium:
+a missing one fails the test, it never skips.
 """
 import contextlib
 import json
@@ -32,11 +33,33 @@ COURSE_BIN = os.path.join(os.path.dirname(sys.executable), "course")
 
 
 def need_hub_parts():
-    """Root, the pinned proxy and Chromium: the hub tests fail loudly without them."""
+    """Root, the pinned proxy, the course's lab plugin for the hub and Chromium: the hub tests fail loudly without
+    them."""
     if os.geteuid() != 0:
         pytest.fail("the hub tests start a JupyterHub that runs each user's server as that user: run them as root")
     if not os.access(PROXY, os.X_OK):
-        pytest.fail(f"configurable-http-proxy is not installed at {PROXY}: run `npm ci --prefix hub` (.ci/run does)")
+        pytest.fail(f"configurable-http-proxy is not installed at {PROXY}: run `make node` (make test does)")
+    hub_lab_build()
+
+
+def hub_lab_build():
+    """The course's JupyterLab plugin for the hub as the hub's users load it: the package.json and the text of the
+    JavaScript that ``make node`` builds from node/hub-lab into the folder the hub puts on their JUPYTER_PATH. It
+    fails, with the command that builds it, when the build is not there."""
+    import glob
+
+    from coursekit.hub.setup import LAB_EXTENSIONS
+    folder = os.path.join(LAB_EXTENSIONS, "labextensions", "@attention-course", "hub-lab")
+    try:
+        with open(os.path.join(folder, "package.json")) as f:
+            meta = json.load(f)
+        with open(os.path.join(folder, meta["jupyterlab"]["_build"]["load"])) as f:
+            f.read()
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        pytest.fail(f"the course's JupyterLab plugin for the hub is not built in {folder} ({exc}): run `make node` "
+                    f"(make test and make hub build it from node/hub-lab)")
+    scripts = sorted(glob.glob(os.path.join(folder, "static", "*.js")))
+    return meta, "\n".join(open(path).read() for path in scripts)
 
 
 @contextlib.contextmanager

@@ -4,13 +4,16 @@ when it must refuse), then the instructor and three students in JupyterLab throu
 
 * the instructor types `course release` in a terminal opened from the Launcher (a login shell) and reads its output;
 * each student fetches in the Assignments tab, opens the untouched notebook (it opens unmodified, and closes
-  without "Save changes?"), uploads their answers into the folder with the file browser and submits;
+  without "Save changes?"; its link to the notation page opens the page that came with the release, in the lab),
+  uploads their answers into the folder with the file browser and submits: a notification says the assignment was
+  submitted, at the time the Assignments tab then lists (the course's hub-lab plugin, issue 55);
 * the instructor opens Nbgrader > Formgrader (a browser tab of its own), sees the assignment, collects with its
   button, autogrades one submission with its button, then types `course grade` for the class: the hub's grading
   service grades as root, a user and a control group of its own per sandbox, so a fork bomb and a memory bomb
   cost only their own students, named in the output, and the honest student keeps full marks;
 * the formgrader's buttons generate and release the feedback; each student fetches it and clicks "(view
-  feedback)", which opens the page in the lab, and reads the score by exercise;
+  feedback)", which opens the page in the lab, and reads the score by exercise; an entry of the page's table of
+  contents moves the page to its cell and the page stays (not "127.0.0.1 refused to connect");
 * the students' terminals cannot read the reference, and the hub's grading service refuses a student's token.
 
 Nothing here sets a user's PATH, calls an API that a person reaches through the lab, or starts a process as a user
@@ -18,6 +21,7 @@ that the person would not start: the hub's REST API is used only to stop the ser
 
 Cost: about 6 to 9 minutes on 2 cores (grading three submissions as root 1 to 2 minutes).
 """
+import calendar
 import json
 import os
 import re
@@ -70,6 +74,31 @@ def close_modal(page, expected, timeout):
 def text_of(html_text):
     import html
     return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", html_text)))
+
+
+def toc_entry_moves_the_page(page):
+    """In the lab's HTML viewer (a frame showing the page from a blob: URL, with the file's download URL as its
+    <base>), the feedback page's last table-of-contents entry moves the frame to its cell, and the frame stays on the
+    page: an entry that was a link to "#id" loaded the download URL instead ("127.0.0.1 refused to connect")."""
+    page.set_viewport_size({"width": 1400, "height": 900})  # a frame shorter than the page
+    try:
+        viewer = page.locator(".jp-HTMLViewer iframe").first.element_handle().content_frame()
+        shown = viewer.url
+        assert shown.startswith("blob:"), shown
+        entry = viewer.locator("#toc label.course-link").last
+        target = entry.get_attribute("for")
+        entry.scroll_into_view_if_needed()
+        where = "id => [window.scrollY, document.getElementById(id).getBoundingClientRect().top, window.innerHeight]"
+        before = viewer.evaluate(where, target)
+        assert before[1] > before[2], f"{target} is in view before the click: {before}"
+        entry.click()
+        time.sleep(1.5)
+        viewer = page.locator(".jp-HTMLViewer iframe").first.element_handle().content_frame()
+        assert viewer.url == shown and viewer.locator("#toc").count() == 1, f"the frame left the page: {viewer.url}"
+        after = viewer.evaluate(where, target)
+        assert after[0] > before[0] and 0 <= after[1] < after[2], f"{target}: {before} -> {after}"
+    finally:
+        page.set_viewport_size(TALL)
 
 
 def test_a_class_on_the_hub_as_its_people_use_it(class_folder):
@@ -149,6 +178,18 @@ def test_a_class_on_the_hub_as_its_people_use_it(class_folder):
             time.sleep(3)
             tab = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text=f"{A}.ipynb")
             assert "jp-mod-dirty" not in (tab.get_attribute("class") or ""), tab.get_attribute("class")
+            # its introduction's link to the notation page (../notation.md, which the release put beside the
+            # assignment's folder) opens the page in the lab, not a 404
+            with screenshot_on_failure(page, "notation-link"):
+                page.locator(".jp-Notebook .jp-RenderedMarkdown a", has_text="the notation page").first.click()
+                notation = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab", has_text="notation.md")
+                notation.wait_for(timeout=60_000)
+                page.locator(".jp-MarkdownViewer .jp-RenderedMarkdown h1",
+                             has_text="Notation: one symbol, one meaning").wait_for(timeout=60_000)
+                assert page.locator(".jp-Dialog").count() == 0, page.locator(".jp-Dialog").first.inner_text()
+                close_current_tab(page)
+                notation.wait_for(state="detached", timeout=30_000)
+                tab.click()  # the notebook in front again
             close_current_tab(page)
             time.sleep(2)
             assert page.locator(".jp-Dialog").count() == 0, "closing the untouched notebook asked a question"
@@ -163,7 +204,18 @@ def test_a_class_on_the_hub_as_its_people_use_it(class_folder):
                     open_folder(pages[name], A)
                     upload(pages[name], path)
                     press_in_assignments(pages[name], "fetched_assignments_list", "Submit")
+                    # the notification: submitted, at the time nbgrader recorded, which the tab then lists
+                    told = pages[name].locator(".Toastify__toast", has_text=f"{A} submitted at ")
+                    told.wait_for(timeout=120_000)
+                    said = told.inner_text()
                     button_in(pages[name], "submitted_assignments_list", "Fetch Feedback").wait_for(timeout=120_000)
+                    stamp = re.search(rf"{A} submitted at (\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d) UTC", said)
+                    assert stamp, said
+                    open_assignments(pages[name])
+                    listed = pages[name].locator("#submitted_assignments_list:visible").inner_text()
+                    assert stamp.group(1) in listed, (said, listed)
+                    age = time.time() - calendar.timegm(time.strptime(stamp.group(1), "%Y-%m-%d %H:%M:%S"))
+                    assert -60 < age < 600, (said, age)
             phase("uploaded and submitted")
 
             # the formgrader, from the menu, in a tab of its own: the assignment, collected with its button
@@ -231,6 +283,9 @@ def test_a_class_on_the_hub_as_its_people_use_it(class_folder):
                     assert float(score.group(1)) == total, header
                 assert re.search(r"softmax · basic \d+(\.\d+)? / 2\.0", toc), toc
                 assert "Question 1 · " in toc and "Test cell" not in toc, toc
+                if name == HONEST:
+                    with screenshot_on_failure(page, "feedback-toc"):
+                        toc_entry_moves_the_page(page)
             phase("feedback read in the lab")
 
             # a student's terminal: the reference is out of reach, and the grading service refuses their token

@@ -104,18 +104,22 @@ def test_the_instructors_server_starts_in_the_course_folder_where_a_terminal_ope
 def test_a_students_nbgrader_menu_has_no_formgrader_entry(tmp_path):
     """nbgrader's menu lists Formgrader whenever a plugin registers its command; on the hub the course's hub-lab
     extension registers it (a tab of its own): a student's lab disables that plugin, by the id the extension gives
-    it, as it disables nbgrader's own."""
+    it, as it disables nbgrader's own. The extension is read as the hub's labs load it: what `make node` built from
+    node/hub-lab into hub.LAB_EXTENSIONS (a missing build fails with that command)."""
     import json
-    entry = open(os.path.join(hub.LAB_EXTENSIONS, "labextensions", "@attention-course", "hub-lab", "static",
-                              "remoteEntry.js")).read()
-    name = re.search(r'var NAME = "([^"]+)"', entry).group(1)
-    plugin = re.search(r'id: NAME \+ "(:formgrader-tab)"', entry).group(1)
-    assert '"nbgrader:open-formgrader"' in entry.split(plugin)[1].split("var FEEDBACK_FOLDER")[0]
+
+    from hub_helpers import hub_lab_build
+    meta, built = hub_lab_build()
+    name, plugin = meta["name"], ":formgrader-tab"
+    assert f'"{name}' in built and f'{plugin}"' in built, f"no {plugin} plugin in the build of {name}"
+    assert '"nbgrader:open-formgrader"' in built.split(f'{plugin}"')[1].split(':view-feedback"')[0]
     folders = hub.role_settings(str(tmp_path / "state"), str(tmp_path / "exchange"), os.path.join(ROOT, "course"))
     disabled = {r: json.load(open(os.path.join(f, "labconfig", "page_config.json")))["disabledExtensions"]
                 for r, f in folders.items()}
     assert disabled["student"].get(name + plugin) is True and "@jupyter/nbgrader:formgrader" in disabled["student"]
     assert name + plugin not in disabled["instructor"]  # the instructor's Formgrader is that plugin's
+    for role, off in disabled.items():  # everyone keeps the feedback's link and the submission's notification
+        assert not {name + ":view-feedback", name + ":submit-notification"} & set(off), (role, off)
 
 
 def test_course_hub_help_states_the_exchanges_modes_as_the_code_makes_them(capsys):

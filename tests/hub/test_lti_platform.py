@@ -127,7 +127,7 @@ def hub(tmp_path_factory):
     LTI13Authenticator, configured with the platform's issuer, client id, authorization URL and key set, as its
     documentation says (username: the sub claim; every authenticated user allowed; auth_state kept)."""
     if not os.access(PROXY, os.X_OK):
-        pytest.fail(f"configurable-http-proxy is not installed at {PROXY}: run `npm ci --prefix hub`")
+        pytest.fail(f"configurable-http-proxy is not installed at {PROXY}: run `make node` (make test does)")
     state = str(tmp_path_factory.mktemp("lti-hub"))
     port, hub_port, api_port = free_port(), free_port(), free_port()
     url = f"http://127.0.0.1:{port}"
