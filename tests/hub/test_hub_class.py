@@ -39,7 +39,7 @@ from hub_helpers import Hub, course_copy_for, modes_of, remove_users, restore_mo
 from lab import (TALL, Terminal, button_in, close_current_tab, launch, login, menu, open_assignments,
                  open_file, open_folder, press_in_assignments, screenshot_on_failure, upload, wait_for_lab)
 
-from coursekit.hub.access import REFERENCE, staff_group
+from coursekit.hub.access import REFERENCE_FOLDER, staff_group
 from coursekit.hub.service_client import service_url
 from coursekit.samples import answered, total_points
 
@@ -107,7 +107,7 @@ def test_a_class_on_the_hub_as_its_people_use_it(class_folder):
     remove_users(users)  # a run stopped half-way may have left them
     hub = Hub(class_folder, INSTRUCTOR, STUDENTS)
     hub.extra_env = {"COURSE_SANDBOX_MEMORY_MB": "2560", "COURSE_SANDBOX_NPROC": "256"}
-    reference_modes = modes_of(REFERENCE)
+    reference_modes = modes_of(REFERENCE_FOLDER)
     try:
         course_copy_for(class_folder)
         # without --create-users: refused, every problem in one run, nothing created
@@ -129,7 +129,7 @@ def test_a_class_on_the_hub_as_its_people_use_it(class_folder):
         for name in users:
             home = os.path.expanduser(f"~{name}")
             assert os.path.isdir(home) and os.stat(home).st_mode & 0o077 == 0, f"{name}: home not made private"
-        assert os.stat(REFERENCE).st_mode & 0o007 == 0 and os.stat(hub.course).st_mode & 0o007 == 0
+        assert os.stat(REFERENCE_FOLDER).st_mode & 0o007 == 0 and os.stat(hub.course).st_mode & 0o007 == 0
         twice = subprocess.run(hub.command(), env=hub.env(), capture_output=True, text=True, timeout=300)
         assert twice.returncode == 2 and f"port {hub.port} on 127.0.0.1 is already in use" in twice.stderr, \
             twice.stdout + twice.stderr
@@ -292,7 +292,7 @@ def test_a_class_on_the_hub_as_its_people_use_it(class_folder):
             student_terminal = Terminal(pages[HONEST])
             said = student_terminal.run(
                 "python -c \"import learner.check; print('reference', learner.check.reference_available())\"; "
-                f"ls {REFERENCE} {hub.course} 2>&1 | head -3",
+                f"ls {REFERENCE_FOLDER} {hub.course} 2>&1 | head -3",
                 r"reference (True|False)[\s\S]*\$\s*$", timeout=120)
             assert "reference False" in said and said.count("Permission denied") >= 2, said
             browser.close()
