@@ -22,9 +22,10 @@ import tempfile
 
 import nbformat
 
+from learner.syllabus import NOTATION
+
 from . import ROOT, SOURCE_DIR
 
-NOTATION = "notation.md"  # the notation page, beside the assignments' folders: each notebook links ../notation.md
 
 VERSION_KEY = "course_version"
 
@@ -115,7 +116,7 @@ def copy_package(package_dir):
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
 
 
-def build(out):
+def build_bundle(out):
     """Write the student bundle into ``out`` (replacing what was there); returns ``out``."""
     from .pipeline import CourseCopy, assignments
     out = os.path.abspath(out)

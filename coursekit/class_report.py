@@ -46,7 +46,7 @@ NAME_COLUMN = 32   # terminal columns at most for a student id, a name or an exe
 ASSIGNMENT_COLUMN = 12  # terminal columns at most for an assignment's name over the overview's column of scores
 
 # ------------------------------------------------------------------ untrusted text
-def plain(text):
+def one_line_text(text):
     """``text`` safe to print in a terminal, a page or a CSV cell on one line (``grader.plain.inert``: every control
     character, a newline and a tab too, shown escaped)."""
     return inert(text)
@@ -54,7 +54,7 @@ def plain(text):
 
 def esc(text):
     """``text`` as inert HTML text (attribute-safe too)."""
-    return html.escape(plain(text), quote=True)
+    return html.escape(one_line_text(text), quote=True)
 
 
 def _width(text):
@@ -62,9 +62,9 @@ def _width(text):
                for ch in text)
 
 
-def fit(text, width, right=False):
+def fit_columns(text, width, right=False):
     """``text`` (made plain) in exactly ``width`` terminal columns: padded, or cut short with an ellipsis."""
-    text = plain(text)
+    text = one_line_text(text)
     if _width(text) > width:
         kept, used = [], 0
         for ch in text:
@@ -81,11 +81,11 @@ def text_table(header, rows, right=(), caps=()):
     """Lines of an aligned table: each column as wide as its widest entry, at most ``caps[i]`` columns for column i
     (default ``NAME_COLUMN``; None: no cap), wider entries cut with an ellipsis; the columns whose index is in
     ``right`` are aligned right."""
-    cells = [[plain(c) for c in row] for row in [header, *rows]]
+    cells = [[one_line_text(c) for c in row] for row in [header, *rows]]
     caps = list(caps) + [NAME_COLUMN] * (len(header) - len(caps))
     widths = [max(_width(row[i]) for row in cells) for i in range(len(header))]
     widths = [w if cap is None else min(cap, w) for w, cap in zip(widths, caps)]
-    return ["  ".join(fit(c, w, i in right) for i, (c, w) in enumerate(zip(row, widths))).rstrip() for row in cells]
+    return ["  ".join(fit_columns(c, w, i in right) for i, (c, w) in enumerate(zip(row, widths))).rstrip() for row in cells]
 
 
 def num(x):
@@ -306,7 +306,7 @@ def to_html(report, out_dir=None):
 <table><tr><th>student</th><th>name</th><th>score</th><th>hidden-case seed</th></tr>{students}</table>""")
 
 
-def write(report, out_dir):
+def write_report(report, out_dir):
     """``<assignment>.html`` and ``<assignment>.csv`` in ``out_dir``; returns their paths."""
     os.makedirs(out_dir, exist_ok=True)
     html_path = os.path.join(out_dir, report.assignment + ".html")
@@ -321,16 +321,16 @@ def write(report, out_dir):
                          ["score", item, "students with every point", full],
                          ["score", item, "students who failed", failed]])
         for (item, why), n in report.mistakes.most_common():
-            w.writerow(["mistake", item, plain(why), n])
-            w.writerows([["mistake by", item, plain(why), plain(s)]
+            w.writerow(["mistake", item, one_line_text(why), n])
+            w.writerows([["mistake by", item, one_line_text(why), one_line_text(s)]
                          for s in report.mistake_students.get((item, why), [])])
         for student, kind, reason in report.flagged:
-            w.writerow(["flagged", plain(student), plain(kind), plain(reason)])
+            w.writerow(["flagged", one_line_text(student), one_line_text(kind), one_line_text(reason)])
         for student in report.students:
-            w.writerows([["student", plain(student), "name", plain(report.names.get(student, ""))],
-                         ["student", plain(student), "score", report.totals.get(student, 0)],
-                         ["student", plain(student), "of", report.max_total],
-                         ["student", plain(student), "seed", report.seeds.get(student, "")]])
+            w.writerows([["student", one_line_text(student), "name", one_line_text(report.names.get(student, ""))],
+                         ["student", one_line_text(student), "score", report.totals.get(student, 0)],
+                         ["student", one_line_text(student), "of", report.max_total],
+                         ["student", one_line_text(student), "seed", report.seeds.get(student, "")]])
     return html_path, csv_path
 
 
@@ -338,20 +338,20 @@ def as_table(report):
     """The terminal's view: one line per exercise and question, the most failed, the named mistakes with the students
     who made each, and the flags."""
     n = len(report.students)
-    lines = [f"{plain(report.assignment)}: {n} students, class mean {out_of(report.class_mean(), report.max_total)}"]
+    lines = [f"{one_line_text(report.assignment)}: {n} students, class mean {out_of(report.class_mean(), report.max_total)}"]
     lines += ["  " + line for line in text_table(
         ["item", "kind", "mean / points", "every point", "failed"],
         [(item, kind, out_of(mean, pts), full, failed) for item, kind, pts, mean, full, failed in report.rows()],
         right={2, 3, 4}, caps=[NAME_COLUMN, None, None, None, None])]
-    hardest = ", ".join(f"{plain(item)} ({report.kind(item)}, {report.failed_by(item)} of {n})"
+    hardest = ", ".join(f"{one_line_text(item)} ({report.kind(item)}, {report.failed_by(item)} of {n})"
                         for item in report.most_failed())
     lines += textwrap.wrap(f"most failed: {hardest or 'none'}", 110, initial_indent="  ", subsequent_indent="    ")
     for (item, why), count in report.mistakes.most_common():
-        students = ", ".join(plain(s) for s in report.mistake_students.get((item, why), []))
-        lines += textwrap.wrap(f"mistake  {plain(item)}: {plain(why)} ({count} student{'s' if count != 1 else ''}: "
+        students = ", ".join(one_line_text(s) for s in report.mistake_students.get((item, why), []))
+        lines += textwrap.wrap(f"mistake  {one_line_text(item)}: {one_line_text(why)} ({count} student{'s' if count != 1 else ''}: "
                                f"{students})", 110, initial_indent="  ", subsequent_indent="    ")
     for student, kind, reason in report.flagged:
-        lines.append(f"  flagged  {plain(student)}: {plain(kind)}: {plain(reason)[:120]}")
+        lines.append(f"  flagged  {one_line_text(student)}: {one_line_text(kind)}: {one_line_text(reason)[:120]}")
     return "\n".join(lines)
 
 
@@ -422,7 +422,7 @@ def write_overview(overview, out_dir):
 
 def overview_table(overview):
     """The terminal's view of the overview: a row per student, a column per assignment (— for no submission)."""
-    header = ["student", "name", *(fit(a, ASSIGNMENT_COLUMN).rstrip() for a in overview.assignments), "total"]
+    header = ["student", "name", *(fit_columns(a, ASSIGNMENT_COLUMN).rstrip() for a in overview.assignments), "total"]
     rows = [[s, overview.names.get(s, ""),
              *(out_of(overview.scores[(s, a)], overview.max_scores[a]) if (s, a) in overview.scores else "—"
                for a in overview.assignments), out_of(*overview.total(s))] for s in overview.students]

@@ -53,7 +53,7 @@ def _workspace(target):
             nbformat.write(nb, dest + ".tmp")
             os.replace(dest + ".tmp", dest)  # never a half-written notebook
             print(f"created {os.path.relpath(dest)}")
-    from .bundle import NOTATION
+    from learner.syllabus import NOTATION
     shutil.copy(os.path.join(SOURCE_DIR, NOTATION), os.path.join(target, NOTATION))  # course material, not the learner's
     return target
 
@@ -121,7 +121,7 @@ def cmd_demo(args):
 
     from .grading import grade_class, print_summary
     from .pipeline import CourseCopy, assignments
-    from .samples import ONE_BUG, ONE_BUG_COSTS, answered, points_of, total_points, with_bug
+    from .samples import ONE_BUG, ONE_BUG_COSTS, answered, points_in_notebook, total_points, with_bug
     if not _isolation_ready(args.no_isolation):
         return 2
     out = os.path.abspath(args.out)
@@ -146,7 +146,7 @@ def cmd_demo(args):
         samples = {
             "reference": (answered(release), total),
             "untouched": (release, 0.0),
-            "one-bug": (with_bug(release, a), total - points_of(release, bug_name, ONE_BUG_COSTS[a])),
+            "one-bug": (with_bug(release, a), total - points_in_notebook(release, bug_name, ONE_BUG_COSTS[a])),
         }
         for student, (nb, want) in samples.items():
             cc.submit(student, a, nb)
@@ -313,8 +313,8 @@ def _shown_error(raw, most=40):
 
 
 def cmd_bundle(args):
-    from .bundle import build, course_version
-    out = build(args.out)
+    from .bundle import build_bundle, course_version
+    out = build_bundle(args.out)
     print(f"student bundle {course_version()} in {os.path.relpath(out)}: notebooks/, package/ (pip install it); "
           f"no solutions/, no hidden tests, no sample bugs")
     return 0
@@ -322,7 +322,7 @@ def cmd_bundle(args):
 
 def cmd_report(args):
     from .pipeline import gradebook
-    from .class_report import as_table, assignment_report, class_overview, overview_table, write, write_overview
+    from .class_report import as_table, assignment_report, class_overview, overview_table, write_report, write_overview
     root = os.path.abspath(args.course)
     if not os.path.exists(os.path.join(root, "gradebook.db")):
         print(f"no gradebook in {root}: grade first (`course grade`)")
@@ -336,7 +336,7 @@ def cmd_report(args):
     out = args.out or os.path.join(root, "report")
     for assignment in args.assignment or graded:
         report = assignment_report(root, assignment)
-        html_path, csv_path = write(report, out)
+        html_path, csv_path = write_report(report, out)
         print(as_table(report))
         print(f"  -> {_shown(html_path)}, {_shown(csv_path)}\n")
     overview = class_overview(root, args.assignment or graded)

@@ -75,9 +75,9 @@ def cmd_hub(args):
     from .exchange.commands import ExchangeError
     from .hub.access import HubError
     if args.courses or args.lti:
-        from .hub.courses import prepare
+        from .hub.courses import prepare_courses as prepare
     elif args.roster:
-        from .hub.setup import prepare
+        from .hub.setup import prepare_one_course as prepare
     else:
         print("course hub: give the class: --instructor NAME --roster roster.csv (one course), --courses FILE "
               "(several), or --lti FILE (login from the LMS)", file=sys.stderr)

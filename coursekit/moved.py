@@ -41,6 +41,6 @@ class _Moved(importlib.abc.MetaPathFinder, importlib.abc.Loader):
                        f"<{fullname}, moved to {new}>", "exec")
 
 
-def install():
+def keep_old_names():
     if not any(isinstance(f, _Moved) for f in sys.meta_path):
         sys.meta_path.append(_Moved())

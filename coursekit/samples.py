@@ -40,10 +40,10 @@ def with_bug(release_nb, assignment):
     return answered(release_nb, {name: edited_source(name, old, new)})
 
 
-MATHS = ("basic", "edge")  # the cells a bug in the computation costs (the errors cell checks the refused input)
+MATHS_CELLS = ("basic", "edge")  # the cells a bug in the computation costs (the errors cell checks the refused input)
 
 
-def points_of(nb, exercise, cells=("basic", "edge", "errors")):
+def points_in_notebook(nb, exercise, cells=("basic", "edge", "errors")):
     """Total points of the test cells of ``exercise`` in a notebook (only those of the kinds in ``cells``: a bug in
     the maths costs the basic and edge cells, and leaves the errors cell, which checks the refused input)."""
     return sum(c.metadata["nbgrader"].get("points", 0) for c in nb.cells

@@ -32,7 +32,8 @@ import urllib.request
 
 import nbformat
 
-VERSION_KEY = "course_version"
+from .bundle import VERSION_KEY
+
 PREVIOUS = ".previous"
 
 
@@ -46,7 +47,7 @@ def _plural(n, word, words=None):
     return f"{n} {word if n == 1 else (words or word + 's')}"
 
 
-def merge(old, new):
+def merge_answers(old, new):
     """``new`` (a release) with ``old``'s answers carried over by exercise name.
 
     Returns (merged notebook, names carried, what could not be carried, in words)."""
@@ -81,7 +82,7 @@ def _written(cell):
 def untouched(old, new):
     """True when the learner has not written in ``old``: every answer cell is its released stub and nothing the
     learner added would be left behind (what a notebook only opened, or run as it was released, looks like)."""
-    _, _, left = merge(old, new)
+    _, _, left = merge_answers(old, new)
     return not left and not any(_written(c) for c in answer_cells(old).values())
 
 
@@ -201,7 +202,7 @@ def update_workspace(target, releases, labs=None):
             lines.append(f"replaced  {a}: you had not started it; it is now the current release")
             counts["replaced"] = counts.get("replaced", 0) + 1
         else:
-            merged, carried, left = merge(old, new)
+            merged, carried, left = merge_answers(old, new)
             if carried:
                 lines.append(f"updated   {a}: your {'answer' if len(carried) == 1 else 'answers'} to "
                              f"{', '.join(carried)} carried over")

@@ -285,7 +285,7 @@ class Worker:
             out.error = wire.NotPlain(str(reply["not_plain"]))
         elif not out.timed_out:
             try:
-                out.value = wire.plain(reply.get("value"))
+                out.value = wire.check_plain(reply.get("value"))
             except wire.NotPlain as exc:
                 out.error = exc
         return out
@@ -302,8 +302,8 @@ class Worker:
             wire.write_frame(self.proc.stdin, {"op": "return", "error": "no such callable"})
             return
         try:
-            args = wire.plain(msg.get("args", ()), "the arguments")
-            kwargs = wire.plain(msg.get("kwargs", {}), "the arguments")
+            args = wire.check_plain(msg.get("args", ()), "the arguments")
+            kwargs = wire.check_plain(msg.get("kwargs", {}), "the arguments")
             # a value a callback returned, handed back unchanged, is the very object it returned (a
             # recording model tells "the cache I gave you" from another one by identity)
             args = tuple(self._original(a) for a in args)
@@ -312,7 +312,7 @@ class Worker:
             self._returned.append(value)
             if type(value) in (tuple, list):
                 self._returned.extend(value)
-            wire.write_frame(self.proc.stdin, {"op": "return", "value": wire.plain(value)})
+            wire.write_frame(self.proc.stdin, {"op": "return", "value": wire.check_plain(value)})
         except Exception as exc:
             wire.write_frame(self.proc.stdin, {"op": "return", "error": f"{type(exc).__name__}: {exc}"})
 
@@ -338,7 +338,7 @@ def _marked(obj, callables):
     if type(obj) is dict:
         return {k: _marked(v, callables) for k, v in obj.items()}
     try:
-        return wire.plain(obj)
+        return wire.check_plain(obj)
     except wire.NotPlain:
         if callable(obj):
             callables.append(obj)

@@ -151,7 +151,7 @@ def claim(limits=None):
     """A ``Slot`` (``grader.slots``) for one sandbox: as root, a uid no other sandbox holds and control groups of its
     own where the grader may make them; as a plain user (or with isolation off), the user's own uid."""
     from .slots import Slot, SlotsBusy
-    from .slots import claim as claim_as_root
+    from .slots import claim_slot as claim_as_root
     if os.geteuid() != 0 or not isolated():
         return Slot(os.getuid())
     try:

@@ -151,7 +151,7 @@ def _empty_group(d):
         pass
 
 
-def claim(limits, wait=600):
+def claim_slot(limits, wait=600):
     """A ``Slot`` for one sandbox run by root: a uid no other sandbox holds, and control groups of its own where the
     grader may make them. ``limits`` (``grader.sandbox.Limits``) sizes the groups; waits up to ``wait`` seconds for
     a free uid."""

@@ -232,7 +232,7 @@ class FeedbackPage(NbGraderPreprocessor):
         return nb, resources
 
 
-PARTS = ("basic", "edge", "errors")
+CELL_KINDS = ("basic", "edge", "errors")
 QUESTION = re.compile(r"^\s*\*\*(Question \d+)\*\*\.?\s*(.*)", re.S)
 
 
@@ -249,7 +249,7 @@ def toc_labels(nb, course_texts):
         if not md.get("grade") or md.get("solution") or not md.get("grade_id"):
             continue
         name, _, part = md["grade_id"].rpartition("_")
-        if part not in PARTS:
+        if part not in CELL_KINDS:
             continue
         if name.startswith("answer_") and title:
             text = re.sub(r"\s+", " ", re.sub(r"[$*`]", "", tex_as_text(title[1]))).strip()

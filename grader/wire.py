@@ -2,7 +2,7 @@
 
 Both sides write ``torch.save`` frames and read them with ``torch.load(...,
 weights_only=True)``, which builds nothing but tensors and plain Python data.
-``plain`` then checks the exact types, so an object whose operators lie (a
+``check_plain`` then checks the exact types, so an object whose operators lie (a
 ``float`` subclass, a tensor subclass) never reaches a comparison: it is a
 failure in words.
 
@@ -20,7 +20,7 @@ MAX_FRAME = 1 << 31  # 2 GiB: a reply larger than this is refused
 
 
 class NotPlain(TypeError):
-    """A value that is not plain data (see ``plain``)."""
+    """A value that is not plain data (see ``check_plain``)."""
 
 
 def write_frame(stream, obj):
@@ -55,7 +55,7 @@ def read_frame(source):
 _SCALARS = (int, float, bool, str, bytes, type(None), complex, torch.dtype, torch.device)
 
 
-def plain(obj, where="the output", depth=0):
+def check_plain(obj, where="the output", depth=0):
     """``obj`` if it is plain data: tensors of the built-in type, Python numbers, str, bool,
     None, dtypes, and tuples, lists and dicts of them. Raises NotPlain naming what is not."""
     if depth > 64:
@@ -66,13 +66,13 @@ def plain(obj, where="the output", depth=0):
     if kind in _SCALARS:
         return obj
     if kind in (tuple, list):
-        return kind(plain(o, f"{where}[{i}]", depth + 1) for i, o in enumerate(obj))
+        return kind(check_plain(o, f"{where}[{i}]", depth + 1) for i, o in enumerate(obj))
     if kind is dict:
         out = {}
         for k, v in obj.items():
             if type(k) not in (str, int, bool, type(None), float, tuple):
                 raise NotPlain(f"{where} has a key of type {type(k).__name__}")
-            out[k] = plain(v, f"{where}[{k!r}]", depth + 1)
+            out[k] = check_plain(v, f"{where}[{k!r}]", depth + 1)
         return out
     base = next((b.__name__ for b in kind.__mro__[1:] if b in (torch.Tensor, *_SCALARS, tuple, list, dict)), None)
     if base:

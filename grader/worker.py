@@ -16,7 +16,7 @@ sandbox (``grader.sandbox``) and talks to it over its stdin and stdout in
   ``{"op": "callback", ...}``.
 
 Nothing here decides a grade: the trusted side compares, and distrusts what
-comes back (``wire.plain``). This process has no reference to compare with.
+comes back (``wire.check_plain``). This process has no reference to compare with.
 """
 import ast
 import os
@@ -126,7 +126,7 @@ class _Callback:
     def __call__(self, *args, **kwargs):
         from grader import wire
         self._channel.send({"op": "callback", "id": self._call_id, "index": self._index,
-                            "args": wire.plain(args, "the arguments"), "kwargs": wire.plain(kwargs, "the arguments")})
+                            "args": wire.check_plain(args, "the arguments"), "kwargs": wire.check_plain(kwargs, "the arguments")})
         reply = self._channel.receive()
         if "error" in reply:
             raise RuntimeError(reply["error"])
@@ -167,7 +167,7 @@ def _outgoing(value):
         if type(v) is dict:
             return {k: norm(o) for k, o in v.items()}
         return v
-    return wire.plain(norm(value))
+    return wire.check_plain(norm(value))
 
 
 def _describe(exc):

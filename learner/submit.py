@@ -29,8 +29,9 @@ from nbgrader.auth.base import BaseAuthPlugin
 from nbgrader.exchange.default import ExchangeFetchAssignment, ExchangeFetchFeedback, ExchangeList, ExchangeSubmit
 from nbgrader.utils import check_directory, ignore_patterns
 
+from .syllabus import NOTATION
+
 COURSES_ENV = "COURSE_IDS"  # the student's courses, comma-separated, as the hub's state gives them
-NOTATION = "notation.md"  # the course's notation page: each notebook links ../notation.md
 MAX_DEPTH = 8  # folders nested deeper than this in a release are left out
 
 FOLDER_MODE = 0o770

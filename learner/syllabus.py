@@ -25,6 +25,8 @@ Plain data, no imports of the grader's other modules or of ``coursekit`` (which 
 """
 from dataclasses import dataclass, field
 
+NOTATION = "notation.md"  # the course's notation page, beside the assignments' folders: each notebook links ../notation.md
+
 POINTS_RULE = ("an exercise of difficulty d (1 to 5: the ideas and the lines its reference needs) is worth d points "
                "in its basic cell, ceil(d / 2) in its edge cell, and 1 in its errors cell (the bad input it must "
                "refuse), when it has one")

@@ -73,7 +73,7 @@ def _linear(g, n_out, n_in):
     return (torch.rand(n_out, n_in, generator=g) * 2 - 1) * k, (torch.rand(n_out, generator=g) * 2 - 1) * k
 
 
-def attention_weights(g, D):
+def attention_parameters(g, D):
     p = {}
     for name in "qkvo":
         w = torch.empty(D, D)
@@ -93,12 +93,12 @@ def norm_weights(D):
 
 
 def encoder_block_weights(g, D, F):
-    return {"attn": attention_weights(g, D), "ln1": norm_weights(D), "ffn": ffn_weights(g, D, F),
+    return {"attn": attention_parameters(g, D), "ln1": norm_weights(D), "ffn": ffn_weights(g, D, F),
             "ln2": norm_weights(D)}
 
 
 def encdec_block_weights(g, D, F):
-    return {"self_attn": attention_weights(g, D), "ln1": norm_weights(D), "cross_attn": attention_weights(g, D),
+    return {"self_attn": attention_parameters(g, D), "ln1": norm_weights(D), "cross_attn": attention_parameters(g, D),
             "ln2": norm_weights(D), "ffn": ffn_weights(g, D, F), "ln3": norm_weights(D)}
 
 

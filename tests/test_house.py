@@ -3,7 +3,7 @@
 (``importlib.import_module``, ``__import__``).
 
 * No cycle: a module that another module imports never imports it back, however many modules lie between. Where
-  two modules need the same helper, it lives in a third that both import (``coursekit/hub/files.py``,
+  two modules need the same helper, it lives in a third that both import (``coursekit/hub/root_files.py``,
   ``coursekit/exchange/course_id.py``, ``coursekit/hub/lti_claims.py``).
 * No private name across modules: ``from M import _x`` from another module is refused (the name is made public, or
   the helper moves), and so is importing a private module (``pkg._m``) from outside its own package.

@@ -160,7 +160,7 @@ class CourseCollect(HubRoot, ExchangeCollect):
                   help="The students who may submit; default: the gradebook's (nobody is refused when it has none)")
 
     def limits(self):
-        return untrusted.Limits(file_bytes=1000 * self.coursedir.max_file_size,
+        return untrusted.InboundLimits(file_bytes=1000 * self.coursedir.max_file_size,
                                 total_bytes=1000 * self.coursedir.max_dir_size,
                                 entries=self.max_entries, depth=self.max_depth)
 
@@ -233,7 +233,7 @@ class CourseCollect(HubRoot, ExchangeCollect):
             for student, entry in sorted(latest.items()):
                 try:
                     self._collect_one(fd, entry, notebooks, pages)
-                except untrusted.Refused as exc:
+                except untrusted.RefusedSubmission as exc:
                     entry.refuse(str(exc))
                     result["refused"].append(entry)
                     self.log.warning("Refused %s (owned by %s): %s", untrusted.shown(entry.name), entry.owner, exc)
@@ -259,7 +259,7 @@ class CourseCollect(HubRoot, ExchangeCollect):
             when, note = untrusted.submission_time(entry.claimed, copied)
             copy = os.path.join(staging, "copy")
             if not any(os.path.isfile(os.path.join(copy, n)) for n in notebooks):
-                raise untrusted.Refused(f"it holds no notebook of the assignment ({', '.join(notebooks)})"
+                raise untrusted.RefusedSubmission(f"it holds no notebook of the assignment ({', '.join(notebooks)})"
                                         + (f"; the one collected before ({before:%Y-%m-%d %H:%M:%S}) stays"
                                            if before else ""))
             if before is not None and before.strftime(TIME_FORMAT) == when.strftime(TIME_FORMAT):

@@ -63,7 +63,7 @@ def utc_naive(ts):
 
 
 @dataclass
-class Limits:
+class InboundLimits:
     """What one submission may hold. ``file_bytes``: a bigger file is left out (named), the rest collected;
     ``total_bytes``, ``entries``: a submission over either is refused whole; ``depth``: deeper folders are left out."""
     file_bytes: int = 10_000 * 1000
@@ -176,7 +176,7 @@ def kind_of(mode):
     return "something that is neither a file nor a folder"
 
 
-class Refused(Exception):
+class RefusedSubmission(Exception):
     """The whole submission is refused: the message says why, naming the file."""
 
 
@@ -189,22 +189,22 @@ class Copied:
     left_out: list = field(default_factory=list)  # (relative path, why)
 
 
-def copy_submission(inbound_fd, name, uid, dest, limits=Limits(), ignore=(), skip_names=()):
+def copy_submission(inbound_fd, name, uid, dest, limits=InboundLimits(), ignore=(), skip_names=()):
     """Copy the inbound folder ``name`` (its owner must be ``uid``) into the new folder ``dest`` (which must not
     exist; made 0700), following no link, taking only regular files and folders that ``uid`` owns. ``ignore``:
     name patterns left out silently (the course's ``CourseDirectory.ignore``); ``skip_names``: names at the top that
     are left out and named (pages that would pass for grading's own). Returns a
-    ``Copied``; raises ``Refused`` when the submission as a whole is over its limits or cannot be read."""
+    ``Copied``; raises ``RefusedSubmission`` when the submission as a whole is over its limits or cannot be read."""
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
         top = os.open(name, flags, dir_fd=inbound_fd)
     except OSError as exc:
-        raise Refused(_os_reason(exc, "its folder")) from None
+        raise RefusedSubmission(_os_reason(exc, "its folder")) from None
     out = Copied()
     try:
         st = os.fstat(top)
         if not stat.S_ISDIR(st.st_mode) or st.st_uid != uid:  # swapped since it was listed
-            raise Refused(f"it changed while it was read: it is now {kind_of(st.st_mode)} owned by "
+            raise RefusedSubmission(f"it changed while it was read: it is now {kind_of(st.st_mode)} owned by "
                           f"{owner_name(st.st_uid)}")
         os.mkdir(dest, 0o700)
         _copy_dir(top, dest, "", 0, uid, limits, ignore, skip_names, out, st)
@@ -219,7 +219,7 @@ def _copy_dir(src_fd, dest, rel, depth, uid, limits, ignore, skip_names, out, st
         names = sorted(os.listdir(src_fd))
     except OSError as exc:
         if not rel:
-            raise Refused(_os_reason(exc, "its folder")) from None
+            raise RefusedSubmission(_os_reason(exc, "its folder")) from None
         out.left_out.append((rel + "/", _os_reason(exc, "this folder")))
         return
     for name in names:
@@ -233,7 +233,7 @@ def _copy_dir(src_fd, dest, rel, depth, uid, limits, ignore, skip_names, out, st
             continue
         out.files += 1
         if out.files > limits.entries:
-            raise Refused(f"it holds more than {limits.entries} files and folders")
+            raise RefusedSubmission(f"it holds more than {limits.entries} files and folders")
         try:
             lst = os.stat(name, dir_fd=src_fd, follow_symlinks=False)
         except OSError as exc:
@@ -290,7 +290,7 @@ def _copy_file(src_fd, name, target, path, uid, limits, out):
                                        f"MB a file"))
             return
         if out.bytes + st.st_size > limits.total_bytes:
-            raise Refused(f"its files come to more than {limits.total_bytes / 1e6:g} MB (at {path})")
+            raise RefusedSubmission(f"its files come to more than {limits.total_bytes / 1e6:g} MB (at {path})")
         os.set_blocking(fd, True)
         data = _read_at_most(fd, limits.file_bytes)
         if data is None:
@@ -299,7 +299,7 @@ def _copy_file(src_fd, name, target, path, uid, limits, out):
             return
         out.bytes += len(data)
         if out.bytes > limits.total_bytes:
-            raise Refused(f"its files come to more than {limits.total_bytes / 1e6:g} MB (at {path})")
+            raise RefusedSubmission(f"its files come to more than {limits.total_bytes / 1e6:g} MB (at {path})")
         out.latest_change = max(out.latest_change, os.fstat(fd).st_ctime)
     finally:
         os.close(fd)

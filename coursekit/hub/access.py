@@ -19,7 +19,7 @@ from .errors import HubError
 # newline ("bob\n" would pass, and useradd then fails); .match and .fullmatch agree on it.
 UNIX_NAME = re.compile(r"\A[a-z_][a-z0-9_-]{0,31}\Z")
 
-REFERENCE = os.path.join(ROOT, "solutions")
+REFERENCE_FOLDER = os.path.join(ROOT, "solutions")
 # the comment `useradd` gives the users the hub makes, for an administrator reading /etc/passwd; every install writes
 # it, so it proves nothing: which accounts this hub made is in its own state (coursekit.hub.state.made_accounts)
 MADE_BY_HUB = "attention-course"
@@ -134,7 +134,7 @@ def commands_giving_course(course, instructors, group, reference):
             f"chgrp -R {group} {reference} && chmod -R g+rX,o-rwx {reference}"]
 
 
-def course_problems(course, instructors, students=(), reference=REFERENCE):
+def course_problems(course, instructors, students=(), reference=REFERENCE_FOLDER):
     """What keeps the course folder and the reference answers from being the instructors' alone, each a sentence:
     the course folder holds the source notebooks with the answers, the submissions and the gradebook; the reference
     (the install's ``solutions/``) is what ``course grade`` compares against. Students' servers import the student
@@ -210,7 +210,7 @@ def ensure_group(group, members, out=print):
     return added
 
 
-def give_to_staff(course, instructors, reference=REFERENCE, out=print, group=None):
+def give_to_staff(course, instructors, reference=REFERENCE_FOLDER, out=print, group=None):
     """As root: the instructors' group (made if missing, the instructors added), the course folder the first
     instructor's and the group's (closed to others), the reference answers the group's to read (closed to others).
     What `course hub --create-users` does instead of asking for the commands of ``commands_giving_course``. With no instructor (a
@@ -229,7 +229,7 @@ def give_to_staff(course, instructors, reference=REFERENCE, out=print, group=Non
            else ", closed to everyone else"))
 
 
-def enrol(course, roster, out=print):
+def enrol_roster(course, roster, out=print):
     """The roster's students in the course's gradebook (``course collect`` names those who did not submit, the
     formgrader lists them): added, or their names brought up to date, by a process of the course folder's owner
     (coursekit/hub/enrol.py): root never opens a gradebook an instructor may have replaced with a link."""

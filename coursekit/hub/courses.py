@@ -38,10 +38,10 @@ import grp
 import os
 from dataclasses import dataclass, field
 
-from .files import listed, load_toml, write_atomic
+from .root_files import listed, load_toml, write_atomic
 from .setup import (LAB_EXTENSIONS, as_root, exchange_for_class, hub_command, machine_problems,
                     close_state, role_settings, setuid_warning, student_nbgrader_config, write_config)
-from .access import (REFERENCE, UNIX_NAME, HubError, own_tree, course_problems, enrol, ensure_group, ensure_users,
+from .access import (REFERENCE_FOLDER, UNIX_NAME, HubError, own_tree, course_problems, enrol_roster, ensure_group, ensure_users,
                      give_to_staff, read_roster, staff_group, users_python)
 from ..exchange.classes import group_members, students_group
 from .state import HubState, add_launched, instructor_course, record_courses
@@ -170,7 +170,7 @@ def give_reference(instructors, out=print):
     """The reference answers the group ``course-reference``'s to read (every course's instructors in it), closed to
     everyone else: on a hub of several courses they are not one course's."""
     ensure_group(REFERENCE_GROUP, instructors, out)
-    own_tree(REFERENCE, -1, grp.getgrnam(REFERENCE_GROUP).gr_gid, 0o2750, 0o640, out)
+    own_tree(REFERENCE_FOLDER, -1, grp.getgrnam(REFERENCE_GROUP).gr_gid, 0o2750, 0o640, out)
 
 
 def set_up_course(course, out=print):
@@ -188,15 +188,15 @@ def _course_fixes(courses):
                      + "".join(f" && usermod -aG {staff},{students},{REFERENCE_GROUP} {i}" for i in c.instructors))
         if c.instructors:
             lines.append(f"chown -R {c.instructors[0]}:{staff} {c.folder} && chmod -R g+rwX,o-rwx {c.folder}")
-    lines.append(f"groupadd -f {REFERENCE_GROUP} && chgrp -R {REFERENCE_GROUP} {REFERENCE} && "
-                 f"chmod -R g+rX,o-rwx {REFERENCE}")
+    lines.append(f"groupadd -f {REFERENCE_GROUP} && chgrp -R {REFERENCE_GROUP} {REFERENCE_FOLDER} && "
+                 f"chmod -R g+rX,o-rwx {REFERENCE_FOLDER}")
     return lines
 
 
 # ------------------------------------------------------------------ course hub --courses / --lti
-def prepare(args, out=print):
+def prepare_courses(args, out=print):
     """``course hub --courses FILE`` or ``--lti FILE``: everything checked and written before the hub starts;
-    returns (command, cwd, env) as ``coursekit.hub.setup.prepare``."""
+    returns (command, cwd, env) as ``coursekit.hub.setup.prepare_one_course``."""
     as_root()
     if args.instructor or args.roster:
         raise HubError("with --courses or --lti the file names each course's instructors and roster: leave out "
@@ -232,7 +232,7 @@ def prepare(args, out=print):
                                            f"this itself, or:\n{fixes}")
     for c in courses:
         if c.roster:
-            enrol(c.folder, c.roster, out=out)
+            enrol_roster(c.folder, c.roster, out=out)
     from ..exchange.commands import check_exchange
     exchange = check_exchange(os.path.abspath(args.exchange), create=True, shared=True)
     for c in courses:

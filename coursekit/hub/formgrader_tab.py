@@ -3,7 +3,7 @@ instructors' servers on the hub: ``c.ServerApp.jpserver_extensions``).
 
 On the hub the formgrader cannot be framed inside JupyterLab (every user's server forbids framing: they share the
 hub's origin), so the instructor's "Nbgrader > Formgrader" opens it in a tab of its own
-(``hub/share/jupyter/labextensions/@attention-course/hub-lab``). There nbgrader's links to an assignment's folders
+(``node/hub-lab``, built into ``node/share/jupyter/labextensions/@attention-course/hub-lab``). There nbgrader's links to an assignment's folders
 ("source", "release") are written for the classic notebook at the server's root (``/tree/<path>``), which on a hub
 is not this user's server (nbgrader's issue #1794). This extension serves nbgrader's ``utils.js`` with those links
 pointing at this server's JupyterLab instead (``<base_url>/lab/tree/<path>``).

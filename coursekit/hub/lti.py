@@ -180,7 +180,7 @@ def provision(settings, adm, out):
     return added
 
 
-def record(settings, adm):
+def record_launch(settings, adm):
     """The launch in the hub's state (the member, their LMS user id, the line items URL) and, for an instructor, in
     the grading service's settings (it reads them again)."""
     from . import service
@@ -303,7 +303,7 @@ def _authenticator_class():
                     await self._enroller.enrol(adm.folder, {"id": adm.name, "first_name": adm.first_name,
                                                             "last_name": adm.last_name, "email": adm.email,
                                                             "lms_user_id": adm.import_id})
-                await asyncio.to_thread(record, settings, adm)
+                await asyncio.to_thread(record_launch, settings, adm)
             except Refused as exc:
                 self.log.warning("LTI launch of %r refused: %s", claims.get("sub"), exc.message)
                 raise HTTPError(403, exc.message)

@@ -6,7 +6,7 @@ import re
 import sys
 from dataclasses import dataclass
 
-from .files import write_atomic
+from .root_files import write_atomic
 from .access import HubError
 
 LTI_KEYS = {"issuer", "client_id", "login_url", "token_url", "jwks_url", "deployment_ids", "tool_key",
@@ -37,7 +37,7 @@ def url_or_none(value):
 def read_lti_config(path):
     """The LTI file at ``path``; a HubError naming every problem (each key, what it must be, and where an
     administrator finds it in the README)."""
-    from .files import load_toml
+    from .root_files import load_toml
     data = load_toml(path, "LTI settings file")
     problems = []
     unknown = sorted(set(data) - LTI_KEYS)
@@ -67,7 +67,7 @@ def read_lti_config(path):
         problems.append(f"{path}: username_prefix must be up to 16 lowercase letters, digits, '_' or '-', starting "
                         f"with a letter or '_' (or \"\"), not {prefix!r}")
     if problems:
-        from .files import listed
+        from .root_files import listed
         raise HubError(listed(problems))
     base = os.path.dirname(os.path.abspath(path))
     return LtiConfig(os.path.abspath(path), data["issuer"], data["client_id"], data["login_url"], data["token_url"],

@@ -246,7 +246,7 @@ def write_config(state, port, hub_api, courses, workers=None, extra=None):
     """The service's settings in ``state`` (root's alone): its port, the hub's API and {course: instructors}; on a
     hub of several courses or with LTI, ``extra`` adds the hub's state folder (``hub_state``) and the tool's LTI
     credentials (``lti``: client id, token URL, the path of its private key), with which it posts grades."""
-    from .files import write_atomic
+    from .root_files import write_atomic
     path = os.path.join(state, "grading.json")
     write_atomic(path, json.dumps({"port": port, "hub_api": hub_api, "workers": workers,
                              "courses": {c: {"instructors": sorted(i)} for c, i in courses.items()}, **(extra or {})},

@@ -17,8 +17,9 @@ with their Unix passwords (PAM). Each user's server is the course's install (thi
 nbgrader's exchange is a folder every user reaches (``--exchange``), root's (0755): the hub makes each course's
 folder in it, and no user may add anything at its top level, so a student cannot invent a course. The hub's
 own files (its database, cookie secret, generated configuration, the role settings) live in ``--state``; the
-proxy is configurable-http-proxy, installed beforehand by ``npm ci --prefix hub`` (pinned in
-``hub/package-lock.json``): nothing is downloaded when the hub starts.
+proxy is configurable-http-proxy and the course's lab plugin is built from ``node/hub-lab``, both by ``make node``
+beforehand (pinned in ``node/package-lock.json`` and ``node/hub-lab/package-lock.json``): nothing is downloaded when
+the hub starts.
 
 Several courses on one hub (``--courses FILE``) and login from the LMS by LTI 1.3 (``--lti FILE``) are
 ``coursekit/hub/courses.py`` and ``coursekit/hub/lti.py``, built on what this module does for one course.
@@ -35,8 +36,8 @@ import stat
 import sys
 
 from .. import ROOT
-from .files import listed, write_atomic
-from .access import (REFERENCE, HubError, commands_giving_course, course_problems, enrol, ensure_users, give_to_staff, read_roster,
+from .root_files import listed, write_atomic
+from .access import (REFERENCE_FOLDER, HubError, commands_giving_course, course_problems, enrol_roster, ensure_users, give_to_staff, read_roster,
                      staff_group, users_python)
 
 PROXY = os.path.join(ROOT, "node", "node_modules", ".bin", "configurable-http-proxy")
@@ -103,8 +104,8 @@ def exchange_for_class(root, course, instructors, students, course_id=None):
 
 def proxy_command():
     if not os.access(PROXY, os.X_OK):
-        raise HubError(f"the hub's proxy is not installed ({PROXY}): run `npm ci --prefix {os.path.join(ROOT, 'hub')}`"
-                       f" (Node 20 or later; it installs configurable-http-proxy as pinned in hub/package-lock.json)")
+        raise HubError(f"the hub's proxy is not installed ({PROXY}): run `make -C {ROOT} node` (Node 20.19 or later; it "
+                       f"installs configurable-http-proxy as pinned in node/package-lock.json and builds the lab plugin)")
     return PROXY
 
 
@@ -386,7 +387,7 @@ def hub_command(config, exchange):
     return [sys.executable, "-m", "jupyterhub", "-f", config], env
 
 
-def prepare(args, out=print):
+def prepare_one_course(args, out=print):
     """Everything ``course hub`` checks and writes before the hub starts; returns (command, cwd, env). Every problem
     it finds is named in one HubError, each with what to change."""
     as_root()
@@ -413,10 +414,10 @@ def prepare(args, out=print):
         give_to_staff(course, args.instructor, out=out)
     problems = course_problems(course, args.instructor, students)
     if problems:
-        fixes = "\n".join(f"    {c}" for c in commands_giving_course(course, args.instructor, staff_group(course), REFERENCE))
+        fixes = "\n".join(f"    {c}" for c in commands_giving_course(course, args.instructor, staff_group(course), REFERENCE_FOLDER))
         raise HubError(listed(problems) + f"\nas root, either run `course hub` with --create-users, which does "
                                            f"this itself, or:\n{fixes}")
-    enrol(course, roster, out=out)
+    enrol_roster(course, roster, out=out)
     exchange = exchange_for_class(os.path.abspath(args.exchange), course, args.instructor, students)
     config = write_config(args.state, course=course, exchange=exchange, students=students,
                           instructors=args.instructor, ip=args.ip, port=args.port, extra_config=args.extra_config)

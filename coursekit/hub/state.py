@@ -8,7 +8,7 @@ import json
 import os
 import threading
 
-from .files import write_atomic
+from .root_files import write_atomic
 
 STATE_FILE = "courses.json"
 

@@ -56,7 +56,7 @@ SCORE_TYPE = "application/vnd.ims.lis.v1.score+json"
 ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 CANVAS_SUBMISSION = "https://canvas.instructure.com/lti/submission"  # Canvas's score extension
 TIMEOUT = 30  # seconds for one request to the platform
-CLOCK_LEEWAY = 60  # seconds a client assertion is dated back (a platform clock behind ours)
+ASSERTION_BACKDATE = 60  # seconds a client assertion is dated back (a platform clock behind ours)
 
 
 class AgsError(Exception):
@@ -119,7 +119,7 @@ class ToolCredentials:
         # issued a minute back: a platform whose clock runs behind (Moodle's token.php checks iat with no leeway)
         # must not see it as issued in the future
         claims = {"iss": self.client_id, "sub": self.client_id, "aud": self.audience or self.token_url,
-                  "iat": now - CLOCK_LEEWAY, "exp": now + lifetime, "jti": uuid.uuid4().hex}
+                  "iat": now - ASSERTION_BACKDATE, "exp": now + lifetime, "jti": uuid.uuid4().hex}
         return jwt.encode(claims, self.private_key, algorithm="RS256",
                           headers={"kid": self.kid or key_id(self.private_key)})
 

@@ -280,7 +280,7 @@ def generic_rows(grades, cells=None):
 ROWS = {"canvas": canvas_rows, "moodle": moodle_rows, "generic": generic_rows}
 
 
-def write(grades, platform, path, cells=None):
+def write_export(grades, platform, path, cells=None):
     """Write ``grades`` as ``platform``'s import file at ``path`` (UTF-8, whole or not at all), the rows of the
     students in ``cells`` (``platform_keys``; default: every student with a key); returns the path."""
     if cells is None:
@@ -346,7 +346,7 @@ def export_course(root, platform, out=None, assignments=()):
     with gradebook(root) as gb:
         grades = read_grades(gb, assignments)
     cells, left_out = keyed(grades, platform, os.path.join(root, ROSTER))
-    path = write(grades, platform, out or os.path.join(root, "lms", default_name(platform)), cells)
+    path = write_export(grades, platform, out or os.path.join(root, "lms", default_name(platform)), cells)
     return summary(grades, platform, path, left_out)
 
 
@@ -363,7 +363,7 @@ class LmsExportPlugin(ExportPlugin):
                 self.parent.fail(str(exc))
             raise
         cells, left_out = keyed(grades, self.platform, os.path.join(self.parent.coursedir.root, ROSTER))
-        path = write(grades, self.platform, self.to or default_name(self.platform), cells)
+        path = write_export(grades, self.platform, self.to or default_name(self.platform), cells)
         for line in summary(grades, self.platform, path, left_out):
             (self.log.warning if line.lstrip().startswith("LEFT OUT") else self.log.info)(line)
 

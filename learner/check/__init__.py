@@ -28,7 +28,7 @@ reported as failures in words.
 import os
 
 from . import safe, given, hidden, runner
-from .cases import CELLS, EXERCISES, cells_of as _cells_of
+from .cases import CELLS, EXERCISES, graded_cells
 from .devices import grading_devices
 from .messages import CheckFailed, Failure, Report
 from .shipped import expected_path, load_expected, read_expected
@@ -67,7 +67,7 @@ reference_available = hidden.available
 def cells_of(name):
     """The graded cells of exercise ``name``: ["basic"], then "edge" and "errors" when it has them."""
     if name not in _CELLS_OF:
-        _CELLS_OF[name] = _cells_of(EXERCISES[name])
+        _CELLS_OF[name] = graded_cells(EXERCISES[name])
     return list(_CELLS_OF[name])
 
 

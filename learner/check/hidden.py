@@ -1,7 +1,7 @@
 """The reference for the hidden parts, where the install provides one.
 
 The learner's side holds no reference and names none: the hidden parts (fresh cases compared with the live
-reference) run only where an installed distribution plugs one in, through the entry point group ``REFERENCE_GROUP``
+reference) run only where an installed distribution plugs one in, through the entry point group ``REFERENCE_ENTRY_POINTS``
 (the instructor's install, ``attention-course``, plugs in ``grader.reference:provide``, which reads ``solutions/``).
 A student's install has no such entry point; on the hub, a student's process finds the instructor's install's entry
 point but no reference it may read (``solutions/`` is closed to students), and in the grading sandbox the reference
@@ -11,13 +11,13 @@ The reference is looked for once, when the checks are imported, before any learn
 """
 from importlib.metadata import entry_points
 
-REFERENCE_GROUP = "attention_course.reference"
+REFERENCE_ENTRY_POINTS = "attention_course.reference"
 
 
 def _discover():
     """({exercise: reference function}, {mistake path: function}) from the first provider that has one, else
     None."""
-    for point in entry_points(group=REFERENCE_GROUP):
+    for point in entry_points(group=REFERENCE_ENTRY_POINTS):
         try:
             found = point.load()()
         except Exception:  # a provider that cannot run here (the reference closed to this user, say): none

@@ -1,5 +1,5 @@
 """What every widget shares: the ``Explorer`` base class, ``BadInput``, figure and text helpers, and
-``call_learner``: the grader's guarded call of the learner's function (``learner.check.call_learner``), in the
+``call_for_widget``: the grader's guarded call of the learner's function (``learner.check.call_learner``), in the
 widgets' words.
 
 Every widget updates in three steps, each a plain function in its own module:
@@ -41,7 +41,6 @@ import learner.check
 LEARNER_TIME_LIMIT = 5.0  # seconds one call of the learner's function may take inside a widget
 BLUE = "#1f77b4"          # the learner's side
 GREY = "0.62"             # the reference side
-NINF = float("-inf")
 
 
 class BadInput(ValueError):
@@ -222,7 +221,7 @@ def check_words(name, fn):
 
 
 # ====================================================================== the learner's function
-def call_learner(fn, fn_name, args=(), kwargs=None, time_limit=None, has_reference=True):
+def call_for_widget(fn, fn_name, args=(), kwargs=None, time_limit=None, has_reference=True):
     """Run the learner's ``fn(*args, **kwargs)``: (value, None), or (None, a sentence saying what went wrong).
 
     Never raises for the learner's sake: a call that computes for more than ``time_limit``

@@ -20,7 +20,7 @@ import ipywidgets as W
 import torch
 
 from .. import data, plots
-from .base import BadInput, Canvas, Explorer, call_learner, check_words, label, new_figure, one_thread
+from .base import BadInput, Canvas, Explorer, call_for_widget, check_words, label, new_figure, one_thread
 
 MAX_SOURCE_TOKENS = 30
 TRANSLATION_TIME_LIMIT = 30.0  # seconds for one whole greedy translation (a dozen runs of the decoder)
@@ -63,7 +63,7 @@ def translate(model, ids, max_len, translations=None):
         return translations[key]
     src = torch.tensor([list(ids)])  # (1, T_x)
     valid = torch.ones_like(src, dtype=torch.bool)
-    done = call_learner(model.greedy, "encdec_decoder_block", (src, valid, data.BOS_ID, data.EOS_ID, max_len),
+    done = call_for_widget(model.greedy, "encdec_decoder_block", (src, valid, data.BOS_ID, data.EOS_ID, max_len),
                         time_limit=TRANSLATION_TIME_LIMIT, has_reference=False)
     if translations is not None:
         if len(translations) >= 32:

@@ -18,7 +18,7 @@ import ipywidgets as W
 import torch
 
 from .. import blocks, data
-from .base import BadInput, Explorer, call_learner, check_words, one_thread
+from .base import BadInput, Explorer, call_for_widget, check_words, one_thread
 from .kv_cache_view import KVPlot, learner_words, readout
 
 MAX_PROMPT_TOKENS = 30
@@ -219,10 +219,10 @@ def _learner_step(setup, gen, x, step):
     """The learner's cached step on ``x`` (1, T_new): its logits (1, T_new, V) or None; on a problem ``gen``
     goes on with the ready-made cache and says why."""
     if not callable(setup.fn):
-        _, problem = call_learner(setup.fn, "decoder_block_step", (), has_reference=False)
+        _, problem = call_for_widget(setup.fn, "decoder_block_step", (), has_reference=False)
     else:
         problems = []
-        value, problem = call_learner(_run_step, "decoder_block_step",
+        value, problem = call_for_widget(_run_step, "decoder_block_step",
                                       (setup.model, _checked(setup, problems), x, gen.cache), has_reference=False)
         if problems:
             problem = f"{problems[0][0]} (layer {problems[0][1]}, step {step})."

@@ -16,7 +16,7 @@ import ipywidgets as W
 import torch
 from matplotlib.patches import Rectangle
 
-from .base import (BLUE, GREY, BadInput, Canvas, Explorer, call_learner, check_words, label, new_figure, one_thread,
+from .base import (BLUE, GREY, BadInput, Canvas, Explorer, call_for_widget, check_words, label, new_figure, one_thread,
                    sentence, visible_check)
 from .builtin import attention_weights, reference_mask, reference_masked_attention
 
@@ -114,7 +114,7 @@ class MaskRecord:
 
 def learner_side(masked_attention, Q, K, V, mask, ref_w):
     """(the learner's weights as float64 (T_q, T_k) or None, problem sentence or "")."""
-    value, problem = call_learner(masked_attention, "masked_attention", (Q, K, V), {"mask": mask})
+    value, problem = call_for_widget(masked_attention, "masked_attention", (Q, K, V), {"mask": mask})
     if problem:
         return None, problem
     if not isinstance(value, (tuple, list)) or len(value) != 2:

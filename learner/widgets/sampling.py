@@ -23,11 +23,11 @@ import torch
 
 from .. import data
 from ..data import is_iso_date
-from .base import BLUE, GREY, BadInput, Canvas, Explorer, call_learner, check_words, label, new_figure, one_thread
+from .base import BLUE, GREY, BadInput, Canvas, Explorer, call_for_widget, check_words, label, new_figure, one_thread
 from .cross_attention import source_tokens
 
 N_DRAWS = 8           # continuations drawn at once
-MAX_NEW = 12          # tokens each may write (an ISO date is 10, then <eos>)
+NEW_TOKENS = 12          # tokens each may write (an ISO date is 10, then <eos>)
 TAU_MIN, TAU_MAX = 0.1, 5.0
 SHOWN = 12            # tokens on the plot: the most probable at τ before filtering
 
@@ -58,7 +58,7 @@ class SamplingSetup:
     greedy: dict = field(default_factory=dict)  # prompt ids -> the greedy continuation's text
     runs: dict = field(default_factory=dict)    # (prompt ids, τ, top-k, top-p, seed) -> what _draw_ids gave
 
-    KEEP = 64  # runs kept (each holds N_DRAWS short texts and MAX_NEW logit rows)
+    KEEP = 64  # runs kept (each holds N_DRAWS short texts and NEW_TOKENS logit rows)
 
     @classmethod
     def of(cls, sample_next, model, task, top_k_filter=None, top_p_filter=None):
@@ -98,7 +98,7 @@ def _draw_ids(setup, prompt, tau, top_k, top_p, seed):
     firsts = []
 
     def draw(logits):  # (N, V) -> (N,), one step of every continuation
-        value, problem = call_learner(setup.sample_next, "sample_next", (logits, seed * 1000 + len(firsts)),
+        value, problem = call_for_widget(setup.sample_next, "sample_next", (logits, seed * 1000 + len(firsts)),
                                       {"temperature": tau, "top_k": top_k, "top_p": top_p}, has_reference=False)
         if not problem and not (torch.is_tensor(value) and tuple(value.shape) == (N_DRAWS,)
                                 and value.dtype == torch.long):
@@ -112,7 +112,7 @@ def _draw_ids(setup, prompt, tau, top_k, top_p, seed):
         return value.to(logits.device)
 
     try:
-        rows = setup.model.complete([prompt] * N_DRAWS, MAX_NEW, data.EOS_ID, choose=draw)
+        rows = setup.model.complete([prompt] * N_DRAWS, NEW_TOKENS, data.EOS_ID, choose=draw)
     except _Unusable as exc:
         return None, firsts, str(exc)
     return rows, firsts, ""
@@ -126,7 +126,7 @@ def _kept(setup, z, top_k, top_p):
     for fn, name, arg in ((top_k_filter, "top_k_filter", top_k), (top_p_filter, "top_p_filter", top_p)):
         if arg is None:
             continue
-        value, problem = call_learner(fn, name, (z[None], arg), has_reference=False)
+        value, problem = call_for_widget(fn, name, (z[None], arg), has_reference=False)
         if problem:
             return None, problem
         if not (torch.is_tensor(value) and tuple(value.shape) == (1, z.shape[0])):
@@ -149,12 +149,12 @@ def compute(setup, source, tau, top_k=None, top_p=None, seed=0, step=0):
     tau, top_k, top_p = check_settings(tau, top_k, top_p, setup.model.cfg.vocab_size)
     words = source_tokens(setup.task, source)
     prompt = data.lm_ids(" ".join(words), None, setup.vocab)
-    if len(prompt) + MAX_NEW > setup.model.cfg.max_len:
-        raise BadInput(f"that date is {len(words)} tokens; with the {MAX_NEW} the model writes it would pass the "
+    if len(prompt) + NEW_TOKENS > setup.model.cfg.max_len:
+        raise BadInput(f"that date is {len(words)} tokens; with the {NEW_TOKENS} the model writes it would pass the "
                        f"model's {setup.model.cfg.max_len} positions")
     key = tuple(prompt)
     if key not in setup.greedy:
-        setup.greedy[key] = data.to_text(setup.model.complete([prompt], MAX_NEW, data.EOS_ID)[0], setup.vocab)
+        setup.greedy[key] = data.to_text(setup.model.complete([prompt], NEW_TOKENS, data.EOS_ID)[0], setup.vocab)
     greedy = setup.greedy[key]
     run = (key, tau, top_k, top_p, seed)
     if run not in setup.runs:
@@ -279,7 +279,7 @@ class SamplingExplorer(Explorer):
         self.source_box = W.Text(value=source, description="date", continuous_update=False,
                                  layout=W.Layout(width="360px"))
         self.source_box.add_class("ck-sampling-text")
-        self.step = W.IntSlider(value=0, min=0, max=MAX_NEW - 1, description="step shown", continuous_update=False,
+        self.step = W.IntSlider(value=0, min=0, max=NEW_TOKENS - 1, description="step shown", continuous_update=False,
                                 style={"description_width": "initial"})
         self.step.add_class("ck-sampling-step")
         self.again = W.Button(description="draw again")

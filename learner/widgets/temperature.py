@@ -18,9 +18,9 @@ from dataclasses import dataclass
 import ipywidgets as W
 import torch
 
-from .base import (BLUE, GREY, NINF, BadInput, Canvas, Explorer, call_learner, check_words, fmt, label, new_figure,
+from .base import (BLUE, GREY, BadInput, Canvas, Explorer, call_for_widget, check_words, fmt, label, new_figure,
                    one_thread, sentence, visible_check)
-from .builtin import reference_probabilities
+from .builtin import NINF, reference_probabilities
 
 TAU_MIN, TAU_MAX = 0.05, 20.0
 # The slider moves its exponent in steps; these put tau = 1 (exponent 0) and both ends on the grid.
@@ -104,7 +104,7 @@ class TemperatureRecord:
 
 def learner_side(softmax, x, tau, ref, labels):
     """(the learner's probabilities as float64 (n,) or None, problem sentence or "")."""
-    value, problem = call_learner(softmax, "softmax", (x,), {"temperature": tau})
+    value, problem = call_for_widget(softmax, "softmax", (x,), {"temperature": tau})
     if problem:
         return None, problem
     if not torch.is_tensor(value):

@@ -12,17 +12,17 @@ import torch.nn.functional as F
 _EPS = 1e-5
 
 
-def split(x, n_heads):
+def split_heads(x, n_heads):
     B, T, D = x.shape
     return x.reshape(B, T, n_heads, D // n_heads).transpose(1, 2)  # (B, H, T, d_k)
 
 
-def merge(x):
+def merge_heads(x):
     B, H, T, d_k = x.shape
     return x.transpose(1, 2).reshape(B, T, H * d_k)  # (B, T, D)
 
 
-def attend(q, k, v, mask=None, width=None):
+def attend_heads(q, k, v, mask=None, width=None):
     """softmax(q k^T / sqrt(width) + M) v; a row with no allowed key gets zero weights."""
     scores = q @ k.transpose(-2, -1) / math.sqrt(q.shape[-1] if width is None else width)
     if mask is not None:
@@ -38,11 +38,11 @@ def head_mask(mask):
 
 
 def mha(x_q, x_kv, p, n_heads, mask=None, width=None, project_out=True):
-    q = split(x_q @ p["W_q"].T + p["b_q"], n_heads)
-    k = split(x_kv @ p["W_k"].T + p["b_k"], n_heads)
-    v = split(x_kv @ p["W_v"].T + p["b_v"], n_heads)
-    out, weights = attend(q, k, v, head_mask(mask), width)
-    out = merge(out)
+    q = split_heads(x_q @ p["W_q"].T + p["b_q"], n_heads)
+    k = split_heads(x_kv @ p["W_k"].T + p["b_k"], n_heads)
+    v = split_heads(x_kv @ p["W_v"].T + p["b_v"], n_heads)
+    out, weights = attend_heads(q, k, v, head_mask(mask), width)
+    out = merge_heads(out)
     return (out @ p["W_o"].T + p["b_o"] if project_out else out), weights
 
 

@@ -7,7 +7,7 @@ in ``_parts.py`` only, so it can also be compiled as learner code in the tests. 
 
 import torch
 
-from ._parts import attend, causal_mask, feed_forward, head_mask, layer_norm, merge, mha, split
+from ._parts import attend_heads, causal_mask, feed_forward, head_mask, layer_norm, merge_heads, mha, split_heads
 
 
 def _rope(x, positions=None, base=10000.0, freq_exponent=2, sign=1.0, halves=False):
@@ -60,14 +60,14 @@ def _rope_attention(x, params, n_heads, mask=None, rot_q=True, rot_k=True, rot_v
     v = x @ params["W_v"].T + params["b_v"]
     if before_split:
         q, k = _rope(q), _rope(k)  # over the whole width D
-        q, k, v = split(q, n_heads), split(k, n_heads), split(v, n_heads)
+        q, k, v = split_heads(q, n_heads), split_heads(k, n_heads), split_heads(v, n_heads)
     else:
-        q, k, v = split(q, n_heads), split(k, n_heads), split(v, n_heads)
+        q, k, v = split_heads(q, n_heads), split_heads(k, n_heads), split_heads(v, n_heads)
         q = _rope(q) if rot_q else q
         k = _rope(k) if rot_k else k
         v = _rope(v) if rot_v else v
-    out, weights = attend(q, k, v, head_mask(mask))
-    return merge(out) @ params["W_o"].T + params["b_o"], weights
+    out, weights = attend_heads(q, k, v, head_mask(mask))
+    return merge_heads(out) @ params["W_o"].T + params["b_o"], weights
 
 
 def rope_attention_values_rotated(x, params, n_heads, mask=None):

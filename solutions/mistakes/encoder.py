@@ -7,7 +7,7 @@ in ``_parts.py`` only, so it can also be compiled as learner code in the tests. 
 
 import torch
 
-from ._parts import attend, causal_mask, feed_forward, layer_norm, merge, mha, split
+from ._parts import attend_heads, causal_mask, feed_forward, layer_norm, merge_heads, mha, split_heads
 
 
 # --- split_heads / merge_heads -----------------------------------------------
@@ -55,13 +55,13 @@ def mha_2d_mask_head_axis_in_the_middle(x_q, x_kv, params, n_heads, mask=None):
 def mha_mask_without_head_axis(x_q, x_kv, params, n_heads, mask=None):
     """A (B, T_q, T_k) or (B, 1, T_k) mask passed to attention as it came: against scores (B, H, T_q, T_k) its
     batch axis lines up with the heads (it broadcasts only when B is 1 or H; it raises otherwise)."""
-    q = split(x_q @ params["W_q"].T + params["b_q"], n_heads)
-    k = split(x_kv @ params["W_k"].T + params["b_k"], n_heads)
-    v = split(x_kv @ params["W_v"].T + params["b_v"], n_heads)
-    out, weights = attend(q, k, v, mask)
+    q = split_heads(x_q @ params["W_q"].T + params["b_q"], n_heads)
+    k = split_heads(x_kv @ params["W_k"].T + params["b_k"], n_heads)
+    v = split_heads(x_kv @ params["W_v"].T + params["b_v"], n_heads)
+    out, weights = attend_heads(q, k, v, mask)
     if weights.shape != q.shape[:-1] + k.shape[-2:-1]:
         raise ValueError("the mask enlarged the scores")
-    return merge(out) @ params["W_o"].T + params["b_o"], weights
+    return merge_heads(out) @ params["W_o"].T + params["b_o"], weights
 
 
 # --- sinusoidal_positions ----------------------------------------------------

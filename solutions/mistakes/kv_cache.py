@@ -10,7 +10,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ._parts import merge, split
+from ._parts import merge_heads, split_heads
 
 
 # --- private helpers (correct unless an argument says otherwise) -------------
@@ -78,22 +78,22 @@ def cached_attention_mask_reversed(q, k_new, v_new, cache=None):
 def _step(x_new, params, n_heads, cache, pass_cache=True, offset=True, attn_residual=True, merged_cache=False):
     D = x_new.shape[-1]
     a = params["attn"]
-    q = split(x_new @ a["W_q"].T + a["b_q"], n_heads)
+    q = split_heads(x_new @ a["W_q"].T + a["b_q"], n_heads)
     k_flat, v_flat = x_new @ a["W_k"].T + a["b_k"], x_new @ a["W_v"].T + a["b_v"]  # (B, T_new, D)
     if merged_cache:  # the cache keeps (B, T, D) projections
         if cache is not None and cache[0].dim() == 3:
             k_flat, v_flat = torch.cat([cache[0], k_flat], dim=1), torch.cat([cache[1], v_flat], dim=1)
         elif cache is not None:
-            k_flat = torch.cat([merge(cache[0]), k_flat], dim=1)
-            v_flat = torch.cat([merge(cache[1]), v_flat], dim=1)
+            k_flat = torch.cat([merge_heads(cache[0]), k_flat], dim=1)
+            v_flat = torch.cat([merge_heads(cache[1]), v_flat], dim=1)
         T_new, T_all = x_new.shape[1], k_flat.shape[1]
         mask = torch.ones(T_new, T_all, dtype=torch.bool, device=x_new.device).tril(diagonal=T_all - T_new)
-        heads = _attend(q, split(k_flat, n_heads), split(v_flat, n_heads), mask)
+        heads = _attend(q, split_heads(k_flat, n_heads), split_heads(v_flat, n_heads), mask)
         new_cache = (k_flat, v_flat)
     else:
-        heads, new_cache = _cached(q, split(k_flat, n_heads), split(v_flat, n_heads),
+        heads, new_cache = _cached(q, split_heads(k_flat, n_heads), split_heads(v_flat, n_heads),
                                    cache if pass_cache else None, offset=offset)
-    attn = merge(heads) @ a["W_o"].T + a["b_o"]
+    attn = merge_heads(heads) @ a["W_o"].T + a["b_o"]
     h = F.layer_norm((x_new + attn) if attn_residual else attn, (D,), params["ln1"]["weight"],
                      params["ln1"]["bias"], 1e-5)
     f = params["ffn"]

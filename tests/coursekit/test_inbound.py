@@ -13,7 +13,7 @@ import tempfile
 import pytest
 
 from coursekit.exchange import inbound
-from coursekit.exchange.inbound import Limits, Refused, copy_submission, parse_name, scan, submission_time
+from coursekit.exchange.inbound import InboundLimits, RefusedSubmission, copy_submission, parse_name, scan, submission_time
 
 NOW = datetime.datetime(2026, 12, 6, 12, 0, 0)
 NOBODY = 65534
@@ -107,7 +107,7 @@ def test_a_copy_follows_no_link_anywhere_and_takes_only_regular_files_and_folder
     (sub / "other").mkdir()
     os.chown(sub / "other", NOBODY, NOBODY)
     (sub / "A.html").write_text("<p>a page that would pass for the feedback</p>")
-    copied = copy_submission(fd, sub.name, 0, str(out), Limits(), skip_names=("A.html",))
+    copied = copy_submission(fd, sub.name, 0, str(out), InboundLimits(), skip_names=("A.html",))
     listener.close()
     assert sorted(os.path.relpath(os.path.join(h, f), out) for h, _, fs in os.walk(out) for f in fs) == \
         ["A.ipynb", "notes/n.txt"]
@@ -131,7 +131,7 @@ def test_a_file_swapped_for_a_link_after_it_was_listed_is_not_followed_when_it_i
     out.mkdir()
     copied = inbound.Copied()
     try:
-        inbound._copy_file(dir_fd, "swapped", str(out / "swapped"), "swapped", 0, Limits(), copied)
+        inbound._copy_file(dir_fd, "swapped", str(out / "swapped"), "swapped", 0, InboundLimits(), copied)
     finally:
         os.close(dir_fd)
     assert copied.left_out == [("swapped", "it is a link, never followed")]
@@ -139,8 +139,8 @@ def test_a_file_swapped_for_a_link_after_it_was_listed_is_not_followed_when_it_i
     # the submission's own folder, replaced by a link once listed: refused whole, nothing copied
     os.rename(sub, root / "moved")
     os.symlink(tmp_path, sub)
-    with pytest.raises(Refused, match=r"its folder is no longer a folder \(a link or a file took its place\), never"):
-        copy_submission(fd, sub.name, 0, str(tmp_path / "out2"), Limits())
+    with pytest.raises(RefusedSubmission, match=r"its folder is no longer a folder \(a link or a file took its place\), never"):
+        copy_submission(fd, sub.name, 0, str(tmp_path / "out2"), InboundLimits())
     assert not (tmp_path / "out2").exists()
 
 
@@ -152,16 +152,16 @@ def test_limits_leave_out_a_big_file_refuse_a_big_or_crowded_submission_and_cut_
     deep = sub / "a" / "b" / "c" / "d"
     deep.mkdir(parents=True)
     (deep / "x.txt").write_text("deep")
-    copied = copy_submission(fd, sub.name, 0, str(out), Limits(file_bytes=1000, depth=2))
+    copied = copy_submission(fd, sub.name, 0, str(out), InboundLimits(file_bytes=1000, depth=2))
     assert dict(copied.left_out) == {"huge.bin": "943.7 MB, over the limit of 0.001 MB a file",
                                      "a/b/c/": "deeper than 2 folders"}
     assert (out / "a" / "b").is_dir() and not (out / "a" / "b" / "c").exists()
-    with pytest.raises(Refused, match=r"its files come to more than 2e-06 MB \(at "):
-        copy_submission(fd, sub.name, 0, str(out) + "2", Limits(total_bytes=2))
+    with pytest.raises(RefusedSubmission, match=r"its files come to more than 2e-06 MB \(at "):
+        copy_submission(fd, sub.name, 0, str(out) + "2", InboundLimits(total_bytes=2))
     for i in range(5):
         (sub / f"f{i}").write_text("x")
-    with pytest.raises(Refused, match="it holds more than 4 files and folders"):
-        copy_submission(fd, sub.name, 0, str(out) + "3", Limits(entries=4))
+    with pytest.raises(RefusedSubmission, match="it holds more than 4 files and folders"):
+        copy_submission(fd, sub.name, 0, str(out) + "3", InboundLimits(entries=4))
 
 
 @as_root
@@ -188,11 +188,11 @@ def test_a_folder_the_instructor_cannot_read_costs_only_what_is_in_it():
                 os.setgid(NOBODY)
                 os.setuid(NOBODY)
                 fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
-                said.append(repr(copy_submission(fd, sub.name, NOBODY, str(outs / "one"), Limits()).left_out))
+                said.append(repr(copy_submission(fd, sub.name, NOBODY, str(outs / "one"), InboundLimits()).left_out))
                 os.chmod(sub, 0)
                 try:
-                    copy_submission(fd, sub.name, NOBODY, str(outs / "two"), Limits())
-                except Refused as exc:
+                    copy_submission(fd, sub.name, NOBODY, str(outs / "two"), InboundLimits())
+                except RefusedSubmission as exc:
                     said.append(str(exc))
             except BaseException as exc:
                 said.append(f"raised {exc!r}")
@@ -214,7 +214,7 @@ def test_a_folder_the_instructor_cannot_read_costs_only_what_is_in_it():
 def test_a_time_in_a_name_earlier_than_the_files_is_not_believed(box):
     root, fd, out = box
     sub = make_submission(root)
-    copied = copy_submission(fd, sub.name, 0, str(out), Limits())
+    copied = copy_submission(fd, sub.name, 0, str(out), InboundLimits())
     changed = inbound.utc_naive(copied.latest_change)
     # an honest name: its time a moment before its files were written
     assert submission_time(changed - datetime.timedelta(seconds=3), copied) == \

@@ -122,7 +122,7 @@ class _LyingTensor(__import__("torch").Tensor):
                                    __import__("torch").zeros(2).as_subclass(_LyingTensor), object()])
 def test_only_plain_data_crosses_the_boundary(value):
     with pytest.raises(wire.NotPlain):
-        wire.plain(value)
+        wire.check_plain(value)
 
 
 # ---------------------------------------------------------------- the reference, run as a student's code

@@ -33,7 +33,7 @@ import pytest
 from hub_helpers import course_copy_for, modes_of, need_hub_parts, remove_users, restore_modes
 
 from coursekit.hub import setup as hub, access as hub_access
-from coursekit.hub.access import REFERENCE
+from coursekit.hub.access import REFERENCE_FOLDER
 from coursekit.samples import answered, total_points
 
 pytestmark = [pytest.mark.pipeline, pytest.mark.timeout(1200), pytest.mark.xdist_group("hub")]
@@ -138,17 +138,17 @@ def distinctive_lines(path, release_text):
 def test_the_exchange_is_untrusted_input_for_collect_grade_and_return(class_folder):
     need_hub_parts()
     remove_users([TEACH, *STUDENTS])
-    reference_modes = modes_of(REFERENCE)
+    reference_modes = modes_of(REFERENCE_FOLDER)
     try:
         hub_access.ensure_users([TEACH, *STUDENTS], create=True)
         cls = Class(class_folder)
         subprocess.run(["chown", "-R", f"{TEACH}:{TEACH}", cls.course], check=True)
         subprocess.run(["chmod", "o-rwx", cls.course], check=True)
-        subprocess.run(f"chgrp -R {TEACH} {REFERENCE} && chmod -R g+rX,o-rwx {REFERENCE}", shell=True, check=True)
+        subprocess.run(f"chgrp -R {TEACH} {REFERENCE_FOLDER} && chmod -R g+rX,o-rwx {REFERENCE_FOLDER}", shell=True, check=True)
         os.makedirs(cls.exchange)
         os.chmod(cls.exchange, 0o1777)
         hub.exchange_for_class(cls.exchange, cls.course, [TEACH], STUDENTS)
-        hub_access.enrol(cls.course, [(s, s) for s in STUDENTS])
+        hub_access.enrol_roster(cls.course, [(s, s) for s in STUDENTS])
         # the instructor's own secrets, which links in a submission point at
         home = pwd.getpwnam(TEACH).pw_dir
         key = os.path.join(home, ".ssh", "id_ed25519")
@@ -159,9 +159,9 @@ def test_the_exchange_is_untrusted_input_for_collect_grade_and_return(class_fold
         os.chmod(key, 0o600)
         subprocess.run(["chown", "-R", f"{TEACH}:{TEACH}", os.path.dirname(key)], check=True)
         gradebook_token = "gb" + secrets.token_hex(12)  # a name only the gradebook holds
-        hub_access.enrol(cls.course, [("ckatk-ghost", f"{gradebook_token} Ghost")])
+        hub_access.enrol_roster(cls.course, [("ckatk-ghost", f"{gradebook_token} Ghost")])
         targets = {"the SSH key": key, "the gradebook": os.path.join(cls.course, "gradebook.db"),
-                   "a reference module": os.path.join(REFERENCE, "softmax.py"),
+                   "a reference module": os.path.join(REFERENCE_FOLDER, "softmax.py"),
                    "the source notebook": os.path.join(cls.course, "source", A, A + ".ipynb")}
 
         released = cls.instructor("release", A)

@@ -314,13 +314,13 @@ def test_course_hub_with_a_courses_file(class_folder):
 
     from coursekit.exchange.classes import students_group
     from coursekit.hub.setup import PUBLIC_STATE
-    from coursekit.hub.access import REFERENCE
+    from coursekit.hub.access import REFERENCE_FOLDER
     teach = {"ckc-enc": "ckc-alice", "ckc-dec": "ckc-bob"}
     students = {"ckc-enc": ["ckc-ann", "ckc-sam"], "ckc-dec": ["ckc-sam"]}
     users = [*teach.values(), "ckc-ann", "ckc-sam"]
     groups = [g for cid in teach for g in (f"{cid}-staff", students_group(cid))] + ["course-reference"]
     hub = Hub(class_folder, instructor=None, students=[])
-    reference_modes = modes_of(REFERENCE)
+    reference_modes = modes_of(REFERENCE_FOLDER)
     remove_users(users)
     try:
         for cid in teach:
@@ -353,7 +353,7 @@ def test_course_hub_with_a_courses_file(class_folder):
             outbound = os.stat(os.path.join(hub.exchange, cid, "outbound"))
             assert stat.S_IMODE(outbound.st_mode) == 0o2750
             assert grp.getgrgid(outbound.st_gid).gr_name == students_group(cid)
-        assert grp.getgrgid(os.stat(REFERENCE).st_gid).gr_name == "course-reference"
+        assert grp.getgrgid(os.stat(REFERENCE_FOLDER).st_gid).gr_name == "course-reference"
         grading = json.load(open(os.path.join(hub.state, "grading.json")))
         assert {f: c["instructors"] for f, c in grading["courses"].items()} == {
             os.path.join(class_folder, cid): [i] for cid, i in teach.items()}

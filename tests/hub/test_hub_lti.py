@@ -44,7 +44,7 @@ from hub_helpers import modes_of, restore_modes
 from lti_hub import LtiHub
 from lti_platform import LTI, Browser, LtiPlatform
 
-from coursekit.hub.access import MADE_BY_HUB, REFERENCE
+from coursekit.hub.access import MADE_BY_HUB, REFERENCE_FOLDER
 from coursekit.hub.service_client import service_url
 from coursekit.hub.state import HubState
 
@@ -68,7 +68,7 @@ A = "03_softmax"
 def lti_class(class_folder):
     """The platform with the two LMS courses (the instructor of each, Ada in both, Bob and three more in ENC, a
     mentor), and `course hub --lti` serving both course folders."""
-    reference_modes = modes_of(REFERENCE)
+    reference_modes = modes_of(REFERENCE_FOLDER)
     with LtiPlatform() as lms:
         for cid, ctx in CONTEXTS.items():
             lms.add_context(ctx, cid.upper(), f"Course {cid}")

@@ -1,4 +1,4 @@
-"""The hub's state is root's alone, also while it is written (coursekit/hub/files.py: ``write_atomic``; coursekit/hub/setup.py: ``close_state``), and
+"""The hub's state is root's alone, also while it is written (coursekit/hub/root_files.py: ``write_atomic``; coursekit/hub/setup.py: ``close_state``), and
 `course hub` says when the users' homes let a student hand their group to anyone. The whole state of a running hub,
 tried as a student, is in test_hub_courses.py::test_course_hub_with_a_courses_file. Cost: about 3 s, as root."""
 import os
@@ -11,7 +11,7 @@ import threading
 
 import pytest
 
-from coursekit.hub.files import write_atomic
+from coursekit.hub.root_files import write_atomic
 from coursekit.hub.setup import COOKIE_SECRET, close_state, setuid_warning
 from coursekit.hub.state import HubState
 

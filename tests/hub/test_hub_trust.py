@@ -12,7 +12,7 @@ import tempfile
 import pytest
 
 from coursekit.exchange.course_id import ExchangeError, course_id_of
-from coursekit.hub.access import HubError, own_tree, enrol
+from coursekit.hub.access import HubError, own_tree, enrol_roster
 
 NOBODY = 65534
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="gives files to another user: run as root (make test does)")
@@ -147,10 +147,10 @@ def enrolled_by_owner(tmp_path):
     course = config(tmp_path / "course", "c = get_config()\nc.CourseDirectory.course_id = 'enc101'\n")
     os.chown(course, NOBODY, NOBODY)
     said = []
-    assert enrol(str(course), [("s1", "Ada Lovelace"), ("s2", "Bo")], out=said.append) == ["s1", "s2"]
+    assert enrol_roster(str(course), [("s1", "Ada Lovelace"), ("s2", "Bo")], out=said.append) == ["s1", "s2"]
     db = course / "gradebook.db"
     assert (os.stat(db).st_uid, os.stat(db).st_gid, os.stat(db).st_mode & 0o777) == (NOBODY, NOBODY, 0o660)
-    assert enrol(str(course), [("s1", "Ada King"), ("s3", "Cy Young")], out=said.append) == ["s3"]
+    assert enrol_roster(str(course), [("s1", "Ada King"), ("s3", "Cy Young")], out=said.append) == ["s3"]
     assert said == ["gradebook: 2 student(s) on the roster, 2 new", "gradebook: 2 student(s) on the roster, 1 new"]
     with sqlite3.connect(db) as con:
         assert sorted(con.execute("select id, first_name, last_name from student")) == [
@@ -164,6 +164,6 @@ def enrolled_by_owner(tmp_path):
     db.unlink()
     os.symlink(other, db)
     with pytest.raises(HubError, match="could not be enrolled"):
-        enrol(str(course), [("s4", "Di")], out=lambda s: None)
+        enrol_roster(str(course), [("s4", "Di")], out=lambda s: None)
     with sqlite3.connect(other) as con:
         assert [r[0] for r in con.execute("select name from sqlite_master")] == ["t"]

@@ -292,12 +292,12 @@ def read_grades_for(assignment):
 def test_the_hub_service_posts_to_the_column_a_launch_brought(lms, tool_key, tmp_path):
     """The hub's side, in this process: ada's and dee's launches from the LMS assignment's link (the platform's own
     id_tokens, whose signatures ltiauthenticator checks in test_hub_lti.py) pass the hub's checks and leave the
-    link's line item in the hub's state (hub_lti.check_launch and record); then lms_return.post_for_instructor, as
+    link's line item in the hub's state (hub_lti.check_launch and record_launch); then lms_return.post_for_instructor, as
     the grading service calls it for an instructor, posts the assignment of that title there, each score with its
     submission time, and creates no line item. A submission time that is no ISO 8601 time is refused (400)."""
     import jwt
 
-    from coursekit.hub.lti import check_launch, record
+    from coursekit.hub.lti import check_launch, record_launch
     from coursekit.hub.state import HubState
     from coursekit.lms.return_grades import Refusal, post_for_instructor
     _, _, key_path = tool_key
@@ -312,7 +312,7 @@ def test_the_hub_service_posts_to_the_column_a_launch_brought(lms, tool_key, tmp
     for sub in ("sub-ada", "sub-dee"):
         token = lms.id_token({"variant": None, "sub": sub, "context": "course-1", "link": "link-a", "title": "?",
                               "target": "http://127.0.0.1:9/hub/"}, nonce="n")
-        record(settings, check_launch(settings, HubState(state).read(), jwt.decode(
+        record_launch(settings, check_launch(settings, HubState(state).read(), jwt.decode(
             token, options={"verify_signature": False})))
     course = HubState(state).read()["courses"]["enc"]
     assert course["links"] == {"link-a": {"title": A, "lineitem": item["id"]}}

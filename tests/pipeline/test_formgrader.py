@@ -15,7 +15,7 @@ from attacks import MARKUP_CELLS, MARKUP_OUTPUTS, with_markup
 from browser import CHROMIUM, CHROMIUM_ARGS, Lab, need_browser
 from pipeline_helpers import SECOND_BUG, bug_students, grade, release_nb
 
-from coursekit.samples import MATHS, ONE_BUG, answered
+from coursekit.samples import MATHS_CELLS, ONE_BUG, answered
 from learner.check import EXERCISES
 
 # one test worker for both: they share 01_tokens' course copy and its gradebook
@@ -66,7 +66,7 @@ def test_formgrader_lists_the_assignment_and_shows_scores_and_feedback(tmp_path,
                 shown = {el.get_attribute("id"): float(el.get_attribute("placeholder"))
                          for el in page.locator("input.score").element_handles()}
                 assert shown == {gid: score for gid, (score, _) in auto.items()}
-                maths = {f"{bug}_{cell}" for cell in MATHS}
+                maths = {f"{bug}_{cell}" for cell in MATHS_CELLS}
                 assert all(shown[gid] == 0 for gid in maths)
                 assert all(shown[gid] == mx for gid, (_, mx) in auto.items()
                            if gid not in maths and gid.rsplit("_", 1)[0] != other)

@@ -21,7 +21,7 @@ from pipeline_helpers import COURSE_COMMAND, TOGETHER, release_nb, with_test_env
 
 from coursekit.grading import grade_class, local_cluster, print_summary
 from coursekit.pipeline import CourseCopy
-from coursekit.samples import MATHS, ONE_BUG, answered, points_of, total_points, with_bug
+from coursekit.samples import MATHS_CELLS, ONE_BUG, answered, points_in_notebook, total_points, with_bug
 
 pytestmark = [pytest.mark.pipeline, pytest.mark.timeout(1200)]
 A = "01_tokens"
@@ -128,14 +128,14 @@ def test_a_class_with_broken_files_and_a_dying_worker_is_graded_once_and_every_p
     print_summary(summary, cc.root)
     said = capsys.readouterr().out
     graded = {s: score for (s, _), score in summary.graded.items()}
-    assert graded == {"ref": full, "bug": full - points_of(release, bug, MATHS), "crash": full, "loop": 0,
+    assert graded == {"ref": full, "bug": full - points_in_notebook(release, bug, MATHS_CELLS), "crash": full, "loop": 0,
                       "stranger": 0, "two": 0}, said
     assert re.search(rf"^  ref +{A} +{full:g} / {full:g}  ", said, re.M), said  # the score out of the total
     assert re.search(rf"^  loop +{A} +0 / {full:g}  ", said, re.M), said
     assert summary.graded_by[(interrupted, A)][1] != victim  # graded again, by another worker process
     assert all(n == 1 for n in _submissions_per_student(cc.root).values())  # and written once
     assert set(_submissions_per_student(cc.root)) == set(graded)
-    assert sum(sc for sc, _ in cc.scores("bug", A).values()) == full - points_of(release, bug, MATHS)
+    assert sum(sc for sc, _ in cc.scores("bug", A).values()) == full - points_in_notebook(release, bug, MATHS_CELLS)
 
     problems = _problems(summary)
     assert set(problems) == {"stranger", "two", "json", "other", "missing", "x<img src=y>"}, problems

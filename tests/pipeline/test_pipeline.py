@@ -23,7 +23,7 @@ from nbgrader.validator import Validator
 
 from coursekit.sync import solution_source
 from coursekit.pipeline import CLASS_GRADING_ENV
-from coursekit.samples import MATHS, ONE_BUG, ONE_BUG_COSTS, answered, edited_source, points_of, total_points
+from coursekit.samples import MATHS_CELLS, ONE_BUG, ONE_BUG_COSTS, answered, edited_source, points_in_notebook, total_points
 from learner.check import EXERCISES, parts_of
 from learner.syllabus import version
 
@@ -121,7 +121,7 @@ def _check_single_bug(course, samples, a, student, name, phrase, costs=None, oth
     checked by its own test."""
     release = release_nb(course, a)
     scores = samples(a)[student]
-    broken = {gid for gid in scores if gid.rsplit("_", 1)[0] == name and gid.rsplit("_", 1)[1] in (costs or MATHS)}
+    broken = {gid for gid in scores if gid.rsplit("_", 1)[0] == name and gid.rsplit("_", 1)[1] in (costs or MATHS_CELLS)}
     assert all(scores[g][0] == 0 for g in broken), scores
     mine = {g for g in scores if g.rsplit("_", 1)[0] == name}
     theirs = {g for g in scores if g.rsplit("_", 1)[0] == other}
@@ -424,7 +424,7 @@ def test_an_infinite_loop_costs_only_its_exercise(tampered):
     got = scores["tamper-loop"]
     release = nbformat.read(tampered.courses["tamper-loop"].release_path(TAMPER_A), as_version=4)
     assert got["sequence_log_prob_basic"][0] == 0 and got["sequence_log_prob_edge"][0] == 0
-    assert total(got) == total_points(release) - points_of(release, "sequence_log_prob", MATHS)  # it refuses bad
+    assert total(got) == total_points(release) - points_in_notebook(release, "sequence_log_prob", MATHS_CELLS)  # it refuses bad
     # input before the loop, so its errors cell keeps its point
     feedback = html.unescape(open(tampered.courses["tamper-loop"].feedback_path("tamper-loop", TAMPER_A)).read())
     assert "did not finish within" in feedback

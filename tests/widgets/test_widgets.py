@@ -790,7 +790,7 @@ def test_the_widgets_call_the_learner_through_the_graders_public_call_only():
     def forever(x, dim=-1, temperature=1.0):
         while True:
             pass
-    value, message = widgets.base.call_learner(forever, "softmax", (torch.zeros(3),), time_limit=0.3)
+    value, message = widgets.base.call_for_widget(forever, "softmax", (torch.zeros(3),), time_limit=0.3)
     assert value is None and "did not finish within 0.3 s of computing and was stopped" in message
 
 

@@ -7,9 +7,9 @@ its exercises to ``EXERCISES``. What the modules share lives in ``common.py``.
 import importlib
 
 from ...syllabus import NOTEBOOKS
-from .common import (CELLS, EXERCISES, SAFE_GLOBALS, cells_of, hidden_cases, visible_cases)
+from .common import (CELLS, EXERCISES, SAFE_GLOBALS, graded_cells, hidden_cases, visible_cases)
 
-__all__ = ["CELLS", "EXERCISES", "SAFE_GLOBALS", "cells_of", "hidden_cases", "visible_cases"]
+__all__ = ["CELLS", "EXERCISES", "SAFE_GLOBALS", "graded_cells", "hidden_cases", "visible_cases"]
 
 for _nb in NOTEBOOKS.values():
     importlib.import_module(f"{__name__}.{_nb.topic}")

@@ -201,7 +201,7 @@ def visible_cases(ex, part):
 CELLS = {"basic": ("basic", "hidden-basic"), "edge": ("edge", "hidden"), "errors": ("errors", "hidden-errors")}
 
 
-def cells_of(ex):
+def graded_cells(ex):
     """The graded cells ``ex`` has: ``basic`` always; ``edge`` when it has fixed cases that compute a value or an
     edge property; ``errors`` when some input must be refused with an error."""
     fixed = ex.edge()
@@ -252,7 +252,7 @@ def pick_int(g, lo, hi):
     return int(torch.randint(lo, hi + 1, (1,), generator=g))
 
 
-def randn(g, *shape, dtype=F64, scale=1.0):
+def seeded_randn(g, *shape, dtype=F64, scale=1.0):
     return (torch.randn(*shape, generator=g, dtype=F64) * scale).to(dtype)
 
 

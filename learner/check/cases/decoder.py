@@ -13,7 +13,7 @@ over two numbers keeps only their sign).
 import torch
 
 from .common import (CAUSAL_LESSON, REVERSED_LESSON, Case, Exercise, F64, dn, gen, learner_tensor,
-                     logit_sum_scale, nested, no_future_leak, pick_dtype, pick_int, randn, register, Choice, IntTuple,
+                     logit_sum_scale, nested, no_future_leak, pick_dtype, pick_int, seeded_randn, register, Choice, IntTuple,
                      Integer, question)
 from .sampling_parts import (draws_follow_the_distribution, sample_case, sample_edge, top_k_case, top_k_edge,
                              top_p_case, top_p_edge)
@@ -38,27 +38,27 @@ def _rope_case(g, big):
         pname = f"positions {positions.tolist()}"
     base = (10000.0, 100.0)[pick_int(g, 0, 1)]
     return Case(f"x {lead + (T, d)}, {pname}, base={base:g}, {dn(dtype)}",
-                (randn(g, *lead, T, d, dtype=dtype),), {"positions": positions, "base": base})
+                (seeded_randn(g, *lead, T, d, dtype=dtype),), {"positions": positions, "base": base})
 
 
 def _rope_edge():
     g = gen(69)
-    x = randn(g, 2, 3, 4, 8)
+    x = seeded_randn(g, 2, 3, 4, 8)
     return [
-        Case("n = 1: position 0 is not rotated", (randn(g, 1, 4),)),
-        Case("d = 2: one pair, rotated by the angle p", (randn(g, 5, 2),)),
+        Case("n = 1: position 0 is not rotated", (seeded_randn(g, 1, 4),)),
+        Case("d = 2: one pair, rotated by the angle p", (seeded_randn(g, 5, 2),)),
         Case("the queries of every head at once, (B, H, T, d)", (x,)),
         Case("continuing at positions 5 .. 8 (a KV cache)", (x,), {"positions": torch.arange(5, 9)}),
-        Case("an empty sequence (T = 0)", (randn(g, 2, 0, 4),)),
+        Case("an empty sequence (T = 0)", (seeded_randn(g, 2, 0, 4),)),
         Case("large positions (1000 .. 1003)", (x,), {"positions": torch.arange(1000, 1004)}),
         Case("base = 100", (x,), {"base": 100.0}),
         Case("float32", (x.float(),)),
-        Case("an odd width d = 5 is an error", (randn(g, 3, 5),), raises="ValueError"),
+        Case("an odd width d = 5 is an error", (seeded_randn(g, 3, 5),), raises="ValueError"),
         Case("3 positions for 4 rows: an error", (x,), {"positions": torch.arange(3)}, raises="ValueError"),
     ]
 
 
-FLOAT32_ANGLES = ("the angles were computed in float32: float32 keeps about 7 digits, so at large positions "
+ROPE_FLOAT32_ANGLES = ("the angles were computed in float32: float32 keeps about 7 digits, so at large positions "
                   "p * omega_c is off in its last digits and so is every rotation (the two numbers printed above "
                   "differ past the digits shown). Compute omega and the angles in float64 (torch.arange(..., "
                   "dtype=torch.float64), positions.double()) and convert cos and sin to x.dtype at the end")
@@ -67,7 +67,7 @@ FLOAT32_ANGLES = ("the angles were computed in float32: float32 keeps about 7 di
 def _rope_relative_offset(fn):
     """The score of a rotated query at m and a rotated key at n depends on m - n only."""
     g = gen(70)
-    q, k = randn(g, 1, 8), randn(g, 1, 8)
+    q, k = seeded_randn(g, 1, 8), seeded_randn(g, 1, 8)
 
     def rotated(x, p):
         out = learner_tensor(fn, (x,), {"positions": torch.tensor([p])}, shape=(1, 8))
@@ -89,7 +89,7 @@ def _rope_relative_offset(fn):
 # ---------------------------------------------------------------- rope_attention
 def _rope_angles_in_float64(fn):
     """In float64, at large positions, the rotation is right to float64's digits, not float32's."""
-    x, positions, d = randn(gen(71), 4, 8), torch.arange(1000, 1004), 8
+    x, positions, d = seeded_randn(gen(71), 4, 8), torch.arange(1000, 1004), 8
 
     def rotated(dtype):  # the rotation written out here, its angles in ``dtype``
         angle = positions.to(dtype)[:, None] * 10000.0 ** (-torch.arange(0, d, 2, dtype=dtype) / d)
@@ -105,7 +105,7 @@ def _rope_angles_in_float64(fn):
     off = max(abs(a - b) for ra, rb in zip(nested(out), truth.tolist()) for a, b in zip(ra, rb))
     if off32 / 100 < off <= 100 * off32:  # off by about as much as float32's rounding: the angles were float32
         return (f"at positions 1000 .. 1003 the largest difference from the exact rotation is {off:.3g}: "
-                f"{FLOAT32_ANGLES}")
+                f"{ROPE_FLOAT32_ANGLES}")
     return None
 
 
@@ -128,13 +128,13 @@ def _rope_attn_case(g, big):
         mask = causal_mask(T) & valid_mask(lengths, T)[:, None, :]
         mname = f"causal and padding mask (lengths {lengths})"
     return Case(f"B={B}, T={T}, D={D}, n_heads={H}, {mname}, {dn(dtype)}",
-                (randn(g, B, T, D, dtype=dtype), attn_params(g, D, dtype), H), {"mask": mask})
+                (seeded_randn(g, B, T, D, dtype=dtype), attn_params(g, D, dtype), H), {"mask": mask})
 
 
 def _rope_attn_edge():
     g = gen(71)
     p8 = attn_params(g, 8)
-    x = randn(g, 2, 5, 8)
+    x = seeded_randn(g, 2, 5, 8)
     dead = torch.ones(2, 5, 5, dtype=torch.bool)
     dead[0, 3] = False
     return [
@@ -155,7 +155,7 @@ def _rope_attn_edge():
 def _rope_attention_no_future_leak(fn):
     """With a causal mask, changing the token at j must not move the output at any i < j."""
     g, T = gen(72), 6
-    return no_future_leak(fn, (randn(g, 1, T, 8), attn_params(g, 8), 2), 0, T, True,
+    return no_future_leak(fn, (seeded_randn(g, 1, T, 8), attn_params(g, 8), 2), 0, T, True,
                           kwargs={"mask": causal_mask(T)})
 
 
@@ -163,7 +163,7 @@ def _rope_attention_no_future_leak(fn):
 def _decoder_no_future_leak(fn):
     """Changing the token at j must not move the decoder block's output at any i < j."""
     g = gen(66)
-    return no_future_leak(fn, (randn(g, 1, 6, 6), None, block_params(g, 6, 5), 2), 0, 6, False)
+    return no_future_leak(fn, (seeded_randn(g, 1, 6, 6), None, block_params(g, 6, 5), 2), 0, 6, False)
 
 
 # ---------------------------------------------------------------- lm_log_prob
@@ -171,7 +171,7 @@ def _lm_case(g, big):
     dtype = pick_dtype(g)
     B, V = pick_int(g, 1, 4), pick_int(g, 2, 10)
     T = pick_int(g, 0, 7) if big else pick_int(g, 3, 7)
-    logits = randn(g, B, T, V, dtype=dtype, scale=2.0)
+    logits = seeded_randn(g, B, T, V, dtype=dtype, scale=2.0)
     ids = torch.randint(0, V, (B, T), generator=g)
     if big and pick_int(g, 0, 3) == 0:
         return Case(f"B={B}, T={T}, V={V}, no padding (valid=None), {dn(dtype)}", (logits, ids))
@@ -182,7 +182,7 @@ def _lm_case(g, big):
 
 def _lm_edge():
     g = gen(73)
-    logits = randn(g, 3, 5, 6, scale=2.0)
+    logits = seeded_randn(g, 3, 5, 6, scale=2.0)
     ids = torch.randint(0, 6, (3, 5), generator=g)
     valid = valid_mask([5, 3, 1], 5)
     return [
@@ -212,7 +212,7 @@ register(
                        ("decoder:rope_rotates_backwards",
                         "the rotation goes the wrong way (the sine's sign is flipped): out[2i] = x[2i] cos - "
                         "x[2i+1] sin and out[2i+1] = x[2i] sin + x[2i+1] cos"),
-                       ("decoder:rope_float32_angles", FLOAT32_ANGLES),
+                       ("decoder:rope_float32_angles", ROPE_FLOAT32_ANGLES),
                        ("decoder:rope_pairs_halves",
                         "the columns were paired across the two halves (i with i + d/2); the notes' RoPE rotates "
                         "adjacent columns, the pair (2i, 2i + 1)")]),

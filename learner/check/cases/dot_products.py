@@ -2,7 +2,7 @@
 import torch
 
 from .. import safe
-from .common import (Case, Exercise, F64, dn, gen, pick_dtype, pick_int, randn, register, stub_message, Choice,
+from .common import (Case, Exercise, F64, dn, gen, pick_dtype, pick_int, seeded_randn, register, stub_message, Choice,
                      Integer, question)
 
 
@@ -12,17 +12,17 @@ def _qk_case(g, big):
     d = pick_int(g, 1, 16 if big else 8)
     lead = (B,) if pick_int(g, 0, 1) else (B, pick_int(g, 1, 3))
     return Case(f"Q {lead + (T_q, d)}, K {lead + (T_k, d)}, {dn(dtype)}",
-                (randn(g, *lead, T_q, d, dtype=dtype), randn(g, *lead, T_k, d, dtype=dtype)))
+                (seeded_randn(g, *lead, T_q, d, dtype=dtype), seeded_randn(g, *lead, T_k, d, dtype=dtype)))
 
 
 def _qk_edge():
     g = gen(21)
     return [
-        Case("n = 1: one query, one key", (randn(g, 1, 4), randn(g, 1, 4))),
-        Case("no batch dimension, T_q != T_k", (randn(g, 2, 3), randn(g, 5, 3))),
-        Case("d_k = 1", (randn(g, 3, 1), randn(g, 3, 1))),
-        Case("large width d_k = 256", (randn(g, 2, 256), randn(g, 4, 256))),
-        Case("Q and K of different widths is an error", (randn(g, 2, 3), randn(g, 2, 4)), raises="ValueError"),
+        Case("n = 1: one query, one key", (seeded_randn(g, 1, 4), seeded_randn(g, 1, 4))),
+        Case("no batch dimension, T_q != T_k", (seeded_randn(g, 2, 3), seeded_randn(g, 5, 3))),
+        Case("d_k = 1", (seeded_randn(g, 3, 1), seeded_randn(g, 3, 1))),
+        Case("large width d_k = 256", (seeded_randn(g, 2, 256), seeded_randn(g, 4, 256))),
+        Case("Q and K of different widths is an error", (seeded_randn(g, 2, 3), seeded_randn(g, 2, 4)), raises="ValueError"),
     ]
 
 
@@ -30,25 +30,25 @@ def _proj_case(g, big):
     dtype = pick_dtype(g)
     B, T, D, d_k, d_v = pick_int(g, 1, 3), pick_int(g, 1, 6), pick_int(g, 2, 8), pick_int(g, 1, 8), pick_int(g, 1, 8)
     return Case(f"X ({B}, {T}, {D}), d_k={d_k}, d_v={d_v}, {dn(dtype)}",
-                (randn(g, B, T, D, dtype=dtype), randn(g, d_k, D, dtype=dtype), randn(g, d_k, D, dtype=dtype),
-                 randn(g, d_v, D, dtype=dtype)))
+                (seeded_randn(g, B, T, D, dtype=dtype), seeded_randn(g, d_k, D, dtype=dtype), seeded_randn(g, d_k, D, dtype=dtype),
+                 seeded_randn(g, d_v, D, dtype=dtype)))
 
 
 def _proj_edge():
     g = gen(22)
-    X = randn(g, 3, 4)
+    X = seeded_randn(g, 3, 4)
     return [
-        Case("square matrices (d_k = D)", (X, randn(g, 4, 4), randn(g, 4, 4), randn(g, 4, 4))),
-        Case("one token", (X[:1], randn(g, 2, 4), randn(g, 2, 4), randn(g, 5, 4))),
-        Case("identity W_Q gives Q = X", (X, torch.eye(4, dtype=F64), randn(g, 4, 4), randn(g, 4, 4))),
-        Case("any leading dimensions: X of shape (2, 2, 3, 4)", (randn(gen(26), 2, 2, 3, 4), randn(gen(27), 2, 4),
-                                                                 randn(gen(28), 2, 4), randn(gen(29), 3, 4))),
-        Case("W_K with the wrong input width is an error", (X, randn(g, 2, 4), randn(g, 2, 3), randn(g, 2, 4)),
+        Case("square matrices (d_k = D)", (X, seeded_randn(g, 4, 4), seeded_randn(g, 4, 4), seeded_randn(g, 4, 4))),
+        Case("one token", (X[:1], seeded_randn(g, 2, 4), seeded_randn(g, 2, 4), seeded_randn(g, 5, 4))),
+        Case("identity W_Q gives Q = X", (X, torch.eye(4, dtype=F64), seeded_randn(g, 4, 4), seeded_randn(g, 4, 4))),
+        Case("any leading dimensions: X of shape (2, 2, 3, 4)", (seeded_randn(gen(26), 2, 2, 3, 4), seeded_randn(gen(27), 2, 4),
+                                                                 seeded_randn(gen(28), 2, 4), seeded_randn(gen(29), 3, 4))),
+        Case("W_K with the wrong input width is an error", (X, seeded_randn(g, 2, 4), seeded_randn(g, 2, 3), seeded_randn(g, 2, 4)),
              raises="ValueError"),
-        Case("a W_V that is not 2-D is an error", (X, randn(gen(23), 2, 4), randn(gen(24), 2, 4),
-                                                   randn(gen(25), 2, 4, 1)), raises="ValueError"),
+        Case("a W_V that is not 2-D is an error", (X, seeded_randn(gen(23), 2, 4), seeded_randn(gen(24), 2, 4),
+                                                   seeded_randn(gen(25), 2, 4, 1)), raises="ValueError"),
         Case("W_Q and W_K of different output widths (2 and 3) are an error",
-             (X, randn(gen(23), 2, 4), randn(gen(24), 3, 4), randn(gen(25), 2, 4)), raises="ValueError"),
+             (X, seeded_randn(gen(23), 2, 4), seeded_randn(gen(24), 3, 4), seeded_randn(gen(25), 2, 4)), raises="ValueError"),
     ]
 
 

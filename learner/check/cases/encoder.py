@@ -16,7 +16,7 @@ import torch
 
 from .. import safe
 from .common import (REVERSED_LESSON, Case, Exercise, F32, F64, dn, gen, learner_tensor, logit_sum_scale, nested,
-                     pick_dtype, pick_int, randn, register, Choice, Integer, question)
+                     pick_dtype, pick_int, seeded_randn, register, Choice, Integer, question)
 from .transformer_parts import (as_float32, attn_params, block_case, block_edge, block_params, causal_mask,
                                 pick_heads, random_padding_mask, valid_mask)
 from .probe import probe_case, probe_edge, probe_reads_the_word_only
@@ -28,19 +28,19 @@ def _split_case(g, big):
     dtype = pick_dtype(g)
     B, T = pick_int(g, 1, 4), pick_int(g, 0, 7) if big else pick_int(g, 2, 6)
     H, d_k = pick_heads(g, big)
-    return Case(f"x ({B}, {T}, {H * d_k}), n_heads={H}, {dn(dtype)}", (randn(g, B, T, H * d_k, dtype=dtype), H))
+    return Case(f"x ({B}, {T}, {H * d_k}), n_heads={H}, {dn(dtype)}", (seeded_randn(g, B, T, H * d_k, dtype=dtype), H))
 
 
 def _split_edge():
     g = gen(61)
     return [
-        Case("n = 1: B = T = 1, two heads", (randn(g, 1, 1, 4), 2)),
-        Case("one head: only a heads axis is added", (randn(g, 2, 3, 4), 1)),
-        Case("d_k = 1: one column per head (H = D)", (randn(g, 2, 3, 4), 4)),
-        Case("an empty sequence (T = 0)", (randn(g, 2, 0, 6), 3)),
-        Case("float32", (randn(g, 3, 5, 6, dtype=F32), 2)),
-        Case("d_model=6 is not divisible by n_heads=4: an error", (randn(g, 2, 3, 6), 4), raises="ValueError"),
-        Case("x without a batch axis, (T, D) = (3, 4): an error", (randn(g, 3, 4), 2), raises="ValueError"),
+        Case("n = 1: B = T = 1, two heads", (seeded_randn(g, 1, 1, 4), 2)),
+        Case("one head: only a heads axis is added", (seeded_randn(g, 2, 3, 4), 1)),
+        Case("d_k = 1: one column per head (H = D)", (seeded_randn(g, 2, 3, 4), 4)),
+        Case("an empty sequence (T = 0)", (seeded_randn(g, 2, 0, 6), 3)),
+        Case("float32", (seeded_randn(g, 3, 5, 6, dtype=F32), 2)),
+        Case("d_model=6 is not divisible by n_heads=4: an error", (seeded_randn(g, 2, 3, 6), 4), raises="ValueError"),
+        Case("x without a batch axis, (T, D) = (3, 4): an error", (seeded_randn(g, 3, 4), 2), raises="ValueError"),
     ]
 
 
@@ -48,19 +48,19 @@ def _merge_case(g, big):
     dtype = pick_dtype(g)
     B, T = pick_int(g, 1, 4), pick_int(g, 0, 7) if big else pick_int(g, 2, 6)
     H, d_k = pick_heads(g, big)
-    return Case(f"x ({B}, {H}, {T}, {d_k}), {dn(dtype)}", (randn(g, B, H, T, d_k, dtype=dtype),))
+    return Case(f"x ({B}, {H}, {T}, {d_k}), {dn(dtype)}", (seeded_randn(g, B, H, T, d_k, dtype=dtype),))
 
 
 def _merge_edge():
     g = gen(62)
     return [
-        Case("n = 1: B = T = 1, two heads", (randn(g, 1, 2, 1, 3),)),
-        Case("one head: only the heads axis goes", (randn(g, 2, 1, 3, 4),)),
-        Case("d_k = 1: one column per head", (randn(g, 2, 4, 3, 1),)),
-        Case("an empty sequence (T = 0)", (randn(g, 2, 3, 0, 2),)),
-        Case("float32", (randn(g, 3, 2, 5, 3, dtype=F32),)),
+        Case("n = 1: B = T = 1, two heads", (seeded_randn(g, 1, 2, 1, 3),)),
+        Case("one head: only the heads axis goes", (seeded_randn(g, 2, 1, 3, 4),)),
+        Case("d_k = 1: one column per head", (seeded_randn(g, 2, 4, 3, 1),)),
+        Case("an empty sequence (T = 0)", (seeded_randn(g, 2, 3, 0, 2),)),
+        Case("float32", (seeded_randn(g, 3, 2, 5, 3, dtype=F32),)),
         Case("a 3-D input (B, T, D) = (2, 3, 4) is an error: merge_heads takes (B, H, T, d_k)",
-             (randn(g, 2, 3, 4),), raises="ValueError"),
+             (seeded_randn(g, 2, 3, 4),), raises="ValueError"),
     ]
 
 
@@ -137,8 +137,8 @@ def _mha_case(g, big):
         mask, mname = random_padding_mask(g, B, T_k)
     else:
         mask, mname = torch.rand(B, T_q, T_k, generator=g) > 0.4, "random mask (B, T_q, T_k)"
-    x_q = randn(g, B, T_q, D, dtype=dtype)
-    x_kv = randn(g, B, T_k, D, dtype=dtype) if cross else x_q
+    x_q = seeded_randn(g, B, T_q, D, dtype=dtype)
+    x_kv = seeded_randn(g, B, T_k, D, dtype=dtype) if cross else x_q
     what = (f"{'cross' if cross else 'self'}-attention, B={B}, T_q={T_q}, T_k={T_k}, D={D}, n_heads={H}, {mname}, "
             f"{dn(dtype)}")
     return Case(what, (x_q, x_kv, attn_params(g, D, dtype), H), {"mask": mask})
@@ -147,8 +147,8 @@ def _mha_case(g, big):
 def _mha_edge():
     g = gen(63)
     p6, p4 = attn_params(g, 6), attn_params(g, 4)
-    x = randn(g, 2, 5, 6)
-    src = randn(g, 2, 3, 6)
+    x = seeded_randn(g, 2, 5, 6)
+    src = seeded_randn(g, 2, 3, 6)
     dead = torch.ones(2, 5, 5, dtype=torch.bool)
     dead[1, 2] = False
     flat = dict(p6, W_q=torch.zeros(6, 6, dtype=F64), b_q=torch.zeros(6, dtype=F64))
@@ -175,7 +175,7 @@ def _mha_weights_sum_to_one(fn):
     """Each head's weights of a query sum to 1 over the allowed keys; blocked keys get exactly 0."""
     g = gen(64)
     B, T_q, T_k, D, H = 2, 4, 5, 6, 3
-    x_q, x_kv = randn(g, B, T_q, D), randn(g, B, T_k, D)
+    x_q, x_kv = seeded_randn(g, B, T_q, D), seeded_randn(g, B, T_k, D)
     mask = torch.rand(B, T_q, T_k, generator=g) > 0.5
     mask[:, :, 0] = True
     weights = learner_tensor(fn, (x_q, x_kv, attn_params(g, D), H), {"mask": mask}, item=1, shape=(B, H, T_q, T_k))
@@ -229,7 +229,7 @@ def _sinusoid_table(T, D):
                           for c in range(D)] for p in range(T)], dtype=F64)
 
 
-FLOAT32_ANGLES = ("the angles were computed in float32: float32 keeps about 7 digits, so p / base^(2c / D) is off in "
+SINUSOID_FLOAT32_ANGLES = ("the angles were computed in float32: float32 keeps about 7 digits, so p / base^(2c / D) is off in "
                   "its last digits and so is every sine and cosine (the two numbers printed above differ past the "
                   "digits shown). Compute the positions, frequencies and angles in float64 (torch.arange(..., "
                   "dtype=torch.float64)) and convert the result to dtype at the end")
@@ -248,7 +248,7 @@ def _sin_angles_in_float64(fn):
     off32 = (in_float32 - truth).abs().max().item()
     off = max(abs(a - b) for ra, rb in zip(nested(out), truth.tolist()) for a, b in zip(ra, rb))
     if off32 / 100 < off <= 100 * off32:  # off by about as much as float32's rounding: the angles were float32
-        return f"the largest difference from the exact table is {off:.3g}, float32's rounding: {FLOAT32_ANGLES}"
+        return f"the largest difference from the exact table is {off:.3g}, float32's rounding: {SINUSOID_FLOAT32_ANGLES}"
     return None
 
 
@@ -259,12 +259,12 @@ def _embed_case(g, big):
     T_max = max(T, V) + pick_int(g, 0, 3)  # >= V, so that P[ids] (a known mistake) can be computed
     ids = torch.randint(0, V, (B, T), generator=g)
     return Case(f"ids ({B}, {T}), E ({V}, {D}), learned P ({T_max}, {D}), {dn(dtype)}",
-                (ids, randn(g, V, D, dtype=dtype), randn(g, T_max, D, dtype=dtype)))
+                (ids, seeded_randn(g, V, D, dtype=dtype), seeded_randn(g, T_max, D, dtype=dtype)))
 
 
 def _embed_pos_edge():
     g = gen(65)
-    E, P = randn(g, 6, 4), randn(g, 8, 4)
+    E, P = seeded_randn(g, 6, 4), seeded_randn(g, 8, 4)
     ids = torch.tensor([[1, 4, 4, 2], [5, 0, 3, 3]])
     return [
         Case("n = 1: B = T = 1", (torch.tensor([[3]]), E, P)),
@@ -283,7 +283,7 @@ def _embed_pos_edge():
 def _encoder_padding_is_invisible(fn):
     """Changing a padding token does not move the output at any real position."""
     g = gen(67)
-    x, p = randn(g, 2, 5, 6), block_params(g, 6, 5)
+    x, p = seeded_randn(g, 2, 5, 6), block_params(g, 6, 5)
     lengths = [5, 2]
     valid = valid_mask(lengths, 5)
     base = learner_tensor(fn, (x, valid, p, 2), shape=(2, 5, 6))
@@ -316,12 +316,12 @@ def _mlm_case(g, big):
         flat[order[:2]] = True
         flat[order[-1]] = False
     return Case(f"B={B}, T={T}, V={V}, {int(is_masked.sum())} masked positions, {dn(dtype)}",
-                (randn(g, B, T, V, dtype=dtype, scale=2.0), torch.randint(0, V, (B, T), generator=g), is_masked))
+                (seeded_randn(g, B, T, V, dtype=dtype, scale=2.0), torch.randint(0, V, (B, T), generator=g), is_masked))
 
 
 def _mlm_edge():
     g = gen(68)
-    logits, targets = randn(g, 2, 4, 5, scale=2.0), torch.randint(0, 5, (2, 4), generator=g)
+    logits, targets = seeded_randn(g, 2, 4, 5, scale=2.0), torch.randint(0, 5, (2, 4), generator=g)
     some = torch.tensor([[True, False, False, True], [False, True, False, False]])
     return [
         Case("no position is masked: the loss is 0, never NaN",
@@ -390,7 +390,7 @@ register(
                        ("encoder:sinusoidal_halves",
                         "the sines and cosines were put in two halves; they interleave: column 2i holds the sine "
                         "and column 2i + 1 the cosine of the same frequency"),
-                       ("encoder:sinusoidal_float32_angles", FLOAT32_ANGLES),
+                       ("encoder:sinusoidal_float32_angles", SINUSOID_FLOAT32_ANGLES),
                        ("encoder:sinusoidal_sin_cos_swapped",
                         "sine and cosine are swapped: the even columns 2i hold sin(p / base^(2i / D)) and the odd "
                         "columns 2i + 1 the cosine, so that position 0 reads [0, 1, 0, 1, ...]")],

@@ -15,7 +15,7 @@ import inspect
 import torch
 
 from .common import (CAUSAL_LESSON, REVERSED_LESSON, Case, Exercise, dn, gen, learner_tensor, nested, no_future_leak,
-                     pick_dtype, pick_int, randn, register, Choice, IntTuple, learner_call, question, tensor_in)
+                     pick_dtype, pick_int, seeded_randn, register, Choice, IntTuple, learner_call, question, tensor_in)
 from .transformer_parts import (as_float32, attn_params, encdec_params, pick_heads, random_lengths, valid_mask)
 from .greedy import (greedy_contract_cases, greedy_contract_property)
 from .toy_encdec import ToyEncDec, random_ids, toy_encdec
@@ -37,14 +37,14 @@ def _cross_case(g, big):
         lengths = random_lengths(g, B, T_x, lo=0 if big else 1)
         src_valid, sname = valid_mask(lengths, T_x), f"source lengths {lengths}"
     return Case(f"B={B}, T_y={T_y}, T_x={T_x}, D={D}, n_heads={H}, {sname}, {dn(dtype)}",
-                (randn(g, B, T_y, D, dtype=dtype), randn(g, B, T_x, D, dtype=dtype), src_valid,
+                (seeded_randn(g, B, T_y, D, dtype=dtype), seeded_randn(g, B, T_x, D, dtype=dtype), src_valid,
                  attn_params(g, D, dtype), H))
 
 
 def _cross_edge():
     g = gen(74)
     p6 = attn_params(g, 6)
-    y, mem = randn(g, 2, 4, 6), randn(g, 2, 5, 6)
+    y, mem = seeded_randn(g, 2, 4, 6), seeded_randn(g, 2, 5, 6)
     return [
         Case("T_y = 1: one target position", (y[:, :1], mem, valid_mask([5, 3], 5), p6, 2)),
         Case("T_x = 1: one source token takes all the weight", (y, mem[:, :1], None, p6, 2)),
@@ -67,7 +67,7 @@ def _cross_weights_sum_to_one(fn):
     g = gen(75)
     B, T_y, T_x, D, H = 3, 3, 5, 6, 2
     lengths = [5, 2, 0]
-    args = (randn(g, B, T_y, D), randn(g, B, T_x, D), valid_mask(lengths, T_x), attn_params(g, D), H)
+    args = (seeded_randn(g, B, T_y, D), seeded_randn(g, B, T_x, D), valid_mask(lengths, T_x), attn_params(g, D), H)
     weights = learner_tensor(fn, args, item=1, shape=(B, H, T_y, T_x))
     if weights is None:
         return None
@@ -105,14 +105,14 @@ def _encdec_case(g, big):
         tgt_valid, src_valid = valid_mask(lt, T_y), valid_mask(ls, T_x)
         vname = f"target lengths {lt}, source lengths {ls}"
     return Case(f"B={B}, T_y={T_y}, T_x={T_x}, D={D}, n_heads={H}, F={F}, {vname}, {dn(dtype)}",
-                (randn(g, B, T_y, D, dtype=dtype), randn(g, B, T_x, D, dtype=dtype), tgt_valid, src_valid,
+                (seeded_randn(g, B, T_y, D, dtype=dtype), seeded_randn(g, B, T_x, D, dtype=dtype), tgt_valid, src_valid,
                  encdec_params(g, D, F, dtype), H))
 
 
 def _encdec_edge():
     g = gen(76)
     p6 = encdec_params(g, 6, 5)
-    y, mem = randn(g, 2, 4, 6), randn(g, 2, 5, 6)
+    y, mem = seeded_randn(g, 2, 4, 6), seeded_randn(g, 2, 5, 6)
     tv, sv = valid_mask([4, 2], 4), valid_mask([5, 3], 5)
     return [
         Case("the first decoder position (T_y = 1)", (y[:, :1], mem, tv[:, :1], sv, p6, 2)),
@@ -132,7 +132,7 @@ def _encdec_no_future_leak(fn):
     """Changing the target token at j must not move the block's output at any i < j (the source stays)."""
     g = gen(77)
     T = 5
-    args = (randn(g, 1, T, 6), randn(g, 1, 4, 6), None, valid_mask([3], 4), encdec_params(g, 6, 5), 2)
+    args = (seeded_randn(g, 1, T, 6), seeded_randn(g, 1, 4, 6), None, valid_mask([3], 4), encdec_params(g, 6, 5), 2)
     return no_future_leak(fn, args, 0, T, True, "the target token")
 
 

@@ -17,7 +17,7 @@ import torch
 
 from ..compare import flatten
 from .common import (REVERSED_LESSON, Case, Exercise, F64, SAFE_GLOBALS, dn, gen, learner_call, nested, no_future_leak,
-                     pick_dtype, pick_int, randn, register, tensor_in, Choice, Integer, question)
+                     pick_dtype, pick_int, seeded_randn, register, tensor_in, Choice, Integer, question)
 from .greedy import (greedy_contract_cases, greedy_contract_property)
 from .transformer_parts import (as_float32, block_params)
 
@@ -75,8 +75,8 @@ def toy_lm(g, V=7, D=6, T_max=40, eos_bias=0.0, eos_id=2):
     b = torch.zeros(V, dtype=F64)
     b[:eos_id] -= 20.0
     b[eos_id] += eos_bias
-    return ToyLM(randn(g, V, D, scale=1.5), randn(g, T_max, D), randn(g, D, D, scale=1.2 / math.sqrt(D)),
-                 randn(g, D, V, scale=2.0), b)
+    return ToyLM(seeded_randn(g, V, D, scale=1.5), seeded_randn(g, T_max, D), seeded_randn(g, D, D, scale=1.2 / math.sqrt(D)),
+                 seeded_randn(g, D, V, scale=2.0), b)
 
 
 SAFE_GLOBALS.append(ToyLM)  # shipped expectations hold ToyLM cases (ToyLM.__eq__ lets build.stale compare them)
@@ -84,7 +84,7 @@ SAFE_GLOBALS.append(ToyLM)  # shipped expectations hold ToyLM cases (ToyLM.__eq_
 
 # ---------------------------------------------------------------- cached_attention
 def _kv_cache(g, B, H, T_past, d_k, d_v, dtype=F64):
-    return randn(g, B, H, T_past, d_k, dtype=dtype), randn(g, B, H, T_past, d_v, dtype=dtype)
+    return seeded_randn(g, B, H, T_past, d_k, dtype=dtype), seeded_randn(g, B, H, T_past, d_v, dtype=dtype)
 
 
 def _cached_case(g, big):
@@ -94,17 +94,17 @@ def _cached_case(g, big):
     T_past = pick_int(g, 0, 7) if big else pick_int(g, 1, 5)  # basic: a cache to read, so that ignoring it shows
     T_new = pick_int(g, 1, 4) if big else pick_int(g, 2, 3)  # basic: a chunk, so that an unmasked chunk shows
     cache = None if T_past == 0 and pick_int(g, 0, 1) else _kv_cache(g, B, H, T_past, d_k, d_v, dtype)
-    q = randn(g, B, H, T_new, d_k, dtype=dtype, scale=1.5)
+    q = seeded_randn(g, B, H, T_new, d_k, dtype=dtype, scale=1.5)
     what = (f"B={B}, H={H}, T_past={T_past}{' (cache None)' if cache is None else ''}, T_new={T_new}, d_k={d_k}, "
             f"d_v={d_v}, {dn(dtype)}")
-    return Case(what, (q, randn(g, B, H, T_new, d_k, dtype=dtype), randn(g, B, H, T_new, d_v, dtype=dtype),
+    return Case(what, (q, seeded_randn(g, B, H, T_new, d_k, dtype=dtype), seeded_randn(g, B, H, T_new, d_v, dtype=dtype),
                        cache))
 
 
 def _cached_edge():
     g = gen(91)
     B, H, d = 2, 2, 3
-    q, k, v = randn(g, B, H, 5, d, scale=1.5), randn(g, B, H, 5, d), randn(g, B, H, 5, d)
+    q, k, v = seeded_randn(g, B, H, 5, d, scale=1.5), seeded_randn(g, B, H, 5, d), seeded_randn(g, B, H, 5, d)
     cache = _kv_cache(g, B, H, 4, d, d)
     empty = _kv_cache(g, B, H, 0, d, d)
     return [
@@ -116,7 +116,7 @@ def _cached_edge():
         Case("a chunk of T_new = 3 after T_past = 4", (q[:, :, :3], k[:, :, :3], v[:, :, :3], cache)),
         Case("an empty cache given as tensors (T_past = 0)", (q[:, :, :2], k[:, :, :2], v[:, :, :2], empty)),
         Case("values of another width (d_v = 5 != d_k = 3)",
-             (q[:, :, :2], k[:, :, :2], randn(g, B, H, 2, 5), _kv_cache(g, B, H, 3, d, 5))),
+             (q[:, :, :2], k[:, :, :2], seeded_randn(g, B, H, 2, 5), _kv_cache(g, B, H, 3, d, 5))),
         Case("all scores equal (q = 0): uniform weights over the cache and the position itself",
              (torch.zeros(B, H, 1, d, dtype=F64), k[:, :, :1], v[:, :, :1], cache)),
         Case("float32", (q[:, :, :2].float(), k[:, :, :2].float(), v[:, :, :2].float(),
@@ -191,7 +191,7 @@ def _cached_pieces_agree(fn):
     """Feeding 6 positions in pieces (with the cache) equals feeding them at once."""
     g = gen(92)
     B, H, T, d = 2, 2, 6, 3
-    q, k, v = randn(g, B, H, T, d, scale=1.5), randn(g, B, H, T, d), randn(g, B, H, T, d)
+    q, k, v = seeded_randn(g, B, H, T, d, scale=1.5), seeded_randn(g, B, H, T, d), seeded_randn(g, B, H, T, d)
     return _pieces_agree(fn, (q, k, v, None), lambda a, b, c: (q[:, :, a:b], k[:, :, a:b], v[:, :, a:b], c), T,
                          [(1, 2, 3, 4, 5), (2, 5), (3,)], "attention output", _cached_out, CACHED_LESSON)
 
@@ -207,13 +207,13 @@ def _step_case(g, big):
     cache = None if T_past == 0 and pick_int(g, 0, 1) else _kv_cache(g, B, H, T_past, d_k, d_k, dtype)
     what = (f"B={B}, T_past={T_past}{' (cache None)' if cache is None else ''}, T_new={T_new}, D={D}, n_heads={H}, "
             f"F={F}, {dn(dtype)}")
-    return Case(what, (randn(g, B, T_new, D, dtype=dtype), block_params(g, D, F, dtype), H, cache))
+    return Case(what, (seeded_randn(g, B, T_new, D, dtype=dtype), block_params(g, D, F, dtype), H, cache))
 
 
 def _step_edge():
     g = gen(93)
     p6 = block_params(g, 6, 5)
-    x = randn(g, 2, 5, 6)
+    x = seeded_randn(g, 2, 5, 6)
     cache = _kv_cache(g, 2, 2, 4, 3, 3)
     return [
         Case("the first decoder position (no cache, T_new = 1): it attends to itself alone",
@@ -237,7 +237,7 @@ def _step_out(value):
 def _step_pieces_agree(fn):
     """Token by token (and in chunks) with the cache equals the whole text at once: decoding = recomputation."""
     g = gen(94)
-    x, p = randn(g, 2, 6, 6), block_params(g, 6, 5)
+    x, p = seeded_randn(g, 2, 6, 6), block_params(g, 6, 5)
     return _pieces_agree(fn, (x, p, 2, None), lambda a, b, c: (x[:, a:b], p, 2, c), 6,
                          [(1, 2, 3, 4, 5), (4,), (2, 3)], "block's output", _step_out, STEP_LESSON)
 
@@ -245,7 +245,7 @@ def _step_pieces_agree(fn):
 def _step_no_future_leak(fn):
     """Fed at once (no cache), a later token must not move an earlier output."""
     g = gen(95)
-    return no_future_leak(fn, (randn(g, 1, 6, 6), block_params(g, 6, 5), 2, None), 0, 6, True)
+    return no_future_leak(fn, (seeded_randn(g, 1, 6, 6), block_params(g, 6, 5), 2, None), 0, 6, True)
 
 
 # ---------------------------------------------------------------- greedy_generate

@@ -5,7 +5,7 @@ The known mistakes live in ``solutions/mistakes/masks_attention.py``.
 import torch
 
 from .common import (Case, Exercise, F64, dn, gen, learner_tensor, nested, no_future_leak, pick_dtype, pick_int,
-                     randn, register, Choice, Integer, question)
+                     seeded_randn, register, Choice, Integer, question)
 
 
 def _bidir_case(g, big):
@@ -97,14 +97,14 @@ def _attn_case(g, big):
     d_k, d_v = pick_int(g, 1, 16 if big else 8), pick_int(g, 1, 8)
     mask, mname = _mask_kind(g, B, T_q, T_k)
     return Case(f"B={B}, T_q={T_q}, T_k={T_k}, d_k={d_k}, d_v={d_v}, {mname}, {dn(dtype)}",
-                (randn(g, B, T_q, d_k, dtype=dtype, scale=1.5), randn(g, B, T_k, d_k, dtype=dtype, scale=1.5),
-                 randn(g, B, T_k, d_v, dtype=dtype)), {"mask": mask})
+                (seeded_randn(g, B, T_q, d_k, dtype=dtype, scale=1.5), seeded_randn(g, B, T_k, d_k, dtype=dtype, scale=1.5),
+                 seeded_randn(g, B, T_k, d_v, dtype=dtype)), {"mask": mask})
 
 
 def _attn_edge():
     g = gen(41)
-    q, k, v = randn(g, 1, 4), randn(g, 1, 4), randn(g, 1, 3)
-    Q, K, V = randn(g, 2, 5, 4), randn(g, 2, 5, 4), randn(g, 2, 5, 3)
+    q, k, v = seeded_randn(g, 1, 4), seeded_randn(g, 1, 4), seeded_randn(g, 1, 3)
+    Q, K, V = seeded_randn(g, 2, 5, 4), seeded_randn(g, 2, 5, 4), seeded_randn(g, 2, 5, 3)
     causal = torch.ones(5, 5, dtype=torch.bool).tril()
     full_row = causal.repeat(2, 1, 1)  # causal, and query 2 of sequence 1 may attend to no key at all
     full_row[1, 2] = False
@@ -112,13 +112,13 @@ def _attn_edge():
         Case("n = 1: the token returns its own value", (q, k, v)),
         Case("causal mask: the first position attends to itself alone", (Q, K, V), {"mask": causal}),
         Case("all scores equal: the output is the plain average of the values",
-             (torch.zeros(2, 3, 4, dtype=F64), randn(g, 2, 6, 4) * 0, randn(g, 2, 6, 3))),
+             (torch.zeros(2, 3, 4, dtype=F64), seeded_randn(g, 2, 6, 4) * 0, seeded_randn(g, 2, 6, 3))),
         Case("empty source (T_k = 0): zero output, never NaN", (Q, K[:, :0], V[:, :0])),
         Case("a fully masked row: zero weights and zero output", (Q, K, V), {"mask": full_row}),
         Case("very large scores (x1000): no overflow", (Q * 1000, K, V), {"mask": causal}),
         Case("unbatched 2-D inputs with T_q != T_k", (Q[0, :2], K[0], V[0])),
-        Case("d_k = 6, d_v = 2, T_k = 5 and T_q = 3 all differ", (randn(g, 2, 3, 6), randn(g, 2, 5, 6),
-                                                                   randn(g, 2, 5, 2))),
+        Case("d_k = 6, d_v = 2, T_k = 5 and T_q = 3 all differ", (seeded_randn(g, 2, 3, 6), seeded_randn(g, 2, 5, 6),
+                                                                   seeded_randn(g, 2, 5, 2))),
         Case("a mask of the wrong shape, (4, 4) for scores (2, 5, 5), is an error: raise ValueError unless "
              "torch.broadcast_shapes(mask.shape, scores.shape) == scores.shape", (Q, K, V),
              {"mask": torch.ones(4, 4, dtype=torch.bool)},
@@ -135,7 +135,7 @@ def _attn_edge():
 def _attn_weights_sum_to_one(fn):
     """Each query's weights sum to 1 over the keys, and blocked keys get exactly 0."""
     g = gen(7)
-    Q, K, V = randn(g, 3, 6, 4), randn(g, 3, 7, 4), randn(g, 3, 7, 2)
+    Q, K, V = seeded_randn(g, 3, 6, 4), seeded_randn(g, 3, 7, 4), seeded_randn(g, 3, 7, 2)
     mask = torch.rand(3, 6, 7, generator=g) > 0.5
     mask[:, :, 0] = True
     weights = learner_tensor(fn, (Q, K, V), {"mask": mask}, item=1, shape=(3, 6, 7))
@@ -158,7 +158,7 @@ def _attn_no_future_leak(fn):
     """Changing token j must not move the causal output at any position i < j."""
     g = gen(9)
     T = 6
-    Q, K, V = randn(g, 1, T, 4), randn(g, 1, T, 4), randn(g, 1, T, 3)
+    Q, K, V = seeded_randn(g, 1, T, 4), seeded_randn(g, 1, T, 4), seeded_randn(g, 1, T, 3)
     return no_future_leak(fn, (Q, K, V), (0, 1, 2), T, True, "the token",
                           {"mask": torch.ones(T, T, dtype=torch.bool).tril()})
 

@@ -3,7 +3,7 @@ and scored on the others; its cases and its property."""
 
 import torch
 
-from .common import Case, F32, F64, dn, gen, learner_call, pick_dtype, pick_int, randn
+from .common import Case, F32, F64, dn, gen, learner_call, pick_dtype, pick_int, seeded_randn
 
 
 # ---------------------------------------------------------------- probe_accuracy
@@ -14,8 +14,8 @@ def _probe_args(g, B, T, D, n_train, dtype=F64, signal=1.0, at=None):
     senses = torch.randint(0, 2, (B,), generator=g)
     senses[0], senses[1] = 0, 1  # both senses among the training sentences
     positions = torch.randint(0, T, (B,), generator=g) if at is None else torch.full((B,), at, dtype=torch.long)
-    hidden = randn(g, B, T, D, dtype=dtype)
-    direction = randn(g, D, dtype=dtype)
+    hidden = seeded_randn(g, B, T, D, dtype=dtype)
+    direction = seeded_randn(g, D, dtype=dtype)
     direction = direction / direction.norm()
     hidden[torch.arange(B), positions] += (2 * senses - 1).to(dtype)[:, None] * signal * direction
     is_train = torch.zeros(B, dtype=torch.bool)
@@ -75,7 +75,7 @@ def probe_reads_the_word_only(fn):
     """Only the word's vector, hidden[b, positions[b]], decides: the other positions' vectors change nothing."""
     g = gen(72)
     hidden, positions, senses, is_train = _probe_args(g, 20, 6, 4, 8)
-    other = randn(g, 20, 6, 4, scale=3.0)
+    other = seeded_randn(g, 20, 6, 4, scale=3.0)
     at_word = torch.zeros(20, 6, dtype=torch.bool)
     at_word[torch.arange(20), positions] = True
     moved = torch.where(at_word[:, :, None], hidden, other)

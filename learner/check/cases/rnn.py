@@ -10,7 +10,7 @@ import torch
 from .. import safe
 from ..compare import same
 from .common import (Case, Exercise, F64, dn, gen, learner_call, logit_sum_scale, nested, pick_dtype, pick_int,
-                     randn, register, tensor_in, Choice, IntTuple, question)
+                     seeded_randn, register, tensor_in, Choice, IntTuple, question)
 from .greedy import (greedy_contract_cases, greedy_contract_property)
 
 BOS, EOS = 1, 2
@@ -19,13 +19,13 @@ BOS, EOS = 1, 2
 def _params(g, V_src, V, D, d_h, dtype=F64, eos_bias=0.0, out_scale=2.0):
     """Encoder-decoder weights of the reference's layout; larger ``out_scale`` gives peakier softmaxes."""
     def w(rows, cols, scale=1.0):
-        return randn(g, rows, cols, dtype=dtype, scale=scale / math.sqrt(cols))
+        return seeded_randn(g, rows, cols, dtype=dtype, scale=scale / math.sqrt(cols))
 
-    p = {"E_src": randn(g, V_src, D, dtype=dtype), "W_x_enc": w(d_h, D), "W_h_enc": w(d_h, d_h, 1.5),
-         "b_enc": randn(g, d_h, dtype=dtype, scale=0.3),
-         "E_tgt": randn(g, V, D, dtype=dtype), "W_x_dec": w(d_h, D), "W_h_dec": w(d_h, d_h, 1.5),
-         "b_dec": randn(g, d_h, dtype=dtype, scale=0.3),
-         "W_out": w(V, d_h, out_scale), "b_out": randn(g, V, dtype=dtype, scale=0.5)}
+    p = {"E_src": seeded_randn(g, V_src, D, dtype=dtype), "W_x_enc": w(d_h, D), "W_h_enc": w(d_h, d_h, 1.5),
+         "b_enc": seeded_randn(g, d_h, dtype=dtype, scale=0.3),
+         "E_tgt": seeded_randn(g, V, D, dtype=dtype), "W_x_dec": w(d_h, D), "W_h_dec": w(d_h, d_h, 1.5),
+         "b_dec": seeded_randn(g, d_h, dtype=dtype, scale=0.3),
+         "W_out": w(V, d_h, out_scale), "b_out": seeded_randn(g, V, dtype=dtype, scale=0.5)}
     p["b_out"][EOS] += eos_bias
     return p
 
@@ -36,7 +36,7 @@ def _dec(p):
 
 
 def _context(g, *shape, dtype=F64):
-    return torch.tanh(randn(g, *shape, dtype=dtype, scale=1.5))
+    return torch.tanh(seeded_randn(g, *shape, dtype=dtype, scale=1.5))
 
 
 def _padded_ids(g, B, T, V, lengths, pad_value=0):
@@ -47,9 +47,9 @@ def _padded_ids(g, B, T, V, lengths, pad_value=0):
 
 # ---------------------------------------------------------------- rnn_cell
 def _cell_args(g, B, D, d_h, dtype=F64, scale=1.0):
-    return (randn(g, B, D, dtype=dtype, scale=scale), _context(g, B, d_h, dtype=dtype),
-            randn(g, d_h, D, dtype=dtype, scale=1 / math.sqrt(D)), randn(g, d_h, d_h, dtype=dtype, scale=1 / math.sqrt(d_h)),
-            randn(g, d_h, dtype=dtype, scale=0.3))
+    return (seeded_randn(g, B, D, dtype=dtype, scale=scale), _context(g, B, d_h, dtype=dtype),
+            seeded_randn(g, d_h, D, dtype=dtype, scale=1 / math.sqrt(D)), seeded_randn(g, d_h, d_h, dtype=dtype, scale=1 / math.sqrt(d_h)),
+            seeded_randn(g, d_h, dtype=dtype, scale=0.3))
 
 
 def _cell_case(g, big):
@@ -188,7 +188,7 @@ def _tf_edge():
 def _loss_case(g, big):
     dtype = pick_dtype(g)
     B, T, V = pick_int(g, 1, 5 if big else 4), pick_int(g, 1, 8 if big else 6), pick_int(g, 3, 12)
-    logits = randn(g, B, T, V, dtype=dtype, scale=2.0)
+    logits = seeded_randn(g, B, T, V, dtype=dtype, scale=2.0)
     targets = torch.randint(0, V, (B, T), generator=g)
     if pick_int(g, 0, 3) == 0:
         return Case(f"B={B}, T_y={T}, V={V}, no mask, {dn(dtype)}", (logits, targets))
@@ -200,11 +200,11 @@ def _loss_case(g, big):
 
 def _loss_edge():
     g = gen(56)
-    logits = randn(g, 3, 5, 6, scale=2.0)
+    logits = seeded_randn(g, 3, 5, 6, scale=2.0)
     targets = torch.randint(0, 6, (3, 5), generator=g)
     mask = torch.arange(5)[None, :] < torch.tensor([5, 2, 0])[:, None]
     return [
-        Case("T_y = 1", (randn(g, 2, 1, 4), torch.tensor([[1], [3]]), torch.ones(2, 1, dtype=torch.bool))),
+        Case("T_y = 1", (seeded_randn(g, 2, 1, 4), torch.tensor([[1], [3]]), torch.ones(2, 1, dtype=torch.bool))),
         Case("uniform logits: each real token costs log V",
              (torch.zeros(2, 3, 5, dtype=F64), torch.tensor([[1, 2, 0], [4, 0, 0]]),
               torch.tensor([[True, True, False], [True, False, False]]))),

@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from .common import (Case, Exercise, F64, dn, gen, learner_call, learner_tensor, pick_dtype, pick_int, randn,
+from .common import (Case, Exercise, F64, dn, gen, learner_call, learner_tensor, pick_dtype, pick_int, seeded_randn,
                      register, tensor_in, Choice, Integer, question)
 
 
@@ -12,7 +12,7 @@ def _states(g, B, T, d_enc, lengths=None, dtype=F64):
     """Encoder states (B, T, d_enc) in (-1, 1), 0 on padding, and the mask of the real positions."""
     lengths = [T] * B if lengths is None else lengths
     mask = torch.arange(T)[None, :] < torch.tensor(lengths, dtype=torch.long)[:, None]
-    H = torch.tanh(randn(g, B, T, d_enc, dtype=dtype, scale=1.5)) * mask[:, :, None]
+    H = torch.tanh(seeded_randn(g, B, T, d_enc, dtype=dtype, scale=1.5)) * mask[:, :, None]
     return H, mask
 
 
@@ -23,9 +23,9 @@ def _lengths(g, B, T, allow_empty):
 # ---------------------------------------------------------------- additive_score
 def _additive_args(g, B, T, d_dec, d_enc, d_a, dtype=F64, lengths=None):
     H, _ = _states(g, B, T, d_enc, lengths, dtype)
-    return (torch.tanh(randn(g, B, d_dec, dtype=dtype, scale=1.5)), H,
-            randn(g, d_a, d_dec, dtype=dtype, scale=1 / math.sqrt(d_dec)),
-            randn(g, d_a, d_enc, dtype=dtype, scale=1 / math.sqrt(d_enc)), randn(g, d_a, dtype=dtype))
+    return (torch.tanh(seeded_randn(g, B, d_dec, dtype=dtype, scale=1.5)), H,
+            seeded_randn(g, d_a, d_dec, dtype=dtype, scale=1 / math.sqrt(d_dec)),
+            seeded_randn(g, d_a, d_enc, dtype=dtype, scale=1 / math.sqrt(d_enc)), seeded_randn(g, d_a, dtype=dtype))
 
 
 def _additive_case(g, big):
@@ -71,19 +71,19 @@ def _dot_case(g, big):
     dtype = pick_dtype(g)
     B, T, d = pick_int(g, 1, 5 if big else 4), pick_int(g, 1, 9 if big else 6), pick_int(g, 1, 8)
     H, _ = _states(g, B, T, d, dtype=dtype)
-    return Case(f"B={B}, T_x={T}, d_dec = d_enc = {d}, {dn(dtype)}", (torch.tanh(randn(g, B, d, dtype=dtype, scale=1.5)), H))
+    return Case(f"B={B}, T_x={T}, d_dec = d_enc = {d}, {dn(dtype)}", (torch.tanh(seeded_randn(g, B, d, dtype=dtype, scale=1.5)), H))
 
 
 def _dot_edge():
     g = gen(63)
     H, _ = _states(g, 2, 4, 3)
-    s = torch.tanh(randn(g, 2, 3))
+    s = torch.tanh(seeded_randn(g, 2, 3))
     return [
         Case("T_x = 1", (s, H[:, :1])),
         Case("T_x = 0: no score", (s, H[:, :0])),
         Case("the state equal to h_2 scores |h_2|^2 there", (H[:, 1].clone(), H)),
         Case("a zero state scores 0 everywhere", (torch.zeros_like(s), H)),
-        Case("float32, d_dec = d_enc = 1", (torch.tanh(randn(g, 3, 1, dtype=torch.float32)),
+        Case("float32, d_dec = d_enc = 1", (torch.tanh(seeded_randn(g, 3, 1, dtype=torch.float32)),
                                 _states(g, 3, 5, 1, dtype=torch.float32)[0])),
         Case("widths that differ (d_dec != d_enc) are an error", (s[:, :2], H), raises="ValueError"),
         Case("batches that differ are an error", (s[:1], H), raises="ValueError"),
@@ -93,7 +93,7 @@ def _dot_edge():
 # ---------------------------------------------------------------- attend
 def _attend_args(g, B, T, d_enc, lengths=None, dtype=F64, scale=2.0, mask=True):
     H, m = _states(g, B, T, d_enc, lengths, dtype)
-    scores = randn(g, B, T, dtype=dtype, scale=scale)
+    scores = seeded_randn(g, B, T, dtype=dtype, scale=scale)
     return (scores, H, m if mask else None)
 
 
@@ -140,18 +140,18 @@ def _weights_sum_to_one(fn):
 # ---------------------------------------------------------------- attention_decoder_step
 def _step_params(g, V, D, d_dec, d_enc, d_a, dtype=F64):
     def w(rows, cols, scale=1.0):
-        return randn(g, rows, cols, dtype=dtype, scale=scale / math.sqrt(cols))
-    return {"E_tgt": randn(g, V, D, dtype=dtype), "W_q": w(d_a, d_dec), "W_k": w(d_a, d_enc),
-            "u": randn(g, d_a, dtype=dtype),
+        return seeded_randn(g, rows, cols, dtype=dtype, scale=scale / math.sqrt(cols))
+    return {"E_tgt": seeded_randn(g, V, D, dtype=dtype), "W_q": w(d_a, d_dec), "W_k": w(d_a, d_enc),
+            "u": seeded_randn(g, d_a, dtype=dtype),
             "W_x": w(d_dec, D), "W_c": w(d_dec, d_enc), "W_h": w(d_dec, d_dec, 1.5),
-            "b": randn(g, d_dec, dtype=dtype, scale=0.3),
-            "W_out": w(V, d_dec + d_enc, 2.0), "b_out": randn(g, V, dtype=dtype, scale=0.5)}
+            "b": seeded_randn(g, d_dec, dtype=dtype, scale=0.3),
+            "W_out": w(V, d_dec + d_enc, 2.0), "b_out": seeded_randn(g, V, dtype=dtype, scale=0.5)}
 
 
 def _step_args(g, B, T, V, D, d_dec, d_enc, d_a, lengths=None, dtype=F64):
     H, mask = _states(g, B, T, d_enc, lengths, dtype)
     prev = torch.randint(0, V, (B,), generator=g)
-    return (prev, torch.tanh(randn(g, B, d_dec, dtype=dtype, scale=1.5)), H, mask,
+    return (prev, torch.tanh(seeded_randn(g, B, d_dec, dtype=dtype, scale=1.5)), H, mask,
             _step_params(g, V, D, d_dec, d_enc, d_a, dtype))
 
 

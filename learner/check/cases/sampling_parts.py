@@ -7,7 +7,7 @@ import math
 
 import torch
 
-from .common import (INF, Case, F64, dn, gen, learner_tensor, nested, pick_dtype, pick_int, randn)
+from .common import (INF, Case, F64, dn, gen, learner_tensor, nested, pick_dtype, pick_int, seeded_randn)
 
 # ---------------------------------------------------------------- sampling: top_k_filter, top_p_filter, sample_next
 def _sampling_logits(g, big, dtype):
@@ -20,7 +20,7 @@ def _sampling_logits(g, big, dtype):
         x = torch.randint(-2, 3, lead + (V,), generator=g).to(dtype)
         what = "integer logits (ties)"
     else:
-        x = randn(g, *lead, V, dtype=dtype, scale=2.0)
+        x = seeded_randn(g, *lead, V, dtype=dtype, scale=2.0)
         what = "logits"
     if kind == 2 and V > 2:  # a few tokens blocked before sampling (a mask), never a whole row
         x[..., pick_int(g, 1, V - 1)] = -INF
@@ -65,7 +65,7 @@ def top_k_case(g, big):
 
 def top_k_edge():
     g = gen(74)
-    x = randn(g, 3, 6, scale=2.0)
+    x = seeded_randn(g, 3, 6, scale=2.0)
     blocked = x.clone()
     blocked[:, 2] = -INF
     return [
@@ -76,7 +76,7 @@ def top_k_edge():
         Case("a tie at the k-th place, [3, 1, 1, 0] with k = 2: both 1s stay (3 tokens kept)",
              (torch.tensor([[3.0, 1.0, 1.0, 0.0]], dtype=F64), 2)),
         Case("a row of equal logits: every token ties, all stay", (torch.zeros(1, 5, dtype=F64), 2)),
-        Case("logits (B, T, V) = (2, 3, 6): each row on its own", (randn(g, 2, 3, 6), 2)),
+        Case("logits (B, T, V) = (2, 3, 6): each row on its own", (seeded_randn(g, 2, 3, 6), 2)),
         Case("a token already at -inf stays -inf", (blocked, 4)),
         Case("float32", (x.float(), 2)),
         Case("k = 0 keeps nothing: an error", (x, 0), raises="ValueError"),
@@ -101,7 +101,7 @@ def _probs_as_logits(*probs):
 
 def top_p_edge():
     g = gen(75)
-    x = randn(g, 3, 6, scale=2.0)
+    x = seeded_randn(g, 3, 6, scale=2.0)
     blocked = x.clone()
     blocked[:, 1] = -INF
     return [
@@ -119,7 +119,7 @@ def top_p_edge():
              (_probs_as_logits(0.4, 0.3, 0.3), 0.5)),
         Case("a tie, probabilities [0.3, 0.4, 0.3], p = 0.5: tokens 1 and then 0",
              (_probs_as_logits(0.3, 0.4, 0.3), 0.5)),
-        Case("logits (B, T, V) = (2, 3, 6), p = 0.9: each row on its own", (randn(g, 2, 3, 6, scale=2.0), 0.9)),
+        Case("logits (B, T, V) = (2, 3, 6), p = 0.9: each row on its own", (seeded_randn(g, 2, 3, 6, scale=2.0), 0.9)),
         Case("a token already at -inf stays -inf", (blocked, 0.9)),
         Case("float32", (x.float(), 0.9)),
         Case("p = 0 keeps nothing: an error", (x, 0.0), raises="ValueError"),
@@ -133,7 +133,7 @@ def sample_case(g, big):
     dtype = pick_dtype(g)
     B = pick_int(g, 1, 8) if big else pick_int(g, 16, 24)
     V = pick_int(g, 2, 10) if big else pick_int(g, 5, 9)
-    x = randn(g, B, V, dtype=dtype, scale=2.0)
+    x = seeded_randn(g, B, V, dtype=dtype, scale=2.0)
     if big:
         tau = (0.5, 1.0, 2.0, 0.8)[pick_int(g, 0, 3)]
         top_k = None if pick_int(g, 0, 1) else pick_int(g, 1, V)
@@ -152,7 +152,7 @@ def sample_case(g, big):
 
 def sample_edge():
     g = gen(76)
-    x = randn(g, 6, 5, scale=2.0)
+    x = seeded_randn(g, 6, 5, scale=2.0)
     one = torch.full((3, 4), -INF, dtype=F64)
     one[:, 2] = 0.0
     return [

@@ -2,7 +2,7 @@
 import torch
 
 from .common import (Case, Exercise, F64, dn, gen, learner_tensor, logit_scale, logit_sum_scale, nested, pick_dtype,
-                     pick_int, randn, register, Choice, Decimal, question)
+                     pick_int, seeded_randn, register, Choice, Decimal, question)
 
 
 def _logits_case(g, big):
@@ -13,7 +13,7 @@ def _logits_case(g, big):
     tau = [0.1, 0.5, 1.0, 1.0, 2.0, 7.0][pick_int(g, 0, 5)]
     scale = [1.0, 3.0, 30.0][pick_int(g, 0, 2)]
     return Case(f"x of shape {shape}, dim={dim}, temperature={tau}, {dn(dtype)}",
-                (randn(g, *shape, dtype=dtype, scale=scale),), {"dim": dim, "temperature": tau})
+                (seeded_randn(g, *shape, dtype=dtype, scale=scale),), {"dim": dim, "temperature": tau})
 
 
 def _softmax_edge():
@@ -27,10 +27,10 @@ def _softmax_edge():
         Case("a row of all -inf (nothing allowed) gives zeros, not NaN", (torch.tensor([[ninf, ninf], [0.0, 1.0]]),)),
         Case("temperature 0.01 is close to argmax", (torch.tensor([1.0, 3.0, 2.0], dtype=F64),), {"temperature": 0.01}),
         Case("temperature 1000 is close to uniform", (torch.tensor([1.0, 3.0, 2.0], dtype=F64),), {"temperature": 1000.0}),
-        Case("dim=0 on a matrix", (randn(g, 3, 4),), {"dim": 0}),
+        Case("dim=0 on a matrix", (seeded_randn(g, 3, 4),), {"dim": 0}),
         Case("an axis of size 0: an empty result", (torch.zeros(3, 0, dtype=F64),)),
-        Case("temperature 0 is an error", (randn(g, 3),), {"temperature": 0.0}, raises="ValueError"),
-        Case("a negative temperature is an error", (randn(g, 3),), {"temperature": -1.0}, raises="ValueError"),
+        Case("temperature 0 is an error", (seeded_randn(g, 3),), {"temperature": 0.0}, raises="ValueError"),
+        Case("a negative temperature is an error", (seeded_randn(g, 3),), {"temperature": -1.0}, raises="ValueError"),
     ]
 
 
@@ -45,9 +45,9 @@ def _log_softmax_edge():
         Case("-inf entries stay -inf", (torch.tensor([[1.0, ninf, 2.0, ninf]], dtype=F64),)),
         Case("a row of all -inf gives -inf (log 0), not NaN", (torch.tensor([[ninf, ninf], [0.0, 1.0]]),)),
         Case("temperature 0.01", (torch.tensor([1.0, 3.0, 2.0], dtype=F64),), {"temperature": 0.01}),
-        Case("dim=0 on a matrix", (randn(g, 3, 4),), {"dim": 0}),
+        Case("dim=0 on a matrix", (seeded_randn(g, 3, 4),), {"dim": 0}),
         Case("an axis of size 0: an empty result", (torch.zeros(0, 4),), {"dim": 0}),
-        Case("temperature 0 is an error", (randn(g, 3),), {"temperature": 0.0}, raises="ValueError"),
+        Case("temperature 0 is an error", (seeded_randn(g, 3),), {"temperature": 0.0}, raises="ValueError"),
     ]
 
 
@@ -55,7 +55,7 @@ def _rows_sum_to_one(fn):
     """Every slice along `dim` sums to 1 and every weight lies in [0, 1]."""
     g = gen(5)
     for dim in (-1, 0, 1):
-        x = randn(g, 4, 6, 3, scale=5.0)
+        x = seeded_randn(g, 4, 6, 3, scale=5.0)
         out = learner_tensor(fn, (x,), {"dim": dim}, shape=x.shape)
         if out is None:
             return None  # reported by the case checks
@@ -77,7 +77,7 @@ def _rows_sum_to_one(fn):
 def _seq_case(g, big):
     dtype = pick_dtype(g)
     B, T, V = pick_int(g, 1, 4), pick_int(g, 1, 8 if big else 5), pick_int(g, 2, 12)
-    logits = randn(g, B, T, V, dtype=dtype, scale=2.0)
+    logits = seeded_randn(g, B, T, V, dtype=dtype, scale=2.0)
     targets = torch.randint(0, V, (B, T), generator=g)
     kwargs, what = {}, ""
     if pick_int(g, 0, 1):
@@ -91,22 +91,22 @@ def _seq_edge():
     g = gen(33)
     V = 4
     return [
-        Case("T = 1: just log P(x_1)", (randn(g, 2, 1, V), torch.tensor([[1], [3]]))),
+        Case("T = 1: just log P(x_1)", (seeded_randn(g, 2, 1, V), torch.tensor([[1], [3]]))),
         Case("uniform logits: T * log(1/V)", (torch.zeros(1, 5, V, dtype=F64), torch.tensor([[0, 1, 2, 3, 0]]))),
         Case("confident logits (1e3) stay finite", (torch.tensor([[[1e3, 0.0], [0.0, 1e3]]], dtype=F64),
                                                     torch.tensor([[1, 0]]))),
-        Case("an all-padding row scores 0", (randn(g, 2, 3, V), torch.tensor([[1, 2, 3], [0, 0, 0]])),
+        Case("an all-padding row scores 0", (seeded_randn(g, 2, 3, V), torch.tensor([[1, 2, 3], [0, 0, 0]])),
              {"mask": torch.tensor([[True, True, False], [False, False, False]])}),
-        Case("padding may hold any id, even -100", (randn(g, 1, 3, V), torch.tensor([[1, -100, -100]])),
+        Case("padding may hold any id, even -100", (seeded_randn(g, 1, 3, V), torch.tensor([[1, -100, -100]])),
              {"mask": torch.tensor([[True, False, False]])}),
-        Case("targets of the wrong shape are an error", (randn(g, 2, 3, V), torch.tensor([[1, 2], [0, 0]])),
+        Case("targets of the wrong shape are an error", (seeded_randn(g, 2, 3, V), torch.tensor([[1, 2], [0, 0]])),
              raises="ValueError"),
-        Case("2-D logits (T, V), without the batch axis, are an error", (randn(gen(34), 3, V), torch.tensor([[1, 2, 0]])),
+        Case("2-D logits (T, V), without the batch axis, are an error", (seeded_randn(gen(34), 3, V), torch.tensor([[1, 2, 0]])),
              raises="ValueError"),
-        Case("float targets are an error: they must be torch.long ids", (randn(gen(35), 1, 3, V),
+        Case("float targets are an error: they must be torch.long ids", (seeded_randn(gen(35), 1, 3, V),
                                                                         torch.tensor([[1.0, 2.0, 0.0]])),
              raises="ValueError"),
-        Case("a mask of another shape than targets is an error", (randn(gen(36), 2, 3, V), torch.tensor([[1, 2, 0],
+        Case("a mask of another shape than targets is an error", (seeded_randn(gen(36), 2, 3, V), torch.tensor([[1, 2, 0],
                                                                                                       [0, 3, 1]])),
              {"mask": torch.ones(2, 2, dtype=torch.bool)}, raises="ValueError"),
     ]

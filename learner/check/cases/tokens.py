@@ -1,7 +1,7 @@
 """Notebook 01, tokens and embeddings: cases, properties and known mistakes (``solutions/mistakes/tokens.py``)."""
 import torch
 
-from .common import (Case, Exercise, dn, gen, pick_dtype, pick_int, randn, register, Choice, Integer, question)
+from .common import (Case, Exercise, dn, gen, pick_dtype, pick_int, seeded_randn, register, Choice, Integer, question)
 
 _WORDS = ("the cat sat on mat a dog ran to river bank money we saw big small red blue it "
           "is was and of in".split())
@@ -103,15 +103,15 @@ def _embed_case(g, big):
     dtype = pick_dtype(g)
     shape = tuple(pick_int(g, 1, 5) for _ in range(pick_int(g, 1, 3)))
     ids = torch.randint(0, V, shape, generator=g)
-    return Case(f"ids of shape {shape}, E of shape ({V}, {D}), {dn(dtype)}", (ids, randn(g, V, D, dtype=dtype)))
+    return Case(f"ids of shape {shape}, E of shape ({V}, {D}), {dn(dtype)}", (ids, seeded_randn(g, V, D, dtype=dtype)))
 
 
 def _embed_edge():
     g = gen(11)
-    E = randn(g, 5, 3)
+    E = seeded_randn(g, 5, 3)
     return [
         Case("a single id (0-d tensor)", (torch.tensor(4), E)),
-        Case("V = D (a square matrix)", (torch.tensor([[0, 1, 2], [2, 1, 0]]), randn(g, 3, 3))),
+        Case("V = D (a square matrix)", (torch.tensor([[0, 1, 2], [2, 1, 0]]), seeded_randn(g, 3, 3))),
         Case("the first and last rows", (torch.tensor([0, 4]), E)),
         Case("no ids at all", (torch.zeros(0, dtype=torch.long), E)),
         Case("an id outside [0, V) is an error", (torch.tensor([5]), E), raises="ValueError"),

@@ -3,7 +3,7 @@ fast, with parts the learner's functions call back."""
 
 import torch
 
-from .common import randn, F64, SAFE_GLOBALS
+from .common import seeded_randn, F64, SAFE_GLOBALS
 from .transformer_parts import valid_mask
 
 
@@ -108,12 +108,12 @@ class ToyPart:
 def toy_encdec(g, V_src=8, V_tgt=7, D=5, T_max=24, eos_id=2, eos_bias=0.0):
     """A random ToyEncDec and its three parts; the bias makes <eos> likelier as the target grows (``eos_bias`` more:
     -60 never, +60 always), and never writes padding (0) or <bos> (1)."""
-    bias = randn(g, T_max, V_tgt, scale=0.5)
+    bias = seeded_randn(g, T_max, V_tgt, scale=0.5)
     bias[:, eos_id] += 1.2 * torch.arange(T_max, dtype=F64) - 4.0 + eos_bias
     bias[:, :eos_id] -= 20.0  # padding (0) and <bos> (1) are never written
-    model = ToyEncDec(randn(g, V_src, D, scale=1.5), randn(g, V_tgt, D, scale=1.5), randn(g, T_max, D),
-                      randn(g, D, D, scale=0.8), randn(g, D, D), randn(g, D, D, scale=1.5), randn(g, D, D),
-                      randn(g, D, V_tgt, scale=2.0), bias)
+    model = ToyEncDec(seeded_randn(g, V_src, D, scale=1.5), seeded_randn(g, V_tgt, D, scale=1.5), seeded_randn(g, T_max, D),
+                      seeded_randn(g, D, D, scale=0.8), seeded_randn(g, D, D), seeded_randn(g, D, D, scale=1.5), seeded_randn(g, D, D),
+                      seeded_randn(g, D, V_tgt, scale=2.0), bias)
     return tuple(ToyPart(model, w) for w in ("encode", "cross_kv", "run_decoder"))
 
 
