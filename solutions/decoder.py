@@ -115,10 +115,10 @@ def decoder_block(x, valid, params, n_heads):
     if valid is not None:
         mask = mask & valid[:, None, :]  # (B, T, T): and key j is real
     a, _ = multi_head_attention(x, x, params["attn"], n_heads, mask)  # (B, T, D)
-    h = F.layer_norm(x + a, (D,), params["ln1"]["weight"], params["ln1"]["bias"], 1e-5)
+    x = F.layer_norm(x + a, (D,), params["ln1"]["weight"], params["ln1"]["bias"], 1e-5)  # r'
     f = params["ffn"]
-    ff = torch.relu(h @ f["W_1"].T + f["b_1"]) @ f["W_2"].T + f["b_2"]  # (B, T, D)
-    return F.layer_norm(h + ff, (D,), params["ln2"]["weight"], params["ln2"]["bias"], 1e-5)
+    ff = torch.relu(x @ f["W_1"].T + f["b_1"]) @ f["W_2"].T + f["b_2"]  # (B, T, D)
+    return F.layer_norm(x + ff, (D,), params["ln2"]["weight"], params["ln2"]["bias"], 1e-5)
     ### END SOLUTION
 
 

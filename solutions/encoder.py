@@ -3,8 +3,8 @@
 Step 5 of the visual walkthrough: every token may attend to every real token
 (bidirectional self-attention, only padding is blocked). One encoder block is
 
-    h   = LayerNorm_1(x + MultiHeadAttention(x, x, x, padding mask))
-    out = LayerNorm_2(h + FFN(h)),       FFN(h) = W_2 relu(W_1 h + b_1) + b_2
+    r'  = LayerNorm_1(x + MultiHeadAttention(x, x, x, padding mask))
+    out = LayerNorm_2(r' + FFN(r')),     FFN(r) = W_2 relu(W_1 r + b_1) + b_2
 
 (post-norm, as in "Attention Is All You Need" and ``nn.TransformerEncoderLayer``'s
 default). Shape letters: B batch, T length, D model width, H heads, d_k = D / H
@@ -184,10 +184,10 @@ def encoder_block(x, valid, params, n_heads):
     mask = None if valid is None else valid[:, None, :]  # (B, 1, T): keys may be attended iff real
     D = x.shape[-1]
     a, _ = multi_head_attention(x, x, params["attn"], n_heads, mask)  # (B, T, D)
-    h = F.layer_norm(x + a, (D,), params["ln1"]["weight"], params["ln1"]["bias"], 1e-5)
+    x = F.layer_norm(x + a, (D,), params["ln1"]["weight"], params["ln1"]["bias"], 1e-5)  # r'
     f = params["ffn"]
-    ff = torch.relu(h @ f["W_1"].T + f["b_1"]) @ f["W_2"].T + f["b_2"]  # (B, T, F) -> (B, T, D)
-    return F.layer_norm(h + ff, (D,), params["ln2"]["weight"], params["ln2"]["bias"], 1e-5)
+    ff = torch.relu(x @ f["W_1"].T + f["b_1"]) @ f["W_2"].T + f["b_2"]  # (B, T, F) -> (B, T, D)
+    return F.layer_norm(x + ff, (D,), params["ln2"]["weight"], params["ln2"]["bias"], 1e-5)
     ### END SOLUTION
 
 def masked_lm_loss(logits, targets, is_masked):

@@ -10,7 +10,7 @@ then has three sub-layers, in this order:
    blocked;
 3. the position-wise feed-forward network;
 
-each wrapped as LayerNorm(h + sublayer(h)) (post-norm, as in ``nn.TransformerDecoderLayer``).
+each wrapped as LayerNorm(r + sublayer(r)) (post-norm, as in ``nn.TransformerDecoderLayer``).
 With an empty source (T_x = 0) cross-attention has nothing to read and the
 model is a decoder-only language model.
 
@@ -81,12 +81,12 @@ def encdec_decoder_block(y, memory, tgt_valid, src_valid, params, n_heads):
     causal = torch.ones(T, T, dtype=torch.bool, device=y.device).tril()  # (T_y, T_y)
     self_mask = causal if tgt_valid is None else causal & tgt_valid[:, None, :]  # (B, T_y, T_y)
     a, _ = multi_head_attention(y, y, params["self_attn"], n_heads, self_mask)  # (B, T_y, D)
-    h1 = F.layer_norm(y + a, (D,), params["ln1"]["weight"], params["ln1"]["bias"], 1e-5)
-    c, cross_weights = cross_attention(h1, memory, src_valid, params["cross_attn"], n_heads)  # (B, T_y, D)
-    h2 = F.layer_norm(h1 + c, (D,), params["ln2"]["weight"], params["ln2"]["bias"], 1e-5)
+    y = F.layer_norm(y + a, (D,), params["ln1"]["weight"], params["ln1"]["bias"], 1e-5)  # r'
+    c, cross_weights = cross_attention(y, memory, src_valid, params["cross_attn"], n_heads)  # (B, T_y, D)
+    y = F.layer_norm(y + c, (D,), params["ln2"]["weight"], params["ln2"]["bias"], 1e-5)  # r''
     f = params["ffn"]
-    ff = torch.relu(h2 @ f["W_1"].T + f["b_1"]) @ f["W_2"].T + f["b_2"]  # (B, T_y, D)
-    return F.layer_norm(h2 + ff, (D,), params["ln3"]["weight"], params["ln3"]["bias"], 1e-5), cross_weights
+    ff = torch.relu(y @ f["W_1"].T + f["b_1"]) @ f["W_2"].T + f["b_2"]  # (B, T_y, D)
+    return F.layer_norm(y + ff, (D,), params["ln3"]["weight"], params["ln3"]["bias"], 1e-5), cross_weights
     ### END SOLUTION
 
 

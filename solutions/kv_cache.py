@@ -108,10 +108,10 @@ def decoder_block_step(x_new, params, n_heads, cache=None):
     v = split_heads(x_new @ a["W_v"].T + a["b_v"], n_heads)  # (B, H, T_new, d_k)
     heads, cache = cached_attention(q, k, v, cache)  # (B, H, T_new, d_k), the grown cache
     attn = merge_heads(heads) @ a["W_o"].T + a["b_o"]  # (B, T_new, D)
-    h = F.layer_norm(x_new + attn, (D,), params["ln1"]["weight"], params["ln1"]["bias"], 1e-5)
+    x = F.layer_norm(x_new + attn, (D,), params["ln1"]["weight"], params["ln1"]["bias"], 1e-5)  # r'
     f = params["ffn"]
-    ff = torch.relu(h @ f["W_1"].T + f["b_1"]) @ f["W_2"].T + f["b_2"]  # (B, T_new, D)
-    return F.layer_norm(h + ff, (D,), params["ln2"]["weight"], params["ln2"]["bias"], 1e-5), cache
+    ff = torch.relu(x @ f["W_1"].T + f["b_1"]) @ f["W_2"].T + f["b_2"]  # (B, T_new, D)
+    return F.layer_norm(x + ff, (D,), params["ln2"]["weight"], params["ln2"]["bias"], 1e-5), cache
     ### END SOLUTION
 
 

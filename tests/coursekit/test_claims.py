@@ -1,12 +1,14 @@
-"""What a learner reads is computed (issue 52, item 1): the facts the prose of notebooks 01, 03, 05, 05b, 06, 07 and
-10 states about the data, the models and their sizes, each found in the prose by a pattern and computed here from the
-code (``learner.data``, the models, the notebooks' own code cells). Every "section N" and the check messages'
-"notebook N" are checked in test_cross_references.py.
+"""What a learner reads is computed (issue 52, item 1): the facts the prose of notebooks 01, 03 and 05 to 10 states
+about the data, the models and their sizes and costs, each found in the prose by a pattern and computed here from the
+code (``learner.data``, the models, the reference, the notebooks' own code cells). Every "section N" and the check
+messages' "notebook N" are checked in test_cross_references.py.
 
 A claim whose statement is gone fails too ("update CLAIMS"), so a rewritten sentence is checked again rather than
-forgotten. The figures a run measures (accuracies, gradients) are checked by ``make test-figures``
-(tests/coursekit/test_notebooks.py, CLAIMS). Cost: about 3 s in ``make test-fast`` (the date and diary tasks); the
-capstone's five models sized to their budget, about 10 s more, are marked ``experiment`` (``make test`` runs them).
+forgotten. A cost is a count that is the same on every machine (PyTorch's FlopCounterMode), never a time. The figures
+a run measures (accuracies, gradients, the sampling table) are checked by ``make test-figures``
+(tests/coursekit/test_notebooks.py, CLAIMS). Cost: about 5 s in ``make test-fast`` (the date and diary tasks, one
+counted training step of each 05b model); the capstone's five models sized to their budget and a counted training
+step of each, about 10 s more (20 s on a busy machine), are marked ``experiment`` (``make test`` runs them).
 """
 import ast
 import functools
@@ -129,12 +131,14 @@ def _05b_target_length(m):
     from learner import data
     lengths = {len(data.to_ids(target, date_task().tgt_vocab, eos=True)) for _, target in date_task().test}
     assert lengths == {int(m["T_y"])}, lengths
+    assert int(m["T_y"]) == int(m["times"]) == int(m.groupdict().get("L", m["times"])), (m["T_y"], m["times"])
 
 
 def _05b_long(m):
     from learner import data
     assert max(len(tokens(s)) for s, _ in date_task().test) == int(m["short"])
     assert data.DIARY_LENGTHS[1] == max(len(tokens(s)) for s, _ in diary_task().test) == int(m["long"])
+    assert constant("05b", "d_h") == int(m["d_h"])
 
 
 def _01_tokenizer(m):
@@ -186,6 +190,7 @@ def _06_probe(m):
     from learner import data
     sense = data.make_sense_task(seed=0)
     assert len(sense.probe) == int(m["probe"]) and [side for *_, side in sense.probe].count("before") == int(m["half"])
+    assert "% 2 == 0" in code("06") and int(m["test"]) == int(m["half"]) // 2  # every other sentence fits the probe
 
 
 def _10_lengths(m):
@@ -232,8 +237,7 @@ def _10_budget(m):
     from learner import capstone_runs as capstone
     task = diary_task()
     budget = int(m["budget"].replace(",", ""))
-    for kind in capstone.KINDS:
-        width = capstone.size_for(kind, budget, task)
+    for kind, width in capstone_widths(budget).items():
         count = capstone.n_params(capstone.build(kind, width, task, prefix_mask=capstone.causal_lm_mask))
         assert abs(count - budget) <= int(m["pct"]) / 100 * budget, (kind, count)
 
@@ -321,6 +325,184 @@ def _10_costs(m):
     assert (defaults["rounds"].default, defaults["steps"].default) == ({"five": 5}[m["rounds"]], int(m["steps"]))
 
 
+def _05_sizes(m):
+    assert (constant("05", "D"), constant("05", "d_h")) == (int(m["D"]), int(m["d_h"]))
+
+
+def _05_untrained(m):
+    """The untrained decoder's first step, on the notebook's batch: every one of the V probabilities within a factor
+    2 of 1/V."""
+    import torch
+    from learner import data
+    from learner.rnn_models import init_params
+    from solutions.rnn import decoder_step, rnn_encode
+    task, V = date_task(), int(m["V"])
+    assert len(task.tgt_vocab) == V and "demo_pairs = task.train[:3]" in code("05")
+    b = data.make_batch(task.train[:3], task.src_vocab, task.tgt_vocab)
+    params = init_params(len(task.src_vocab), V, D=constant("05", "D"), d_h=constant("05", "d_h"), seed=0)
+    _, c = rnn_encode(b["src"], b["src_mask"], params["E_src"], params["W_x_enc"], params["W_h_enc"], params["b_enc"])
+    p = torch.softmax(decoder_step(torch.full((3,), data.BOS_ID), c, params)[0], dim=-1)
+    assert bool(((p > 0.5 / V) & (p < 2 / V)).all()), f"from {p.min():.3f} to {p.max():.3f}; 1/V = {1 / V:.3f}"
+
+
+def _05_target(m):
+    assert {len(target) for _, target in date_task().test} == {int(m["chars"])}
+    assert int(m["chars"]) + 1 == int(m["T_y"]) == int(m["times"])
+    _05b_target_length(m)
+
+
+def _05_underflow(m):
+    import torch
+    n, p = re.search(r"p = torch.full\(\((\d+),\), ([0-9.]+)\)", code("05")).groups()
+    assert float(p) < 1 and torch.prod(torch.full((int(n),), float(p))).item() == 0.0
+
+
+def _05_training(m):
+    from helpers import STATED_ACCURACY
+    assert (constant("05", "BATCH"), constant("05", "STEPS")) == (int(m["batch"]), int(m["steps"]))
+    assert f"step % {m['every']} == 0" in code("05") and STATED_ACCURACY["05_rnn.ipynb"] == int(m["pct"]) / 100
+
+
+def _05_gates(m):
+    """The GRU's recurrent and input weights are three blocks of d_h rows, the LSTM's four, the tanh cell's one."""
+    from learner.rnn_models import GatedSeq2Seq, init_params
+    blocks = {"one": 1, "three": 3, "four": 4}
+    D, d_h = constant("05", "D"), constant("05", "d_h")
+    for cell in ("gru", "lstm"):
+        rnn = GatedSeq2Seq(5, 5, D=D, d_h=d_h, cell=cell).encoder
+        assert rnn.weight_hh_l0.shape[0] == rnn.weight_ih_l0.shape[0] == blocks[m[cell]] * d_h, (cell, rnn)
+    assert init_params(5, 5, D=D, d_h=d_h)["W_h_enc"].shape[0] == blocks[m["tanh"]] * d_h
+    assert f"step_cap({m['first']})" in code("05") and constant("05", "STEPS") == int(m["steps"])
+
+
+def _05b_flops(m):
+    """One training step of each model at the notebook's sizes, on its first batch: the floating-point operations
+    of the attention model over the fixed context's, counted by FlopCounterMode."""
+    import torch.nn.functional as F
+    from torch.utils.flop_counter import FlopCounterMode
+    from learner import data
+    from learner.rnn_models import AttentionSeq2Seq, FixedContextSeq2Seq
+    from solutions.rnn_attention import attention_decoder_step
+    task = date_task()
+    b = next(data.batches(task.train, constant("05b", "BATCH"), task.src_vocab, task.tgt_vocab, seed=0))
+    D, d_h, d_a, V_src, V = (constant("05b", "D"), constant("05b", "d_h"), constant("05b", "d_a"),
+                             len(task.src_vocab), len(task.tgt_vocab))
+    flops = {}
+    for name, model in (("fixed", FixedContextSeq2Seq(V_src, V, D=D, d_h=d_h, seed=0)),
+                        ("attention", AttentionSeq2Seq(V_src, V, D=D, d_h=d_h, d_a=d_a, seed=0,
+                                                       step=attention_decoder_step))):
+        with FlopCounterMode(display=False) as counter:
+            logits = model(b["src"], b["src_mask"], b["tgt_in"])
+            F.cross_entropy(logits.transpose(1, 2), b["tgt_out"].masked_fill(~b["tgt_mask"], -100)).backward()
+        flops[name] = counter.get_total_flops()
+    ratio = flops["attention"] / flops["fixed"]
+    assert round(ratio) == int(m["ratio"]), f"{ratio:.2f} times"
+
+
+def _07_prompts(m):
+    assert f"tests = task.test[:{m['n']}]" in code("07")
+
+
+def _08_training_steps():
+    return int(re.search(r"steps=(\d+), lr=", code("08")).group(1))  # transformer.fit's
+
+
+def _08_steps(m):
+    from helpers import STATED_ACCURACY
+    assert _08_training_steps() == int(m["steps"]) and constant("05", "STEPS") == int(m["rnn"])
+    assert STATED_ACCURACY["08_encoder_decoder.ipynb"] == int(m["pct"]) / 100
+
+
+def _08_third(m):
+    from helpers import STATED_ACCURACY
+    assert round(constant("05", "STEPS") / _08_training_steps()) == {"a third": 3}[m["third"]]
+    assert (STATED_ACCURACY["08_encoder_decoder.ipynb"], STATED_ACCURACY["05_rnn.ipynb"]) == \
+        (int(m["pct"]) / 100, int(m["rnn"]) / 100)
+
+
+def _09_stated(m):
+    from helpers import STATED_ACCURACY
+    assert STATED_ACCURACY["09_kv_cache.ipynb"] == int(m["pct"]) / 100
+
+
+def _09_cache(m):
+    from solutions.kv_cache import kv_cache_bytes
+    name = f"the same model serving {m['n']} texts of {m['T']}"
+    sizes = ast.literal_eval(re.search(re.escape(f'("{name}", ') + r"(\([^)]*\))\)", code("09")).group(1))
+    assert (sizes[3], sizes[4], sizes[5]) == (int(m["T"]), int(m["n"]), 2), sizes  # float16: 2 bytes a number
+    assert kv_cache_bytes(*sizes) == int(m["c"]) * 2 ** 30, kv_cache_bytes(*sizes) / 2 ** 30
+    assert round(int(m["b"]) * 10 ** 9 * 2 / 2 ** 30) == int(m["w"])
+
+
+@functools.cache
+def capstone_widths(budget):
+    """{kind: the width that brings the capstone's model of that kind nearest ``budget`` parameters}."""
+    from learner import capstone_runs as capstone
+    return {kind: capstone.size_for(kind, budget, diary_task()) for kind in capstone.KINDS}
+
+
+def _10_slowest(m):
+    """One training step of each kind of run at the budget's widths, on one batch of diary lines: the decoder-only
+    runs' floating-point operations are the most (a count the same on every machine)."""
+    from torch.utils.flop_counter import FlopCounterMode
+    from learner import capstone_runs as capstone
+    from learner import data
+    s = capstone.Settings()
+    batch = next(data.shuffled(diary_task().train, s.batch_size, seed=0))
+    flops = {}
+    for kind, width in capstone_widths(s.budget).items():
+        run = capstone.build(kind, width, diary_task(), prefix_mask=capstone.causal_lm_mask)
+        with FlopCounterMode(display=False) as counter:
+            run.loss(batch).backward()
+        flops[kind] = counter.get_total_flops()
+    decoders = {k for k in flops if k.startswith("decoder_")}
+    assert len(decoders) == 2 and min(flops[k] for k in decoders) > max(v for k, v in flops.items()
+                                                                         if k not in decoders), flops
+    assert int(m["text"]) == 1 + data_max() + 1 + 10 + 1
+
+
+def _embedding_sizes(number, m, model):
+    """The ``model`` of notebook ``number``'s SIZES (learned positions): E's entries of size about 1/sqrt(D),
+    E * sqrt(D)'s about 1, P's about ``m["p"]`` when the statement gives it (root mean squares within 10%)."""
+    from learner import blocks, transformer
+    sizes = constant(number, "SIZES")
+    cfg = transformer.TransformerConfig(vocab_size=60, max_len=32, positions="learned", **sizes)
+    assert f"transformer.{model}(" in code(number)
+    embed = getattr(transformer, model)(cfg, blocks.encoder_block, blocks.embed_with_positions, seed=0).embed
+    size = {"E": embed.E.pow(2).mean().sqrt().item(), "P": embed.P.pow(2).mean().sqrt().item()}
+    D = sizes["d_model"]
+    assert abs(size["E"] * math.sqrt(D) - 1) < 0.1 and abs(size["E"] * embed.scale - 1) < 0.1, (size, D)
+    assert "p" not in m.groupdict() or abs(size["P"] / float(m["p"]) - 1) < 0.1, size
+
+
+def _06_scale(m):
+    _embedding_sizes("06", m, "MaskedLM")
+
+
+def _07_scale(m):
+    _embedding_sizes("07", m, "DecoderLM")
+
+
+def _07_rows(m):
+    """The notebook's own cell, run with the reference's decoder block and then with 06's encoder block: the rows
+    that move when the tokens after row ``last`` change."""
+    import contextlib
+    import io
+    import torch
+    from solutions.decoder import decoder_block
+    from solutions.encoder import encoder_block
+    cell = next(c.source for c in cells("07") if c.cell_type == "code" and "changed = (decoder_block(x2" in c.source)
+    moved = {}
+    for name, block in (("decoder", decoder_block), ("encoder", encoder_block)):
+        scope = {"torch": torch, "decoder_block": block}
+        with contextlib.redirect_stdout(io.StringIO()):
+            exec(cell, scope)  # noqa: S102 (the notebook's own code cell)
+        moved[name] = [k for k, c in enumerate(scope["changed"].tolist()) if c > 0]
+    last, T = int(m["last"]), len(scope["changed"])
+    assert moved["decoder"] == [int(m["a"]), int(m["b"])] == list(range(last + 1, T)), moved
+    assert moved["encoder"] == list(range(T)), moved
+
+
 CLAIMS = [
     ("07", r"random tokens from a vocabulary of (?P<V>\d+), from (?P<lo>\d+) to (?P<hi>\d+)\s+tokens long in "
            r"training; the test texts are (?P<test>\d+) tokens long, so their positions (?P<from>\d+) to (?P<to>\d+) "
@@ -348,13 +530,16 @@ CLAIMS = [
             r"between holds two formats or more \((?P<c>\d+) holds (?P<ten>\w+)\)", _05b_formats),
     ("05b", r"\(\$D = (?P<D>\d+)\$, \$d_h = (?P<d_h>\d+)\$; \$d_a = (?P<d_a>\d+)\$", _05b_widths),
     ("05b", r"At steps (?P<steps>500, 1000) and the last step", _05b_checkpoints),
-    ("05b", r"every target\s+has \$T_y = (?P<T_y>\d+)\$ tokens", _05b_target_length),
-    ("05b", r"dates have at most (?P<short>\d+) source tokens.*?up to (?P<long>\d+)\s+tokens", _05b_long),
+    ("05b", r"every target\s+has \$T_y = (?P<T_y>\d+)\$ tokens, so \$\\mathcal\{L\} = (?P<L>\d+)\\,\\mathcal\{L\}_"
+            r"\\text\{tok\}\$: the same minimum, and gradients\s+(?P<times>\d+) times smaller", _05b_target_length),
+    ("05b", r"dates have at most (?P<short>\d+) source tokens, and (?P<d_h>\d+) numbers have room.*?up to "
+            r"(?P<long>\d+)\s+tokens", _05b_long),
     ("06", r"the sizes of the picture in section 3: (?P<L>\d) blocks, \$D = (?P<D>\d+)\$, \$H = (?P<H>\d+)\$.*?"
            r"hides (?P<share>\d+)% of the tokens.*?trains (?P<steps>\d+) steps", _06_bert),
     ("06", r"sentences of (?P<n>\d+) tokens.*?Both have (?P<L>\d) blocks, \$D = (?P<D>\d+)\$, \$H = (?P<H>\d+)\$",
      _06_sense_models),
-    ("06", r"on the (?P<probe>\d+) probe sentences \((?P<half>\d+) with the clue before the\s+word", _06_probe),
+    ("06", r"on the (?P<probe>\d+) probe sentences \((?P<half>\d+) with the clue before the\s+word.*?three "
+           r"standard errors of (?P<test>\d+) test sentences", _06_probe),
     ("07", r"stacked (?P<twice>twice) \(the sizes of section 1's\s+picture: \$D = (?P<D>\d+)\$, \$H = (?P<H>\d+)\$"
            r".*?The cell trains (?P<steps>\d+) steps", _07_gpt),
     ("07", r"\(\$D = (?P<D>\d+)\$, \$d_k = (?P<d_k>\d+)\$\), \$10000\^\{-2/\d+\} \\approx (?P<sin>[0-9.]+)\$ radians "
@@ -376,12 +561,43 @@ CLAIMS = [
            r"the (?P<test>\d+) test lines.*?decodes (?P<greedy>\d+) test lines greedily", _10_training),
     ("10", r"The text `(?P<prefix><bos> (?P<source>[^=`]+?) =) \.\.\.`.*?positions 0 to (?P<last>\d+) \(the month's "
            r"two digits at (?P<i>\d+) and (?P<j>\d+)\)", _10_question),
+    ("05", r"This notebook's model has \$D = (?P<D>\d+)\$ and \$d_h = (?P<d_h>\d+)\$", _05_sizes),
+    ("05", r"An untrained decoder spreads its probability\s+almost evenly over the (?P<V>\d+) target tokens",
+     _05_untrained),
+    ("05", r"every ISO target is (?P<chars>\d+) characters and `<eos>`, \$T_y = (?P<T_y>\d+)\$, so the\s+loss is "
+           r"(?P<times>\d+) times the average per token", _05_target),
+    ("05", r"A product of many numbers below 1 quickly becomes too small for a float to hold \(the cell below\s+"
+           r"shows it\)", _05_underflow),
+    ("05", r"a batch of (?P<batch>\d+) pairs.*?Every (?P<every>\d+) steps the cell decodes.*?how long the "
+           r"(?P<steps>\d+) steps took.*?reaches at least (?P<pct>\d+)% \(`make test-figures`\)", _05_training),
+    ("05", r"for the first\s+(?P<first>\d+) of the (?P<steps>\d+) steps.*?a GRU cell has (?P<gru>\w+) blocks of "
+           r"weights where the tanh cell has (?P<tanh>\w+), an LSTM (?P<lstm>\w+)\.", _05_gates),
+    ("05b", r"a training\s+step of it does about (?P<ratio>\d+) times the floating-point operations of the "
+            r"fixed-context model's", _05b_flops),
+    ("07", r"Each setting below continues (?P<n>\d+) test prompts", _07_prompts),
+    ("08", r"It trains for (?P<steps>\d+) steps and prints the test exact match and the time it took; the course's "
+           r"tests\s+check that the full run reaches at least (?P<pct>\d+)% \(`make test-figures`\)\. Notebook 05's "
+           r"RNN trained for\s+(?P<rnn>\d+) steps", _08_steps),
+    ("08", r"trained for (?P<third>a third) of notebook 05's steps, which the course's tests hold\s+to a test exact "
+           r"match of (?P<pct>\d+)% \(05's RNN: (?P<rnn>\d+)%\)", _08_third),
+    ("09", r"\(the course's tests check that the full run reaches at least (?P<pct>\d+)%\)", _09_stated),
+    ("09", r"The (?P<b>\d+)-billion-parameter model's weights take about (?P<w>\d+) GiB in float16; its cache for "
+           r"(?P<n>\d+) texts of\s+(?P<T>\d+) tokens takes (?P<c>\d+) GiB", _09_cache),
+    ("10", r"\(the decoder-only runs are the slowest, reading source and target as one text of up to "
+           r"(?P<text>\d+)\s+tokens\)", _10_slowest),
+    ("06", r"The embedding matrix starts with\s+entries of size about \$1/\\sqrt\{D\}\$, and the scale makes them of "
+           r"size about 1.*?A learned table here starts much smaller \(entries of about (?P<p>[0-9.]+)\)", _06_scale),
+    ("07", r"the token vectors are multiplied by \$\\sqrt\{D\}\$\s+before the positions are added \(entries of size "
+           r"about 1, not \$1/\\sqrt\{D\}\$", _07_scale),
+    ("07", r"Rows 0.(?P<last>\d) did not move; rows (?P<a>\d) and (?P<b>\d) did\. Run the encoder block of notebook 06 "
+           r"the same way and\s+every row would move", _07_rows),
 ]
 
 
 @pytest.mark.parametrize("number, pattern, check", [  # sizing the capstone's five models takes about 10 s
     pytest.param(n, p, c, id=f"{n}-{c.__name__.lstrip('_')}",
-                 marks=[pytest.mark.experiment] if c.__name__ == "_10_budget" else []) for n, p, c in CLAIMS])
+                 marks=[pytest.mark.experiment, pytest.mark.xdist_group("capstone_widths")]  # sized once
+                 if c.__name__ in ("_10_budget", "_10_slowest") else []) for n, p, c in CLAIMS])
 def test_a_statement_of_the_prose_is_what_the_code_computes(number, pattern, check):
     k, m = find(number, pattern)
     assert m, f"notebook {number}: the statement {check.__name__} checks is gone (update CLAIMS): {pattern[:120]!r}"
