@@ -30,8 +30,8 @@ QUESTIONS_HEADING = "## Check your understanding"  # the section of self-check q
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 
 SETUP_SOURCE = '''\
-# Set-up (read-only). It runs before any of your code, so the grader it imports
-# is the course's own. Files placed beside this notebook cannot shadow packages.
+# Set-up (read-only). It runs before any of your code, so the checks it imports
+# are the course's own. Files placed beside this notebook cannot shadow packages.
 import os, sys
 sys.path[:] = [p for p in sys.path if p not in ("", ".", os.getcwd())]
 

@@ -5,7 +5,7 @@ Each entry says, for one notebook (in course order):
 * ``folder``     the assignment id and its folder, ``course/source/<folder>/<folder>.ipynb``;
 * ``topic``      the name of its two modules: the cases ``learner/check/cases/<topic>.py`` and the known mistakes
                  ``solutions/mistakes/<topic>.py`` (whose functions the cases name ``"<topic>:<function>"``);
-* ``exercises``  {exercise: (points of its basic cell, points of its edge cell)}, in the order the grader
+* ``exercises``  {exercise: (points of its basic cell, points of its edge cell)}, in the order the checks
                  registers them: ``_points(name=difficulty, ...)``, the difficulty from 1 to 5 by the ideas
                  and the lines the reference needs (see ``POINTS_RULE``); an errors cell, for the input
                  an exercise must refuse, is worth ``ERRORS_POINTS``;
@@ -21,7 +21,7 @@ side's, and ships whole. What only the instructor may have about a notebook live
 mistakes (``solutions/mistakes/<topic>.py``) and the one known bug of its sample submission
 (``solutions/sample_bugs.py``). Adding a notebook is one entry here plus its modules.
 
-Plain data, no imports of the grader's other modules or of ``coursekit`` (which imports the grader).
+Plain data, no imports of the checks' other modules or of ``coursekit`` (which imports the checks).
 """
 from dataclasses import dataclass, field
 

@@ -72,7 +72,7 @@ def rope_attention(x, params, n_heads, mask=None):
         out (B, T, D) and weights (B, H, T, T).
 
     Device: make every tensor you create on the inputs' device (``device=<input>.device``);
-    the grader also runs this function on tensors of another device.
+    the checks also run this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     D = x.shape[-1]
@@ -107,7 +107,7 @@ def decoder_block(x, valid, params, n_heads):
         (B, T, D); row i depends on x[:, :i + 1] only.
 
     Device: make every tensor you create on the inputs' device (``device=<input>.device``);
-    the grader also runs this function on tensors of another device.
+    the checks also run this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     B, T, D = x.shape
@@ -142,7 +142,7 @@ def lm_log_prob(logits, ids, valid=None):
         (B,) log-probabilities (<= 0); 0 for a sequence with nothing to predict.
 
     Device: make every tensor you create on the inputs' device (``device=<input>.device``);
-    the grader also runs this function on tensors of another device.
+    the checks also run this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     if logits.shape[:2] != ids.shape or (valid is not None and valid.shape != ids.shape):
@@ -172,7 +172,7 @@ def top_k_filter(logits, k):
         tensor of logits' shape, dtype and device: the logit where kept, -inf elsewhere.
 
     Device: make every tensor you create on the inputs' device (``device=<input>.device``);
-    the grader also runs this function on tensors of another device.
+    the checks also run this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
@@ -201,7 +201,7 @@ def top_p_filter(logits, p):
         tensor of logits' shape, dtype and device: the logit where kept, -inf elsewhere.
 
     Device: make every tensor you create on the inputs' device (``device=<input>.device``);
-    the grader also runs this function on tensors of another device.
+    the checks also run this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     if not 0 < p <= 1:
@@ -223,7 +223,7 @@ def sample_next(logits, seed, temperature=1.0, top_k=None, top_p=None):
     1. divide the logits by the temperature (> 0: greedy decoding is the argmax, not a temperature of 0);
     2. apply ``top_k_filter`` when top_k is given, then ``top_p_filter`` when top_p is given;
     3. take the softmax, and draw one token per row with exactly this random call, so that the same seed
-       draws the same tokens (the grader checks the draws):
+       draws the same tokens (the checks check the draws):
 
            torch.multinomial(probs, 1, generator=torch.Generator(device=logits.device).manual_seed(seed))
 
@@ -238,7 +238,7 @@ def sample_next(logits, seed, temperature=1.0, top_k=None, top_p=None):
         LongTensor (B,) of token ids, on logits' device.
 
     Device: make every tensor you create on the inputs' device (``device=<input>.device``);
-    the grader also runs this function on tensors of another device.
+    the checks also run this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     if not temperature > 0:

@@ -15,7 +15,7 @@ def pairwise_scores(Q, K):
         S: (..., T_q, T_k) with S[..., i, j] = sum_d Q[..., i, d] * K[..., j, d].
 
     Device: make every tensor you create on the inputs' device (``device=<input>.device``);
-    the grader also runs this function on tensors of another device.
+    the checks also run this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     if Q.shape[-1] != K.shape[-1]:
@@ -37,7 +37,7 @@ def project_qkv(X, W_Q, W_K, W_V):
         Q (..., T, d_k), K (..., T, d_k), V (..., T, d_v).
 
     Device: make every tensor you create on the inputs' device (``device=<input>.device``);
-    the grader also runs this function on tensors of another device.
+    the checks also run this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     D = X.shape[-1]
@@ -63,7 +63,7 @@ def scaled_scores(Q, K):
         (..., T_q, T_k).
 
     Device: make every tensor you create on the inputs' device (``device=<input>.device``);
-    the grader also runs this function on tensors of another device.
+    the checks also run this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     if Q.shape[-1] != K.shape[-1]:

@@ -38,7 +38,7 @@ def split_heads(x, n_heads):
         (B, H, T, d_k): head h holds the columns h*d_k .. (h+1)*d_k - 1 of x.
 
     Device: make every tensor you create on the inputs' device (``device=<input>.device``);
-    the grader also runs this function on tensors of another device.
+    the checks also run this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     if x.dim() != 3:
@@ -60,7 +60,7 @@ def merge_heads(x):
         (B, T, H * d_k): columns h*d_k .. (h+1)*d_k - 1 come from head h.
 
     Device: make every tensor you create on the inputs' device (``device=<input>.device``);
-    the grader also runs this function on tensors of another device.
+    the checks also run this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     if x.dim() != 4:
@@ -92,7 +92,7 @@ def multi_head_attention(x_q, x_kv, params, n_heads, mask=None):
             no allowed key gets zero weights (its output is then b_o).
 
     Device: make every tensor you create on the inputs' device (``device=<input>.device``);
-    the grader also runs this function on tensors of another device.
+    the checks also run this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     if x_q.dim() != 3 or x_kv.dim() != 3 or x_q.shape[0] != x_kv.shape[0] or x_q.shape[2] != x_kv.shape[2]:
@@ -145,7 +145,7 @@ def embed_with_positions(ids, E, P):
         (B, T, D).
 
     Device: make every tensor you create on the inputs' device (``device=<input>.device``);
-    the grader also runs this function on tensors of another device.
+    the checks also run this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     if ids.dim() != 2:
@@ -178,7 +178,7 @@ def encoder_block(x, valid, params, n_heads):
         (B, T, D).
 
     Device: make every tensor you create on the inputs' device (``device=<input>.device``);
-    the grader also runs this function on tensors of another device.
+    the checks also run this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     mask = None if valid is None else valid[:, None, :]  # (B, 1, T): keys may be attended iff real
@@ -203,7 +203,7 @@ def masked_lm_loss(logits, targets, is_masked):
         0 when no position is masked (nothing to predict, never NaN).
 
     Device: make every tensor you create on the inputs' device (``device=<input>.device``);
-    the grader also runs this function on tensors of another device.
+    the checks also run this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     if logits.shape[:2] != targets.shape or is_masked.shape != targets.shape:
@@ -241,7 +241,7 @@ def probe_accuracy(hidden, positions, senses, is_train):
         is left to test on.
 
     Device: make every tensor you create on the inputs' device (``device=<input>.device``);
-    the grader also runs this function on tensors of another device.
+    the checks also run this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     if hidden.dim() != 3 or positions.shape != hidden.shape[:1] or senses.shape != positions.shape \

@@ -44,7 +44,7 @@ def cross_attention(y, memory, src_valid, params, n_heads):
             tokens and is 0 on source padding (all 0 for an empty source).
 
     Device: make every tensor you create on the inputs' device (``device=<input>.device``);
-    the grader also runs this function on tensors of another device.
+    the checks also run this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     if memory.shape[0] != y.shape[0] or (src_valid is not None and src_valid.shape != memory.shape[:2]):
@@ -74,7 +74,7 @@ def encdec_decoder_block(y, memory, tgt_valid, src_valid, params, n_heads):
         cross_weights: (B, H, T_y, T_x), the cross-attention weights.
 
     Device: make every tensor you create on the inputs' device (``device=<input>.device``);
-    the grader also runs this function on tensors of another device.
+    the checks also run this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     B, T, D = y.shape

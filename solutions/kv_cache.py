@@ -47,7 +47,7 @@ def cached_attention(q, k_new, v_new, cache=None):
         ValueError when q, k_new, v_new and the cache do not fit together (B, H, T_new, widths).
 
     Device: make every tensor you create on the inputs' device (``device=<input>.device``);
-    the grader also runs this function on tensors of another device.
+    the checks also run this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     if q.dim() != 4 or k_new.shape[:-1] != q.shape[:-1] or v_new.shape[:-1] != q.shape[:-1]:
@@ -98,7 +98,7 @@ def decoder_block_step(x_new, params, n_heads, cache=None):
         ValueError when n_heads does not divide D, or the cache does not fit (B, H, d_k).
 
     Device: make every tensor you create on the inputs' device (``device=<input>.device``);
-    the grader also runs this function on tensors of another device.
+    the checks also run this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     D = x_new.shape[-1]

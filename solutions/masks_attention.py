@@ -41,7 +41,7 @@ def padding_mask(key_valid):
         key j is real; broadcasts against (B, T_q, T_k).
 
     Device: make every tensor you create on the inputs' device (``device=<input>.device``);
-    the grader also runs this function on tensors of another device.
+    the checks also run this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     if key_valid.dim() != 2 or key_valid.dtype != torch.bool:
@@ -58,7 +58,7 @@ def combine_masks(*masks):
     Example: ``combine_masks(causal_mask(T), padding_mask(valid))`` is (B, T, T).
 
     Device: make every tensor you create on the inputs' device (``device=<input>.device``);
-    the grader also runs this function on tensors of another device.
+    the checks also run this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     result = None
@@ -108,7 +108,7 @@ def masked_attention(Q, K, V, mask=None):
             T_k = 0) gets zero weights and a zero output, never NaN.
 
     Device: make every tensor you create on the inputs' device (``device=<input>.device``);
-    the grader also runs this function on tensors of another device.
+    the checks also run this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     if Q.shape[-1] != K.shape[-1]:

@@ -39,7 +39,7 @@ def rnn_cell(x_t, h_prev, W_x, W_h, b):
         (B, d_h) the new hidden states h_t, every entry in (-1, 1).
 
     Device: make every tensor you create on the inputs' device (``device=<input>.device``);
-    the grader also runs this function on tensors of another device.
+    the checks also run this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     if x_t.shape[-1] != W_x.shape[1]:
@@ -73,7 +73,7 @@ def rnn_encode(src_ids, src_mask, E, W_x, W_h, b):
             padding) gets the initial state h_0 = 0.
 
     Device: make every tensor you create on the inputs' device (``device=<input>.device``);
-    the grader also runs this function on tensors of another device.
+    the checks also run this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     if src_mask is None:
@@ -113,7 +113,7 @@ def decoder_step(prev_ids, h, params):
         h: (B, d_h), the new state h_t.
 
     Device: make every tensor you create on the inputs' device (``device=<input>.device``);
-    the grader also runs this function on tensors of another device.
+    the checks also run this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     e = params["E_tgt"][prev_ids]  # (B, D)
@@ -140,7 +140,7 @@ def teacher_forced_logits(context, tgt_in, params):
         (B, T_y, V) logits; row t scores the token that should follow tgt_in[:, :t + 1].
 
     Device: make every tensor you create on the inputs' device (``device=<input>.device``);
-    the grader also runs this function on tensors of another device.
+    the checks also run this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     B, T_y = tgt_in.shape
@@ -175,7 +175,7 @@ def seq2seq_loss(logits, targets, mask=None):
         ignore_index=pad, reduction="sum") / B``.
 
     Device: make every tensor you create on the inputs' device (``device=<input>.device``);
-    the grader also runs this function on tensors of another device.
+    the checks also run this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     if logits.dim() != 3 or targets.shape != logits.shape[:2]:
@@ -219,7 +219,7 @@ def greedy_decode(context, params, bos_id, eos_id, max_len):
         ValueError if max_len < 0.
 
     Device: make every tensor you create on the inputs' device (``device=<input>.device``);
-    the grader also runs this function on tensors of another device.
+    the checks also run this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     if max_len < 0:
@@ -278,7 +278,7 @@ def beam_search(context, params, bos_id, eos_id, beam_width, max_len, length_nor
         ValueError if beam_width < 1, max_len < 0, or context is not 1-D.
 
     Device: make every tensor you create on the inputs' device (``device=<input>.device``);
-    the grader also runs this function on tensors of another device.
+    the checks also run this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     if beam_width < 1:

@@ -40,7 +40,7 @@ def additive_score(h_prev, states, W_q, W_k, u):
         ValueError when the widths disagree (d_dec, d_enc or d_a).
 
     Device: make every tensor you create on the inputs' device (``device=<input>.device``);
-    the grader also runs this function on tensors of another device.
+    the checks also run this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     if h_prev.dim() != 2 or states.dim() != 3 or h_prev.shape[0] != states.shape[0]:
@@ -100,7 +100,7 @@ def attend(scores, states, src_mask=None):
         ValueError when the shapes disagree.
 
     Device: make every tensor you create on the inputs' device (``device=<input>.device``);
-    the grader also runs this function on tensors of another device.
+    the checks also run this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     if scores.dim() != 2 or states.dim() != 3 or scores.shape != states.shape[:2]:
@@ -139,7 +139,7 @@ def attention_decoder_step(prev_ids, h_prev, states, src_mask, params):
         alpha: (B, T_x), where this step looked.
 
     Device: make every tensor you create on the inputs' device (``device=<input>.device``);
-    the grader also runs this function on tensors of another device.
+    the checks also run this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     p = params

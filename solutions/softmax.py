@@ -43,7 +43,7 @@ def log_softmax(x, dim=-1, temperature=1.0):
     Args and returns as ``softmax``.
 
     Device: make every tensor you create on the inputs' device (``device=<input>.device``);
-    the grader also runs this function on tensors of another device.
+    the checks also run this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     if not temperature > 0:
@@ -71,7 +71,7 @@ def sequence_log_prob(logits, targets, mask=None):
         (B,) tensor of log-probabilities (<= 0), in logits' dtype.
 
     Device: make every tensor you create on the inputs' device (``device=<input>.device``);
-    the grader also runs this function on tensors of another device.
+    the checks also run this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     if logits.dim() != 3 or targets.shape != logits.shape[:2]:

@@ -123,7 +123,7 @@ def embed_lookup(ids, E):
         tensor (..., D).
 
     Device: make every tensor you create on the inputs' device (``device=<input>.device``);
-    the grader also runs this function on tensors of another device.
+    the checks also run this function on tensors of another device.
     """
     ### BEGIN SOLUTION
     V = E.shape[0]

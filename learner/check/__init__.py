@@ -3,7 +3,7 @@
 A part is one graded test cell:
 
 * ``basic``  seeded random cases, compared with outputs of the reference that
-  ship with the grader (works without the ``solutions`` package);
+  ship with the checks (works without the ``solutions`` package);
 * ``edge``   the notes' edge cases, plus property checks;
 * ``errors`` the bad inputs the function must refuse with an error (its own cell,
   so that the maths and the validation score apart);
@@ -21,7 +21,7 @@ their parts.
 
 A failed check raises ``CheckFailed`` (an AssertionError) whose message names the
 case, the first wrong position, expected vs got, and the known mistake it
-matches; a passed check prints one line. The grader never crashes on a bad
+matches; a passed check prints one line. The checks never crash on a bad
 learner function: errors, hangs, wrong shapes, dtypes, devices and NaN are all
 reported as failures in words.
 """
@@ -104,7 +104,7 @@ def check(name, fn, part="basic", seed=0):
     with safe.forbid_given(given.capture_given(name)):
         runner.run_part(run, ex, fn, part, seed)
     if run.n == 0:  # a part that judges nothing would pass anything
-        raise RuntimeError(f"the grader has no checks for {name} [{part}]: fix learner/check/cases/"
+        raise RuntimeError(f"the course has no checks for {name} [{part}]: fix learner/check/cases/"
                            f"{NOTEBOOKS[ex.notebook].topic}.py")
     if run.failures:
         run.notes.extend(runner.failing_dependencies(ex, fn))

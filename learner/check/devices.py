@@ -1,4 +1,4 @@
-"""Where the grader runs the learner's function: CPU always, CUDA when there is one."""
+"""Where the checks run the learner's function: CPU always, CUDA when there is one."""
 import os
 
 from . import safe

@@ -8,7 +8,7 @@ class CheckFailed(AssertionError):
     """A learner's function did not pass a check; the message says why."""
 
     def _render_traceback_(self):
-        """What IPython shows for a failed check: its message alone, not a traceback through the grader.
+        """What IPython shows for a failed check: its message alone, not a traceback through the checks.
         (The cell still ends in an error, which is what nbgrader reads.)"""
         return [f"\x1b[0;31mCheckFailed\x1b[0m: {self}"]
 

@@ -42,7 +42,7 @@ def problem(fn_name, outcome, expected, raises, ref_message, device, input_scale
     if outcome.called_reference:
         what = outcome.called_reference
         what = f"{what}" if "ready-made" in what else f"the reference solution ({what})"
-        return "reference", (f"it called {what}. The grader needs your own implementation, so this counts as a "
+        return "reference", (f"it called {what}. The checks need your own implementation, so this counts as a "
                              f"failure.")
     if outcome.timed_out:
         return "timeout", (f"it did not finish within {safe.DEFAULT_TIME_LIMIT:g} s of computing and was stopped: look for a loop "

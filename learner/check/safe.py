@@ -1,9 +1,9 @@
-"""Primitives captured when the grader is imported, and a guarded call of learner code.
+"""Primitives captured when the checks are imported, and a guarded call of learner code.
 
-The course's first, read-only notebook cell imports the grader before any
+The course's first, read-only notebook cell imports the checks before any
 learner cell runs, so the references kept here are the genuine ones even if a
 learner later replaces ``torch.allclose``, ``torch.Tensor.tolist``,
-``sys.setprofile`` and so on. All comparisons in the grader go through these.
+``sys.setprofile`` and so on. All comparisons in the checks go through these.
 """
 import contextlib
 import io

@@ -1,8 +1,8 @@
-"""The visible parts' expected outputs, shipped with the grader (``learner/check/expected/<exercise>.pt``).
+"""The visible parts' expected outputs, shipped with the checks (``learner/check/expected/<exercise>.pt``).
 
 Built by ``python -m coursekit.expected`` (``course expected``) from the reference;
 read with ``torch.load(..., weights_only=True)``, so a shipped file holds
-tensors and plain data only, plus the grader's own toy models (``SAFE_GLOBALS``).
+tensors and plain data only, plus the checks' own toy models (``SAFE_GLOBALS``).
 """
 import os
 
@@ -16,13 +16,13 @@ def expected_path(name):
 def load_expected(name):
     path = expected_path(name)
     if not os.path.exists(path):
-        raise RuntimeError(f"the grader's expected outputs for {name!r} are missing ({path}); "
+        raise RuntimeError(f"the checks' expected outputs for {name!r} are missing ({path}); "
                            f"run `python -m coursekit.expected` on a machine with the reference")
     return read_expected(path)
 
 
 def read_expected(path):
-    """A shipped file: tensors and plain data only, plus the grader's own toy models (``SAFE_GLOBALS``)."""
+    """A shipped file: tensors and plain data only, plus the checks' own toy models (``SAFE_GLOBALS``)."""
     import torch
 
     from .cases import SAFE_GLOBALS

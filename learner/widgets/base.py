@@ -1,5 +1,5 @@
 """What every widget shares: the ``Explorer`` base class, ``BadInput``, figure and text helpers, and
-``call_for_widget``: the grader's guarded call of the learner's function (``learner.check.call_learner``), in the
+``call_for_widget``: the checks' guarded call of the learner's function (``learner.check.call_learner``), in the
 widgets' words.
 
 Every widget updates in three steps, each a plain function in its own module:
@@ -225,7 +225,7 @@ def call_for_widget(fn, fn_name, args=(), kwargs=None, time_limit=None, has_refe
     """Run the learner's ``fn(*args, **kwargs)``: (value, None), or (None, a sentence saying what went wrong).
 
     Never raises for the learner's sake: a call that computes for more than ``time_limit``
-    seconds of CPU time (default ``LEARNER_TIME_LIMIT``; the grader's guarded call, which
+    seconds of CPU time (default ``LEARNER_TIME_LIMIT``; the checks' guarded call, which
     counts computing, not the clock, so a busy machine never stops a correct function) is stopped, an exception becomes words, and what
     the function prints or warns is kept off the notebook.
     ``has_reference``: the widget draws a reference beside the learner's side (the
@@ -236,7 +236,7 @@ def call_for_widget(fn, fn_name, args=(), kwargs=None, time_limit=None, has_refe
     if not callable(fn):
         return None, (f"`{fn_name}` is not a function (got {type(fn).__name__}). Run the exercise cell that "
                       f"defines it, then this cell again.")
-    out = learner.check.call_learner(fn, args, kwargs or {}, time_limit)  # the grader's guarded call, its words ours
+    out = learner.check.call_learner(fn, args, kwargs or {}, time_limit)  # the checks' guarded call, its words ours
     if out.timed_out:
         return None, (f"your `{fn_name}` did not finish within {time_limit:g} s of computing and was stopped: look "
                       f"for a loop that never ends.{alone}")

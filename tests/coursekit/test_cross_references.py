@@ -325,3 +325,44 @@ def test_every_notebook_a_check_message_names_exists_and_holds_what_it_names():
     sizes = constant("09", "SIZES")
     assert m and (sizes["n_layers"], sizes["n_heads"], sizes["d_model"] // sizes["n_heads"]) == tuple(
         map(int, m.groups()[:3])) and f"max_len={m.group(4)}" in code("09"), m and m.group(0)
+
+
+# ---------------------------------------------------------------- "the grader" is the grading machine only
+# What a learner reads calls what tests their functions "the checks" (``learner.check``); "grader" is the grading
+# machine's package (``grader/``) and nbgrader, nothing else (issue 54: one name, one meaning).
+GRADER_WORD = re.compile(r"(?<![\w`./])grader(?!s?[\w`/.])", re.I)
+
+
+def learner_texts():
+    """[(where, text)]: each notebook's cells (prose and code), and every string and comment of the learner's side
+    (``learner/``: messages, docstrings, the checks' cases)."""
+    import io
+    import tokenize
+    out = []
+    for path in NOTEBOOKS:
+        for k, cell in enumerate(nbformat.read(path, as_version=4).cells):
+            out.append((f"{os.path.basename(path)} cell {k}", cell.source))
+    from coursekit import ROOT
+    for path in sorted(glob.glob(os.path.join(ROOT, "learner", "**", "*.py"), recursive=True)):
+        text = open(path, encoding="utf-8").read()
+        for tok in tokenize.generate_tokens(io.StringIO(text).readline):
+            if tok.type in (tokenize.STRING, tokenize.COMMENT) or tok.type == getattr(tokenize, "FSTRING_MIDDLE", -1):
+                out.append((f"{os.path.relpath(path, ROOT)}:{tok.start[0]}", tok.string))
+    return out
+
+
+def grader_words(texts):
+    return [f"{where}: ...{text[max(0, m.start() - 40):m.end() + 40]!r}..." for where, text in texts
+            for m in GRADER_WORD.finditer(re.sub("nbgrader", "NBG", text, flags=re.I))]
+
+
+def test_what_a_learner_reads_says_the_checks_not_the_grader():
+    texts = learner_texts()
+    assert len(texts) > 500, len(texts)  # the notebooks and the learner's modules were read
+    assert grader_words(texts) == []
+
+
+def test_the_grader_word_is_found_and_the_package_and_nbgrader_are_not():
+    texts = [("a", "the grader checks it"), ("b", "The grader's toy model"), ("c", "nbgrader's autograde"),
+             ("d", "``grader.remote``"), ("e", "the grading machine (`grader`)"), ("f", "grader/sandbox.py")]
+    assert [w.split(":")[0] for w in grader_words(texts)] == ["a", "b"]

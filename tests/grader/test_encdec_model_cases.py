@@ -1,4 +1,4 @@
-"""Notebook 08's whole-model exercises: the grader's toy encoder-decoder, and what counting its calls catches.
+"""Notebook 08's whole-model exercises: the checks' toy encoder-decoder, and what counting its calls catches.
 
 encdec_forward, translation_loss and greedy_translate take the model as three functions (encode, cross_kv,
 run_decoder). The grader's ToyEncDec is honest (every mask and every step changes its logits) and the properties

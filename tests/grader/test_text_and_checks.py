@@ -215,7 +215,7 @@ RULINGS = {
                                             "a cache of another batch size", "a cache of keys of width 2",
                                             "a cache of another number of heads")},
     "decoder_block_step": {"`n_heads` must divide": case("not divisible by n_heads", "a cache of 3 heads")},
-    "greedy_generate": {"for any model given as a `step` function": why("the grader's toy models are such models: "
+    "greedy_generate": {"for any model given as a `step` function": why("the checks' toy models are such models: "
                                                                          "every case passes one"),
                         "an empty prompt": case("max_len = -1", "an empty prompt")},
     "kv_cache_bytes": {"not a whole number": case("n_positions = -1", "n_positions = 2.5")},

@@ -317,7 +317,7 @@ def learner_tensor(fn, args, kwargs=None, item=None, shape=None, dim=None):
 
 
 def nested(t):
-    """A learner's tensor as nested Python lists, through the grader's captured primitives."""
+    """A learner's tensor as nested Python lists, through the checks' captured primitives."""
     return safe.tolist(safe.to(safe.detach(t), "cpu"))
 
 

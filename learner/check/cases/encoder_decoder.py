@@ -150,7 +150,7 @@ def _forward_args(g, big):
 
 def _forward_case(g, big):
     (B, T_x, T_y, ls, lt), args = _forward_args(g, big)
-    return Case(f"B={B}, T_x={T_x} (source lengths {ls}), T_y={T_y} (target lengths {lt}), the grader's toy "
+    return Case(f"B={B}, T_x={T_x} (source lengths {ls}), T_y={T_y} (target lengths {lt}), the checks' toy "
                 f"model", args)
 
 
@@ -251,7 +251,7 @@ def _loss_case(g, big):
         lt[0] = T_y - 1 if lt[0] == T_y else T_y
     parts = toy_encdec(g, V_src, V_tgt, D=pick_int(g, 2, 6))
     return Case(f"B={B}, T_x={T_x} (source lengths {ls}), T_y={T_y} (target lengths {lt}, <eos> included), the "
-                f"grader's toy model", (*parts, _loss_batch(g, B, T_x, T_y, V_src, V_tgt, ls, lt)))
+                f"checks' toy model", (*parts, _loss_batch(g, B, T_x, T_y, V_src, V_tgt, ls, lt)))
 
 
 def _loss_edge():
@@ -273,7 +273,7 @@ def _greedy_case(g, big):
     V_src, V_tgt = pick_int(g, 5, 9), pick_int(g, 5, 9)
     parts = toy_encdec(g, V_src, V_tgt, D=pick_int(g, 2, 6))
     ls = random_lengths(g, B, T_x, lo=0 if big else 1)
-    return Case(f"B={B}, T_x={T_x} (source lengths {ls}), max_len={max_len}, <bos>=1, <eos>=2, the grader's toy "
+    return Case(f"B={B}, T_x={T_x} (source lengths {ls}), max_len={max_len}, <bos>=1, <eos>=2, the checks' toy "
                 f"model", (*parts, random_ids(g, B, T_x, V_src, ls, lo=3), valid_mask(ls, T_x), 1, 2, max_len))
 
 
@@ -283,7 +283,7 @@ def _greedy_models():
     parts = toy_encdec(g)
     src, sv = random_ids(g, 3, 6, 8, [6, 4, 2], lo=3), valid_mask([6, 4, 2], 6)
     g = gen(84)
-    return {"mixed": ("the grader's toy model, whose 3 rows end after 15, 7 and 12 tokens", (parts, src, sv)),
+    return {"mixed": ("the checks' toy model, whose 3 rows end after 15, 7 and 12 tokens", (parts, src, sv)),
             "never": ("a model that never writes <eos>", (toy_encdec(g, eos_bias=-60.0), src, sv)),
             "at_once": ("a model that writes <eos> first", (toy_encdec(g, eos_bias=60.0), src, sv))}
 

@@ -4,7 +4,7 @@ A cache is the pair (K, V) of one attention layer's keys and values, (B, H,
 T_past, d_k) each, or None. Random caches are random tensors: the functions must
 be right for any cached keys and values, not only for ones a model produced.
 
-``greedy_generate`` takes a model as its ``step`` argument. The grader's model
+``greedy_generate`` takes a model as its ``step`` argument. The checks' model
 is ``ToyLM``, a tiny recurrent language model in plain torch whose cache is
 honest (feeding a token twice changes its state), so a loop that feeds the
 wrong tokens produces the wrong text; a property wraps it to count what each
@@ -22,7 +22,7 @@ from .greedy import (greedy_contract_cases, greedy_contract_property)
 from .transformer_parts import (as_float32, block_params)
 
 
-# ---------------------------------------------------------------- the grader's toy model
+# ---------------------------------------------------------------- the checks' toy model
 class ToyLM:
     """step(ids (B, T_new), cache) -> (logits (B, T_new, V), cache): h_t = tanh(E[x_t] + P[t] + h_{t-1} A), logits
     h_t W + b.
@@ -249,7 +249,7 @@ def _step_no_future_leak(fn):
 
 
 # ---------------------------------------------------------------- greedy_generate
-EOS = 2  # the ids of the grader's toy language models: <eos> is 2
+EOS = 2  # the ids of the checks' toy language models: <eos> is 2
 
 
 def _gen_case(g, big):
@@ -266,7 +266,7 @@ def _gen_models():
     lm = toy_lm(g, eos_bias=0.5)
     prompt = torch.randint(0, 7, (3, 4), generator=g)
     g = gen(98)
-    return {"mixed": (f"the grader's toy model, whose 3 rows end after {_ENDS} tokens", (lm, prompt)),
+    return {"mixed": (f"the checks' toy model, whose 3 rows end after {_ENDS} tokens", (lm, prompt)),
             "never": ("a model that never writes <eos>", (toy_lm(g, eos_bias=-60.0), prompt)),
             "at_once": ("a model that writes <eos> first", (toy_lm(g, eos_bias=60.0), prompt))}
 

@@ -1,4 +1,4 @@
-"""The grader's toy encoder-decoder (notebook 08's model-level exercises and 09's generation): small, seeded and
+"""The checks' toy encoder-decoder (notebook 08's model-level exercises and 09's generation): small, seeded and
 fast, with parts the learner's functions call back."""
 
 import torch
@@ -7,7 +7,7 @@ from .common import seeded_randn, F64, SAFE_GLOBALS
 from .transformer_parts import valid_mask
 
 
-# ---------------------------------------------------------------- the grader's toy encoder-decoder
+# ---------------------------------------------------------------- the checks' toy encoder-decoder
 class ToyEncDec:
     """A tiny encoder-decoder in plain torch, given to the learner as three functions (``ToyPart``).
 
