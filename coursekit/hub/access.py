@@ -1,7 +1,7 @@
 """Who may have what on a hub, as root: the users and their groups, the course folder and the reference answers
 given to the course's instructors (never through a link), the roster in the gradebook (by the course folder's
 owner), and every problem with them named in one list, each with the command that fixes it. ``course hub``
-(coursekit/hub/setup.py) and a hub of several courses or of LTI login (coursekit/hub/courses.py, hub_lti.py) use them."""
+(coursekit/hub/setup.py) and a hub of several courses or of LTI login (coursekit/hub/courses.py, lti.py) use them."""
 import csv
 import grp
 import os

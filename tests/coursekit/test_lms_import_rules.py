@@ -206,7 +206,7 @@ def test_no_roster_makes_a_row_without_a_key_or_one_a_spreadsheet_would_run(cour
 
 
 def keyed_from(grades, platform, roster):
-    """``lms_export.keyed`` with the roster given as {student: {key: value}} instead of a file."""
+    """``coursekit.lms.export.keyed`` with the roster given as {student: {key: value}} instead of a file."""
     import os
     import tempfile
     with tempfile.TemporaryDirectory() as folder:
