@@ -82,11 +82,13 @@ c.NeutraliseSubmission.course_root = HERE
 
 # On the hub, in an instructor's server (a plain user, COURSE_GRADING_URL set), the grading runs in the hub's grading
 # service, as root, with a user and a control group of its own per sandbox (coursekit/hub/service.py): the
-# formgrader's Autograde button and `nbgrader autograde` send the submission there and save the grades it returns.
+# formgrader's Autograde button and `nbgrader autograde` send the submission there, and GradedByHub writes what comes
+# back as `course grade` does (the grades with nbgrader's SaveAutoGrades and AssignLatePenalties, the grading log's
+# lines, the seed).
 if os.environ.get("COURSE_GRADING_URL") and os.geteuid() != 0:
     from coursekit.hub.service_client import graded_by_hub_preprocessor  # noqa: E402
     GradedByHub = graded_by_hub_preprocessor()
-    c.Autograde.autograde_preprocessors = [GradedByHub, SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
+    c.Autograde.autograde_preprocessors = [GradedByHub, CheckCellMetadata]
     c.GradedByHub.course_root = HERE
 c.SandboxedExecute.timeout = 120
 c.SandboxedExecute.interrupt_on_timeout = True

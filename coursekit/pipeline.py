@@ -47,6 +47,18 @@ def gradebook(course_root):
     return Gradebook("sqlite:///" + os.path.join(course_root, "gradebook.db"), course_id=course_id(course_root))
 
 
+def save_grades(nb, resources, parent=None):
+    """A graded notebook's scores into the gradebook that ``resources["nbgrader"]["db_url"]`` names: nbgrader's own
+    ``SaveAutoGrades`` (the score of every graded cell) then ``AssignLatePenalties``, as nbgrader's autograde runs
+    them (configured by ``parent``, a preprocessor of that autograde, where there is one). The one writer of a graded
+    submission's row, for `course grade` (``coursekit.grading.client.record``) and the formgrader's Autograde on the
+    hub (``coursekit.hub.service_client``'s GradedByHub)."""
+    from nbgrader.preprocessors import AssignLatePenalties, SaveAutoGrades
+    for step in (SaveAutoGrades, AssignLatePenalties):
+        nb, resources = step(parent=parent).preprocess(nb, resources)
+    return nb, resources
+
+
 def course_id(course_root):
     """The course id of the folder ``course_root`` (``coursekit.exchange.course_id.course_id_of``), or ``DEFAULT_COURSE_ID`` where it
     has no ``nbgrader_config.py``."""

@@ -23,10 +23,13 @@ lazily (PyTorch's meta-device kernels pull in sympy, and ``torch._dynamo`` unles
 then forks one child per submission. Each child is a judge that has seen no other
 submission, as a fresh process would be, without paying for the imports again.
 
-The request (stdin) is ``{"prelude": set-up cell, "cells": [source, ...],
+The request is ``{"prelude": set-up cell, "cells": [source, ...],
 "checks": [[cell_id, exercise, function, part], ...], "seed": the student's seed of the hidden cases
-(``grader.seeds``)}``; the last line printed
-is ``{"results": {cell_id: [ok, message]}, "faults": [[kind, text], ...], ...}``.
+(``grader.seeds``)}``; the verdict is ``{"results": {cell_id: [ok, message]}, "faults": [[kind, text], ...],
+"isolated": bool}``, or ``{"error": words}`` when the grader itself failed. A forked judge reads the request from
+``request.json`` in its folder and writes the verdict, whole, to ``verdict.json`` there (``VERDICT``: written to a
+temporary name, then renamed); what it prints goes to ``stdout.txt`` and ``stderr.txt`` beside it, for diagnosis
+only. ``python -I -m grader.judge`` alone reads the request on stdin and prints the verdict as its last line.
 """
 import contextlib
 import io
@@ -38,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import typing
 
 from .processes import Kept
 from .worker import definitions  # noqa: F401  (the rule for what of a cell is kept, documented there)
@@ -99,17 +103,39 @@ def ready_made(checks):
     return [g for folder in folders for given in NOTEBOOKS[folder].given.values() for g in given]
 
 
-def main():
-    request = json.loads(sys.stdin.read())
+VERDICT = "verdict.json"
+
+
+def verdict_of(request):
+    """(the verdict on ``request``, exit code): 0 when it was judged, 2 when the grader itself failed."""
     try:
         results, faults, isolated = run(request)
     except Exception as exc:  # the sandbox is missing, or the grader itself failed: say so, grade nothing
-        sys.stdout.write("\n" + json.dumps({"error": f"{type(exc).__name__}: {exc}"}) + "\n")
-        sys.stdout.flush()
-        return 2
-    sys.stdout.write("\n" + json.dumps({"results": results, "faults": faults, "isolated": isolated}) + "\n")
+        return {"error": f"{type(exc).__name__}: {exc}"}, 2
+    return {"results": results, "faults": faults, "isolated": isolated}, 0
+
+
+def write_verdict(path, verdict):
+    """The verdict as a file of its own, whole or not at all (written beside, then renamed)."""
+    with open(path + ".part", "w") as f:
+        json.dump(verdict, f)
+    os.replace(path + ".part", path)
+
+
+def read_verdict(path):
+    """The verdict a judge wrote at ``path``, or None when it wrote none."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def main():
+    verdict, code = verdict_of(json.loads(sys.stdin.read()))
+    sys.stdout.write("\n" + json.dumps(verdict) + "\n")
     sys.stdout.flush()
-    return 0
+    return code
 
 
 # ------------------------------------------------------------------ one judge per submission, forked
@@ -125,7 +151,8 @@ def _warm():
 
 
 def _child(folder):
-    """In the forked child: judge ``folder``/request.json, printing to stdout.txt and stderr.txt there."""
+    """In the forked child: judge ``folder``/request.json into ``folder``/verdict.json; what it prints goes to
+    stdout.txt and stderr.txt there."""
     os.chdir(folder)
     null = os.open(os.devnull, os.O_RDONLY)
     out = os.open("stdout.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -134,8 +161,9 @@ def _child(folder):
         os.dup2(fd, target)
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     with open("request.json") as f:
-        sys.stdin = f
-        code = main()
+        request = json.load(f)
+    verdict, code = verdict_of(request)
+    write_verdict(os.path.join(folder, VERDICT), verdict)
     sys.stdout.flush()
     sys.stderr.flush()
     return code
@@ -162,7 +190,7 @@ def serve():
 
 
 class JudgeServer:
-    """A ``--serve`` process; ``judge(request, timeout)`` returns (stdout, stderr, exit code or None on timeout).
+    """A ``--serve`` process; ``judge(request, timeout)`` returns a ``Judged``.
 
     It is started with the environment of its first use and again whenever that environment changes (the
     judge reads its limits from it), or after it died."""
@@ -206,7 +234,17 @@ class JudgeServer:
                     os.kill(pid, signal.SIGKILL)
                 self._line(time.monotonic() + 60)
             outputs = [_read(os.path.join(folder, name)) for name in ("stdout.txt", "stderr.txt")]
-            return outputs[0], outputs[1], None if done is None else done["exit"]
+            return Judged(None if done is None else read_verdict(os.path.join(folder, VERDICT)), *outputs,
+                          None if done is None else done["exit"])
+
+
+class Judged(typing.NamedTuple):
+    """What a forked judge left: its verdict (None when it wrote none: killed past its time, or crashed), what it
+    printed (for diagnosis only), and its exit code (None: stopped past its time)."""
+    verdict: dict
+    stdout: str
+    stderr: str
+    code: int
 
 
 def _read(path):
@@ -221,7 +259,7 @@ _SERVER = Kept(JudgeServer)  # this process's judge server, started again for an
 
 
 def judge(request, env, timeout):
-    """(stdout, stderr, exit code or None past ``timeout``) of the judge on ``request``, forked from this process's
+    """The ``Judged`` of a judge on ``request`` (its exit code None past ``timeout``), forked from this process's
     judge server (started, or started again, as needed)."""
     for attempt in (1, 2):
         try:

@@ -14,12 +14,10 @@
   *replaces* the cell's outputs with that verdict, so nbgrader records it and
   nothing the kernel printed or returned. Faults (a dead kernel or worker, a
   time-out, a refused output) are written in the notebook's metadata and in
-  ``grading_log.jsonl`` beside the gradebook.
+  ``grading_log.jsonl`` beside the gradebook (``grader.graded``: the log's one writer).
 * ``ShortenTracebacks`` keeps feedback to the messages.
 """
 import ast
-import datetime
-import fcntl
 import functools
 import json
 import os
@@ -34,10 +32,8 @@ from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Integer, Unicode
 
 from . import audit, judge, sandbox, seeds
+from .graded import append_log, log_record
 from learner.syllabus import version
-
-LOG_NAME = "grading_log.jsonl"
-
 
 # ------------------------------------------------------------------ a new gradebook without a subprocess
 @functools.cache
@@ -215,15 +211,6 @@ def _passed_output(text):
     return nbformat.v4.new_output("stream", name="stdout", text=(text or "PASSED") + "\n")
 
 
-def append_log(course_root, record):
-    """One line of ``grading_log.jsonl`` beside the gradebook (appended under a lock)."""
-    path = os.path.join(course_root, LOG_NAME)
-    with open(path, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        f.write(json.dumps(record) + "\n")
-        fcntl.flock(f, fcntl.LOCK_UN)
-
-
 class TrustedVerdict(NbGraderPreprocessor):
     """Every graded cell's outputs become the judge's verdict: PASSED lines, or one error."""
 
@@ -261,25 +248,24 @@ class TrustedVerdict(NbGraderPreprocessor):
         course["faults"] = faults
         course["isolated"] = verdict.get("isolated", True)
         course["seed"] = seed  # the instructor's copy says which hidden cases this grade was decided on
-        seeds.record(self.course_root or os.getcwd(), info.get("student"), info.get("assignment"), seed)
+        root = self.course_root or os.getcwd()
+        seeds.record(root, info.get("student"), info.get("assignment"), seed)
         if faults or not course["isolated"]:
-            append_log(self.course_root or os.getcwd(), {
-                "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                "student": info.get("student"), "assignment": info.get("assignment"),
-                "notebook": info.get("notebook"), "isolated": course["isolated"], "seed": seed,
-                "faults": faults})
+            append_log(root, log_record(info.get("student"), info.get("assignment"), info.get("notebook"), seed,
+                                        faults, isolated=course["isolated"]))
         return nb, resources
 
     def _judge(self, request):
+        """The judge's verdict (``grader.judge``: the file its forked child wrote), or one that says why none came."""
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "JPY_"))}
-        stdout, stderr, code = judge.judge(request, env, self.timeout)
-        if code is None:
+        judged = judge.judge(request, env, self.timeout)
+        if judged.code is None:
             return {"results": {}, "faults": [["timeout", f"grading this notebook took over {self.timeout} s"]]}
-        for line in reversed(stdout.splitlines()):
-            if line.startswith('{"results"') or line.startswith('{"error"'):
-                return json.loads(line)
-        self.log.error("the judge printed no verdict (exit status %s); stderr:\n%s", code, stderr[-3000:])
-        return {"results": {}, "faults": [["judge", "the grader printed no verdict: " + stderr[-300:]]]}
+        if judged.verdict is not None:
+            return judged.verdict
+        self.log.error("the judge printed no verdict (exit status %s); stderr:\n%s", judged.code,
+                       judged.stderr[-3000:])
+        return {"results": {}, "faults": [["judge", "the grader printed no verdict: " + judged.stderr[-300:]]]}
 
 
 class StampVersion(NbGraderPreprocessor):

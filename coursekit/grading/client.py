@@ -1,18 +1,20 @@
-"""The client of a class grading run: the Dask cluster, the tasks sent to it, and what comes back written into the
-course (only the client writes: gradebook, autograded, feedback, grading log, hidden seeds)."""
+"""The client of a class grading run: the Dask cluster (on the hub: threads, each calling the hub's grading service),
+the tasks sent to it, and what comes back (a ``grader.graded.Graded``) written into the course (only the client
+writes: gradebook, autograded, feedback, grading log, hidden seeds)."""
 import collections
+import concurrent.futures
 import contextlib
-import datetime
 import functools
 import html
 import itertools
 import os
+import queue
 import shutil
 import sys
 import time
 import warnings
 
-import nbformat
+from grader.graded import Graded
 
 from .. import COURSE_DIR
 from .files import write_files
@@ -22,7 +24,7 @@ from .summary import Problem, Summary
 from .task import grade_submission
 
 from ..hub.service_client import grade_by_service, on_the_hub
-from ..pipeline import gradebook as _gradebook
+from ..pipeline import gradebook as _gradebook, save_grades
 
 
 def _retry_locked(write, tries=20):
@@ -44,21 +46,16 @@ def _replace_folder(folder, files):
     write_files(folder, files)
 
 
-def record(course_root, task, result):
-    """Write one graded submission into the course: gradebook, autograded and feedback folders, log, seed.
+def record(course_root, task, graded):
+    """Write one graded submission (a ``grader.graded.Graded``) into the course: its gradebook row, autograded and
+    feedback folders, lines of the grading log and seed.
 
     Returns the submission's total score, and the faults to report."""
-    from grader import seeds
-    from grader.nbgrader_plugin import append_log
     from grader.untrusted import CSP
-    from nbgrader.preprocessors import AssignLatePenalties, SaveAutoGrades
     from sqlalchemy.exc import SAWarning
     student, a = task["student"], task["assignment"]
     db_url = "sqlite:///" + os.path.join(course_root, "gradebook.db")
-    name = a + ".ipynb"
-    nb = None
-    if result["ok"] and name in result["autograded"]:
-        nb = nbformat.reads(result["autograded"][name].decode("utf-8"), as_version=4)
+    nb = graded.notebook()
 
     def write():
         with _gradebook(course_root) as gb:
@@ -74,39 +71,25 @@ def record(course_root, task, result):
                     grade.needs_manual_grade = False
                 gb.db.commit()
         if nb is not None:
-            resources = {"nbgrader": {"notebook": a, "assignment": a, "student": student, "db_url": db_url}}
-            SaveAutoGrades().preprocess(nb, resources)
-            AssignLatePenalties().preprocess(nb, resources)
+            save_grades(nb, {"nbgrader": {"notebook": a, "assignment": a, "student": student, "db_url": db_url}})
         with _gradebook(course_root) as gb:
             return gb.find_submission_notebook(a, a, student).score
     with warnings.catch_warnings():  # nbgrader's own add_submission makes SQLAlchemy warn about its autoflush
         warnings.simplefilter("ignore", category=SAWarning)
         score = _retry_locked(write)
     if nb is not None:
-        _replace_folder(os.path.join(course_root, "autograded", student, a), result["autograded"])
-        _replace_folder(os.path.join(course_root, "feedback", student, a), result["feedback"])
+        _replace_folder(os.path.join(course_root, "autograded", student, a), graded.autograded)
+        _replace_folder(os.path.join(course_root, "feedback", student, a), graded.feedback)
     else:  # nothing of an earlier submission may stand for this one: no autograded notebook, feedback that says why
         shutil.rmtree(os.path.join(course_root, "autograded", student, a), ignore_errors=True)
-        reason = html.escape(result["error"][1] if result["error"] else "nbgrader returned no graded notebook")
+        reason = html.escape(graded.error[1] if graded.error else "nbgrader returned no graded notebook")
         _replace_folder(os.path.join(course_root, "feedback", student, a), {f"{a}.html": (
             f"<!DOCTYPE html><html><head><meta http-equiv='Content-Security-Policy' content=\"{CSP}\">"
             f"<meta charset='utf-8'><title>{html.escape(a)}</title></head><body>"
             f"<h1>{html.escape(a)}</h1><p>This submission could not be graded, so it scores 0: {reason}.</p>"
             f"<p>Your instructor has been told; ask them before you submit again.</p></body></html>").encode()})
-    faults = []
-    for rec in result["log"]:
-        append_log(course_root, rec)
-        faults += [tuple(f) for f in rec.get("faults", [])]
-    if result["error"]:
-        kind, text = result["error"]
-        append_log(course_root, {
-            "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "student": student, "assignment": a, "notebook": a, "isolated": True, "seed": result["seed"],
-            "faults": [[kind, text]]})
-        faults.append((kind, text))
-    if result["seed"] is not None:
-        seeds.record(course_root, student, a, result["seed"])
-    return score, faults
+    graded.write_log_and_seed(course_root)
+    return score, graded.faults()
 
 
 # ------------------------------------------------------------------ the client: the whole class
@@ -155,6 +138,80 @@ def dask_client(jobs, scheduler, security):
         yield client
 
 
+class _DaskPool:
+    """The grading tasks on a Dask cluster (``dask_client``): each comes back as a ``Graded``'s plain data."""
+
+    def __init__(self, client):
+        from distributed import as_completed
+        self.client, self.workers = client, len(client.scheduler_info()["workers"])
+        self.done = as_completed(loop=client.loop)
+
+    def share(self, payload):
+        return _scatter(self.client, payload)
+
+    def submit(self, fn, *args, key):
+        future = self.client.submit(fn, *args, pure=False, key=key)
+        self.done.add(future)
+        return future
+
+    def completed(self):
+        """Each future as it finishes, those submitted meanwhile included."""
+        return iter(self.done)
+
+    @staticmethod
+    def result(future):
+        return Graded.from_plain(future.result())
+
+    @staticmethod
+    def release(future):
+        future.release()
+
+
+class _ThreadPool:
+    """The grading tasks on the hub: each an HTTP call to the hub's grading service (``grade_by_service``), which
+    waits in a thread of this process; no Dask cluster is started for them."""
+
+    def __init__(self, executor, workers):
+        self.executor, self.workers = executor, workers
+        self.finished, self.pending = queue.SimpleQueue(), 0
+
+    @staticmethod
+    def share(payload):
+        return payload
+
+    def submit(self, fn, *args, key=None):
+        future = self.executor.submit(fn, *args)
+        self.pending += 1
+        future.add_done_callback(self.finished.put)
+        return future
+
+    def completed(self):
+        """Each future as it finishes, those submitted meanwhile included."""
+        while self.pending:
+            future = self.finished.get()
+            self.pending -= 1
+            yield future
+
+    @staticmethod
+    def result(future):
+        return future.result()
+
+    @staticmethod
+    def release(future):
+        pass
+
+
+@contextlib.contextmanager
+def _pool(jobs, scheduler, security, by_service):
+    """Where the tasks go: threads calling the hub's grading service, or a Dask cluster (``dask_client``)."""
+    if by_service:
+        with concurrent.futures.ThreadPoolExecutor(jobs, thread_name_prefix="grade-by-service") as executor:
+            yield _ThreadPool(executor, jobs)
+        return
+    with dask_client(jobs, scheduler, security) as client:
+        yield _DaskPool(client)
+
+
 def _scatter(client, payload):
     """One future for the whole of an assignment's payload, on every worker. (A dict given to ``scatter`` is read as
     {key: data}: each of its entries would become a future keyed by the entry's name, and every assignment's
@@ -166,7 +223,6 @@ def _scatter(client, payload):
 def grade_class(course_root=COURSE_DIR, assignments=None, *, jobs=None, scheduler=None, security=None,
                 timeout=1200, isolated=True, progress=True, release_first=True, env=None, only_students=None):
     """Grade every submission in ``<course_root>/submitted`` (or only ``assignments``); returns a ``Summary``."""
-    from distributed import as_completed
     from tqdm import tqdm
 
     from grader.plain import raw_stream
@@ -199,14 +255,13 @@ def grade_class(course_root=COURSE_DIR, assignments=None, *, jobs=None, schedule
     # one worker per core, and no more than there are submissions: each worker starts PyTorch, nbgrader and a
     # judge before its first submission (a late submission graded alone needs one)
     jobs = jobs or max(1, min(os.cpu_count() or 1, len(tasks)))
-    grade = grade_submission
-    if on_the_hub() and not scheduler:  # an instructor on the hub: the hub's grading service grades, as root
-        grade = functools.partial(grade_by_service, course_root)
-        summary.by_service = True
+    by_service = on_the_hub() and not scheduler  # an instructor on the hub: the hub's grading service grades, as root
+    summary.by_service = by_service
     if tasks:
-        with dask_client(jobs, scheduler, security) as client:
-            summary.workers = len(client.scheduler_info()["workers"])
-            payloads = {a: _scatter(client, course_payload(course_root, a))
+        with _pool(jobs, scheduler, security, by_service) as pool:
+            grade = functools.partial(grade_by_service, course_root) if by_service else grade_submission
+            summary.workers = pool.workers
+            payloads = {a: pool.share(course_payload(course_root, a))
                         for a in sorted({t["assignment"] for t in tasks})}
             # at most a few tasks per worker in flight: their files are read when they are sent
             waiting, futures, numbers = iter(tasks), {}, itertools.count()
@@ -215,7 +270,6 @@ def grade_class(course_root=COURSE_DIR, assignments=None, *, jobs=None, schedule
             # beside the grading, a worker restarting) must not zero an honest submission
             again = collections.deque()
             cap, retry_slots = max(4, 3 * summary.workers), max(1, summary.workers // 2)
-            done = as_completed(loop=client.loop)
 
             def next_task():
                 task = next(waiting, None)
@@ -229,25 +283,24 @@ def grade_class(course_root=COURSE_DIR, assignments=None, *, jobs=None, schedule
             def top_up():
                 while len(futures) < cap and (task := next_task()) is not None:
                     limit = 2 * timeout if task.get("again") else timeout
-                    future = client.submit(grade, payloads[task["assignment"]], with_files(task), limit,
-                                           passed, pure=False, key=f"grade-{task['assignment']}-{task['student']}-"
-                                                                   f"{os.getpid()}-{next(numbers)}")
+                    future = pool.submit(grade, payloads[task["assignment"]], with_files(task), limit, passed,
+                                         key=f"grade-{task['assignment']}-{task['student']}-{os.getpid()}-"
+                                             f"{next(numbers)}")
                     futures[future] = task
-                    done.add(future)
             top_up()
             # the bar draws with carriage returns: on the terminal itself, past the command's inert output
             bar = tqdm(total=len(tasks), unit="submission", desc="grading", disable=not progress,
                        file=raw_stream(sys.stderr))
-            for future in done:
+            for future in pool.completed():
                 task = futures.pop(future)
                 try:
-                    result = future.result()
+                    graded = pool.result(future)
                 except Exception as exc:  # workers died under it more often than the scheduler allows
-                    result = {"ok": False, "autograded": {}, "feedback": {}, "log": [], "seed": None,
-                              "error": ("worker", f"the grading workers failed on it: {type(exc).__name__}: "
-                                                  f"{str(exc)[:200]}")}
-                future.release()
-                timed_out = (result.get("error") or ("",))[0] == "timeout"
+                    graded = Graded.failed(task["student"], task["assignment"], "worker",
+                                           f"the grading workers failed on it: {type(exc).__name__}: "
+                                           f"{str(exc)[:200]}")
+                pool.release(future)
+                timed_out = (graded.error or ("",))[0] == "timeout"
                 if timed_out and not task.get("again"):  # once more, after the others
                     again.append(dict(task, again=True))
                     summary.again.append((task["student"], task["assignment"]))
@@ -255,15 +308,15 @@ def grade_class(course_root=COURSE_DIR, assignments=None, *, jobs=None, schedule
                 if timed_out and not task.get("again"):
                     continue
                 if timed_out:  # the second time
-                    result["error"] = ("timeout", f"grading took over the time limit of {timeout} s per submission, "
-                                                  f"and over twice that ({2 * timeout} s) graded again after the "
-                                                  f"others")
-                score, faults = record(course_root, task, result)
+                    graded.error = ("timeout", f"grading took over the time limit of {timeout} s per submission, "
+                                               f"and over twice that ({2 * timeout} s) graded again after the "
+                                               f"others")
+                score, faults = record(course_root, task, graded)
                 summary.graded[(task["student"], task["assignment"])] = score
-                summary.graded_by[(task["student"], task["assignment"])] = (result.get("host"), result.get("pid"))
-                summary.seeds[(task["student"], task["assignment"])] = result.get("seed")
-                if result.get("separation"):
-                    summary.separations.add(result["separation"])
+                summary.graded_by[(task["student"], task["assignment"])] = (graded.host, graded.pid)
+                summary.seeds[(task["student"], task["assignment"])] = graded.seed
+                if graded.separation:
+                    summary.separations.add(graded.separation)
                 summary.faults += [(task["student"], task["assignment"], k, t) for k, t in faults]
                 bar.update(1)
             bar.close()

@@ -1,5 +1,4 @@
 """The grading worker's task: one submission graded with real nbgrader in a private folder, returned as plain data."""
-import json
 import os
 import shutil
 import tempfile
@@ -17,24 +16,20 @@ def _nbgrader(passed):
     return _NBGRADER.get(passed)
 
 
-
-
 def grade_submission(payload, task, timeout, passed):
-    """Grade one submission with real nbgrader in a private folder; everything comes back as plain data.
-
-    Returns ``{"student", "assignment", "ok", "autograded": {rel: bytes}, "feedback": {rel: bytes},
-    "log": [records of grading_log.jsonl], "seed", "error", "host", "pid", "seconds"}``.
-    """
+    """Grade one submission with real nbgrader in a private folder; everything comes back as plain data: a
+    ``grader.graded.Graded``'s ``to_plain()`` (the autograded notebook and the feedback as {relative path: bytes},
+    the lines the grading wrote in its private folder's grading log, the seed, the error, the worker)."""
+    from grader.graded import Graded, read_log
+    from grader.seeds import student_seed
     t0 = time.perf_counter()
-    student, a = task["student"], task["assignment"]
-    result = {"student": student, "assignment": a, "ok": False, "autograded": {}, "feedback": {}, "log": [],
-              "seed": None, "error": None, "host": os.uname().nodename, "pid": os.getpid(), "separation": None}
+    graded = Graded(task["student"], task["assignment"], host=os.uname().nodename, pid=os.getpid())
+    student, a = graded.student, graded.assignment
     work = None
     try:
-        from grader.seeds import student_seed
-        result["seed"] = student_seed(student, a)
+        graded.seed = student_seed(student, a)
         nbgrader = _nbgrader(passed)
-        result["separation"] = nbgrader.separation
+        graded.separation = nbgrader.separation
         template = nbgrader.template(payload)
         work = tempfile.mkdtemp(prefix="grade-", dir=nbgrader.home)
         for name in ("nbgrader_config.py", "gradebook.db"):
@@ -44,23 +39,18 @@ def grade_submission(payload, task, timeout, passed):
         write_files(os.path.join(work, "submitted", student, a), task["files"])
         answer = nbgrader.call({"what": "grade", "root": work, "assignment": a, "student": student}, timeout)
         if answer is None:
-            result["error"] = ("timeout", f"grading took over the time limit of {timeout} s per submission")
+            graded.error = ("timeout", f"grading took over the time limit of {timeout} s per submission")
         elif not answer["ok"]:
-            result["error"] = ("grading", f"nbgrader could not grade it: {answer['message']}")
+            graded.error = ("grading", f"nbgrader could not grade it: {answer['message']}")
         else:
-            result["ok"] = True
-        result["autograded"] = read_files(os.path.join(work, "autograded", student, a))
-        result["feedback"] = read_files(os.path.join(work, "feedback", student, a))
-        log = os.path.join(work, "grading_log.jsonl")
-        if os.path.exists(log):
-            with open(log) as f:
-                result["log"] = [json.loads(line) for line in f if line.strip()]
+            graded.ok = True
+        graded.autograded = read_files(os.path.join(work, "autograded", student, a))
+        graded.feedback = read_files(os.path.join(work, "feedback", student, a))
+        graded.log = read_log(work)
     except Exception as exc:  # the worker's own trouble: reported for this submission only
-        result["error"] = ("grading", f"{type(exc).__name__}: {str(exc)[:300]}")
+        graded.error = ("grading", f"{type(exc).__name__}: {str(exc)[:300]}")
     finally:
         if work:
             shutil.rmtree(work, ignore_errors=True)
-    result["seconds"] = time.perf_counter() - t0
-    return result
-
-
+    graded.seconds = time.perf_counter() - t0
+    return graded.to_plain()

@@ -32,10 +32,11 @@ import urllib.error
 import urllib.parse
 import urllib.request
 
+from grader.graded import Graded, unb64
 from grader.plain import inert
 
 from .. import COURSE_DIR
-from .service_client import SAFE_SETTINGS, TOKEN_HEADER, b64, unb64
+from .service_client import SAFE_SETTINGS, TOKEN_HEADER
 
 SERVICE_NAME = "course-grading"
 MAX_BODY = 200 * 2 ** 20  # a submission of 50 MB, base64, and its assignment's source: read only from an instructor
@@ -163,9 +164,8 @@ def make_app(config, client, api_url, config_path=None):
             log.info("%s grades %s / %s of %s", self.user, task["student"], task["assignment"], inert(self.course))
             future = client.submit(grade_submission, payload, task, limit, passed, pure=False)
             result = await asyncio.get_running_loop().run_in_executor(None, future.result)
-            result["autograded"], result["feedback"] = b64(result["autograded"]), b64(result["feedback"])
             self.set_header("Content-Type", "application/json")
-            self.finish(json.dumps(result))
+            self.finish(Graded.from_plain(result).to_json())
 
     class PostScores(Asked):
         what = "a request to post grades"

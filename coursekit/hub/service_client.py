@@ -1,8 +1,8 @@
 """The instructor's side of the hub's grading service (coursekit/hub/service.py, root's): ``course grade`` and the
 formgrader's Autograde on the hub send each submission there (``grade_by_service``), and ``course return --lms``
 asks it to post the scores (coursekit/lms/return_grades.py). What both sides share: the token header, the settings a
-request may pass, the service's URL of a course, the files as base64."""
-import base64
+request may pass, the service's URL of a course; the files travel as base64 and the answer as a ``Graded``'s JSON
+(``grader.graded``)."""
 import json
 import os
 import urllib.error
@@ -18,21 +18,13 @@ SAFE_SETTINGS = {"COURSE_MAX_TRAIN_STEPS": str.isdigit, "COURSE_TRAIN_THREADS": 
                  "COURSE_CALL_TIME_LIMIT": lambda v: v.replace(".", "", 1).isdigit()}
 
 
-def b64(files):
-    return {rel: base64.b64encode(data).decode("ascii") for rel, data in files.items()}
-
-
-def unb64(files):
-    return {str(rel): base64.b64decode(data) for rel, data in files.items()}
-
-
 def grade_by_service(course_root, payload, task, timeout, passed):
     """``grade_submission``'s counterpart on the hub: the submission graded by the hub's grading service, as root
-    (``COURSE_GRADING_URL``, with the token of the instructor's server, ``JUPYTERHUB_API_TOKEN``). Returns the
-    result as ``grade_submission`` does; a refusal or an unreachable service is this submission's error."""
+    (``COURSE_GRADING_URL``, with the token of the instructor's server, ``JUPYTERHUB_API_TOKEN``). Returns a
+    ``grader.graded.Graded`` (the service answers with its JSON); a refusal or an unreachable service is this
+    submission's error."""
+    from grader.graded import Graded, b64
     url, token = os.environ.get("COURSE_GRADING_URL"), os.environ.get("JUPYTERHUB_API_TOKEN")
-    result = {"student": task["student"], "assignment": task["assignment"], "ok": False, "autograded": {},
-              "feedback": {}, "log": [], "seed": None, "error": None, "host": None, "pid": None}
     body = json.dumps({"course": os.path.abspath(course_root), "assignment": payload["assignment"],
                        "source": b64(payload["source"]), "timeout": timeout, "passed": passed,
                        "task": {k: v for k, v in task.items() if k != "files"} | {"files": b64(task["files"])}})
@@ -41,16 +33,14 @@ def grade_by_service(course_root, payload, task, timeout, passed):
                                  headers={TOKEN_HEADER: f"token {token}", "Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(req, timeout=2 * timeout + 600) as resp:
-            answer = json.loads(resp.read())
+            return Graded.from_json(resp.read())
     except urllib.error.HTTPError as exc:
-        result["error"] = ("grading", f"the hub's grading service refused it ({exc.code}): "
-                                      f"{exc.read().decode('utf-8', 'replace')[:300]}")
-        return result
+        return Graded.failed(task["student"], task["assignment"], "grading",
+                             f"the hub's grading service refused it ({exc.code}): "
+                             f"{exc.read().decode('utf-8', 'replace')[:300]}")
     except (OSError, ValueError) as exc:
-        result["error"] = ("grading", f"the hub's grading service could not be reached at {url}: {exc}")
-        return result
-    answer["autograded"], answer["feedback"] = unb64(answer["autograded"]), unb64(answer["feedback"])
-    return answer
+        return Graded.failed(task["student"], task["assignment"], "grading",
+                             f"the hub's grading service could not be reached at {url}: {exc}")
 
 
 def on_the_hub():
@@ -67,8 +57,9 @@ def service_url(url, path, course):
 def graded_by_hub_preprocessor():
     """nbgrader's Autograde on the hub (the formgrader's button, ``nbgrader autograde``), as a preprocessor that
     sends the submission to the hub's grading service and takes back the notebook it graded: what runs in the
-    instructor's server is then only nbgrader's saving of the grades (made here so that importing this module costs
-    no nbgrader)."""
+    instructor's server is then only the writing of what came back, by the writers `course grade` uses (the lines of
+    the grading log and the seed: ``Graded.write_log_and_seed``; the gradebook row: ``coursekit.pipeline.save_grades``)
+    (made here so that importing this module costs no nbgrader)."""
     from nbgrader.preprocessors import NbGraderPreprocessor
     from traitlets import Unicode
 
@@ -79,10 +70,9 @@ def graded_by_hub_preprocessor():
 
         def preprocess(self, nb, resources):
             import nbformat
-            from grader import seeds
-            from grader.nbgrader_plugin import append_log
 
             from ..grading.files import files_of
+            from ..pipeline import save_grades
             info = resources["nbgrader"]
             student, assignment = info["student"], info["assignment"]
             root = self.course_root or os.getcwd()
@@ -90,17 +80,15 @@ def graded_by_hub_preprocessor():
             files[info["notebook"] + ".ipynb"] = nbformat.writes(nb).encode()
             source, _ = files_of(os.path.join(root, "source", assignment))
             passed = {k: os.environ[k] for k in SAFE_SETTINGS if k in os.environ}
-            result = grade_by_service(root, {"assignment": assignment, "source": source},
+            graded = grade_by_service(root, {"assignment": assignment, "source": source},
                                       {"student": student, "assignment": assignment, "files": files},
                                       float(os.environ.get("COURSE_GRADING_TIMEOUT", "1200")), passed)
-            for rec in result.get("log", []):
-                append_log(root, rec)
-            if result.get("seed") is not None:
-                seeds.record(root, student, assignment, result["seed"])
-            name = info["notebook"] + ".ipynb"
-            if not result.get("ok") or name not in result["autograded"]:
-                kind, text = result.get("error") or ("grading", "no graded notebook came back")
+            graded.write_log_and_seed(root)
+            nb = graded.notebook(info["notebook"] + ".ipynb")
+            if nb is None:
+                kind, text = graded.error or ("grading", "no graded notebook came back")
                 raise RuntimeError(f"the hub's grading service could not grade {student} / {assignment}: {text}")
-            return nbformat.reads(result["autograded"][name].decode("utf-8"), as_version=4), resources
+            # the gradebook row, as `course grade` writes it (nbgrader's SaveAutoGrades and AssignLatePenalties)
+            return save_grades(nb, resources, parent=self)
 
     return GradedByHub

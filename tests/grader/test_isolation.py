@@ -328,8 +328,8 @@ def _fresh_judge(request):
 
 
 def _forked_judge(request, timeout=600):
-    stdout, stderr, code = judge.judge(request, dict(os.environ), timeout)
-    return (json.loads(stdout.strip().splitlines()[-1]) if code is not None else None), code
+    judged = judge.judge(request, dict(os.environ), timeout)  # its verdict: verdict.json, never read from stdout
+    return judged.verdict, judged.code
 
 
 @pytest.mark.pipeline  # real judges of whole notebooks: make test, not test-fast
@@ -366,6 +366,13 @@ def test_a_judge_server_that_died_is_started_again():
     dead.wait()
     verdict, code = _forked_judge(_judge_request("02_dot_products"))
     assert code == 0 and all(ok for ok, _ in verdict["results"].values()) and judge._SERVER.process.proc is not dead
+
+
+@pytest.mark.pipeline  # real judges of whole notebooks: make test, not test-fast
+def test_a_forked_judges_verdict_is_a_record_of_its_own_not_a_line_scanned_from_what_it_printed():
+    judged = judge.judge(_judge_request("02_dot_products"), dict(os.environ), 600)
+    assert judged.code == 0 and judged.verdict["isolated"] and all(ok for ok, _ in judged.verdict["results"].values())
+    assert '"results"' not in judged.stdout  # its verdict.json, whole; stdout.txt and stderr.txt are for diagnosis
 
 
 # ---------------------------------------------------------------- the ready-made version of an exercise
