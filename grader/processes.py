@@ -34,6 +34,11 @@ def descendants(pid, stats=None):
     return found
 
 
+def parents_of(pids):
+    """{pid: parent pid} of the processes ``pids`` that are still there."""
+    return {pid: parent for pid, (parent, _) in _stats(pids).items()}
+
+
 def cpu_of(pids):
     """CPU seconds used so far by the processes ``pids`` that are still there (each one's own, not its children's)."""
     return sum(cpu for _, cpu in _stats(pids).values())
