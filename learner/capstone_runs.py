@@ -367,7 +367,7 @@ def findings(results):
         + ", ".join(f"{KINDS[k]} {mean_at[k][longest][0]:.1%}" for k in results.runs if k != best),
         f"2. the fixed-context RNN: {fixed[shortest][0]:.1%} on {bin_label(shortest)}-token sources, "
         f"{fixed[longest][0]:.1%} on {bin_label(longest)}-token ones: "
-        f"{100 * (fixed[shortest][0] - fixed[longest][0]):+.0f} points from the shortest to the longest",
+        f"{100 * (fixed[longest][0] - fixed[shortest][0]):+.0f} points from the shortest to the longest",
         f"3. final training loss (mean of the last 100 steps): causal {final['decoder_causal']:.4f}, "
         f"prefix-LM {final['decoder_prefix']:.4f}",
         f"4. cheapest training step: {names(steps_first)}; cheapest generated token: {names(tokens_first)} "

@@ -67,5 +67,5 @@ register(
         ("capstone:answer_pairs_the_prefix_adds_with_diagonal",
          "15 are the pairs the causal mask already allows inside the prefix (j <= i); the new ones have j > i"),
         ("capstone:answer_pairs_the_prefix_adds_ordered",
-         "each new pair (i, j) has j > i: count each of the p (p - 1) / 2 pairs once")]),
+         "each new pair (i, j) has j > i: count each of the ℓ (ℓ - 1) / 2 pairs once")]),
 )
