@@ -21,7 +21,6 @@ import base64
 import csv
 import html
 import io
-import json
 import math
 import os
 import re
@@ -217,18 +216,16 @@ def assignment_report(course_root, assignment):
             who[key].append(student)
     report.mistakes.update({key: len(s) for key, s in who.items()})
     report.mistake_students = dict(who)
-    log = os.path.join(course_root, "grading_log.jsonl")
-    if os.path.exists(log):
-        seen = set()
-        for line in open(log):
-            record = json.loads(line)
-            if record.get("assignment") != assignment:
-                continue
-            for kind, reason in record.get("faults", []):
-                key = (record.get("student"), kind, reason)
-                if key not in seen:
-                    seen.add(key)
-                    report.flagged.append(key)
+    from grader.graded import read_log
+    seen = set()
+    for record in read_log(course_root):
+        if record.get("assignment") != assignment:
+            continue
+        for kind, reason in record.get("faults", []):
+            key = (record.get("student"), kind, reason)
+            if key not in seen:
+                seen.add(key)
+                report.flagged.append(key)
     return report
 
 

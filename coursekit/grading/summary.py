@@ -3,6 +3,8 @@ import os
 import sys
 from dataclasses import dataclass, field
 
+from grader.graded import LOG_NAME
+from grader.seeds import FILE as SEEDS_FILE
 from grader.plain import inert
 
 
@@ -58,12 +60,12 @@ def print_summary(summary, course_root, out=None):
         p("  " + ", ".join(named[:20]) + (f", and {len(named) - 20} more" if len(named) > 20 else ""))
     if summary.faults:
         p(f"{len(summary.faults)} fault(s) flagged for a human (details in "
-          f"{os.path.join(course_root, 'grading_log.jsonl')}):")
+          f"{os.path.join(course_root, LOG_NAME)}):")
         for student, a, kind, text in summary.faults:
             p(f"  {student} / {a}: {kind}: {str(text)[:200]}")
     elif summary.graded:
         p("no graded submission was flagged (no dead kernel, time-out, or blocked attempt)")
-    p(f"hidden-case seeds: {os.path.join(course_root, 'hidden_seeds.csv')}")
+    p(f"hidden-case seeds: {os.path.join(course_root, SEEDS_FILE)}")
 
 
 def _max_scores(course_root, assignments):
