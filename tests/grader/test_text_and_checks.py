@@ -97,12 +97,15 @@ RULINGS = {
                 "One way out": why("a hint towards the stable softmax; the edge cases try the all -inf slice"),
                 "the axis that must sum to 1": mistake("softmax:softmax_wrong_axis"),
                 "Logits of $10^4$": mistake("softmax:softmax_no_max_subtraction"),
+                "The third checks that a temperature of 0 or below raises": case("temperature 0 is an error",
+                                                                                 "a negative temperature is an error"),
                 "gives all zeros, not NaN": case("all -inf"),
                 "`temperature <= 0` raises": case("temperature 0", "a negative temperature")},
     "log_softmax": {"Don't call `torch.log_softmax` either": why("style: the checks judge what it computes, and "
                                                                  "torch.log_softmax computes the right values"),
                     "gives all $-\\infty$": case("all -inf"),
-                    "`temperature <= 0` raises": case("temperature 0")},
+                    "`temperature <= 0` raises": case("temperature 0"),
+                    "an entry 2000 below the maximum must come out near": case("an entry 2000 below the max")},
     "sequence_log_prob": {"never index with a padded target": case("padding may hold any id, even -100"),
                           "Raises `ValueError` if `logits` is not 3-D": case(
                               "2-D logits (T, V)", "targets of the wrong shape", "float targets",
@@ -140,6 +143,7 @@ RULINGS = {
     "seq2seq_loss": {"whatever id it holds (even": case("padding targets hold -100", "one example is all padding"),
                      "Raises `ValueError` if `logits` is not 3-D": case(
         "2-D logits", "targets of another shape", "a mask of the wrong shape")},
+    "greedy_translate": {"the source's never change at all": why(CONTEXT)},
     "greedy_decode": {"it must choose a token": why(CONTEXT),
                       "must stop at `max_len`": mistake("rnn:greedy_decode_finished_keep_going")},
     "beam_search": {"The gradient comes back": why(CONTEXT),

@@ -55,7 +55,7 @@ def test_a_one_hot_row_times_e_is_a_row_of_e():
     E, i = randn(g, 10, 4), 7
     picked = F.one_hot(torch.tensor(i), 10).double() @ E
     assert picked.shape == (4,) and torch.equal(picked, E[i]) and not torch.equal(picked, E.sum(0))
-    assert chosen("answer_one_hot_product") == "row $k$ of $E$"
+    assert chosen("answer_one_hot_product") == "row $w$ of $E$"
 
 
 # ---------------------------------------------------------------- 02
