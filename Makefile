@@ -119,7 +119,7 @@ test-fast: system-for-grading bytecode
 ## maintainers: the course on Python 3.12 and 3.13 where this machine has them (python3.X or pyenv's), each set up
 ## by `make setup` in a folder outside the repository (PYTHONS_DIR; PyPI's torch there is the CUDA build on Linux,
 ## about 5 GB each), then the fast suite, one notebook graded in the sandbox (`course demo 03_softmax`) and the student
-## bundle installed and used (tests/pipeline/test_bundle.py); what passed, the times and the sizes go to
+## bundle installed and used (tests/coursekit/pipeline/test_bundle.py); what passed, the times and the sizes go to
 ## docs/bench/pythons.md. Not part of make test.
 PYTHONS_DIR ?= /tmp/attention-course-pythons
 test-pythons: system-for-grading setup

@@ -67,7 +67,7 @@ dependencies = [
 packages = ["learner"]
 '''
 
-# what the bundle's test installs it on (tests/pipeline/test_bundle.py: 3.11 in make test, 3.12 and 3.13 in make
+# what the bundle's test installs it on (tests/coursekit/pipeline/test_bundle.py: 3.11 in make test, 3.12 and 3.13 in make
 # test-pythons); the Makefile's PYTHONS, kept in step by tests/coursekit/test_makefile.py
 TESTED_PYTHONS = ("3.11", "3.12", "3.13")
 

@@ -6,7 +6,7 @@ For each VERSION (3.12, 3.13) that this machine has (``python3.X`` on PATH, or p
 own outside the repository (FOLDER/VERSION): ``make setup`` as a person runs it (``PYTHON=`` that interpreter,
 ``VENV=`` that folder: the version check, the PyTorch switch, the pinned set), then the fast suite (``make
 test-fast``'s selection), ``course demo 03_softmax`` (one notebook released and graded with real nbgrader in the
-sandbox, each score checked) and the student bundle's test (tests/pipeline/test_bundle.py: the bundle installed in a
+sandbox, each score checked) and the student bundle's test (tests/coursekit/pipeline/test_bundle.py: the bundle installed in a
 fresh environment of that Python as its README.txt says, JupyterLab on it, a check graded in its kernel). A table of what passed, how long each step took and how big each environment is goes
 to stdout and to FILE (with the date and the machine). Exit status 1 when a step failed on a Python the machine
 has; a Python it lacks is named and skipped.
@@ -87,7 +87,7 @@ def one_python(version, folder, log):
     row.update(demo="passed" if ok and any(ln.startswith("demo passed") for ln in lines) else "FAILED", demo_s=secs)
     # the student bundle installed into a fresh environment of this Python, as its README.txt says
     ok, secs, lines = step([os.path.join(bin_, "python"), "-m", "pytest", "-p", "no:xdist", "-q",
-                            "tests/pipeline/test_bundle.py"], log, env=env)
+                            "tests/coursekit/pipeline/test_bundle.py"], log, env=env)
     summary = next((ln.strip("= ") for ln in reversed(lines) if re.search(r"\d+ (passed|failed)", ln)), "no summary")
     row.update(bundle="passed" if ok else "FAILED", bundle_s=secs, bundle_summary=summary)
     return row

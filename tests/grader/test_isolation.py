@@ -3,7 +3,7 @@
 Everything here runs the real sandbox (bubblewrap; `.ci/run` installs it). The
 kernel nbgrader runs a submission in is driven on small notebooks in
 tests/grader/test_kernel.py; the real-nbgrader side (tamper classes, feedback) is in
-tests/pipeline/test_pipeline.py.
+tests/coursekit/pipeline/test_pipeline.py.
 """
 import importlib.util
 import json

@@ -1,7 +1,7 @@
 """The sandboxed kernel nbgrader runs a submission in (``grader.nbgrader_plugin.SandboxedExecute``), driven on small
 notebooks: a real ipykernel inside the real sandbox, without a course around it. What a cell does to the kernel ends
 the run of that notebook with a note, never the grading of the submission (the grade is decided outside the kernel,
-by the judge; the tamper class in tests/pipeline/ checks that through nbgrader)."""
+by the judge; the tamper class in tests/coursekit/pipeline/ checks that through nbgrader)."""
 import subprocess
 import sys
 

@@ -2,7 +2,7 @@
 (the feedback, the formgrader's) carry none of its markup live.
 
 These tests build the outputs a kernel would have produced for each payload of ``tests/attacks.py`` by hand, so they
-run in-process; ``tests/pipeline/test_formgrader.py`` grades the same payloads through real nbgrader and opens the
+run in-process; ``tests/coursekit/pipeline/test_formgrader.py`` grades the same payloads through real nbgrader and opens the
 pages in Chromium.
 """
 import base64

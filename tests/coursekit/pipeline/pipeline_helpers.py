@@ -1,4 +1,4 @@
-"""What the pipeline tests share besides their fixtures (tests/pipeline/conftest.py): the course copies every
+"""What the pipeline tests share besides their fixtures (tests/coursekit/pipeline/conftest.py): the course copies every
 test worker of a run shares, grading a class as the tests do, and the sample submissions of each notebook with the
 bugs they carry."""
 import fcntl

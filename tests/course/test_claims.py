@@ -6,7 +6,7 @@ messages' "notebook N" are checked in test_cross_references.py.
 A claim whose statement is gone fails too ("update CLAIMS"), so a rewritten sentence is checked again rather than
 forgotten. A cost is a count that is the same on every machine (PyTorch's FlopCounterMode), never a time. The figures
 a run measures (accuracies, gradients, the sampling table) are checked by ``make test-figures``
-(tests/coursekit/test_notebooks.py, CLAIMS). Cost: about 5 s in ``make test-fast`` (the date and diary tasks, one
+(tests/course/test_notebooks.py, CLAIMS). Cost: about 5 s in ``make test-fast`` (the date and diary tasks, one
 counted training step of each 05b model); the capstone's five models sized to their budget and a counted training
 step of each, about 10 s more (20 s on a busy machine), are marked ``experiment`` (``make test`` runs them).
 """

@@ -86,7 +86,7 @@ def _execute(path, tmp_path, timeout):
 
 
 # The reduced run of every notebook (its training capped) is the reference's submission graded through the pipeline
-# (tests/pipeline/test_pipeline.py), which runs every cell of the release answered with the reference. Here each
+# (tests/coursekit/pipeline/test_pipeline.py), which runs every cell of the release answered with the reference. Here each
 # source notebook runs in full, and reaches the figure it states (STATED_ACCURACY, from helpers) and what its prose
 # says of its measurements: CLAIMS, each (notebook, the pattern that finds the statement in its markdown, a check of
 # the match and of all the text the run printed). As in test_claims.py, a statement that is gone fails ("update

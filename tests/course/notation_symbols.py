@@ -4,7 +4,7 @@ A symbol is a letter (Latin, Greek, bold or calligraphic) with the decorations t
 subscript or superscript the notation page writes as part of a name ($d_k$, $W_Q$, $T_{max}$, $h^{dec}$), not an
 index ($x_i$, $h_{t-1}$, $\\alpha_{ij}$) nor an operator ($K^\\top$, $x^2$). A letter the page writes only with an
 index is a different symbol written bare ($k_j$ a key, $k$ top-k's count), so the key of an indexed use ends in
-"_•". Used by tests/coursekit/test_notation.py.
+"_•". Used by tests/course/test_notation.py.
 """
 import re
 
