@@ -51,7 +51,7 @@ def save_grades(nb, resources, parent=None):
     """A graded notebook's scores into the gradebook that ``resources["nbgrader"]["db_url"]`` names: nbgrader's own
     ``SaveAutoGrades`` (the score of every graded cell) then ``AssignLatePenalties``, as nbgrader's autograde runs
     them (configured by ``parent``, a preprocessor of that autograde, where there is one). The one writer of a graded
-    submission's row, for `course grade` (``coursekit.grading.client.record``) and the formgrader's Autograde on the
+    submission's row, for `course grade` (``coursekit.grading.client.write_graded``) and the formgrader's Autograde on the
     hub (``coursekit.hub.service_client``'s GradedByHub)."""
     from nbgrader.preprocessors import AssignLatePenalties, SaveAutoGrades
     for step in (SaveAutoGrades, AssignLatePenalties):
@@ -82,7 +82,7 @@ def nbgrader_api(root):
     return NbGraderAPI(coursedir=CourseDirectory(config=config, root=root), config=config)
 
 
-def release(root, assignment):
+def generate_release(root, assignment):
     """The student version of ``assignment`` in the course folder ``root``: nbgrader's generate_assignment, run in this
     process through its API (a new nbgrader process would import nbgrader, the course's plugin and torch again,
     about 4 s); returns the release's path."""
@@ -145,7 +145,7 @@ class CourseCopy:
     # -------------------------------------------------------------- steps
     def release(self, assignment):
         """The student version of ``assignment`` (``release``, in this process); returns its path."""
-        return release(self.root, assignment)
+        return generate_release(self.root, assignment)
 
     def release_all(self):
         """Every assignment's student release (``release``, in this process)."""

@@ -3,7 +3,7 @@
 ``Graded`` is what grading one submission gives, wherever it ran: made by the grading worker
 (``coursekit.grading.task.grade_submission``), carried back as plain data (``to_plain``/``from_plain``: Dask, bytes
 as they are) or as JSON (``to_json``/``from_json``: the hub's grading service over HTTP, files in base64), and
-written into the course by the instructor's side (``coursekit.grading.client.record`` for `course grade`,
+written into the course by the instructor's side (``coursekit.grading.client.write_graded`` for `course grade`,
 ``coursekit.hub.service_client``'s GradedByHub for the formgrader's Autograde on the hub).
 
 The lines it leaves, each with one writer: a line of ``grading_log.jsonl`` (``log_record`` makes it,

@@ -47,7 +47,7 @@ from .processes import Kept
 from .worker import definitions  # noqa: F401  (the rule for what of a cell is kept, documented there)
 
 
-def run(request):
+def run_checks(request):
     import learner.check  # first: the checks capture their primitives and the reference before student code exists
     from learner.check import CheckFailed
 
@@ -109,7 +109,7 @@ VERDICT = "verdict.json"
 def verdict_of(request):
     """(the verdict on ``request``, exit code): 0 when it was judged, 2 when the grader itself failed."""
     try:
-        results, faults, isolated = run(request)
+        results, faults, isolated = run_checks(request)
     except Exception as exc:  # the sandbox is missing, or the grader itself failed: say so, grade nothing
         return {"error": f"{type(exc).__name__}: {exc}"}, 2
     return {"results": results, "faults": faults, "isolated": isolated}, 0

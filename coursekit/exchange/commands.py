@@ -114,7 +114,7 @@ def _ok(outcome, what):
 
 def release(course_root, assignment, out=print):
     """Generate the student version of ``assignment`` and release it to the exchange (again, if it was)."""
-    from ..pipeline import release as generate
+    from ..pipeline import generate_release as generate
     if assignment not in assignments_of(course_root):
         raise ExchangeError(f"there is no assignment {assignment!r} in {os.path.join(course_root, 'source')} "
                             f"(there are: {', '.join(assignments_of(course_root))})")

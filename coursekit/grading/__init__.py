@@ -30,7 +30,7 @@ what comes back), ``task`` (one submission on a worker: ``grade_submission``), `
 coursekit.grading serve``), ``summary`` (what a run found, and its printout), ``files`` (a submission's files as
 plain data).
 """
-from .client import QUIET_DASK, dask_client, grade_class, local_cluster, record, security_from  # noqa: F401
+from .client import QUIET_DASK, dask_client, grade_class, local_cluster, write_graded, security_from  # noqa: F401
 from .files import MAX_FILE_BYTES  # noqa: F401
 from .server import PASSED_ENV  # noqa: F401
 from .submissions import course_payload, gradable, with_files  # noqa: F401

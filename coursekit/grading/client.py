@@ -46,7 +46,7 @@ def _replace_folder(folder, files):
     write_files(folder, files)
 
 
-def record(course_root, task, graded):
+def write_graded(course_root, task, graded):
     """Write one graded submission (a ``grader.graded.Graded``) into the course: its gradebook row, autograded and
     feedback folders, lines of the grading log and seed.
 
@@ -233,11 +233,11 @@ def grade_class(course_root=COURSE_DIR, assignments=None, *, jobs=None, schedule
     wanted = sorted(assignments or [a for a in os.listdir(source) if os.path.isdir(os.path.join(source, a))])
     unreleased = {}  # {assignment: why it could not be released}: its submissions are named, not graded
     if release_first:  # the gradebook learns the assignments' cells
-        from ..pipeline import release
+        from ..pipeline import generate_release
         for a in wanted:
             if os.path.isdir(os.path.join(source, a)):
                 try:
-                    release(course_root, a)
+                    generate_release(course_root, a)
                 except Exception as exc:  # one assignment's trouble: the others are graded
                     first = str(exc).strip().splitlines()
                     unreleased[a] = f"{type(exc).__name__}: {first[-1][:300] if first else 'no reason given'}"
@@ -311,7 +311,7 @@ def grade_class(course_root=COURSE_DIR, assignments=None, *, jobs=None, schedule
                     graded.error = ("timeout", f"grading took over the time limit of {timeout} s per submission, "
                                                f"and over twice that ({2 * timeout} s) graded again after the "
                                                f"others")
-                score, faults = record(course_root, task, graded)
+                score, faults = write_graded(course_root, task, graded)
                 summary.graded[(task["student"], task["assignment"])] = score
                 summary.graded_by[(task["student"], task["assignment"])] = (graded.host, graded.pid)
                 summary.seeds[(task["student"], task["assignment"])] = graded.seed

@@ -313,7 +313,7 @@ def write_hub_config(state, courses, exchange, lti, args, hub_state):
     extra = {"hub_state": state}
     if lti:
         extra["lti"] = {"client_id": lti.client_id, "token_url": lti.token_url, "tool_key": lti.tool_key}
-    service.write_config(state, grading["port"], grading["hub_api"],
+    service.write_service_config(state, grading["port"], grading["hub_api"],
                              {c.folder: c.instructors for c in courses}, extra=extra)
     instructor_config = {}
     for c in courses:

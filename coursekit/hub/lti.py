@@ -206,7 +206,7 @@ def record_launch(settings, adm):
                 extra = {k: v for k, v in grading.items() if k not in ("port", "hub_api", "workers", "courses")}
                 courses = {folder: c["instructors"] for folder, c in grading["courses"].items()}
                 courses[adm.folder] = teaching
-                service.write_config(os.path.dirname(settings["grading_config"]), grading["port"],
+                service.write_service_config(os.path.dirname(settings["grading_config"]), grading["port"],
                                          grading["hub_api"], courses, grading.get("workers"), extra=extra)
 
 

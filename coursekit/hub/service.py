@@ -105,7 +105,7 @@ def make_app(config, client, api_url, config_path=None):
 
     from ..grading.task import grade_submission
     from ..exchange.inbound import valid_student_id
-    current = Settings(config_path, config)
+    current = ServiceSettings(config_path, config)
 
     @web.stream_request_body
     class Asked(web.RequestHandler):
@@ -194,7 +194,7 @@ def read_config(path):
         return json.load(f)
 
 
-class Settings:
+class ServiceSettings:
     """The service's settings, read again from ``path`` when the file changes (or the dict given, with no path)."""
 
     def __init__(self, path, config):
@@ -242,7 +242,7 @@ def serve(config_path):
         asyncio.run(main())
 
 
-def write_config(state, port, hub_api, courses, workers=None, extra=None):
+def write_service_config(state, port, hub_api, courses, workers=None, extra=None):
     """The service's settings in ``state`` (root's alone): its port, the hub's API and {course: instructors}; on a
     hub of several courses or with LTI, ``extra`` adds the hub's state folder (``hub_state``) and the tool's LTI
     credentials (``lti``: client id, token URL, the path of its private key), with which it posts grades."""

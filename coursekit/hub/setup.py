@@ -315,7 +315,7 @@ def write_config(state, *, course, exchange, students, instructors, ip, port, ex
     commands = os.path.dirname(python)
     from . import service
     grading_port, hub_port = free_port(), free_port()
-    grading_config = service.write_config(state, grading_port, f"http://127.0.0.1:{hub_port}/hub/api",
+    grading_config = service.write_service_config(state, grading_port, f"http://127.0.0.1:{hub_port}/hub/api",
                                               {course: instructors})
     text = HUB_CONFIG.format(
         grading_config=grading_config, grading_url=f"http://127.0.0.1:{grading_port}", state=state,

@@ -6,7 +6,9 @@ when a learner or a grading run reaches it.
 
 A file name names one module: two files of the project (tests aside) share a name only when it is a topic's name,
 the name of a notebook's reference module in ``solutions/`` (its known mistakes, its hidden cases, its widget and
-its benchmark may carry it too); ``__init__``/``__main__`` are Python's. No module of the project is over 500 lines.
+its benchmark may carry it too); ``__init__``/``__main__`` are Python's. A top-level name names one thing: two modules
+of the project define the same public name only when it is a role every such module plays (``SAME_ROLE``, with the
+role) or a copy of the reference's function of that name (``COPIES``). No module of the project is over 500 lines.
 They read the files git tracks, so a file left over in a working copy does not count. Cost: about 2 s."""
 import ast
 import collections
@@ -149,6 +151,61 @@ def test_a_shared_name_is_found_and_a_topics_name_is_allowed():
     """The check above can fail: a second worker.py is named with both paths; a topic's name in bench/ is allowed."""
     paths = ["grader/worker.py", "coursekit/grading/worker.py", "solutions/softmax.py", "bench/softmax.py"]
     assert shared_names(paths, {"softmax"}) == {"worker.py": ["coursekit/grading/worker.py", "grader/worker.py"]}
+
+
+# a public name several modules define, each for the same role
+SAME_ROLE = {
+    "main": "a module's command line (python -m)",
+    "serve": "the loop of a process that another process starts and talks to",
+    "KINDS": "the kinds of thing the module makes, by name",
+    **{name: "a widget's part (learner/widgets/base.py: Explorer)" for name in ("compute", "draw", "readout",
+                                                                                  "learner_side")},
+}
+# modules whose functions are copies of the reference's of the same name (correct, written apart from it)
+COPIES = ("learner/blocks.py", "learner/data.py", "solutions/mistakes/_parts.py",
+          "learner/check/cases/transformer_parts.py")
+
+
+def top_level_names(path):
+    """The public names a module defines at its top level (functions, classes, assignments; not imports)."""
+    names = set()
+    for node in ast.parse(open(os.path.join(ROOT, path)).read(), path).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            names |= {t.id for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                      if isinstance(t, ast.Name)}
+    return {n for n in names if not n.startswith("_")}
+
+
+def names_meaning_two_things(paths, defined=top_level_names, same_role=SAME_ROLE, copies=COPIES):
+    """{name: [paths]} for each public top-level name two modules define, unless it is a role they all play, or
+    every definition but the reference's is in a module of copies."""
+    where = collections.defaultdict(list)
+    for path in paths:
+        for name in defined(path):
+            where[name].append(path)
+    out = {}
+    for name, places in where.items():
+        if len(places) < 2 or name in same_role:
+            continue
+        apart = [p for p in places if p not in copies]
+        if len(apart) == 0 or len(apart) == 1 and apart[0].startswith("solutions/"):
+            continue  # copies of the reference's function
+        out[name] = sorted(places)
+    return out
+
+
+def test_a_top_level_name_means_one_thing():
+    found = names_meaning_two_things([p for p in tracked_modules() if p.split("/")[0] in OURS])
+    assert found == {}
+
+
+def test_a_name_two_modules_define_is_found_and_a_copy_of_the_reference_is_allowed():
+    """The check above can fail: two modules' ``record`` are named; a role and a copy of the reference pass."""
+    names = {"coursekit/a.py": {"record", "main"}, "grader/b.py": {"record", "main"},
+             "learner/blocks.py": {"encoder_block"}, "solutions/encoder.py": {"encoder_block"}}
+    assert names_meaning_two_things(names, names.get) == {"record": ["coursekit/a.py", "grader/b.py"]}
 
 
 def test_no_module_is_over_500_lines():
