@@ -35,15 +35,15 @@ define need_system
 	@missing=$$(for need in $(1); do c=$${need%%:*}; p=$${need##*:}; \
 	    command -v $$c >/dev/null 2>&1 || [ -x /usr/sbin/$$c ] || [ -x /usr/bin/$$c ] || echo $$p; done | sort -u | xargs); \
 	if [ "$(2)" = root ] && [ "$$(id -u)" != 0 ]; then \
-	    echo "make $@: the hub tests create Unix users and start each user's server as that user, so the tests run as root:" >&2; \
-	    echo "    sudo make $@" >&2; \
+	    echo "make $(or $(MAKECMDGOALS),$@): the hub tests create Unix users and start each user's server as that user, so the tests run as root:" >&2; \
+	    echo "    sudo make $(or $(MAKECMDGOALS),$@)" >&2; \
 	    [ -z "$$missing" ] || echo "(as root it also installs what is missing: $$missing)" >&2; exit 2; fi; \
 	if [ -n "$$missing" ]; then \
 	    if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-	        echo "installing what make $@ needs: $$missing"; \
+	        echo "installing what make $(or $(MAKECMDGOALS),$@) needs: $$missing"; \
 	        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || exit 2; \
 	    else \
-	        echo "make $@ needs $$missing, which this machine lacks: install it with" >&2; \
+	        echo "make $(or $(MAKECMDGOALS),$@) needs $$missing, which this machine lacks: install it with" >&2; \
 	        echo "    sudo apt-get install -y $$missing" >&2; exit 2; fi; fi
 endef
 
@@ -156,11 +156,24 @@ LAB_CORE  := $(VENV)/share/jupyter/lab/static/package.json
 node: $(HUB_PROXY) $(HUB_LAB)/package.json
 proxy: node
 
+# Node 20.19 or later (the builder's rspack needs ^20.19 or >=22.12): Debian 13's nodejs; on Debian 12 and Ubuntu 24.04
+# (Node 18) NodeSource's or nodejs.org's
+define check_node
+	@command -v node >/dev/null 2>&1 && command -v npm >/dev/null 2>&1 || { echo "make $(or $(MAKECMDGOALS),node):" \
+	    "the hub needs Node 20.19 or later with npm: install Debian 13's (sudo apt-get install -y nodejs npm) or, on" \
+	    "Debian 12 and Ubuntu 24.04, Node 22 from NodeSource or nodejs.org" >&2; exit 2; }
+	@node -e 'const [a,b]=process.versions.node.split(".").map(Number); process.exit(a>22||a==22&&b>=12||a==20&&b>=19?0:1)' \
+	    || { echo "make $(or $(MAKECMDGOALS),node): Node $$(node --version) is too old for the hub's lab plugin's" \
+	    "builder: install Node 20.19 or later (22 from NodeSource or nodejs.org on Debian 12 and Ubuntu 24.04)" >&2; exit 2; }
+endef
+
 $(HUB_PROXY): node/package.json node/package-lock.json
+	$(call check_node)
 	npm ci --prefix node --no-audit --no-fund
 	@touch $@
 
 node/hub-lab/node_modules/.package-lock.json: node/hub-lab/package.json node/hub-lab/package-lock.json
+	$(call check_node)
 	npm ci --prefix node/hub-lab --no-audit --no-fund
 	@touch $@
 
@@ -172,7 +185,7 @@ $(HUB_LAB)/package.json: node/hub-lab/node_modules/.package-lock.json node/hub-l
 
 ## instructors: a JupyterHub for the class on this machine, as root (README: "A class on a JupyterHub");
 ## e.g. sudo make hub HUB_ARGS="--instructor alice --roster roster.csv --create-users"
-hub: bytecode node
+hub: system-for-grading bytecode node
 	$(BIN)/course hub $(HUB_ARGS)
 
 ## maintainers: the benchmarks, each a ratio against a baseline measured in the same run; the results, with the date

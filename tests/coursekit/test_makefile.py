@@ -94,3 +94,26 @@ def test_the_default_python_is_a_supported_one():
     out = subprocess.run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
                          capture_output=True, text=True).stdout.strip()
     assert out in _make_var("PYTHONS"), (python, out)
+
+
+@pytest.mark.parametrize("version,ok", [("v18.20.4", False), ("v20.18.1", False), ("v20.19.0", True),
+                                        ("v21.7.3", False), ("v22.11.0", False), ("v22.12.0", True), ("v24.1.0", True)])
+def test_make_node_names_a_node_too_old_for_the_lab_plugins_builder(tmp_path, version, ok):
+    """`make node` (and so `make hub` and `make test`) checks this machine's Node against what the builder needs
+    (^20.19 or >=22.12) before npm runs, and says which Node to install; a fake `node` of each version is asked."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    # the real node runs the Makefile's own rule, with the version it reads replaced by the one under test
+    (fake / "node").write_text(f"#!/bin/bash\nif [ \"$1\" = --version ]; then echo {version}; exit 0; fi\n"
+                               f"exec {shutil.which('node')} -e \"${{2//process.versions.node/\\\"{version[1:]}\\\"}}\"\n")
+    (fake / "node").chmod(0o755)
+    (fake / "npm").write_text("#!/bin/sh\nexit 0\n")
+    (fake / "npm").chmod(0o755)
+    (tmp_path / "Makefile").write_text(f"include {ROOT}/Makefile\ntry-node:\n\t$(call check_node)\n\t@echo node ok\n")
+    env = dict(os.environ, PATH=f"{fake}:{os.environ['PATH']}")
+    run = subprocess.run(["make", "-s", "-f", str(tmp_path / "Makefile"), "try-node"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=60)
+    if ok:
+        assert run.returncode == 0 and "node ok" in run.stdout, run.stderr
+    else:
+        assert run.returncode != 0 and f"Node {version} is too old" in run.stderr and "20.19 or later" in run.stderr
