@@ -30,9 +30,11 @@ import tempfile
 from nbgrader.exchange.default import ExchangeCollect, ExchangeReleaseAssignment, ExchangeReleaseFeedback
 from traitlets import Integer, List, Unicode
 
-from learner.submit import NOTATION, HubRoot
+from learner.submit import HubRoot
+from learner.syllabus import NOTATION
 
 from . import inbound as untrusted
+from ..groups import course_group, group_members, group_name, students_group
 
 COURSE_FOLDER_MODE = 0o2755
 OUTBOUND_MODE = 0o2755
@@ -41,23 +43,6 @@ INBOUND_MODE = 0o3773
 FEEDBACK_MODE = 0o2771
 PAGE_MODE = 0o640
 TIME_FORMAT = "%Y-%m-%d %H:%M:%S.%f UTC"  # nbgrader's timestamp format, in UTC
-
-
-def course_group(course_root):
-    """The gid of the course folder: the instructors' group, which the exchange's course folder shares."""
-    return os.stat(course_root).st_gid
-
-
-def staff_group_of(course_id):
-    """The Unix group of a course's instructors: ``<course id>-staff`` (its course folder's group)."""
-    return f"{course_id}-staff"
-
-
-def students_group(course_id):
-    """The Unix group of a course's students (and its instructors) on a hub of several courses:
-    ``<course id>-students`` (``coursekit.hub.courses`` makes it). Where it exists, the course's outbound is that
-    group's alone, so a student of another course cannot fetch this one's assignments."""
-    return f"{course_id}-students"  # at most 32: a course id has at most 23
 
 
 def outbound_access(course_path):
@@ -107,7 +92,7 @@ def problems_of_course_folder(course_path, gid, roster=(), owners=None):
     owners = set(owners) if owners is not None else staff | {untrusted.owner_name(me)}
     students = sorted(set(roster) & staff)
     if students:
-        group = _group_name(gid)
+        group = group_name(gid)
         problems.append(f"the students {', '.join(students)} are in the group {group} of the course folder, so they "
                         f"could read every submission: take them out of it (`gpasswd -d NAME {group}`), or give the "
                         f"course folder a group of the instructors alone (`chgrp -R GROUP COURSE`)")
@@ -413,23 +398,6 @@ def _open_to_group(folder):
         os.chmod(here, 0o770)
         for name in files:
             os.chmod(os.path.join(here, name), 0o660)
-
-
-def _group_name(gid):
-    try:
-        return grp.getgrgid(gid).gr_name
-    except KeyError:
-        return str(gid)
-
-
-def group_members(gid):
-    """The user names in group ``gid``: its listed members and the users whose primary group it is."""
-    try:
-        members = set(grp.getgrgid(gid).gr_mem)
-    except KeyError:
-        return set()
-    members |= {u.pw_name for u in pwd.getpwall() if u.pw_gid == gid}
-    return members
 
 
 def now_utc():

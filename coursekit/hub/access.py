@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 from .. import ROOT
+from ..groups import group_name
 from .errors import HubError
 
 # useradd's own rule (Debian's NAME_REGEX without --badname): a lowercase letter or '_', then lowercase letters,
@@ -121,7 +122,7 @@ def _instructor_has(name, st, group_bits):
 def staff_group(course):
     """The Unix group of the course's instructors: ``<course id>-staff``. The course folder, the exchange's course
     folder and the reference answers are theirs; no student may be in it."""
-    from ..exchange.classes import staff_group_of
+    from ..groups import staff_group_of
     from ..exchange.course_id import course_id_of
     return staff_group_of(course_id_of(course))
 
@@ -152,20 +153,13 @@ def course_problems(course, instructors, students=(), reference=REFERENCE_FOLDER
             if _instructor_has(name, st, bits):
                 continue
             problems.append(f"the instructor {name} cannot {verb} {what} {path} "
-                            f"(owned by {pwd.getpwuid(st.st_uid).pw_name}, group {_group_name(st.st_gid)})")
-    from ..exchange.classes import group_members
+                            f"(owned by {pwd.getpwuid(st.st_uid).pw_name}, group {group_name(st.st_gid)})")
+    from ..groups import group_members
     inside = sorted(set(students) & group_members(os.stat(course).st_gid))
     if inside:
-        problems.append(f"the students {', '.join(inside)} are in the group {_group_name(os.stat(course).st_gid)} "
+        problems.append(f"the students {', '.join(inside)} are in the group {group_name(os.stat(course).st_gid)} "
                         f"of the course folder, so they could read every submission and the answers")
     return problems
-
-
-def _group_name(gid):
-    try:
-        return grp.getgrgid(gid).gr_name
-    except KeyError:
-        return str(gid)
 
 
 def own_tree(top, uid, gid, dirs_mode, files_mode, out=print):

@@ -43,10 +43,9 @@ from .setup import (LAB_EXTENSIONS, as_root, exchange_for_class, hub_command, ma
                     close_state, role_settings, setuid_warning, student_nbgrader_config, write_config)
 from .access import (REFERENCE_FOLDER, UNIX_NAME, HubError, own_tree, course_problems, enrol_roster, ensure_group, ensure_users,
                      give_to_staff, read_roster, staff_group, users_python)
-from ..exchange.classes import group_members, students_group
+from ..groups import REFERENCE_GROUP, group_members, students_group
 from .state import HubState, add_launched, instructor_course, record_courses
 
-REFERENCE_GROUP = "course-reference"
 COURSE_KEYS = {"folder", "instructors", "roster", "context_id"}
 
 

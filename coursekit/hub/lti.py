@@ -159,10 +159,9 @@ def _text(value, most=200):
 def provision(settings, adm, out):
     """The Unix user, the groups, the course folder of a course's first instructor and its exchange folder; returns
     the groups the user was added to (their running server does not have them yet)."""
-    from ..exchange.classes import staff_group_of, students_group
+    from ..groups import REFERENCE_GROUP, staff_group_of, students_group
     from .setup import exchange_for_class
     from .access import ensure_group, ensure_users, give_to_staff
-    from .courses import REFERENCE_GROUP
     from .state import HubState, record_made
     record_made(settings["state"], ensure_users([adm.name], create=True, out=out))
     added = []

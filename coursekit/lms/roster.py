@@ -165,7 +165,7 @@ def implausible_change(course, change):
 
 
 def _apply(settings, state, course_id, course, change):
-    from ..exchange.classes import students_group
+    from ..groups import students_group
     from ..hub.enrol import enrol
     if change.joined:  # the gradebook first: a joiner in the state is one the gradebook has
         enrol(settings["python"], course["folder"], [

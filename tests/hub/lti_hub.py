@@ -9,8 +9,8 @@ import subprocess
 
 from hub_helpers import COURSE_BIN, HERE, Hub, course_copy_for, remove_users
 
-from coursekit.exchange.classes import students_group
-from coursekit.hub.courses import REFERENCE_GROUP
+from coursekit.groups import students_group
+from coursekit.groups import REFERENCE_GROUP
 
 
 def course_folder(folder, course_id):

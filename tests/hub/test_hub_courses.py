@@ -312,7 +312,7 @@ def test_course_hub_with_a_courses_file(class_folder):
     from hub_helpers import COURSE_BIN, HERE, Hub, modes_of, remove_users, restore_modes
     from lti_hub import course_folder
 
-    from coursekit.exchange.classes import students_group
+    from coursekit.groups import students_group
     from coursekit.hub.setup import PUBLIC_STATE
     from coursekit.hub.access import REFERENCE_FOLDER
     teach = {"ckc-enc": "ckc-alice", "ckc-dec": "ckc-bob"}

@@ -183,7 +183,7 @@ def test_good_launches_make_the_accounts_groups_and_gradebook_entries(lti_class)
     import pwd
     import stat
 
-    from coursekit.exchange.classes import students_group
+    from coursekit.groups import students_group
     from coursekit.pipeline import gradebook
     lms, hub = lti_class
     for sub, course in ((TEACH_ENC, ENC), (BOB, ENC)):
@@ -615,7 +615,7 @@ def test_a_restart_keeps_what_the_launches_brought(lti_class):
     import grp
     import pwd
 
-    from coursekit.exchange.classes import students_group
+    from coursekit.groups import students_group
     from coursekit.pipeline import gradebook
     lms, hub = lti_class
     lists = class_lists(hub)

@@ -20,7 +20,7 @@ from gradebooks import build_gradebook
 from hub_helpers import remove_users
 from lti_platform import NRPS_CLAIM, NRPS_PAGE, LtiPlatform
 
-from coursekit.exchange.classes import students_group
+from coursekit.groups import students_group
 from coursekit.hub.lti import check_launch
 from coursekit.hub.state import HubState
 from coursekit.lms.ags import ToolCredentials, generate_key, load_key

@@ -114,7 +114,7 @@ def test_an_account_another_install_made_is_not_taken(hub_state):
 def test_an_account_this_hub_made_is_recorded_and_taken_again(hub_state):
     """The first launch: no account, so it is admitted; ``provision`` makes it and records it in the hub's state.
     The next launch of the same user finds an existing account, which this hub made: admitted."""
-    from coursekit.exchange.classes import students_group
+    from coursekit.groups import students_group
     settings, state = hub_state
     name = PREFIX + "new"
     remove_users([name])
