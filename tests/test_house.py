@@ -7,8 +7,10 @@
   ``coursekit/exchange/course_id.py``, ``coursekit/hub/lti_claims.py``).
 * No private name across modules: ``from M import _x`` from another module is refused (the name is made public, or
   the helper moves), and so is importing a private module (``pkg._m``) from outside its own package.
-* No module sets another's state: ``other.NAME = ...`` on an imported module of the project is refused; the module
-  that owns the state offers a function (``learner.check.safe.run_elsewhere``).
+* No module sets another's state: ``other.NAME = ...`` on an imported module of the project is refused, and so is
+  changing what another module holds in place: ``NAME.append(...)``, ``NAME[key] = ...`` or ``NAME.attr = ...`` on a
+  name imported from another module (``other.NAME.update(...)`` alike); the module that owns the state offers a
+  function (``learner.check.safe.run_elsewhere``, ``learner.check.cases.common.allow_in_shipped``).
 
 A finding is named with the file, the line and the modules. Cost: about a second."""
 import ast
@@ -119,13 +121,21 @@ def private_imports(modules):
     return out
 
 
+MUTATORS = ("append", "extend", "insert", "remove", "pop", "clear", "update", "add", "discard", "setdefault",
+            "popitem", "sort", "reverse")  # methods that change a list, dict or set in place
+
+
 def foreign_assignments(modules):
-    """["path:line: module sets other.NAME"] for every assignment to an attribute of an imported project module."""
+    """["path:line: module sets other.NAME"] for every assignment to an attribute of an imported project module, and
+    ["path:line: module changes other.NAME (...)"] for every change in place of what another module holds: an item or
+    attribute set or deleted, or a list's, dict's or set's own method that changes it (``MUTATORS``), on a name
+    imported from that module or reached through it (``other.NAME``)."""
     out = []
     for module, path in modules.items():
         tree = ast.parse(open(path, encoding="utf-8").read(), path)
         is_package = path.endswith("__init__.py")
         bound = {}  # local name -> project module it stands for
+        values = {}  # local name -> "module.NAME" of a value (not a module) imported from a project module
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 for a in node.names:
@@ -136,14 +146,37 @@ def foreign_assignments(modules):
                 for a in node.names:
                     if f"{base}.{a.name}" in modules:
                         bound[a.asname or a.name] = f"{base}.{a.name}"
+                    elif base in modules and base != module:
+                        values[a.asname or a.name] = f"{base}.{a.name}"
+
+        def owner(target):
+            """("other.NAME", depth) when ``target`` (attributes and items) reaches into another module's state."""
+            chain = []
+            while isinstance(target, (ast.Attribute, ast.Subscript)):
+                chain.append(target)
+                target = target.value
+            if not isinstance(target, ast.Name):
+                return None
+            if target.id in values:
+                return values[target.id], len(chain)
+            if target.id in bound and bound[target.id] != module and chain \
+                    and isinstance(chain[-1], ast.Attribute):
+                return f"{bound[target.id]}.{chain[-1].attr}", len(chain) - 1
+            return None
+
         for node in ast.walk(tree):
-            targets = node.targets if isinstance(node, ast.Assign) else \
+            targets = node.targets if isinstance(node, (ast.Assign, ast.Delete)) else \
                 [node.target] if isinstance(node, (ast.AugAssign, ast.AnnAssign)) else []
             for t in targets:
                 if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id in bound \
                         and bound[t.value.id] != module:
                     out.append(f"{path}:{node.lineno}: {module} sets {bound[t.value.id]}.{t.attr}")
-    return out
+                elif (found := owner(t)) and found[1] > 0:
+                    out.append(f"{path}:{node.lineno}: {module} changes {found[0]} ({ast.unparse(t)})")
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MUTATORS \
+                    and (found := owner(node.func.value)):
+                out.append(f"{path}:{node.lineno}: {module} changes {found[0]} (.{node.func.attr})")
+    return sorted(out)
 
 
 def test_no_module_sets_another_modules_state():
@@ -159,8 +192,9 @@ def test_no_module_imports_another_modules_private_name():
 
 
 def test_a_cycle_and_a_private_import_are_named(tmp_path):
-    """Both tests above can fail: a cycle through a function-level import and a string, a private name and a private
-    module reached from outside its package are each named with the modules and the line."""
+    """The tests above can fail: a cycle through a function-level import and a string, a private name and a private
+    module reached from outside its package, another module's name set, and what another module holds changed in
+    place (a list appended to, an item set) are each named with the modules and the line."""
     def write(rel, text):
         path = tmp_path / rel
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -173,8 +207,9 @@ def test_a_cycle_and_a_private_import_are_named(tmp_path):
     write("learner/__init__.py", "")
     write("learner/check/__init__.py", "")
     write("learner/check/_inner.py", "x = 1\n")
-    write("learner/check/fine.py", "from ._inner import x\n")
-    write("learner/check/meddles.py", "from . import fine\nfine.x = 2\n")
+    write("learner/check/fine.py", "from ._inner import x\nREGISTRY = []\n")
+    write("learner/check/meddles.py", "from . import fine\nfine.x = 2\nfrom .fine import REGISTRY\n"
+                                      "REGISTRY.append(3)\nfine.REGISTRY[0] = 4\nREGISTRY = []\n")
     modules = project_modules(str(tmp_path), ("grader", "learner"))
     assert cycles(modules) == ["grader.a imports grader.b (line 1) ; grader.b imports grader.c (line 3) ; "
                                "grader.c imports grader.a (line 2)"]
@@ -183,4 +218,7 @@ def test_a_cycle_and_a_private_import_are_named(tmp_path):
         f"{d}:1: grader.d imports grader.c's private name _hidden",
         f"{d}:2: grader.d imports the private module learner.check._inner from outside learner.check"]
     meddles = os.path.join(str(tmp_path), "learner", "check", "meddles.py")
-    assert foreign_assignments(modules) == [f"{meddles}:2: learner.check.meddles sets learner.check.fine.x"]
+    assert foreign_assignments(modules) == [
+        f"{meddles}:2: learner.check.meddles sets learner.check.fine.x",
+        f"{meddles}:4: learner.check.meddles changes learner.check.fine.REGISTRY (.append)",
+        f"{meddles}:5: learner.check.meddles changes learner.check.fine.REGISTRY (fine.REGISTRY[0])"]
