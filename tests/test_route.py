@@ -4,8 +4,9 @@
   ``coursekit.grading.server.Nbgrader.call``, ...) exists.
 * "Where the code crosses" lists exactly the functions that start a process, fork, send work to another process or
   call another machine, in the route's packages (``grader/``, ``coursekit/``): read from the code (``subprocess``,
-  ``os.fork``, ``urlopen``, a pool's or a Dask client's ``submit``, a kernel manager's launch). A new crossing that
-  route.md does not list fails here, and so does a listed one that is gone.
+  ``os.fork``, ``os.exec*``, ``os.spawn*``, ``pty``, ``multiprocessing``, ``urlopen``, a pool's or a Dask client's
+  ``submit`` and ``scatter``, a Dask cluster or client made, an HTTP server, nbgrader's validator, a kernel manager's
+  launch). A new crossing that route.md does not list fails here, and so does a listed one that is gone.
 * "Who writes what": each record has one writer, called from exactly the places the table names, and the record's
   file is named as a path in the code of its writer's module alone (another module that builds its path would be a
   second writer, or a reader going round the writer's module; a sentence that names it is not a path).
@@ -22,8 +23,13 @@ ROUTE = os.path.join(ROOT, "docs", "route.md")
 PACKAGES = ("grader", "coursekit")
 # what crosses: calls whose dotted name ends so, and kernel managers' launch methods
 CROSSING_CALLS = ("subprocess.Popen", "subprocess.run", "subprocess.call", "subprocess.check_call",
-                  "subprocess.check_output", "os.fork", "urlopen", "create_subprocess_exec", "client.submit",
-                  "executor.submit", "pool.submit")
+                  "subprocess.check_output", "subprocess.getoutput", "subprocess.getstatusoutput", "os.fork",
+                  "os.forkpty", "os.execv", "os.execve", "os.execvp", "os.execvpe", "os.execl", "os.execle", "os.execlp",
+                  "os.execlpe", "os.spawnv", "os.spawnve", "os.spawnvp", "os.spawnvpe", "os.spawnl", "os.spawnle",
+                  "os.spawnlp", "os.spawnlpe", "os.posix_spawn", "os.posix_spawnp", "os.system", "os.popen", "pty.fork",
+                  "pty.spawn", "create_subprocess_exec", "create_subprocess_shell", "multiprocessing.Process",
+                  "ProcessPoolExecutor", "urlopen", "client.submit", "executor.submit", "pool.submit",
+                  "client.scatter", "LocalCluster", "Client", "HTTPServer", "validator.validate")
 CROSSING_METHODS = ("_async_launch_kernel", "launch_kernel")
 # each record: its writer (a call whose dotted name ends so), and the file name its code may name in one module only
 RECORDS = {"a line of the grading log": ("append_log", "grading_log.jsonl"),
@@ -199,8 +205,8 @@ def test_each_record_has_one_writer_called_where_route_md_says():
 
 
 def test_a_new_crossing_a_new_caller_and_a_second_writer_are_found(tmp_path):
-    """The checks above can fail: a process started in a new function, a new caller of a writer, and another module
-    naming the log's file are each found."""
+    """The checks above can fail: a process started in a new function (by ``subprocess`` or by ``os.posix_spawn``), a
+    new caller of a writer, and another module naming the log's file are each found."""
     pkg = tmp_path / "grader"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
@@ -208,8 +214,10 @@ def test_a_new_crossing_a_new_caller_and_a_second_writer_are_found(tmp_path):
         "import subprocess\nfrom .graded import append_log\n"
         "class Helper:\n    def start(self):\n        return subprocess.Popen(['true'])\n"
         "def note(root):\n    append_log(root, {})\n"
-        "def by_hand(root):\n    open(root + '/grading_log.jsonl', 'a').write('{}')\n")
+        "def by_hand(root):\n    open(root + '/grading_log.jsonl', 'a').write('{}')\n"
+        "import os\ndef spawned():\n    return os.posix_spawn('/bin/true', ['true'], {})\n")
     mods = modules(("grader",), str(tmp_path))
-    assert crossings(mods) == {"grader.extra.Helper.start": ["subprocess.Popen"]}
+    assert crossings(mods) == {"grader.extra.Helper.start": ["subprocess.Popen"],
+                               "grader.extra.spawned": ["os.posix_spawn"]}
     assert callers(mods, "append_log") == {"grader.extra.note"}
     assert naming_modules(mods, "grading_log.jsonl") == {"grader.extra"}
