@@ -39,7 +39,7 @@ from results import record  # bench/results.py: what make bench writes
 
 def make_class(root, assignment, n):
     cc = CourseCopy(root).for_class_grading()
-    release = nbformat.read(cc.release(assignment), as_version=4)
+    release = nbformat.read(cc.generate_release(assignment), as_version=4)
     crash = answered(release)
     crash.cells.insert(3, nbformat.v4.new_code_cell("import os\nos._exit(3)"))
     kinds = {"correct": answered(release), "blank": release, "bug": with_bug(release, assignment), "crash": crash}

@@ -51,7 +51,7 @@ def main(argv=None):
     with tempfile.TemporaryDirectory(prefix="bench-isolation-") as tmp:
         for a in args.assignments or assignments():
             cc = CourseCopy(os.path.join(tmp, a))
-            release = nbformat.read(cc.release(a), as_version=4)
+            release = nbformat.read(cc.generate_release(a), as_version=4)
             students = [f"s{i:02d}" for i in range(args.students)]
             for student in students:
                 cc.submit(student, a, answered(release))

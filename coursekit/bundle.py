@@ -125,7 +125,7 @@ def build_bundle(out):
     version = course_version()
     with tempfile.TemporaryDirectory(prefix="course-bundle-") as tmp:
         cc = CourseCopy(tmp)
-        cc.release_all()
+        cc.generate_releases()
         for a in assignments():
             nb = nbformat.read(cc.release_path(a), as_version=4)
             nb.metadata[VERSION_KEY] = version

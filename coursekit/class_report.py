@@ -4,7 +4,7 @@
 ``grading_log.jsonl``, ``feedback/``) and writes into ``report/``:
 
 * ``<assignment>.html`` and a CSV beside it: each exercise's and question's scores (mean as x / total) with their
-  distribution, the items most students failed (exercises and questions alike), the known mistakes the grader named
+  distribution, the items most students failed (exercises and questions alike), the known mistakes the checks named
   with the students who made each, the submissions flagged for a person (tampering, crashes, time-outs), and each
   student's score (x / total) linked to their feedback;
 * ``index.html``: the class overview, a student x assignment table of scores (x / total), each cell linking to that
@@ -292,7 +292,7 @@ def to_html(report, out_dir=None):
 {chart}
 <h2>Most failed</h2>
 <table><tr><th>item</th><th>kind</th><th>students who failed</th><th>mean / points</th></tr>{hardest}</table>
-<h2>Known mistakes the grader named</h2>
+<h2>Known mistakes the checks named</h2>
 <p>For the instructor: who made each mistake.</p>
 <table><tr><th>item</th><th>mistake</th><th>students</th><th>who</th></tr>{mistakes}</table>
 <h2>Flagged for a person</h2>

@@ -7,7 +7,7 @@
     course grade      instructors: release, grade every submission in course/submitted in parallel (Dask), feedback,
                       grades.csv, a summary naming every problem
     course sync       create what learner/syllabus.py adds, rewrite the answer and test cells (--check: report drift)
-    course expected   rebuild the grader's shipped expected outputs (--check: report stale files)
+    course expected   rebuild the checks' shipped expected outputs (--check: report stale files)
     course validate   learners: run a notebook's checks; exits 1 when one fails (nbgrader validate exits 0)
     course bundle     instructors: the student bundle (released notebooks + a package without the answers)
     course report     instructors: the class report per assignment and the class overview (HTML and CSV in
@@ -42,7 +42,7 @@ def _workspace(target):
         cc = CourseCopy(tmp)
         missing = [a for a in assignments() if not os.path.exists(os.path.join(target, a, a + ".ipynb"))]
         for a in missing:
-            cc.release(a)
+            cc.generate_release(a)
         for a in assignments():
             dest = os.path.join(target, a, a + ".ipynb")
             if a not in missing:
@@ -65,7 +65,7 @@ def cmd_update(args):
     target = os.path.abspath(args.dir)
     with tempfile.TemporaryDirectory(prefix="course-release-") as tmp:
         cc = CourseCopy(tmp)
-        cc.release_all()
+        cc.generate_releases()
         for line in update_workspace(target, {a: cc.release_path(a) for a in assignments()}):
             print(line)
     return 0
@@ -134,9 +134,9 @@ def cmd_demo(args):
     t0 = time.perf_counter()
     if args.assignment:
         for a in wanted:
-            cc.release(a)
+            cc.generate_release(a)
     else:
-        cc.release_all()
+        cc.generate_releases()
     print(f"released {len(wanted)} notebook(s) in {time.perf_counter() - t0:.1f} s")
     expected = {}
     for a in wanted:
@@ -417,7 +417,7 @@ def main(argv=None):
     p = sub.add_parser("sync", help="notebook cells from solutions/")
     p.add_argument("--check", action="store_true")
     p.set_defaults(func=cmd_sync)
-    p = sub.add_parser("expected", help="the grader's shipped expected outputs")
+    p = sub.add_parser("expected", help="the checks' shipped expected outputs")
     p.add_argument("--check", action="store_true")
     p.set_defaults(func=cmd_expected)
     p = sub.add_parser("validate", help="learners: run a notebook's checks; exit 1 if one fails")

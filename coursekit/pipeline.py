@@ -33,9 +33,6 @@ def nbgrader_env(root):
     return env
 
 
-# How a class is graded: training capped (no graded cell depends on a trained model) and one torch thread per
-# kernel, so that several grading processes share the cores. `course grade` sets the cap (--train-steps); the
-# benchmarks and the tests grade their copies with all of it.
 DEFAULT_COURSE_ID = "attention-course"  # the project's course's id (course/nbgrader_config.py), for a folder that names none
 
 
@@ -68,6 +65,9 @@ def course_id(course_root):
     return course_id_of(course_root)
 
 
+# How a class is graded: training capped (no graded cell depends on a trained model) and one torch thread per
+# kernel, so that several grading processes share the cores. `course grade` sets the cap (--train-steps); the
+# benchmarks and the tests grade their copies with all of it.
 CLASS_GRADING_ENV = {"COURSE_MAX_TRAIN_STEPS": "20", "COURSE_TRAIN_THREADS": "1", "COURSE_TORCH_THREADS": "1",
                      "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
@@ -143,14 +143,15 @@ class CourseCopy:
         return os.path.join(self.root, "feedback", student, assignment, assignment + ".html")
 
     # -------------------------------------------------------------- steps
-    def release(self, assignment):
-        """The student version of ``assignment`` (``release``, in this process); returns its path."""
+    def generate_release(self, assignment):
+        """The student version of ``assignment`` (``generate_release``, in this process); returns its path. Not
+        `course release`, which gives a release to the students (``coursekit.exchange.commands.release``)."""
         return generate_release(self.root, assignment)
 
-    def release_all(self):
-        """Every assignment's student release (``release``, in this process)."""
+    def generate_releases(self):
+        """Every assignment's student version (``generate_release``, in this process)."""
         for a in assignments():
-            self.release(a)
+            self.generate_release(a)
 
     def submit(self, student, assignment, nb, extra_files=None):
         """Place a submission: ``nb`` (a NotebookNode) plus optional {relative path: text} files."""

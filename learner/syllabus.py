@@ -9,7 +9,7 @@ Each entry says, for one notebook (in course order):
                  registers them: ``_points(name=difficulty, ...)``, the difficulty from 1 to 5 by the ideas
                  and the lines the reference needs (see ``POINTS_RULE``); an errors cell, for the input
                  an exercise must refuse, is worth ``ERRORS_POINTS``;
-* ``given``      {exercise: ("module:function", ...)}: ready-made versions in ``coursekit`` that the learner's
+* ``given``      {exercise: ("module:function", ...)}: ready-made versions in ``learner`` that the learner's
                  answer must not call (it may call the ready-made versions of *other* exercises);
 * ``questions``  the self-check questions at the end of the notebook, in order: functions that return a literal
                  (a choice, a number, a tuple), graded like an exercise (``learner.check.cases.common.question``),

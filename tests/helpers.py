@@ -250,7 +250,7 @@ def stop_group(proc, wait=30):
 
 
 # The assignments whose sample submissions are graded together, in one course copy, by one `course grade` run over
-# the three on the README's cluster of grading machines (tests/pipeline: ``grade_on_a_dask_cluster``, in conftest's
+# the three on the README's cluster of grading machines (tests/coursekit/pipeline: ``grade_on_a_dask_cluster``, in conftest's
 # ``together``); every other assignment's samples are graded in a copy of their own. So the tests that check each
 # sample's score cell by cell (test_pipeline) check a run over several assignments as closely as one over a single
 # assignment.

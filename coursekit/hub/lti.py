@@ -76,7 +76,7 @@ class Admission:
     last_name: str = ""
     email: str = ""
     lineitems: str = None
-    lms_ids: dict = None     # the custom fields of hub_lti_pages.CUSTOM_FIELDS the launch carried, expanded
+    lms_ids: dict = None     # the custom fields of lti_pages.CUSTOM_FIELDS the launch carried, expanded
     link: str = None         # the resource link's id, its title, and its own line item (AGS ``lineitem``)
     link_title: str = ""
     lineitem: str = None

@@ -56,7 +56,7 @@ LAB_EXTENSIONS = os.path.join(ROOT, "node", "share", "jupyter")  # built by `mak
 GRADING_SETTINGS = ("COURSE_SANDBOX_",)
 # every user's terminal keeps its text in the page (xterm's screen-reader mode), for a screen reader to read
 TERMINAL_SETTINGS = {"@jupyterlab/terminal-extension:plugin": {"screenReaderMode": True}}
-# in the hub's state: the first password of each user --create-users made (hub_access.ensure_users), root's alone
+# in the hub's state: the first password of each user --create-users made (access.ensure_users), root's alone
 PASSWORDS = "passwords.csv"
 
 

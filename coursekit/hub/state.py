@@ -102,7 +102,7 @@ def record_courses(data, courses):
 def made_accounts(data):
     """The Unix users this hub made at a launch (``record_made``): the only existing accounts, beside the file's own
     instructors and roster and the users launches already brought, that a launch may log into. The account comment
-    (``hub_access.MADE_BY_HUB``) is no proof: every install writes it."""
+    (``coursekit.hub.access.MADE_BY_HUB``) is no proof: every install writes it."""
     return set(data.get("made", []))
 
 

@@ -17,8 +17,8 @@ last complaint about the input, "" after a good one) and ``.learner_message``
 The modules, one job each:
 
     base             the Explorer base class, BadInput, figure and text helpers, and
-                     call_learner: the one guarded call of the learner's function
-    reference        the reference sides, with PyTorch's built-ins
+                     call_for_widget: the one guarded call of the learner's function
+    builtin          the reference sides, with PyTorch's built-ins
     temperature      the temperature explorer (notebook 03)
     masks            the mask explorer (notebook 04)
     sampling         the sampling explorer (notebook 07): continuations of the trained GPT
@@ -46,7 +46,7 @@ How it is built, so that it stays reliable in a real browser:
 * The reference side is PyTorch's own (``torch.softmax``,
   ``torch.nn.functional.scaled_dot_product_attention``). It never comes from the
   ``solutions`` package, which learners do not have.
-* The learner's function runs through ``base.call_learner`` (time limit, prints
+* The learner's function runs through ``base.call_for_widget`` (time limit, prints
   and warnings kept off the notebook). If it is still the stub, raises, or
   returns garbage, the widget says so in words and draws the reference alone.
 * Bad input (a temperature of 0, an empty or too long sentence) is answered

@@ -1,7 +1,7 @@
 """Private parts the known mistakes of notebooks 06-09 are built from: correct unless an argument says otherwise.
 
 ``tests/helpers.py`` compiles this module and then a mistakes module as learner
-code (the grader must not take them for the reference), so the modules import
+code (the checks must not take them for the reference), so the modules import
 nothing else of the course.
 """
 import math

@@ -1,6 +1,6 @@
 """Known mistakes of notebook 08 (the encoder-decoder): wrong variants of ``solutions/encoder_decoder.py``.
 
-The grader runs them on the same inputs as the learner's function and names the
+The checks run them on the same inputs as the learner's function and names the
 mistake whose output the learner's equals. Each is built from torch and the private parts
 in ``_parts.py`` only, so it can also be compiled as learner code in the tests. Each keeps the signature of the reference it imitates.
 """

@@ -1,6 +1,6 @@
 """Known mistakes of notebook 04 (masks and attention): wrong variants of ``solutions/masks_attention.py``.
 
-The grader runs them on the same inputs as the learner's function; when the
+The checks run them on the same inputs as the learner's function; when the
 learner's output matches one of them, the failure message names the mistake.
 Each is one edit away from a correct answer; some call the reference itself (the
 tests compile them as learner code calling the learner's own functions).

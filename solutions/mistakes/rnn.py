@@ -1,6 +1,6 @@
 """Known mistakes of notebook 05 (the RNN encoder-decoder): wrong variants of ``solutions/rnn.py``.
 
-The grader runs them on the same inputs as the learner's function and names the
+The checks run them on the same inputs as the learner's function and names the
 mistake whose output the learner's equals. Each is self-contained (torch only),
 so it can also be compiled as learner code in the tests.
 """

@@ -1,7 +1,7 @@
 """One grading record (``grader.graded.Graded``): its two wire forms give it back whole, it leaves the grading log's
 lines and the seed through one writer each, and on the hub `course grade` sends each submission to the grading
 service from a thread of its own, with no Dask cluster, and writes what comes back as it writes a Dask worker's
-result (``record``: the gradebook row by ``coursekit.pipeline.save_grades``). Cost: about 3 s (one release)."""
+result (``write_graded``: the gradebook row by ``coursekit.pipeline.save_grades``). Cost: about 3 s (one release)."""
 import csv
 import http.server
 import json
@@ -50,7 +50,7 @@ def test_its_log_lines_and_seed_are_written_once_each_by_one_writer(tmp_path):
 def test_course_grade_on_the_hub_sends_to_the_service_from_threads_without_a_dask_cluster(tmp_path, monkeypatch):
     from coursekit.grading import client
     cc = CourseCopy(str(tmp_path / "course"))
-    release = nbformat.read(cc.release(A), as_version=4)
+    release = nbformat.read(cc.generate_release(A), as_version=4)
     for student in ("amy", "bo"):
         cc.submit(student, A, release)
     asked = []

@@ -23,7 +23,7 @@ A = "03_softmax"
 @pytest.fixture(scope="module")
 def release(tmp_path_factory):
     cc = CourseCopy(tmp_path_factory.mktemp("course"))
-    return cc.release(A)
+    return cc.generate_release(A)
 
 
 def _older_copy(release_path):

@@ -705,7 +705,7 @@ def test_every_part_fails_on_the_released_stub(name):
 
 
 def test_a_function_that_looks_up_the_shipped_expectations_fails_every_graded_cell(learner):
-    """The visible expectations ship with the grader; a lookup passes them but no hidden part."""
+    """The visible expectations ship with the checks; a lookup passes them but no hidden part."""
     fn = learner_fn('''
         import learner.check
         def softmax(x, dim=-1, temperature=1.0):

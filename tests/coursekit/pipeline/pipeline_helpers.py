@@ -50,7 +50,7 @@ class Courses:
         def release():
             cc = with_test_env(CourseCopy(root))
             for a in assignments:
-                cc.release(a)
+                cc.generate_release(a)
             return root
         self.once(f"{name}-released", release)
         return with_test_env(CourseCopy.existing(root))

@@ -30,7 +30,7 @@ A = "01_tokens"
 def _course(root):
     cc = CourseCopy(root).for_class_grading()
     cc.env["COURSE_SANDBOX_MEMORY_MB"] = "4096"
-    return cc, nbformat.read(cc.release(A), as_version=4)
+    return cc, nbformat.read(cc.generate_release(A), as_version=4)
 
 
 def _with_cell(nb, source, at=3):

@@ -460,7 +460,7 @@ def test_each_students_hidden_cases_seed_is_recorded_beside_the_gradebook(course
 
 
 def test_the_class_report_counts_scores_and_names_the_mistakes_students_made(course, samples, tmp_path):
-    """`course report`: per exercise the scores, the known mistakes the grader named with how many students made
+    """`course report`: per exercise the scores, the known mistakes the checks named with how many students made
     each, as HTML, CSV and a table in the terminal."""
     from coursekit.class_report import assignment_report
     samples(TAMPER_A)
@@ -476,7 +476,7 @@ def test_the_class_report_counts_scores_and_names_the_mistakes_students_made(cou
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"{TAMPER_A}: {len(samples(TAMPER_A))} students" in proc.stdout and bug2[2] in proc.stdout
     page = open(tmp_path / f"{TAMPER_A}.html").read()
-    assert "Known mistakes the grader named" in page and "data:image/png;base64," in page
+    assert "Known mistakes the checks named" in page and "data:image/png;base64," in page
     assert any(row[0] == "mistake" and row[1] == bug2[0] for row in csv.reader(open(tmp_path / f"{TAMPER_A}.csv")))
 
 

@@ -1,4 +1,4 @@
-"""What a learner sees when a check fails: the message, not a traceback through the grader's internals."""
+"""What a learner sees when a check fails: the message, not a traceback through the checks' internals."""
 from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell, new_notebook
 
