@@ -1,9 +1,5 @@
 """Course tooling: notebooks kept in sync with the reference, plots for learners, and the `course` command."""
-import os
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-COURSE_DIR = os.path.join(ROOT, "course")
-SOURCE_DIR = os.path.join(COURSE_DIR, "source")
+from .paths import COURSE_DIR, ROOT, SOURCE_DIR  # noqa: F401  (where the project is, for the tests and scripts)
 
 from . import moved  # noqa: E402  (the class side's old module names: an existing class's files name them)
 

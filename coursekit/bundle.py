@@ -24,7 +24,7 @@ import nbformat
 
 from learner.syllabus import NOTATION
 
-from . import ROOT, SOURCE_DIR
+from .paths import ROOT, SOURCE_DIR
 
 
 VERSION_KEY = "course_version"

@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 
-from . import COURSE_DIR, ROOT, SOURCE_DIR
+from .paths import COURSE_DIR, ROOT, SOURCE_DIR
 from .cli_class import add_class_commands, course_default, write_json
 
 

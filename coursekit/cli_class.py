@@ -4,7 +4,7 @@ and ``return`` (coursekit/exchange/commands.py), and ``course instructor-lab``. 
 import os
 import sys
 
-from . import COURSE_DIR, ROOT
+from .paths import COURSE_DIR, ROOT
 
 
 def add_class_commands(sub):

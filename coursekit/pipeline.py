@@ -14,7 +14,7 @@ import time
 
 import nbformat
 
-from . import COURSE_DIR, SOURCE_DIR
+from .paths import COURSE_DIR, SOURCE_DIR
 
 
 def assignments():

@@ -24,7 +24,7 @@ import os
 
 import nbformat
 
-from . import SOURCE_DIR
+from .paths import SOURCE_DIR
 
 QUESTIONS_HEADING = "## Check your understanding"  # the section of self-check questions that ends a notebook
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}

@@ -1,6 +1,8 @@
 """The house's import graph, over every module of the project (``learner``, ``grader``, ``coursekit``,
-``solutions``), every import counted: at the top, inside a function, or by a name in a string
-(``importlib.import_module``, ``__import__``).
+``solutions``), every import counted: at the top, inside a function, by a name in a string
+(``importlib.import_module``, ``__import__``), or by a computed name, whose possible targets ``COMPUTED`` reads from
+the code they come from (the old module names of ``coursekit.moved``, the syllabus's case modules and ready-made
+versions, the reference's registry); a computed import not declared there fails.
 
 * No cycle: a module that another module imports never imports it back, however many modules lie between. Where
   two modules need the same helper, it lives in a third that both import (``coursekit/hub/root_files.py``,
@@ -44,6 +46,46 @@ def _absolute(module, is_package, node):
     return ".".join(base + ([node.module] if node.module else []))
 
 
+def _strings(path):
+    return [n.value for n in ast.walk(ast.parse(open(path, encoding="utf-8").read(), path))
+            if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+
+
+# The modules that import by a computed name, and what that name can be: read from the code the name comes from.
+COMPUTED = {
+    # the old module names an existing class's files use (moved.MOVED's values)
+    "coursekit.moved": lambda mods: {"coursekit." + s for s in _strings(mods["coursekit.moved"])
+                                     if "coursekit." + s in mods},
+    # one case module per notebook of the syllabus
+    "learner.check.cases": lambda mods: {m for m in mods if m.startswith("learner.check.cases.")},
+    # the ready-made versions an exercise must not call: the syllabus's "module:function" paths
+    "learner.check.given": lambda mods: {s.split(":")[0] for s in _strings(mods["learner.syllabus"])
+                                         if ":" in s and s.split(":")[0] in mods},
+    # a reference or a known mistake, by its registry path: any module of solutions
+    "grader.reference": lambda mods: {m for m in mods if m.startswith("solutions.")
+                                      and not any(p.startswith("_") for p in m.split("."))},
+}
+
+
+def computed_targets(module, modules):
+    """The modules ``module`` may import by a computed name (COMPUTED); a module not declared there imports
+    nothing this test could follow, which ``test_every_computed_import_is_declared`` refuses."""
+    return sorted(COMPUTED[module](modules)) if module in COMPUTED and all(
+        m in modules for m in ("coursekit.moved", "learner.syllabus")) else []
+
+
+def computed_imports(modules):
+    """["path:line: module"] for each import by a computed name in a module COMPUTED does not declare."""
+    out = []
+    for module, path in modules.items():
+        for node in ast.walk(ast.parse(open(path, encoding="utf-8").read(), path)):
+            if isinstance(node, ast.Call) and node.args and not isinstance(node.args[0], ast.Constant) \
+                    and getattr(node.func, "attr", getattr(node.func, "id", "")) in ("import_module", "__import__") \
+                    and module not in COMPUTED:
+                out.append(f"{path}:{node.lineno}: {module}")
+    return out
+
+
 def imports(modules):
     """[(module, line, imported module, imported name or None)] of every import between modules of the project."""
     found = []
@@ -58,10 +100,12 @@ def imports(modules):
                 base = _absolute(module, is_package, node)
                 pairs = [(f"{base}.{a.name}", None) if f"{base}.{a.name}" in modules else (base, a.name)
                          for a in node.names]
-            elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
-                    and isinstance(node.args[0].value, str) \
+            elif isinstance(node, ast.Call) and node.args \
                     and getattr(node.func, "attr", getattr(node.func, "id", "")) in ("import_module", "__import__"):
-                pairs = [(node.args[0].value, None)]
+                if isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+                    pairs = [(node.args[0].value, None)]
+                else:  # a computed name: the module's declared targets (COMPUTED), or a finding of its own
+                    pairs = [(t, None) for t in computed_targets(module, modules)]
             for target, name in pairs:
                 while target and target not in modules and "." in target:
                     target = target.rsplit(".", 1)[0]
@@ -181,6 +225,16 @@ def foreign_assignments(modules):
 
 def test_no_module_sets_another_modules_state():
     assert foreign_assignments(project_modules()) == []
+
+
+def test_every_computed_import_is_declared():
+    """An import by a computed name (``importlib.import_module(f"...")``) counts in the graph through COMPUTED, which
+    reads its possible targets from the code; one not declared there would be an edge no test sees."""
+    modules = project_modules()
+    assert computed_imports(modules) == []
+    assert {t for m in COMPUTED for t in computed_targets(m, modules)} >= {"coursekit.hub.service",
+                                                                           "learner.check.cases.softmax",
+                                                                           "solutions.softmax"}
 
 
 def test_no_import_cycle_between_modules_of_the_project():

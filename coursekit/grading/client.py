@@ -16,7 +16,7 @@ import warnings
 
 from grader.graded import Graded
 
-from .. import COURSE_DIR
+from ..paths import COURSE_DIR
 from .files import write_files
 from .server import PASSED_ENV
 from .submissions import course_payload, gradable, with_files

@@ -11,7 +11,7 @@ import stat
 import subprocess
 import sys
 
-from .. import ROOT
+from ..paths import ROOT
 from ..groups import group_name
 from .errors import HubError
 

@@ -35,7 +35,7 @@ import urllib.request
 from grader.graded import Graded, unb64
 from grader.plain import inert
 
-from .. import COURSE_DIR
+from ..paths import COURSE_DIR
 from .service_client import SAFE_SETTINGS, TOKEN_HEADER
 
 SERVICE_NAME = "course-grading"

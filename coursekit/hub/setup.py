@@ -35,7 +35,7 @@ import socket
 import stat
 import sys
 
-from .. import ROOT
+from ..paths import ROOT
 from .root_files import listed, write_atomic
 from .access import (REFERENCE_FOLDER, HubError, commands_giving_course, course_problems, enrol_roster, ensure_users, give_to_staff, read_roster,
                      staff_group, users_python)
