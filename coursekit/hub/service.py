@@ -18,7 +18,7 @@ grading itself runs as root:
 * its Dask workers run on 127.0.0.1 with TLS and a key that exists only in this process and its workers
   (``Security.temporary``): nobody else on the machine can hand them a task;
 * on a hub with LTI login it also posts an instructor's scores to the LMS (``POST /lms/scores``, from ``course
-  return A --lms``: ``coursekit.lms.return_grades``) with the tool's private key, which stays root's; its settings name
+  return A --lms``: ``coursekit.lms.posting``) with the tool's private key, which stays root's; its settings name
   every course of the hub with its instructors, and are read again when an LTI launch adds an instructor.
 
     python -m coursekit.hub.service STATE/grading.json    # what the hub runs (as root)
@@ -171,7 +171,7 @@ def make_app(config, client, api_url, config_path=None):
         what = "a request to post grades"
 
         async def post(self):
-            from ..lms.return_grades import Refusal, post_for_instructor
+            from ..lms.posting import Refusal, post_for_instructor
             body = self.body()
             log.info("%s posts the scores of %s / %s to the LMS", self.user, inert(self.course),
                      inert(body.get("assignment")))

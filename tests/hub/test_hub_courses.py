@@ -282,14 +282,14 @@ def test_return_lms_away_from_the_hub_says_where_it_works(tmp_path, monkeypatch)
 
 
 def test_the_service_posts_nothing_on_a_hub_without_lti(tmp_path):
-    from coursekit.lms.return_grades import Refusal, post_for_instructor
+    from coursekit.lms.posting import Refusal, post_for_instructor
     with pytest.raises(Refusal) as refused:
         post_for_instructor({"courses": {}, "hub_state": str(tmp_path)}, "/srv/enc", {})
     assert refused.value.status == 409 and "started without --lti" in refused.value.message
 
 
 def test_the_service_needs_a_launch_before_it_knows_where_to_post(tmp_path):
-    from coursekit.lms.return_grades import Refusal, post_for_instructor
+    from coursekit.lms.posting import Refusal, post_for_instructor
     with HubState(str(tmp_path)).change() as data:
         data["courses"]["enc"] = dict(STATE["courses"]["enc"])
     body = {"assignment": "03_softmax", "maximum": 16, "students": ["ustu"], "scores": {"ustu": 3}}

@@ -5,7 +5,7 @@ score the platform refuses (401, 404, 422) is named and the others are still pos
 Scores go with the time each student submitted (AGS timestamp and Canvas's submission extension), so that a
 platform that marks late the way Canvas does marks late only who submitted after the due date, though the scores
 are posted after it; an assignment made in the LMS keeps its own column (the launch's ``lineitem``, or its label),
-and the hub's grading service posts to it (coursekit.lms.return_grades.post_for_instructor, in this process).
+and the hub's grading service posts to it (coursekit.lms.posting.post_for_instructor, in this process).
 
 The class is a real nbgrader gradebook (tests/gradebooks.py), read with the exporter's reader. Cost: about 6 s
 (RSA keys, a platform per test).
@@ -292,14 +292,14 @@ def read_grades_for(assignment):
 def test_the_hub_service_posts_to_the_column_a_launch_brought(lms, tool_key, tmp_path):
     """The hub's side, in this process: ada's and dee's launches from the LMS assignment's link (the platform's own
     id_tokens, whose signatures ltiauthenticator checks in test_hub_lti.py) pass the hub's checks and leave the
-    link's line item in the hub's state (coursekit.hub.lti.check_launch and record_launch); then return_grades.post_for_instructor, as
+    link's line item in the hub's state (coursekit.hub.lti.check_launch and record_launch); then posting.post_for_instructor, as
     the grading service calls it for an instructor, posts the assignment of that title there, each score with its
     submission time, and creates no line item. A submission time that is no ISO 8601 time is refused (400)."""
     import jwt
 
     from coursekit.hub.lti import check_launch, record_launch
     from coursekit.hub.state import HubState
-    from coursekit.lms.return_grades import Refusal, post_for_instructor
+    from coursekit.lms.posting import Refusal, post_for_instructor
     _, _, key_path = tool_key
     item = lms.add_assignment("course-1", "link-a", A, MAX, due=DUE.timestamp())
     state = str(tmp_path / "state")
