@@ -255,3 +255,12 @@ def stop_group(proc, wait=30):
 # sample's score cell by cell (test_pipeline) check a run over several assignments as closely as one over a single
 # assignment.
 TOGETHER = ("01_tokens", "02_dot_products", "04_masks_attention")
+
+
+# a softmax that trips a device-side assert on the GPU: the checks' and the sandboxed worker's CUDA tests
+SOFTMAX_TRIPPING_ON_CUDA = """
+def softmax(x, dim=-1, temperature=1.0):
+    if x.is_cuda:
+        torch.zeros(2, device=x.device)[torch.tensor([7], device=x.device)]
+    return torch.softmax(x / temperature, dim=dim).nan_to_num(0.0)
+"""

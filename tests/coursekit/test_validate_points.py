@@ -1,7 +1,7 @@
 """`course validate` says what each exercise is worth and what the learner's checks earn, as grading counts it.
 
 The lines come from the notebook's graded cells and the course table's points (``learner.syllabus``), which are the
-gradebook's (tests/grader/test_grader.py holds the table and the source notebooks' points together). Reads one
+gradebook's (tests/learner/check/test_checks.py holds the table and the source notebooks' points together). Reads one
 notebook, runs no kernel: well under 1 s.
 """
 import re

@@ -130,7 +130,7 @@ def bug_students(a):
 # The notebooks whose untouched release is graded here through nbgrader (the class report and the grades export
 # read 03's); `course demo 01_tokens 02_dot_products 03_softmax` (tests/coursekit/test_cli.py) grades those three
 # untouched releases through nbgrader too and checks each scores 0. For every notebook, each part of each exercise
-# is asserted to fail on its released stub in-process (tests/grader/test_grader.py), and 09's untouched release
+# is asserted to fail on its released stub in-process (tests/learner/check/test_checks.py), and 09's untouched release
 # runs through nbgrader's validator (test_pipeline.py).
 UNTOUCHED = ("03_softmax",)
 

@@ -47,7 +47,7 @@ def test_release_has_no_solution_code_and_no_hidden_tests(course, a):
 
 
 # One notebook through nbgrader's validator: that every part of every exercise fails on its released stub is
-# asserted for all of them in-process (tests/grader/test_grader.py), and every test cell is pinned to its generated
+# asserted for all of them in-process (tests/learner/check/test_checks.py), and every test cell is pinned to its generated
 # source (the drift test). 09 has ready-made models to train and grader-owned models the checks call back.
 VALIDATED = "09_kv_cache"
 

@@ -50,7 +50,7 @@ def test_notebook_09_registers_its_four_exercises():
 
 
 # ---------------------------------------------------------------- the reference passes
-# (tests/test_grader.py checks every exercise's shipped expectations, and the reference in one namespace holding
+# (tests/learner/check/test_checks.py checks every exercise's shipped expectations, and the reference in one namespace holding
 # every exercise; here each notebook's reference runs in that notebook's own namespace, with its given functions)
 @pytest.mark.parametrize("name", NAMES)
 def test_the_reference_as_learner_code_passes_every_part(name, capsys):

@@ -27,7 +27,7 @@ def mistake_fn(mistake):
 def test_each_known_mistake_is_named_and_reaches_the_class_report(mistake):
     """The basic part names a known mistake on its first failing case, in the words the class report collects. (An
     accuracy is a ratio of small counts, so two wrong positions can score alike on one case; then the first of them
-    is named. tests/grader/test_grader.py checks that each is the one named on some basic case.)"""
+    is named. tests/learner/check/test_checks.py checks that each is the one named on some basic case.)"""
     message = failure(NAME, mistake_fn(mistake), "basic")
     named = [m.strip().rstrip(".") for m in MISTAKE.findall(message)]
     assert named and named[0] in [why.rstrip(".") for why in MISTAKES.values()], message

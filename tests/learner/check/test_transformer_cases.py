@@ -44,7 +44,7 @@ def test_notebooks_06_to_08_register_their_twenty_exercises():
 
 
 # ---------------------------------------------------------------- the reference passes
-# (tests/test_grader.py checks every exercise's shipped expectations, and the reference in one namespace holding
+# (tests/learner/check/test_checks.py checks every exercise's shipped expectations, and the reference in one namespace holding
 # every exercise; here each notebook's reference runs in that notebook's own namespace, with its given functions)
 @pytest.mark.parametrize("name", NAMES)
 def test_the_reference_as_learner_code_passes_every_part(name, capsys):
