@@ -46,7 +46,7 @@ def test_an_old_module_name_is_the_new_module_and_the_settings_it_was_given_stil
     for old, new in SAME_MODULE.items():
         assert importlib.import_module(old) is importlib.import_module(new), old
     # c.GradedByHub.course_root and c.CourseLTI13Authenticator.settings_file, as the old files set them (the old names
-    # by string, as the files name them: tests/learner/test_layout.py reads every import statement for a file)
+    # by string, as the files name them: tests/test_layout.py reads every import statement for a file)
     graded_by_hub = importlib.import_module("coursekit.hub_grading").graded_by_hub_preprocessor()
     assert "course_root" in graded_by_hub.class_traits(config=True)
     assert "settings_file" in importlib.import_module("coursekit.hub_lti").CourseLTI13Authenticator.class_traits(
