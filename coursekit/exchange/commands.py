@@ -114,13 +114,13 @@ def _ok(outcome, what):
 
 def release(course_root, assignment, out=print):
     """Generate the student version of ``assignment`` and release it to the exchange (again, if it was)."""
-    from ..pipeline import generate_release as generate
+    from ..pipeline import generate_release
     if assignment not in assignments_of(course_root):
         raise ExchangeError(f"there is no assignment {assignment!r} in {os.path.join(course_root, 'source')} "
                             f"(there are: {', '.join(assignments_of(course_root))})")
     from .classes import CourseReleaseAssignment
     root = check_exchange(exchange_root(course_root), create=True)
-    generate(course_root, assignment)
+    generate_release(course_root, assignment)
     api = _api(course_root)
     with temp_attrs(api.coursedir, assignment_id=assignment):
         app = CourseReleaseAssignment(coursedir=api.coursedir, authenticator=api.authenticator, parent=api)

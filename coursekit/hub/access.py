@@ -227,13 +227,13 @@ def enrol_roster(course, roster, out=print):
     """The roster's students in the course's gradebook (``course collect`` names those who did not submit, the
     formgrader lists them): added, or their names brought up to date, by a process of the course folder's owner
     (coursekit/hub/enrol.py): root never opens a gradebook an instructor may have replaced with a link."""
-    from .enrol import enrol as write
+    from .enrol import enrol_records
     records = []
     for sid, name in roster:
         first, _, last = name.partition(" ")
         records.append({"id": sid, "first_name": first, "last_name": last})
     try:
-        added = write(sys.executable, course, records)
+        added = enrol_records(sys.executable, course, records)
     except RuntimeError as exc:
         raise HubError(f"the roster could not be enrolled in {course}: {exc}") from None
     out(f"gradebook: {len(roster)} student(s) on the roster, {len(added)} new")

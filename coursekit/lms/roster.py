@@ -166,9 +166,9 @@ def implausible_change(course, change):
 
 def _apply(settings, state, course_id, course, change):
     from ..groups import students_group
-    from ..hub.enrol import enrol
+    from ..hub.enrol import enrol_records
     if change.joined:  # the gradebook first: a joiner in the state is one the gradebook has
-        enrol(settings["python"], course["folder"], [
+        enrol_records(settings["python"], course["folder"], [
             {"id": name, "first_name": _text(m.get("given_name")), "last_name": _text(m.get("family_name")),
              "email": _text(m.get("email")), "lms_user_id": m["user_id"]} for name, m in change.joined.items()])
     with state.change() as data:
