@@ -49,8 +49,18 @@ def save_grades(nb, resources, parent=None):
     ``SaveAutoGrades`` (the score of every graded cell) then ``AssignLatePenalties``, as nbgrader's autograde runs
     them (configured by ``parent``, a preprocessor of that autograde, where there is one). The one writer of a graded
     submission's row, for `course grade` (``coursekit.grading.client.write_graded``) and the formgrader's Autograde on the
-    hub (``coursekit.hub.service_client``'s GradedByHub)."""
+    hub (``coursekit.hub.service_client``'s GradedByHub). ``nb`` None: the submission could not be graded, and every
+    cell of its row scores 0 (as nbgrader scores a missing notebook), so no earlier submission's scores stand for it;
+    the row must exist (nbgrader's autograde and `course grade` make it first)."""
     from nbgrader.preprocessors import AssignLatePenalties, SaveAutoGrades
+    if nb is None:
+        info = resources["nbgrader"]
+        with gradebook(os.path.dirname(info["db_url"][len("sqlite:///"):])) as gb:
+            for grade in gb.find_submission_notebook(info["notebook"], info["assignment"], info["student"]).grades:
+                grade.auto_score = 0
+                grade.needs_manual_grade = False
+            gb.db.commit()
+        return nb, resources
     for step in (SaveAutoGrades, AssignLatePenalties):
         nb, resources = step(parent=parent).preprocess(nb, resources)
     return nb, resources

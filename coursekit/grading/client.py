@@ -65,13 +65,8 @@ def write_graded(course_root, task, graded):
                 gb.update_or_create_submission(a, student, timestamp=task["timestamp"])
             else:
                 gb.update_or_create_submission(a, student)
-            if nb is None:  # grading failed: zero for every cell, as nbgrader does for a missing notebook
-                for grade in gb.find_submission_notebook(a, a, student).grades:
-                    grade.auto_score = 0
-                    grade.needs_manual_grade = False
-                gb.db.commit()
-        if nb is not None:
-            save_grades(nb, {"nbgrader": {"notebook": a, "assignment": a, "student": student, "db_url": db_url}})
+        # the scores, or zero for every cell when grading failed (as nbgrader does for a missing notebook)
+        save_grades(nb, {"nbgrader": {"notebook": a, "assignment": a, "student": student, "db_url": db_url}})
         with _gradebook(course_root) as gb:
             return gb.find_submission_notebook(a, a, student).score
     with warnings.catch_warnings():  # nbgrader's own add_submission makes SQLAlchemy warn about its autoflush

@@ -85,7 +85,8 @@ def graded_by_hub_preprocessor():
                                       float(os.environ.get("COURSE_GRADING_TIMEOUT", "1200")), passed)
             graded.write_log_and_seed(root)
             nb = graded.notebook(info["notebook"] + ".ipynb")
-            if nb is None:
+            if nb is None:  # zero for every cell, as `course grade` writes it: no earlier scores stand for this one
+                save_grades(None, resources, parent=self)
                 kind, text = graded.error or ("grading", "no graded notebook came back")
                 raise RuntimeError(f"the hub's grading service could not grade {student} / {assignment}: {text}")
             # the gradebook row, as `course grade` writes it (nbgrader's SaveAutoGrades and AssignLatePenalties)
