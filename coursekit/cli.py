@@ -30,6 +30,7 @@ import time
 
 from .paths import COURSE_DIR, ROOT, SOURCE_DIR
 from .cli_class import add_class_commands, course_default, write_json
+from .hub.service_client import GRADING_TIMEOUT
 
 
 def _workspace(target):
@@ -404,7 +405,7 @@ def main(argv=None):
     p.add_argument("--tls-ca-file", default=None, help="with a tls:// scheduler: the CA certificate")
     p.add_argument("--tls-cert", default=None, help="with a tls:// scheduler: this client's certificate")
     p.add_argument("--tls-key", default=None, help="with a tls:// scheduler: this client's private key")
-    p.add_argument("--timeout", type=int, default=1200, help="seconds one submission may take (past it: graded "
+    p.add_argument("--timeout", type=int, default=GRADING_TIMEOUT, help="seconds one submission may take (past it: graded "
                                                              "once more after the others, with twice the limit; past "
                                                              "both: zero, flagged)")
     p.add_argument("--train-steps", type=int, default=20,

@@ -23,7 +23,7 @@ from .submissions import course_payload, gradable, with_files
 from .summary import Problem, Summary
 from .task import grade_submission
 
-from ..hub.service_client import grade_by_service, on_the_hub
+from ..hub.service_client import GRADING_TIMEOUT, grade_by_service, on_the_hub
 from ..pipeline import gradebook as _gradebook, save_grades
 
 
@@ -216,7 +216,7 @@ def _scatter(client, payload):
 
 
 def grade_class(course_root=COURSE_DIR, assignments=None, *, jobs=None, scheduler=None, security=None,
-                timeout=1200, isolated=True, progress=True, release_first=True, env=None, only_students=None):
+                timeout=GRADING_TIMEOUT, isolated=True, progress=True, release_first=True, env=None, only_students=None):
     """Grade every submission in ``<course_root>/submitted`` (or only ``assignments``); returns a ``Summary``."""
     from tqdm import tqdm
 

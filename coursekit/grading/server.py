@@ -17,11 +17,12 @@ import time
 from grader.processes import descendants
 
 from .files import write_files
+from ..hub.service_client import SAFE_SETTINGS
 
 SERVE_TMP = "course-tmp-"
-PASSED_ENV = ("COURSE_ISOLATION", "COURSE_MAX_TRAIN_STEPS", "COURSE_TRAIN_THREADS", "COURSE_TORCH_THREADS",
-              "COURSE_SANDBOX_MEMORY_MB", "COURSE_CALL_TIME_LIMIT", "COURSE_DEVICE", "OMP_NUM_THREADS",
-              "MKL_NUM_THREADS")
+# the settings a worker's nbgrader takes from the client: those a request to the hub's grading service may carry
+# too (SAFE_SETTINGS, one list), and the two that the service keeps for itself (the sandbox on, its memory)
+PASSED_ENV = (*SAFE_SETTINGS, "COURSE_ISOLATION", "COURSE_SANDBOX_MEMORY_MB")
 
 
 class Nbgrader:

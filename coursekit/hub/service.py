@@ -36,7 +36,7 @@ from grader.graded import Graded, unb64
 from grader.plain import inert
 
 from ..paths import COURSE_DIR
-from .service_client import SAFE_SETTINGS, TOKEN_HEADER
+from .service_client import GRADING_TIMEOUT, SAFE_SETTINGS, TOKEN_HEADER
 
 SERVICE_NAME = "course-grading"
 MAX_BODY = 200 * 2 ** 20  # a submission of 50 MB, base64, and its assignment's source: read only from an instructor
@@ -159,7 +159,7 @@ def make_app(config, client, api_url, config_path=None):
             payload = payload_of(body["assignment"], unb64(body["source"]))
             task = {"student": task["student"], "assignment": task["assignment"],
                     "timestamp": task.get("timestamp"), "files": unb64(task["files"])}
-            limit = min(float(body.get("timeout", 1200)), MAX_TIMEOUT)
+            limit = min(float(body.get("timeout", GRADING_TIMEOUT)), MAX_TIMEOUT)
             passed = safe_settings(body.get("passed"))
             log.info("%s grades %s / %s of %s", self.user, task["student"], task["assignment"], inert(self.course))
             future = client.submit(grade_submission, payload, task, limit, passed, pure=False)

@@ -10,6 +10,7 @@ import urllib.parse
 import urllib.request
 
 TOKEN_HEADER = "Authorization"
+GRADING_TIMEOUT = 1200  # seconds one submission may take to grade, by default, on every route
 # settings a request may pass to the grading, each with what its value must look like; the sandbox's own limits and
 # COURSE_ISOLATION are the service's
 SAFE_SETTINGS = {"COURSE_MAX_TRAIN_STEPS": str.isdigit, "COURSE_TRAIN_THREADS": str.isdigit,
@@ -82,7 +83,7 @@ def graded_by_hub_preprocessor():
             passed = {k: os.environ[k] for k in SAFE_SETTINGS if k in os.environ}
             graded = grade_by_service(root, {"assignment": assignment, "source": source},
                                       {"student": student, "assignment": assignment, "files": files},
-                                      float(os.environ.get("COURSE_GRADING_TIMEOUT", "1200")), passed)
+                                      float(os.environ.get("COURSE_GRADING_TIMEOUT", GRADING_TIMEOUT)), passed)
             graded.write_log_and_seed(root)
             nb = graded.notebook(info["notebook"] + ".ipynb")
             if nb is None:  # zero for every cell, as `course grade` writes it: no earlier scores stand for this one
