@@ -124,10 +124,10 @@ class Worker:
 
     def stop(self):
         if self.proc is not None:
-            # the worker's own processes first (those with none below them): the sandbox's first process then reaps
-            # them and ends, and bwrap with it, each reaped by its parent. Killed from the top, the sandbox's
-            # processes are reaped by the kernel instead, and the CPU time they used is counted nowhere (not in the
-            # grading's own: ``bench/grading.py``'s core-seconds).
+            # the worker's own processes first (those with none below them): the sandbox's first process reaps them
+            # and ends, and bwrap with it, so the CPU time they used goes to whoever reaps that first process (the
+            # nearest subreaper: ``bench/grading.py``'s core-seconds). Killed from the top, the first process goes
+            # with its pid namespace and the kernel reaps what was inside itself: their time is counted nowhere.
             if self.proc.poll() is None:
                 tree = self._tree or [self.proc.pid, *processes.descendants(self.proc.pid)]
                 parent = processes.parents_of(tree)
