@@ -18,6 +18,7 @@ import os
 import re
 
 from coursekit import ROOT
+from test_house import project_modules
 
 ROUTE = os.path.join(ROOT, "docs", "route.md")
 PACKAGES = ("grader", "coursekit")
@@ -38,15 +39,8 @@ RECORDS = {"a line of the grading log": ("append_log", "grading_log.jsonl"),
 
 
 def modules(packages=PACKAGES, root=ROOT):
-    out = {}
-    for top in packages:
-        for here, dirs, files in os.walk(os.path.join(root, top)):
-            dirs[:] = [d for d in dirs if d != "__pycache__"]
-            for name in files:
-                if name.endswith(".py"):
-                    path = os.path.join(here, name)
-                    out[os.path.relpath(path, root)[:-3].replace(os.sep, ".").removesuffix(".__init__")] = path
-    return out
+    """{module name: path} of the route's packages (the house test's listing)."""
+    return project_modules(root, packages)
 
 
 def _dotted(node):
