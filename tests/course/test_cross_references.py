@@ -330,7 +330,7 @@ def test_every_notebook_a_check_message_names_exists_and_holds_what_it_names():
 # ---------------------------------------------------------------- "the grader" is the grading machine only
 # What a learner reads calls what tests their functions "the checks" (``learner.check``); "grader" is the grading
 # machine's package (``grader/``) and nbgrader, nothing else (issue 54: one name, one meaning).
-GRADER_WORD = re.compile(r"(?<![\w`./])grader(?!s?[\w`/.])", re.I)
+GRADER_WORD = re.compile(r"(?<![\w`./])graders?(?![\w`/]|\.\w)", re.I)  # "grader." ends a sentence
 
 
 def learner_texts():
@@ -364,5 +364,6 @@ def test_what_a_learner_reads_says_the_checks_not_the_grader():
 
 def test_the_grader_word_is_found_and_the_package_and_nbgrader_are_not():
     texts = [("a", "the grader checks it"), ("b", "The grader's toy model"), ("c", "nbgrader's autograde"),
-             ("d", "``grader.remote``"), ("e", "the grading machine (`grader`)"), ("f", "grader/sandbox.py")]
-    assert [w.split(":")[0] for w in grader_words(texts)] == ["a", "b"]
+             ("d", "``grader.remote``"), ("e", "the grading machine (`grader`)"), ("f", "grader/sandbox.py"),
+             ("g", "ask the grader."), ("h", "as graders do")]
+    assert [w.split(":")[0] for w in grader_words(texts)] == ["a", "b", "g", "h"]
