@@ -132,4 +132,5 @@ def b64(files):
 
 
 def unb64(files):
-    return {str(rel): base64.b64decode(data) for rel, data in files.items()}
+    """{path: bytes} from {path: base64 text}; text that is not base64 is an error (binascii.Error), never dropped."""
+    return {str(rel): base64.b64decode(data, validate=True) for rel, data in files.items()}

@@ -23,9 +23,11 @@ grading itself runs as root:
 
     python -m coursekit.hub.service STATE/grading.json    # what the hub runs (as root)
 """
+import binascii
 import hashlib
 import json
 import logging
+import math
 import os
 import sys
 import urllib.error
@@ -122,6 +124,7 @@ def make_app(config, client, api_url, config_path=None):
                 log.warning("refused %s from %s for %s: %s", self.what, inert(user or "an unknown token"),
                             inert(self.course), inert(refused))
                 self.set_status(403)
+                self.set_header("Content-Type", "text/plain; charset=utf-8")
                 self.finish(refused)
                 return
             self.user = user
@@ -153,13 +156,19 @@ def make_app(config, client, api_url, config_path=None):
 
         async def post(self):
             body = self.body()
-            task = body["task"]
-            if not (valid_student_id(str(task.get("student"))) and task.get("assignment") == body["assignment"]):
-                raise web.HTTPError(400, "not a student id or not this assignment")
-            payload = payload_of(body["assignment"], unb64(body["source"]))
-            task = {"student": task["student"], "assignment": task["assignment"],
-                    "timestamp": task.get("timestamp"), "files": unb64(task["files"])}
-            limit = min(float(body.get("timeout", GRADING_TIMEOUT)), MAX_TIMEOUT)
+            try:  # an instructor's request, checked whole before anything is graded: a bad one is a 400, not a 500
+                task = body["task"]
+                if not (valid_student_id(str(task.get("student"))) and task.get("assignment") == body["assignment"]):
+                    raise web.HTTPError(400, "not a student id or not this assignment")
+                payload = payload_of(body["assignment"], unb64(body["source"]))
+                task = {"student": task["student"], "assignment": task["assignment"],
+                        "timestamp": task.get("timestamp"), "files": unb64(task["files"])}
+                limit = float(body.get("timeout", GRADING_TIMEOUT))
+            except (KeyError, TypeError, ValueError, AttributeError, binascii.Error) as exc:
+                raise web.HTTPError(400, f"not a grading request ({type(exc).__name__})") from None
+            if not (math.isfinite(limit) and limit > 0):
+                raise web.HTTPError(400, "the time limit must be a number of seconds above 0")
+            limit = min(limit, MAX_TIMEOUT)
             passed = safe_settings(body.get("passed"))
             log.info("%s grades %s / %s of %s", self.user, task["student"], task["assignment"], inert(self.course))
             future = client.submit(grade_submission, payload, task, limit, passed, pure=False)
@@ -181,6 +190,7 @@ def make_app(config, client, api_url, config_path=None):
             except Refusal as exc:
                 log.warning("grades of %s not posted: %s", inert(self.course), inert(exc.message))
                 self.set_status(exc.status)
+                self.set_header("Content-Type", "text/plain; charset=utf-8")
                 self.finish(exc.message)
                 return
             self.set_header("Content-Type", "application/json")

@@ -92,3 +92,105 @@ def test_ten_big_requests_without_a_valid_token_are_refused_unread(tmp_path):
     assert sum(status is not None for status, _ in outcome) >= REQUESTS // 2, outcome  # the refusal is said
     assert peak < PEAK_MB, f"the service's memory peaked at {peak:.0f} MB (it started at {before:.0f} MB)"
     assert said.count("refused a grading request from an unknown token") == REQUESTS, said[-3000:]
+
+
+# ---------------------------------------------------------------- what an asker with a token may send
+def test_the_service_refuses_other_courses_and_malformed_requests_and_logs_them_inert():
+    """The service's application in this process, with a stand-in hub API that knows four tokens: a student's, an
+    instructor's of course A, another course's instructor's, and one whose user name carries escapes. Refusals come
+    before anything is graded: a student or another course's instructor (403, as plain text), a body naming another
+    course than the URL, a body that is not a grading request, a time limit that is not a number of seconds above 0
+    (400; ``nan`` got through ``min()`` before). Nothing reaches the grading client, and every line the service logs
+    is one inert line. Cost: about 1 s."""
+    import asyncio
+    import io
+    import logging
+
+    from tornado import httpserver, web
+
+    from coursekit.hub import service
+
+    users = {"stud": "bob", "inst": "alice", "other": "carol", "evil": "ev\x1b[2J\u202eil\nFAKE"}
+
+    class User(web.RequestHandler):
+        def get(self):
+            token = self.request.headers.get("Authorization", "")[len("token "):]
+            if token not in users:
+                raise web.HTTPError(403)
+            self.write({"name": users[token]})
+
+    class NoGrading:
+        submitted = []
+
+        def submit(self, *args, **kwargs):
+            self.submitted.append(args)
+            raise AssertionError("a refused request reached the grading client")
+
+    a, b = "/srv/course-a", "/srv/course-b"
+    config = {"courses": {a: {"instructors": ["alice"]}, b: {"instructors": ["carol"]}}}
+
+    def request(port, path, token, body):
+        data = json.dumps(body).encode() if not isinstance(body, bytes) else body
+        head = (f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(data)}\r\n"
+                + (f"Authorization: token {token}\r\n" if token else "") + "\r\n")
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+            s.sendall(head.encode() + data)
+            answer = b""
+            while b"\r\n\r\n" not in answer:
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                answer += chunk
+        head = answer.split(b"\r\n\r\n", 1)[0].decode()
+        return int(head.split()[1]), head.lower()
+
+    task = {"student": "s1", "assignment": "ps1", "files": {}}
+    grading = {"course": a, "assignment": "ps1", "source": {}, "task": task}
+    cases = [  # (what, path, token, body, status)
+        ("a student", f"/grade?course={a}", "stud", grading, 403),
+        ("another course's instructor", f"/grade?course={a}", "other", grading, 403),
+        ("another course's scores", f"/lms/scores?course={b}", "inst", {"course": b}, 403),
+        ("a user name with escapes", f"/grade?course={a}%1b[31m%0aINJ", "evil", grading, 403),
+        ("a body naming another course", f"/grade?course={a}", "inst", dict(grading, course=b), 400),
+        ("scores naming another course", f"/lms/scores?course={a}", "inst", {"course": b}, 400),
+        ("no task", f"/grade?course={a}", "inst", {"course": a, "assignment": "ps1"}, 400),
+        ("a task that is a list", f"/grade?course={a}", "inst", dict(grading, task=[1]), 400),
+        ("no source", f"/grade?course={a}", "inst", {k: v for k, v in grading.items() if k != "source"}, 400),
+        ("files that are not base64", f"/grade?course={a}", "inst", dict(grading, task=dict(task, files={"x": "!"})),
+         400),
+        ("a time limit of nan", f"/grade?course={a}", "inst", dict(grading, timeout="nan"), 400),
+        ("a negative time limit", f"/grade?course={a}", "inst", dict(grading, timeout=-5), 400),
+        ("an escaped student id", f"/grade?course={a}", "inst", dict(grading, task=dict(task, student="s\x1b[2J\n")),
+         400),
+        ("not JSON", f"/grade?course={a}", "inst", b"\x00{not json", 400),
+    ]
+    said = io.StringIO()
+    handler = logging.StreamHandler(said)
+    logging.getLogger().addHandler(handler)
+    level = logging.getLogger().level
+    logging.getLogger().setLevel(logging.INFO)
+
+    async def main():
+        hub_port, port = free_port(), free_port()
+        hub = web.Application([(r"/hub/api/user", User)]).listen(hub_port, "127.0.0.1")
+        app = service.make_app(config, NoGrading(), f"http://127.0.0.1:{hub_port}/hub/api")
+        server = httpserver.HTTPServer(app, max_body_size=MAX_BODY)
+        server.listen(port, "127.0.0.1")
+        loop = asyncio.get_running_loop()
+        try:
+            return [(what, status, await loop.run_in_executor(None, request, port, path, token, body))
+                    for what, path, token, body, status in cases]
+        finally:
+            server.stop()
+            hub.stop()
+    try:
+        got = asyncio.run(main())
+    finally:
+        logging.getLogger().removeHandler(handler)
+        logging.getLogger().setLevel(level)
+    assert [(what, answer[0]) for what, _, answer in got] == [(what, status) for what, status, _ in got]
+    assert all("content-type: text/plain" in answer[1] for _, status, answer in got if status == 403)
+    assert NoGrading.submitted == []
+    lines = said.getvalue().splitlines()
+    assert any("ev\\x1b[2J" in line for line in lines), lines  # the escapes were logged, escaped
+    assert not [line for line in lines if any(ord(c) < 32 or c in "\u202e\u200b\x7f" for c in line)], lines
