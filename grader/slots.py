@@ -31,7 +31,7 @@ class Slot:
 
     def release(self):
         for group in self.groups:
-            _empty_group(group)
+            empty_group(group)
         if self.lock is not None:
             self.lock.close()
             self.lock = None
@@ -60,9 +60,14 @@ def _uid_busy(uid):
 CGROUP_ROOT = "/sys/fs/cgroup"
 
 
-def _group_dirs(name):
-    """The folders of control group ``name`` for the pids and memory controllers, or [] when none can be made."""
-    if os.environ.get("COURSE_SANDBOX_CGROUPS", "1").strip().lower() in ("0", "no", "off", "none"):
+def _cgroups_off():
+    return os.environ.get("COURSE_SANDBOX_CGROUPS", "1").strip().lower() in ("0", "no", "off", "none")
+
+
+def _group_dirs(name, parent):
+    """The folders of control group ``name`` for the pids and memory controllers (v1: one in each hierarchy; v2:
+    ``parent/name`` in the one tree), or [] when none can be made."""
+    if _cgroups_off():
         return []
     v1 = [os.path.join(CGROUP_ROOT, c) for c in ("pids", "memory")]
     if all(os.path.isfile(os.path.join(d, "cgroup.procs")) for d in v1):
@@ -73,7 +78,7 @@ def _group_dirs(name):
                 return []
     except OSError:
         return []
-    return [os.path.join(CGROUP_ROOT, "course-sandbox", name)]
+    return [os.path.join(CGROUP_ROOT, parent, name)]
 
 
 def _write(path, text):
@@ -88,12 +93,12 @@ def cgroups_available(limits):
     """Whether this process may make the sandboxes' control groups (tried once, with a group made with ``limits``, the
     sandbox's, and removed)."""
     if not _CGROUPS:
-        if os.environ.get("COURSE_SANDBOX_CGROUPS", "1") == "0" or os.geteuid() != 0:
+        if _cgroups_off() or os.geteuid() != 0:
             _CGROUPS.append(False)
         else:
             made = _make_group(f"course-sandbox-probe-{os.getpid()}", limits)
             for group in made:
-                _empty_group(group)
+                empty_group(group)
             _CGROUPS.append(bool(made))
     return _CGROUPS[0]
 
@@ -101,35 +106,60 @@ def cgroups_available(limits):
 def _make_group(name, limits):
     """The control group(s) ``name`` with the sandbox's process and memory limits; [] when this machine has none
     the grader may make."""
-    dirs = _group_dirs(name)
+    return make_group(name, limits.memory_bytes, limits.processes)
+
+
+def make_group(name, memory_bytes, processes=None, parent="course-sandbox"):
+    """Control group ``name`` (v2: under ``parent``) capping the memory of its processes together at
+    ``memory_bytes`` (no swap beyond it) and, when given, their number; its folders, or [] when this machine has
+    none this process may make (not root, no controllers, or ``COURSE_SANDBOX_CGROUPS=0``)."""
+    dirs = _group_dirs(name, parent)
     made = []
     try:
         for d in dirs:
-            parent = os.path.dirname(d)
-            if os.path.basename(parent) == "course-sandbox" and not os.path.isdir(parent):
-                os.makedirs(parent, exist_ok=True)
-                _write(os.path.join(parent, "cgroup.subtree_control"), "+pids +memory")
+            top = os.path.dirname(d)
+            if os.path.basename(top) == parent and not os.path.isdir(top):
+                os.makedirs(top, exist_ok=True)
+                _write(os.path.join(top, "cgroup.subtree_control"), "+pids +memory")
             os.makedirs(d, exist_ok=True)
-            if os.path.exists(os.path.join(d, "pids.max")):
-                _write(os.path.join(d, "pids.max"), str(limits.processes))
+            if processes and os.path.exists(os.path.join(d, "pids.max")):
+                _write(os.path.join(d, "pids.max"), str(processes))
             for knob in ("memory.limit_in_bytes", "memory.max"):  # v1, v2
                 if os.path.exists(os.path.join(d, knob)):
-                    _write(os.path.join(d, knob), str(limits.memory_bytes))
+                    _write(os.path.join(d, knob), str(memory_bytes))
             for knob in ("memory.memsw.limit_in_bytes", "memory.swap.max"):  # no swap beyond it
                 if os.path.exists(os.path.join(d, knob)):
                     try:
-                        _write(os.path.join(d, knob), str(limits.memory_bytes) if "memsw" in knob else "0")
+                        _write(os.path.join(d, knob), str(memory_bytes) if "memsw" in knob else "0")
                     except OSError:
                         pass
             made.append(d)
     except OSError:
         for d in made:
-            _empty_group(d)
+            empty_group(d)
         return []
     return made
 
 
-def _empty_group(d):
+def join_group(groups, pid):
+    """Move process ``pid`` into the control groups ``groups`` (``make_group``'s folders)."""
+    for group in groups:
+        _write(os.path.join(group, "cgroup.procs"), str(pid))
+
+
+def memory_peak(groups):
+    """The most memory the processes of ``groups`` have held together so far, in bytes (None: not recorded)."""
+    for group in groups:
+        for knob in ("memory.max_usage_in_bytes", "memory.peak"):  # v1, v2 (Linux 5.19 and later)
+            try:
+                with open(os.path.join(group, knob)) as f:
+                    return int(f.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue
+    return None
+
+
+def empty_group(d):
     """Kill what is left in control group ``d`` and remove it (quietly: a group that cannot go stays, empty)."""
     for _ in range(50):
         try:
