@@ -119,10 +119,13 @@ def _exchange_step(name):
 
 def instructor_settings(env):
     """The instructor's JupyterLab settings under ``env``'s JUPYTER_CONFIG_DIR (the course's .jupyter, never
-    $HOME): no news, no update check."""
+    $HOME): no news, no update check, and the formgrader's pages escaped and under a Content-Security-Policy (the
+    extension the hub's instructor servers load, ``coursekit.hub.formgrader_tab``)."""
+    from .hub.formgrader_tab import EXTENSION
     from .hub.setup import NO_NEWS
     config = env["JUPYTER_CONFIG_DIR"]
-    write_json(os.path.join(config, "jupyter_server_config.json"), {"LabApp": dict(NO_NEWS)})
+    write_json(os.path.join(config, "jupyter_server_config.json"),
+               {"LabApp": dict(NO_NEWS), "ServerApp": {"jpserver_extensions": {EXTENSION: True}}})
     write_json(os.path.join(config, "labconfig", "page_config.json"),
                 {"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}})
     return env

@@ -1,5 +1,5 @@
 """The formgrader in a browser tab of its own: its links, and its pages escaped (a Jupyter server extension of the
-instructors' servers on the hub: ``c.ServerApp.jpserver_extensions``).
+instructors' servers on the hub and of `course instructor-lab`: ``c.ServerApp.jpserver_extensions``).
 
 On the hub the formgrader cannot be framed inside JupyterLab (every user's server forbids framing: they share the
 hub's origin), so the instructor's "Nbgrader > Formgrader" opens it in a tab of its own
@@ -14,68 +14,34 @@ server (each cell's checksum, the preprocessors, nbconvert's template paths), an
 warnings that nbgrader's own exporter settings are "not recognized" by its preprocessors. Here that capture keeps
 INFO and above, without those warnings (``quiet_capture_log``): what the dialog shows is what happened.
 
-nbgrader renders the formgrader's pages with a Jinja environment that escapes nothing, and several of them put a
-part of the URL (a student id, an assignment name) into a script or the page as it is: a link to
-``/formgrader/manage_students/<markup>`` would run that markup in the instructor's server. Here that environment
-escapes every value (each is plain text: ids, names, paths), so a name is shown as text whatever it holds.
+nbgrader's formgrader shows what a link or the gradebook holds as markup in several places (a link to
+``/formgrader/manage_students/<markup>`` ran that markup in the instructor's server, whose API opens a terminal):
+this extension escapes its pages, serves its scripts that did so with the value put in as text, refuses a
+``?path=`` that is not the course and gives every formgrader answer a Content-Security-Policy
+(``coursekit.hub.formgrader_pages`` says each). Every server the project starts with a formgrader loads it: the
+hub's instructor servers (``coursekit.hub.setup.role_settings``) and `course instructor-lab`
+(``coursekit.cli_class.instructor_settings``), both by ``EXTENSION``.
 """
 import logging
-import os
 
-from tornado import web
-from tornado.routing import PathMatches, Rule
+from . import formgrader_pages
 
+EXTENSION = "coursekit.hub.formgrader_tab"  # the name the servers' settings enable
 CLASSIC_LINK = '.attr("href", prefix + path)'
 LAB_LINK = ('.attr("href", base_url.replace(/\\/$/, "") + "/lab/tree/" + '
             'encodeURI(path.replace(/^(\\.\\/)+/, "")))')
+LINKS = (("utils.js", CLASSIC_LINK, LAB_LINK),)  # nbgrader's top-frame links, pointing at this server's lab
 
 
 def patched_utils():
-    """nbgrader's formgrader ``utils.js`` with its top-frame links pointing at JupyterLab; None when this nbgrader's
-    file no longer has the line (then it is served unchanged)."""
-    import nbgrader
-    path = os.path.join(os.path.dirname(nbgrader.__file__), "server_extensions", "formgrader", "static", "js",
-                        "utils.js")
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
-    return text.replace(CLASSIC_LINK, LAB_LINK, 1) if CLASSIC_LINK in text else None
-
-
-class UtilsHandler(web.RequestHandler):
-    def initialize(self, text):
-        self.text = text
-
-    def get(self):
-        self.set_header("Content-Type", "application/javascript; charset=UTF-8")
-        self.set_header("Cache-Control", "no-cache")
-        self.finish(self.text)
-
-
-def escape_pages(web_app):
-    """The formgrader's page templates escaped (once nbgrader's extension has made its environment)."""
-    env = web_app.settings.get("nbgrader_jinja2_env")
-    if env is not None:
-        env.autoescape = True
-    return env is not None
+    """nbgrader's formgrader ``utils.js`` as this extension serves it (its links pointing at JupyterLab, a dialog's
+    message put in as text)."""
+    texts, _ = formgrader_pages.patched_scripts(LINKS + formgrader_pages.SCRIPT_PATCHES)
+    return texts["utils.js"]
 
 
 def _jupyter_server_extension_points():
-    return [{"module": "coursekit.hub.formgrader_tab"}]
-
-
-def _escape_when_made():
-    """nbgrader's formgrader extension makes its environment when it loads, which (extensions load by name) is after
-    this one: its method that makes it escapes the pages too, from now on in this process."""
-    from nbgrader.server_extensions.formgrader.formgrader import FormgradeExtension
-    made = FormgradeExtension.init_tornado_settings
-    if getattr(made, "escapes_pages", False):
-        return
-
-    def init_tornado_settings(self, webapp):
-        made(self, webapp)
-        escape_pages(webapp)
-    init_tornado_settings.escapes_pages = True
-    FormgradeExtension.init_tornado_settings = init_tornado_settings
+    return [{"module": EXTENSION}]
 
 
 # traitlets' warning when nbconvert's exporter passes its own settings (display_data_priority) on to nbgrader's
@@ -119,15 +85,4 @@ def _quiet_dialogs():
 
 def _load_jupyter_server_extension(serverapp):
     _quiet_dialogs()
-    web_app = serverapp.web_app
-    if not escape_pages(web_app):  # nbgrader's extension is not loaded yet
-        _escape_when_made()
-    text = patched_utils()
-    if text is None:
-        serverapp.log.warning("coursekit.hub.formgrader_tab: nbgrader's formgrader utils.js has changed; its links "
-                              "are served unchanged")
-        return
-    base = serverapp.web_app.settings.get("base_url", "/")
-    pattern = base.rstrip("/") + "/formgrader/static/js/utils\\.js"
-    # ahead of nbgrader's own static handler, whichever extension loaded first
-    serverapp.web_app.default_router.rules.insert(0, Rule(PathMatches(pattern), UtilsHandler, {"text": text}))
+    formgrader_pages.protect(serverapp, LINKS)

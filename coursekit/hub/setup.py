@@ -36,6 +36,7 @@ import stat
 import sys
 
 from ..paths import ROOT
+from . import formgrader_tab
 from .root_files import listed, write_atomic
 from .access import (REFERENCE_FOLDER, HubError, commands_giving_course, course_problems, enrol_roster, ensure_users, give_to_staff, read_roster,
                      staff_group, users_python)
@@ -128,9 +129,10 @@ def role_settings(state, exchange, course):
         # a terminal's `python` is the course's (the kernels' Python), and an instructor's `course` the course's
         terminal = {"shell_command": login_shell_with_course(os.path.dirname(sys.executable))}
         if role == "instructor":
-            # the formgrader in a tab of its own (hub-lab's command), with its links to this server's lab
+            # the formgrader in a tab of its own (hub-lab's command), with its links to this server's lab, its
+            # pages escaped and under a Content-Security-Policy
             hidden[INSTRUCTOR_FRAMED_FORMGRADER] = True
-            server["ServerApp"] = {"jpserver_extensions": {"coursekit.hub.formgrader_tab": True},
+            server["ServerApp"] = {"jpserver_extensions": {formgrader_tab.EXTENSION: True},
                                    "terminado_settings": terminal}
         if role == "student":
             server["ServerApp"] = {"jpserver_extensions": {n: False for n in STUDENT_OFF_SERVER_EXTENSIONS},
