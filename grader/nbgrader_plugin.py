@@ -28,10 +28,12 @@ import nbformat
 import nbgrader.api
 from jupyter_client.manager import AsyncKernelManager
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
+from nbclient.util import run_sync
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Integer, Unicode
 
 from . import audit, judge, sandbox, seeds
+from .output_caps import COUNTED, MB, CappedKernelClient, OutputBudget, content_bytes, cut_line
 from .graded import append_log, log_record
 from learner.syllabus import version
 
@@ -57,6 +59,14 @@ class SandboxedKernelManager(AsyncKernelManager):
     boxes = []  # the folders of the kernels started; SandboxedExecute reads their notes and removes them
     slots = []  # their sandboxes' own users and control groups (sandbox.claim), released with them
     INSIDE = "/run/course-kernel"  # where the kernel's folder is, seen from inside its sandbox
+    message_bytes = 16 * MB  # the most one part of a message from the kernel may hold (SandboxedExecute sets it)
+
+    def client(self, **kwargs):
+        """A client whose sockets bound what the kernel can make this process receive (``CappedKernelClient``)."""
+        kw = dict(self.get_connection_info(session=True), connection_file=self.connection_file, parent=self,
+                  message_bytes=self.message_bytes)
+        kw.update(kwargs)
+        return CappedKernelClient(**kw)
 
     async def _async_pre_start_kernel(self, **kw):
         if sandbox.isolated():
@@ -107,14 +117,28 @@ class SandboxedKernelManager(AsyncKernelManager):
 
 
 class SandboxedExecute(Execute):
-    """nbgrader's Execute, with the kernel in the sandbox; a dead kernel ends the run of this notebook only."""
+    """nbgrader's Execute, with the kernel in the sandbox; a dead kernel ends the run of this notebook only. What the
+    kernel's outputs may make this process hold is capped while they arrive (``grader.output_caps``)."""
+
+    max_cell_output_mb = Integer(8, help="MB of output one cell keeps (text, images, any MIME type, widget state, "
+                                          "counted as they arrive); past it the cell's output is cut, with a line "
+                                          "that says so").tag(config=True)
+    max_notebook_output_mb = Integer(24, help="MB of output the whole notebook keeps; past it every later output "
+                                              "is cut").tag(config=True)
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("kernel_manager_class", SandboxedKernelManager)
         super().__init__(*args, **kwargs)
 
+    def create_kernel_manager(self):
+        km = super().create_kernel_manager()
+        # one message is never more than one cell may keep: a larger one is dropped before it is read
+        km.message_bytes = self.max_cell_output_mb * MB
+        return km
+
     def preprocess(self, nb, resources=None, km=None):
         self._dead = None
+        self._budget = OutputBudget(self.max_cell_output_mb * MB, self.max_notebook_output_mb * MB)
         try:
             nb, resources = super().preprocess(nb, resources, km)
         finally:
@@ -140,7 +164,32 @@ class SandboxedExecute(Execute):
                                              f"{': ' + said if said else ''} ({limit[1]})"])
         for kind, what in dict.fromkeys(refused):
             faults.append(["blocked", f"{kind}: {what}"])
+        faults += [list(f) for f in self._budget.faults()]
+        nb.metadata["course"]["largest_cell_output_bytes"] = self._budget.largest
+        nb.metadata["course"]["output_bytes"] = self._budget.total
         return nb, resources
+
+    def process_message(self, msg, cell, cell_index):
+        """nbclient's, with each output counted against the caps as it arrives (``OutputBudget``): past one, the
+        message is dropped and the cell says once which cap cut it."""
+        if msg.get("msg_type") in COUNTED:
+            budget = self._budget
+            cut_before = cell_index in budget.cut
+            if not budget.take(cell_index, content_bytes(msg)):
+                if not cut_before:
+                    whole = budget.cut[cell_index]
+                    cap = (budget.notebook_bytes if whole else budget.cell_bytes) / MB
+                    cell.outputs.append(nbformat.v4.new_output("stream", name="stdout",
+                                                               text=cut_line(cell_index, cap, whole)))
+                return None
+        try:
+            return super().process_message(msg, cell, cell_index)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            # a message the kernel (the student's code) made malformed, such as a widget's comm without its model:
+            # nbclient would stop the whole grading of the submission; it is dropped
+            self.log.warning("dropped a malformed %s message from cell %s: %s", msg.get("msg_type"), cell_index,
+                             type(exc).__name__)
+            return None
 
     def preprocess_cell(self, cell, resources, index):
         if self._dead:
@@ -152,6 +201,8 @@ class SandboxedExecute(Execute):
             return cell, resources
         try:
             cell, resources = super().preprocess_cell(cell, resources, index)
+            if self._message_dropped(index):
+                return self._cut_off(cell), resources
             if any(out.get("ename") == "CellTimeoutError" for out in cell.get("outputs", [])):
                 # the grade is decided outside the kernel; one hung cell is all a submission may cost
                 self._dead = ("timeout", f"cell {index} ran past its time limit ({self.timeout} s) in the kernel; the "
@@ -163,11 +214,30 @@ class SandboxedExecute(Execute):
                                     f"not run")
             return self._stopped(cell, "DeadKernelError"), resources
         except CellTimeoutError:
+            if self._message_dropped(index):  # nothing more came on the closed socket: not a time-out
+                return self._cut_off(cell), resources
             # still busy after the interrupt (a loop that ignores it, or seconds of C code such as zeroing gigabytes
             # of pages): nbgrader would give up on the whole submission; the grade is decided outside the kernel
             self._dead = ("timeout", f"cell {index} ran past its time limit ({self.timeout} s) in the kernel and did "
                                      f"not stop when interrupted; the cells after it were not run")
             return self._stopped(cell, "CellTimeoutError"), resources
+
+    def _message_dropped(self, index):
+        """True (and the notebook stopped) when cell ``index`` sent a message over the cap on one message: the
+        socket that refused it was closed with it, so nothing more of the kernel can be read."""
+        dropped = self.kc.dropped() if isinstance(self.kc, CappedKernelClient) else []
+        if not dropped or not run_sync(self.km.is_alive)():  # a kernel that died closes them too: said as such
+            return False
+        self._dead = ("output", f"cell {index} sent the grader one message of more than {self.max_cell_output_mb} "
+                                f"MB, the cap of a cell's output; it was dropped unread, and the cells after it were "
+                                f"not run")
+        return True
+
+    def _cut_off(self, cell):
+        """``cell`` with the line that says why the notebook stopped there (``self._dead``), in place of an error."""
+        cell.outputs = [o for o in cell.outputs if o.get("ename") != "CellTimeoutError"]
+        cell.outputs.append(nbformat.v4.new_output("stream", name="stdout", text=f"[Output cut: {self._dead[1]}.]\n"))
+        return cell
 
     def _stopped(self, cell, ename):
         """``cell`` with what stopped the notebook (``self._dead``: (fault kind, words)) as its last output."""

@@ -1,0 +1,152 @@
+"""What a graded notebook's outputs may make the grader hold (``grader.output_caps``), driven through the real sandboxed
+kernel (``SandboxedExecute``): each MIME type and each way of sending (many pieces, one piece over the cap, display
+updates, widget state) is cut at the caps while it arrives, with a line naming the cell and the cap, and the process
+that receives it (this one, here) grows by a bounded amount. The class graded with attackers beside honest students,
+with the grading side's memory read, is tests/coursekit/pipeline/test_output_flood.py."""
+import os
+import threading
+
+import nbformat
+import pytest
+
+from grader.nbgrader_plugin import SandboxedExecute
+from grader.output_caps import MB, OutputBudget, content_bytes
+
+pytestmark = pytest.mark.timeout(600)
+
+CELL_MB, NOTEBOOK_MB = 2, 5
+
+
+def run(tmp_path, *cells, timeout=120):
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    ex = SandboxedExecute(timeout=timeout, interrupt_on_timeout=True, iopub_timeout=5,
+                          max_cell_output_mb=CELL_MB, max_notebook_output_mb=NOTEBOOK_MB)
+    nb, _ = ex.preprocess(nb, {"metadata": {"path": str(tmp_path)}})
+    return nb, nb.metadata["course"]["faults"]
+
+
+def kept(cell):
+    return content_bytes({"content": cell.outputs})
+
+
+def cut_lines(cell):
+    return [o.text for o in cell.outputs if o.get("output_type") == "stream" and o.text.startswith("[Output cut")]
+
+
+# each floods about 60 MB in its own way, 30 times the cell's cap
+FLOODS = {
+    "text in 1 MB pieces": "for _ in range(60):\n    print('x' * 2 ** 20)",
+    "text in many small pieces": "import sys\nfor _ in range(60 * 64):\n    sys.stdout.write('y' * 2 ** 14 + '\\n')",
+    "stderr": "import sys\nfor _ in range(60):\n    print('e' * 2 ** 20, file=sys.stderr)",
+    "images": ("from IPython.display import display\nimport base64\npng = base64.b64encode(b'\\x89PNG' + bytes(2 ** 20))"
+               ".decode()\nfor _ in range(60):\n    display({'image/png': png}, raw=True)"),
+    "html": "from IPython.display import HTML, display\nfor _ in range(60):\n    display(HTML('<b>' + 'h' * 2 ** 20))",
+    "json": ("from IPython.display import display\nfor _ in range(60):\n"
+             "    display({'application/json': {'k': ['v' * 2 ** 16] * 16}}, raw=True)"),
+    "an unknown MIME type": ("from IPython.display import display\nfor _ in range(60):\n"
+                             "    display({'application/x-mine': 'm' * 2 ** 20}, raw=True)"),
+    "a result": "class R:\n    def _repr_html_(self):\n        return 'r' * 60 * 2 ** 20\nR()",
+    "display updates": ("from IPython.display import display, update_display\nh = display('a', display_id=True)\n"
+                        "for _ in range(60):\n    h.update({'text/plain': 'u' * 2 ** 20}, raw=True)"),
+    "widget state": ("from ipykernel.comm import Comm\nfor i in range(60):\n"
+                     "    Comm(target_name='jupyter.widget', data={'state': {'_model_module': '@jupyter-widgets/base',"
+                     " '_model_name': 'LayoutModel', '_model_module_version': '2.0.0', 'v': 'w' * 2 ** 20}})"),
+    "malformed widgets": ("from ipykernel.comm import Comm\nfor i in range(60):\n"
+                          "    Comm(target_name='jupyter.widget', data={'state': {'v': 'w' * 2 ** 20}})"),
+    "clear and print again": ("from IPython.display import clear_output\nfor _ in range(60):\n"
+                              "    clear_output(wait=True)\n    print('c' * 2 ** 20)"),
+}
+
+
+class Peak:
+    """The most resident memory this process held above where it started, sampled every 20 ms while in ``with``."""
+
+    def __enter__(self):
+        self.start, self.peak, self.done = rss(), 0, threading.Event()
+        self.thread = threading.Thread(target=self._sample, daemon=True)
+        self.thread.start()
+        return self
+
+    def _sample(self):
+        while not self.done.wait(0.02):
+            self.peak = max(self.peak, rss() - self.start)
+
+    def __exit__(self, *exc):
+        self.done.set()
+        self.thread.join()
+
+
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.pipeline
+@pytest.mark.parametrize("kind", sorted(FLOODS))
+def test_a_flood_of_output_is_cut_with_a_line_naming_the_cell_and_the_cap(tmp_path, kind):
+    """Cut at the cell's cap as it arrives; or, where the kernel sent more than the cap in one message (ipykernel
+    joins what a cell prints within 0.2 s into one), dropped unread, the notebook stopped there. Either way one line
+    names the cell and the cap, the grading log says it, and this process held a few MB more, not 60."""
+    with Peak() as peak:
+        nb, faults = run(tmp_path, "print('before')", FLOODS[kind], "print('after')")
+    flood = nb.cells[1]
+    assert kept(flood) <= CELL_MB * MB + 4096, (kind, kept(flood))
+    [line] = cut_lines(flood)
+    [(fault_kind, words)] = [f for f in faults if f[0] == "output"]
+    if "dropped unread" in line:
+        assert line == f"[Output cut: {words}.]\n" and words.startswith(
+            f"cell 1 sent the grader one message of more than {CELL_MB} MB, the cap of a cell's output"), line
+        assert nb.cells[2].outputs == []
+    else:
+        assert line == (f"[Output cut: cell 1's output passed the grader's cap of {CELL_MB} MB a cell; the rest of it "
+                        f"was not kept. The submission is graded on what remains.]\n"), (kind, line)
+        assert words == f"cell 1: its output passed the cap of {CELL_MB} MB a cell; the rest was not kept"
+        assert [o.text for o in nb.cells[2].outputs] == ["after\n"]
+    assert [o.text for o in nb.cells[0].outputs] == ["before\n"]
+    assert peak.peak < 40 * MB, f"{kind}: this process grew by {peak.peak / MB:.0f} MB while 60 MB arrived"
+
+
+@pytest.mark.pipeline
+def test_one_message_over_the_cap_is_dropped_unread_and_stops_the_notebook(tmp_path):
+    """A single 300 MB print never reaches Python here: ZMQ refuses it at the socket (MAXMSGSIZE), which closes that
+    connection for good, so the notebook stops there with a line naming the cell and the cap."""
+    with Peak() as peak:
+        nb, faults = run(tmp_path, "print('before')", "print('z' * 300 * 2 ** 20)", "print('after')")
+    assert peak.peak < 40 * MB, f"this process grew by {peak.peak / MB:.0f} MB"
+    words = (f"cell 1 sent the grader one message of more than {CELL_MB} MB, the cap of a cell's output; it was "
+             f"dropped unread, and the cells after it were not run")
+    assert faults == [["output", words]], faults
+    assert cut_lines(nb.cells[1]) == [f"[Output cut: {words}.]\n"] and nb.cells[2].outputs == []
+
+
+@pytest.mark.pipeline
+def test_the_notebook_cap_cuts_the_cell_that_passes_it(tmp_path):
+    piece = "print('n' * (2 ** 20 + 2 ** 19))"  # 1.5 MB a cell: under the cell's cap, over the notebook's by cell 3
+    nb, faults = run(tmp_path, piece, piece, piece, piece, "print('late')")
+    assert [len(cut_lines(c)) for c in nb.cells] == [0, 0, 0, 1, 0]
+    assert [o.text for o in nb.cells[4].outputs] == ["late\n"]  # what still fits under the notebook's cap is kept
+    assert "notebook's outputs passed the grader's cap of 5 MB a notebook at cell 3" in cut_lines(nb.cells[3])[0]
+    assert sum(kept(c) for c in nb.cells) <= NOTEBOOK_MB * MB + 4096
+    assert ["output", "cell 3: its output passed the cap of 5 MB a notebook; the rest was not kept"] in faults
+
+
+def test_the_budget_counts_what_arrives_not_what_is_kept():
+    """Clearing a cell gives nothing back (else clear and print again would hold the grader's CPU for as long as it
+    likes while staying under the cap), and a cell once cut keeps nothing more, however small."""
+    budget = OutputBudget(cell_bytes=10, notebook_bytes=25)
+    assert [budget.take(0, 4) for _ in range(3)] == [True, True, False]
+    assert budget.take(0, 1) is False and budget.cut == {0: False}
+    assert budget.take(1, 10) and not budget.take(2, 10) and budget.cut[2] is True
+    assert budget.total == 18 and budget.largest == 10
+
+
+def test_content_bytes_counts_every_string_and_walks_any_depth():
+    deep = {"content": {}}
+    node = deep["content"]
+    for _ in range(5000):
+        node["k"] = {}
+        node = node["k"]
+    node["leaf"] = "x" * 100
+    assert content_bytes(deep) >= 100 + 5000
+    assert content_bytes({"content": {"data": {"image/png": "a" * 1000}}, "buffers": [b"b" * 500]}) >= 1500
