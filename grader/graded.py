@@ -69,6 +69,7 @@ class Graded:
     host: str = None
     pid: int = None
     separation: str = None
+    bound: str = None                               # what bounded the memory of its nbgrader process, in words
     seconds: float = 0.0
 
     @classmethod

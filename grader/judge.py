@@ -172,6 +172,10 @@ def _child(folder):
 def serve():
     """The loop of ``--serve``: a folder a line in; ``{"pid": n}`` when its judge starts, ``{"exit": code}`` when it
     ends (negative: killed by that signal)."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != hard:  # a plain user's nbgrader process runs under a soft address-space limit; its judge maps PyTorch
+        resource.setrlimit(resource.RLIMIT_AS, (hard, hard))
     _warm()
     answers = sys.stdout
     for line in sys.stdin:
@@ -247,10 +251,15 @@ class Judged(typing.NamedTuple):
     code: int
 
 
-def _read(path):
+TAIL_BYTES = 64 * 1024  # of what a judge printed, the most read back
+
+
+def _read(path, tail=TAIL_BYTES):
+    """The last ``tail`` bytes of ``path`` as text (what a judge printed: for diagnosis, never all of it)."""
     try:
-        with open(path, errors="replace") as f:
-            return f.read()
+        with open(path, "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - tail))
+            return f.read(tail).decode("utf-8", "replace")
     except OSError:
         return ""
 

@@ -168,9 +168,9 @@ class Worker:
         self.stop()
 
     def _stderr_tail(self):
-        try:
-            self.stderr.seek(0)
-            return self.stderr.read()[-2000:].decode("utf-8", "replace")
+        try:  # the last 2,000 bytes only: the sandboxed code may have written up to its file-size limit there
+            self.stderr.seek(max(0, os.fstat(self.stderr.fileno()).st_size - 2000))
+            return self.stderr.read(2000).decode("utf-8", "replace")
         except (OSError, ValueError):
             return ""
 

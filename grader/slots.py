@@ -64,13 +64,29 @@ def _cgroups_off():
     return os.environ.get("COURSE_SANDBOX_CGROUPS", "1").strip().lower() in ("0", "no", "off", "none")
 
 
-def _group_dirs(name, parent):
-    """The folders of control group ``name`` for the pids and memory controllers (v1: one in each hierarchy; v2:
-    ``parent/name`` in the one tree), or [] when none can be made."""
+def _own_group(controller):
+    """This process's control group in cgroup v1's ``controller`` hierarchy ("/" at the top)."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            for line in f:
+                _, controllers, path = line.rstrip("\n").split(":", 2)
+                if controller in controllers.split(","):
+                    return path
+    except (OSError, ValueError):
+        pass
+    return "/"
+
+
+def _group_dirs(name, parent, nested=False):
+    """The folders of control group ``name`` for the pids and memory controllers (v1: one in each hierarchy, at its
+    top, or with ``nested`` below this process's own group there; v2: ``parent/name`` in the one tree), or [] when
+    none can be made."""
     if _cgroups_off():
         return []
     v1 = [os.path.join(CGROUP_ROOT, c) for c in ("pids", "memory")]
     if all(os.path.isfile(os.path.join(d, "cgroup.procs")) for d in v1):
+        if nested:
+            return [os.path.join(d, _own_group(os.path.basename(d)).lstrip("/"), name) for d in v1]
         return [os.path.join(d, name) for d in v1]
     try:  # cgroup v2: one tree, its controllers enabled for the children of the course's group
         with open(os.path.join(CGROUP_ROOT, "cgroup.controllers")) as f:
@@ -109,11 +125,12 @@ def _make_group(name, limits):
     return make_group(name, limits.memory_bytes, limits.processes)
 
 
-def make_group(name, memory_bytes, processes=None, parent="course-sandbox"):
-    """Control group ``name`` (v2: under ``parent``) capping the memory of its processes together at
-    ``memory_bytes`` (no swap beyond it) and, when given, their number; its folders, or [] when this machine has
-    none this process may make (not root, no controllers, or ``COURSE_SANDBOX_CGROUPS=0``)."""
-    dirs = _group_dirs(name, parent)
+def make_group(name, memory_bytes, processes=None, parent="course-sandbox", nested=False):
+    """Control group ``name`` (v2: under ``parent``; v1 with ``nested``: under this process's own group, whose limit
+    then holds it too) capping the memory of its processes together at ``memory_bytes`` (no swap beyond it) and,
+    when given, their number; its folders, or [] when this machine has none this process may make (not root, no
+    controllers, or ``COURSE_SANDBOX_CGROUPS=0``)."""
+    dirs = _group_dirs(name, parent, nested)
     made = []
     try:
         for d in dirs:

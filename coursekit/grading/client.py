@@ -312,6 +312,8 @@ def grade_class(course_root=COURSE_DIR, assignments=None, *, jobs=None, schedule
                 summary.seeds[(task["student"], task["assignment"])] = graded.seed
                 if graded.separation:
                     summary.separations.add(graded.separation)
+                if graded.bound:
+                    summary.bounds.add(graded.bound)
                 summary.faults += [(task["student"], task["assignment"], k, t) for k, t in faults]
                 bar.update(1)
             bar.close()

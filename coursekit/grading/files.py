@@ -2,10 +2,14 @@
 import os
 
 MAX_FILE_BYTES = 10_000 * 1024  # nbgrader_config.py's max_file_size (10,000 kB): bigger files are not carried
+# a graded notebook or its feedback page carries back the outputs the caps let through (grader.output_caps: 24 MB a
+# notebook), its sources and the page's styles: bigger than that, it is left out and said
+RESULT_FILE_BYTES = 64 * 2 ** 20
 
 
-def files_of(folder):
-    """{relative path: bytes} of a submission folder (checkpoints and over-size files left out)."""
+def files_of(folder, limit=MAX_FILE_BYTES):
+    """{relative path: bytes} of a submission folder (checkpoints and files over ``limit`` bytes left out), and the
+    files left out, in words."""
     files, skipped = {}, []
     for here, dirs, names in os.walk(folder):
         dirs[:] = [d for d in dirs if d not in (".ipynb_checkpoints", "__pycache__")]
@@ -14,8 +18,8 @@ def files_of(folder):
             rel = os.path.relpath(path, folder)
             if os.path.islink(path) or not os.path.isfile(path):
                 skipped.append(f"{rel} (not a plain file)")
-            elif os.path.getsize(path) > MAX_FILE_BYTES:
-                skipped.append(f"{rel} (over {MAX_FILE_BYTES // 1024} kB)")
+            elif os.path.getsize(path) > limit:
+                skipped.append(f"{rel} (over {limit // 1024} kB)")
             else:
                 with open(path, "rb") as f:
                     files[rel] = f.read()
@@ -32,7 +36,9 @@ def write_files(folder, files):
             f.write(data)
 
 
-def read_files(folder):
-    return files_of(folder)[0] if os.path.isdir(folder) else {}
+def read_results(folder):
+    """{relative path: bytes} of what grading wrote in ``folder``, each file at most ``RESULT_FILE_BYTES``, and the
+    files left out, in words."""
+    return files_of(folder, RESULT_FILE_BYTES) if os.path.isdir(folder) else ({}, [])
 
 

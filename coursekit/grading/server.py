@@ -15,14 +15,64 @@ import tempfile
 import time
 
 from grader.processes import descendants
+from grader.slots import empty_group, make_group
 
 from .files import write_files
 from ..hub.service_client import SAFE_SETTINGS
 
 SERVE_TMP = "course-tmp-"
 # the settings a worker's nbgrader takes from the client: those a request to the hub's grading service may carry
-# too (SAFE_SETTINGS, one list), and the two that the service keeps for itself (the sandbox on, its memory)
-PASSED_ENV = (*SAFE_SETTINGS, "COURSE_ISOLATION", "COURSE_SANDBOX_MEMORY_MB")
+# too (SAFE_SETTINGS, one list), and the three that the service keeps for itself (the sandbox on, its memory, the
+# memory of the nbgrader process)
+PASSED_ENV = (*SAFE_SETTINGS, "COURSE_ISOLATION", "COURSE_SANDBOX_MEMORY_MB", "COURSE_GRADING_MEMORY_MB")
+# what one grading worker's nbgrader process (with its judge server and forked judges, not its sandboxes) may hold,
+# in MB: read by whoever starts it (COURSE_GRADING_MEMORY_MB in its environment)
+GRADING_MEMORY_MB = 3072
+
+
+def grading_memory_bytes(passed=None):
+    """The bound on one nbgrader process, in bytes: ``passed`` (the client's settings), else this process's
+    environment (the hub's service: its own), else ``GRADING_MEMORY_MB``."""
+    value = (passed or {}).get("COURSE_GRADING_MEMORY_MB") or os.environ.get("COURSE_GRADING_MEMORY_MB", "")
+    return int(str(value).strip() or GRADING_MEMORY_MB) * 2 ** 20
+
+
+def bounded(argv, memory_bytes, name):
+    """``argv`` run with its memory bounded, the best way this process has: (argv, control groups it runs in, the
+    bound in words for the grading summary). As root, a memory control group of its own (``grader.slots``), below
+    this process's own (cgroup v1) so that a limit on this one holds it too; as a plain user, a systemd scope with
+    ``MemoryMax`` where the user's systemd delegates one, else a limit on its address space (a soft RLIMIT_AS, which
+    the judge server lifts for itself, and each sandbox sets its own)."""
+    size = f"{memory_bytes / 2 ** 30:g} GB"
+    groups = make_group(name, memory_bytes, parent="course-grading", nested=True) if os.geteuid() == 0 else []
+    if groups:
+        join = "".join(f'echo $$ > "{g}/cgroup.procs" && ' for g in groups)
+        return (["/bin/sh", "-c", f'{join}exec "$@"', "sh", *argv], groups,
+                f"a memory control group of its own ({size}, with its judge)")
+    if _user_scopes():
+        return (["systemd-run", "--user", "--scope", "--quiet", "--collect", "-p", f"MemoryMax={memory_bytes}",
+                 "--", *argv], [], f"a systemd scope of the user's ({size}, MemoryMax, with its judge)")
+    return (["prlimit", f"--as={memory_bytes}:", "--", *argv], [],
+            f"an address-space limit ({size}, RLIMIT_AS; no control group as a plain user here)")
+
+
+_SCOPES = []
+
+
+def _user_scopes():
+    """Whether this user's systemd makes scopes with a memory limit (tried once)."""
+    if not _SCOPES:
+        import shutil
+        ok = False
+        if shutil.which("systemd-run"):
+            try:
+                ok = subprocess.run(["systemd-run", "--user", "--scope", "--quiet", "--collect", "-p", "MemoryMax=1G",
+                                     "--", "true"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL, timeout=10).returncode == 0
+            except (OSError, subprocess.TimeoutExpired):
+                ok = False
+        _SCOPES.append(ok)
+    return _SCOPES[0]
 
 
 class Nbgrader:
@@ -42,7 +92,10 @@ class Nbgrader:
         # it even when it is killed at a time limit; beside home, not in it, as a kernel's socket path must stay short
         self.tmp = tempfile.mkdtemp(prefix=SERVE_TMP)
         self.log = open(os.path.join(self.home, "nbgrader.log"), "w+b")
-        self.proc = subprocess.Popen([sys.executable, "-m", "coursekit.grading", "serve"], cwd=self.home,
+        argv, self.groups, self.bound = bounded([sys.executable, "-m", "coursekit.grading", "serve"],
+                                                grading_memory_bytes(passed),
+                                                f"course-grading-{os.getpid()}-{os.path.basename(self.home)}")
+        self.proc = subprocess.Popen(argv, cwd=self.home,
                                      env=_env(self.home, self.tmp, passed), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self.log, start_new_session=True)
         self.templates = {}  # {source digest: a private course folder with the assignment released}
@@ -89,6 +142,8 @@ class Nbgrader:
         self.proc.wait()
         self.log.close()
         remove_below(None, [self.home, self.tmp])  # what the last kill left (its id may be another's by now)
+        for group in self.groups:
+            empty_group(group)
 
     def template(self, payload):
         """The private course folder where ``payload``'s assignment is released, made once per process."""

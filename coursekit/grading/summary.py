@@ -29,6 +29,7 @@ class Summary:
     workers: int = 0
     isolated: bool = True
     separations: set = field(default_factory=set)   # what kept the sandboxes apart, in words (each worker's)
+    bounds: set = field(default_factory=set)        # what bounded each worker's nbgrader process, in words
     by_service: bool = False                        # graded by the hub's grading service (as root)
 
     @property
@@ -44,6 +45,8 @@ def print_summary(summary, course_root, out=None):
       f"isolation: {'bubblewrap sandbox' if summary.isolated else 'NONE (--no-isolation)'}")
     for words in sorted(summary.separations):
         p(f"  each sandbox: {words}")
+    for words in sorted(summary.bounds):
+        p(f"  the grading side: each worker's nbgrader process in {words}")
     p(f"  {'student':<24} {'assignment':<22} {'score':>13}  hidden-case seed")
     totals = _max_scores(course_root, {a for _, a in summary.graded})
     for (student, a), score in sorted(summary.graded.items()):

@@ -4,7 +4,7 @@ import shutil
 import tempfile
 import time
 
-from .files import read_files, write_files
+from .files import read_results, write_files
 from grader.processes import Kept
 
 from .server import Nbgrader
@@ -29,7 +29,7 @@ def grade_submission(payload, task, timeout, passed):
     try:
         graded.seed = student_seed(student, a)
         nbgrader = _nbgrader(passed)
-        graded.separation = nbgrader.separation
+        graded.separation, graded.bound = nbgrader.separation, nbgrader.bound
         template = nbgrader.template(payload)
         work = tempfile.mkdtemp(prefix="grade-", dir=nbgrader.home)
         for name in ("nbgrader_config.py", "gradebook.db"):
@@ -44,8 +44,12 @@ def grade_submission(payload, task, timeout, passed):
             graded.error = ("grading", f"nbgrader could not grade it: {answer['message']}")
         else:
             graded.ok = True
-        graded.autograded = read_files(os.path.join(work, "autograded", student, a))
-        graded.feedback = read_files(os.path.join(work, "feedback", student, a))
+        graded.autograded, too_big = read_results(os.path.join(work, "autograded", student, a))
+        graded.feedback, too_big_too = read_results(os.path.join(work, "feedback", student, a))
+        if too_big + too_big_too:
+            graded.ok = False
+            graded.error = ("grading", "what grading wrote was too large to carry back: "
+                                       + ", ".join(too_big + too_big_too)[:300])
         graded.log = read_log(work)
     except Exception as exc:  # the worker's own trouble: reported for this submission only
         graded.error = ("grading", f"{type(exc).__name__}: {str(exc)[:300]}")

@@ -36,7 +36,9 @@ import urllib.request
 
 from grader.graded import Graded, unb64
 from grader.plain import inert
+from grader.slots import join_group, make_group
 
+from ..grading.server import grading_memory_bytes
 from ..paths import COURSE_DIR
 from .service_client import GRADING_TIMEOUT, SAFE_SETTINGS, TOKEN_HEADER
 
@@ -235,10 +237,12 @@ def serve(config_path):
         config = json.load(f)
     if os.geteuid() != 0:
         log.warning("not running as root: sandboxes get no user or control group of their own")
+    workers = config.get("workers") or os.cpu_count() or 1
+    log.info("memory: %s", bound_service(workers))
     import dask
     security = Security.temporary()
     with dask.config.set(QUIET_DASK), LocalCluster(
-            n_workers=config.get("workers") or os.cpu_count() or 1, threads_per_worker=1, processes=True,
+            n_workers=workers, threads_per_worker=1, processes=True,
             host="127.0.0.1", protocol="tls://", security=security, dashboard_address=None, memory_limit=0,
             silence_logs=logging.ERROR) as cluster, Client(cluster, security=security) as client:
         api_url = os.environ.get("JUPYTERHUB_API_URL") or config["hub_api"]
@@ -250,6 +254,26 @@ def serve(config_path):
             log.info("grading for %s on 127.0.0.1:%s", ", ".join(config["courses"]), config["port"])
             await asyncio.Event().wait()
         asyncio.run(main())
+
+
+def service_memory_bytes(workers):
+    """What the service may hold with everything below it but the sandboxes (its Dask cluster, each worker's nbgrader
+    process and judge): ``COURSE_SERVICE_MEMORY_MB``, else 1 GB and each worker's bound (``grading_memory_bytes``)."""
+    value = os.environ.get("COURSE_SERVICE_MEMORY_MB", "").strip()
+    return int(value) * 2 ** 20 if value else 2 ** 30 + workers * grading_memory_bytes()
+
+
+def bound_service(workers):
+    """This process (the service, as root) moved into a memory control group of its own, below the hub's: what it
+    starts from now on is held with it; the nbgrader processes have groups of their own below it (cgroup v1; on
+    v2 beside it). Says what applied, in words."""
+    limit = service_memory_bytes(workers)
+    groups = make_group("course-grading-service", limit, parent="course-grading", nested=True) \
+        if os.geteuid() == 0 else []
+    if not groups:
+        return "no control group for the service (not root, or none on this machine)"
+    join_group(groups, os.getpid())
+    return f"the service in a memory control group of {limit / 2 ** 30:g} GB ({', '.join(groups)})"
 
 
 def write_service_config(state, port, hub_api, courses, workers=None, extra=None):

@@ -54,7 +54,7 @@ NO_NEWS = {"check_for_updates_class": "jupyterlab.NeverCheckForUpdate", "news_ur
 INSTRUCTOR_FRAMED_FORMGRADER = "@jupyter/nbgrader:formgrader"
 LAB_EXTENSIONS = os.path.join(ROOT, "node", "share", "jupyter")  # built by `make node` from node/hub-lab
 # the hub's settings that reach its grading service: the sandbox's limits (COURSE_SANDBOX_MEMORY_MB, ...)
-GRADING_SETTINGS = ("COURSE_SANDBOX_",)
+GRADING_SETTINGS = ("COURSE_SANDBOX_", "COURSE_GRADING_MEMORY_MB", "COURSE_SERVICE_MEMORY_MB")
 # every user's terminal keeps its text in the page (xterm's screen-reader mode), for a screen reader to read
 TERMINAL_SETTINGS = {"@jupyterlab/terminal-extension:plugin": {"screenReaderMode": True}}
 # in the hub's state: the first password of each user --create-users made (access.ensure_users), root's alone
