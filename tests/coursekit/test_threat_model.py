@@ -11,7 +11,7 @@ from coursekit.hub.setup import student_nbgrader_config
 PAGE = os.path.join(ROOT, "docs", "threat-model.md")
 # the doors docs/design.md lists ("Every door is listed"), each as a word its row's title holds
 DOORS = ["exchange's root", "course list", "fetch", "outbound", "submit", "collect", "printed summaries",
-         "grading sandbox", "feedback", "formgrader's links", "report", "grading service", "hub's state", "hub's pages and API",
+         "grading sandbox", "root's side", "feedback", "formgrader's links", "report", "grading service", "hub's state", "hub's pages and API",
          "LTI launch", "LMS", "student bundle"]
 
 
