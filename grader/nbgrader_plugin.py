@@ -20,6 +20,7 @@
 import ast
 import functools
 import json
+import logging
 import os
 import shutil
 import tempfile
@@ -35,6 +36,7 @@ from traitlets import Integer, Unicode
 from . import audit, judge, sandbox, seeds
 from .output_caps import COUNTED, MB, CappedKernelClient, OutputBudget, content_bytes, cut_line
 from .graded import append_log, log_record
+from .plain import inert
 from learner.syllabus import version
 
 # ------------------------------------------------------------------ a new gradebook without a subprocess
@@ -116,6 +118,16 @@ class SandboxedKernelManager(AsyncKernelManager):
 
 
 
+class _ShortLines(logging.Filter):
+    """nbclient's log lines while it runs a student's kernel quote what the kernel sent (a message type, a comm's
+    target): each is one inert line of at most 300 characters."""
+
+    def filter(self, record):
+        if f"{os.sep}nbclient{os.sep}" in (record.pathname or ""):
+            record.msg, record.args = inert(record.getMessage()[:300]), ()
+        return True
+
+
 class SandboxedExecute(Execute):
     """nbgrader's Execute, with the kernel in the sandbox; a dead kernel ends the run of this notebook only. What the
     kernel's outputs may make this process hold is capped while they arrive (``grader.output_caps``)."""
@@ -129,6 +141,8 @@ class SandboxedExecute(Execute):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("kernel_manager_class", SandboxedKernelManager)
         super().__init__(*args, **kwargs)
+        if not any(isinstance(f, _ShortLines) for f in self.log.filters):
+            self.log.addFilter(_ShortLines())
 
     def create_kernel_manager(self):
         km = super().create_kernel_manager()
@@ -187,8 +201,7 @@ class SandboxedExecute(Execute):
         except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
             # a message the kernel (the student's code) made malformed, such as a widget's comm without its model:
             # nbclient would stop the whole grading of the submission; it is dropped
-            self.log.warning("dropped a malformed %s message from cell %s: %s", msg.get("msg_type"), cell_index,
-                             type(exc).__name__)
+            self.log.warning("dropped a malformed message from cell %s: %s", cell_index, type(exc).__name__)
             return None
 
     def preprocess_cell(self, cell, resources, index):

@@ -62,7 +62,6 @@ _SCOPES = []
 def _user_scopes():
     """Whether this user's systemd makes scopes with a memory limit (tried once)."""
     if not _SCOPES:
-        import shutil
         ok = False
         if shutil.which("systemd-run"):
             try:

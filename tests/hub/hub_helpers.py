@@ -263,3 +263,30 @@ def course_copy_for(folder):
     CourseCopy(root)
     shutil.rmtree(os.path.join(root, ".jupyter"), ignore_errors=True)
     return root
+
+
+# 2 GB of output in 1 MB pieces (each passes the socket): what a student's notebook makes root's grading side receive
+FLOOD = "from IPython.display import HTML, display\nfor _ in range(2048):\n    display(HTML('<p>' + 'h' * 2 ** 20))"
+
+
+def service_memory():
+    """(the most memory the hub's grading service's control group has held, its limit), read from cgroup v1 or v2:
+    the service with its Dask cluster and (v1) every nbgrader process below it."""
+    from grader.slots import CGROUP_ROOT, memory_peak
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                if b"coursekit.hub.service" not in f.read():
+                    continue
+            with open(f"/proc/{pid}/cgroup") as f:
+                lines = [line.rstrip("\n").split(":", 2) for line in f]
+        except OSError:
+            continue
+        path = next((p for _, c, p in lines if "memory" in c.split(",")), None)
+        group = os.path.join(CGROUP_ROOT, "memory", path.lstrip("/")) if path is not None else \
+            os.path.join(CGROUP_ROOT, next(p for n, _, p in lines if n == "0").lstrip("/"))
+        assert os.path.basename(group) == "course-grading-service", f"the service runs in {group}"
+        knob = next(k for k in ("memory.limit_in_bytes", "memory.max") if os.path.exists(os.path.join(group, k)))
+        with open(os.path.join(group, knob)) as f:
+            return memory_peak([group]), int(f.read().strip())
+    raise AssertionError("no grading service is running")

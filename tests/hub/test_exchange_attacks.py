@@ -30,7 +30,7 @@ import sys
 
 import nbformat
 import pytest
-from hub_helpers import course_copy_for, modes_of, need_hub_parts, remove_users, restore_modes
+from hub_helpers import FLOOD, course_copy_for, modes_of, need_hub_parts, remove_users, restore_modes
 
 from coursekit.hub import setup as hub, access as hub_access
 from coursekit.hub.access import REFERENCE_FOLDER
@@ -44,6 +44,7 @@ TEACH = "ckatk-teach"
 ANN, BO = "ckatk-ann", "ckatk-bo"  # honest
 FORGER, LINKER, BIG, ODD = "ckatk-forge", "ckatk-links", "ckatk-big", "ckatk-odd"
 STUDENTS = [ANN, BO, FORGER, LINKER, BIG, ODD]
+GRADING_PEAK = 3 * 2 ** 30  # the bound docs/threat-model.md states for `course grade` with two workers
 BIN = os.path.dirname(sys.executable)
 
 PRINT_EVERYTHING = '''
@@ -92,11 +93,14 @@ class Class:
         return subprocess.run(["runuser", "-u", name, "--", *env, "bash", "-c", script],
                               cwd=pwd.getpwnam(name).pw_dir, capture_output=True, text=True, timeout=300)
 
-    def instructor(self, *args):
+    def instructor(self, *args, group=()):
+        """A `course` command as the instructor; with ``group``, in those control groups (made by the test)."""
         env = self.env(TEACH, f"COURSE_ROOT={self.course}", f"COURSE_EXCHANGE={self.exchange}",
                        "OMP_NUM_THREADS=1", "MKL_NUM_THREADS=1")
-        return subprocess.run(["runuser", "-u", TEACH, "--", *env, "course", *args], cwd=pwd.getpwnam(TEACH).pw_dir,
-                              capture_output=True, text=True, timeout=900)
+        join = ["/bin/sh", "-c", "".join(f'echo $$ > "{g}/cgroup.procs" && ' for g in group) + 'exec "$@"', "sh"] \
+            if group else []
+        return subprocess.run([*join, "runuser", "-u", TEACH, "--", *env, "course", *args],
+                              cwd=pwd.getpwnam(TEACH).pw_dir, capture_output=True, text=True, timeout=900)
 
     def write_notebook(self, name, nb, path):
         """Write ``nb`` to ``path`` as the student (their own file in their own home)."""
@@ -179,6 +183,8 @@ def test_the_exchange_is_untrusted_input_for_collect_grade_and_return(class_fold
             if name == LINKER:  # its answer cell prints every file of its folder, as grading runs it
                 cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "softmax")
                 cell.source += "\n" + PRINT_EVERYTHING
+            if name == BIG:  # 2 GB of output, in 1 MB pieces that each pass the socket, for root's service to hold
+                nb.cells.insert(3, nbformat.v4.new_code_cell(FLOOD))
             cls.write_notebook(name, nb, path)
             if name != ODD:  # ODD hands in by hand only, below
                 cls.student(name, "nbgrader", "submit", A, "--course", COURSE_ID)
@@ -300,8 +306,23 @@ mkdir "$INBOUND/one+two+three+four+five"
                 for what, lines in telling.items():
                     assert not any(line in data for line in lines), f"{what} in {os.path.join(here, name)}"
 
-        graded = cls.instructor("grade", A, "-j", "2", "--no-progress")
+        # the instructor's `course grade` (a plain user: no control group of its own) in one the test makes, whose
+        # peak says what BIG's 2 GB of output made the grading side hold
+        from grader.slots import empty_group, make_group, memory_peak
+        group = make_group(f"course-test-attacks-{os.getpid()}", 6 * 2 ** 30, parent="course-grading", nested=True)
+        assert group, "no memory control group could be made here (as root, cgroup v1 or v2 with memory)"
+        try:
+            graded = cls.instructor("grade", A, "-j", "2", "--no-progress", group=group)
+            peak = memory_peak(group)
+        finally:
+            for g in group:
+                empty_group(g)
         assert graded.returncode == 0, graded.stdout + graded.stderr
+        print(f"the instructor's grading side peaked at {peak / 2 ** 30:.2f} GB")
+        assert peak < GRADING_PEAK, f"the instructor's grading held {peak / 2 ** 30:.2f} GB"
+        assert f"{BIG} / {A}: output: cell 3: its output passed the cap of 8 MB a cell" in graded.stdout, graded.stdout
+        assert "the grading side: each worker's nbgrader process in an address-space limit (3 GB, RLIMIT_AS" in \
+            graded.stdout, graded.stdout
         returned = cls.instructor("return", A)
         assert returned.returncode == 0, returned.stdout + returned.stderr
         for name in STUDENTS:
@@ -326,6 +347,10 @@ mkdir "$INBOUND/one+two+three+four+five"
         # the honest students, and the attackers whose own answers are right, keep full marks; the forged folder
         # under ANN's name took nothing from her
         assert scores == {name: (total, total) for name in STUDENTS}, scores
+        big_page = "".join(open(os.path.join(h, f)).read() for h, _, fs in
+                           os.walk(os.path.join(pwd.getpwnam(BIG).pw_dir, A, "feedback")) for f in fs)
+        assert "[Output cut: cell 3&#39;s output passed the grader&#39;s cap of 8 MB a cell" in big_page or \
+            "[Output cut: cell 3's output passed the grader's cap of 8 MB a cell" in big_page
         linker_page = "".join(open(os.path.join(h, f)).read() for h, _, fs in
                               os.walk(os.path.join(pwd.getpwnam(LINKER).pw_dir, A, "feedback")) for f in fs)
         assert "FILE ./timestamp.txt" in html.unescape(linker_page)  # its printing cell ran, and found only its own
