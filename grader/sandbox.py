@@ -13,8 +13,8 @@ them in ``bwrap`` so that they see
 * one scratch folder of their own (a copy of the submission), a private
   ``/tmp`` and an empty home;
 * no network (a network namespace of its own: only a loopback with nothing on it),
-  no other process (a PID namespace of its own), and a new session (no terminal to
-  type into).
+  no other process (a PID namespace of its own), a new session (no terminal to
+  type into), and no kernel keyring (``seccomp_program``: the calls are refused).
 
 The code runs as a non-root user with limits on memory (address space), processes,
 CPU time, file size and open files (``prlimit``). ``Limits`` holds them; each can be
@@ -140,6 +140,48 @@ def limit_fault(name, message):
     if "can't start new thread" in str(message):
         return LIMIT_ERRORS["BlockingIOError"]
     return LIMIT_ERRORS.get(name)
+
+
+KEYRING_CALLS = ("add_key", "request_key", "keyctl")  # the kernel's keyrings: they outlive a sandbox (a uid's own)
+
+SECCOMP_HINT = ("the sandbox's seccomp filter is made with libseccomp (through the Python package pyseccomp, a "
+                "dependency of the course), and {why}. Install the Debian/Ubuntu package `libseccomp2` (Fedora: "
+                "`libseccomp`) and the course's dependencies (`make setup`), or grade without isolation on purpose "
+                "with `course grade --no-isolation`")
+
+
+def seccomp_program(arch=None):
+    """The seccomp filter bubblewrap loads in the sandbox (``--seccomp``), as the classic-BPF program the kernel runs:
+    the kernel keyring's system calls (``KEYRING_CALLS``) fail with EPERM, a system call made through another
+    architecture's calling convention than ``arch``'s (x32 and i386 on x86_64, 32-bit ARM on aarch64) ends the
+    process, and every other call is allowed. ``arch``: a ``pyseccomp.Arch`` value, this machine's by default.
+
+    Why: a uid's keyrings (its user and user-session keyrings, its persistent keyring) outlive its processes, and
+    the session keyring is the grader's own, the same in every sandbox; a key one sandbox wrote, the next could read.
+    Made by libseccomp (``pyseccomp``), once per process and architecture; SandboxUnavailable when it is missing."""
+    if arch not in _SECCOMP:
+        try:
+            import pyseccomp as seccomp
+        except ImportError as exc:
+            raise SandboxUnavailable(SECCOMP_HINT.format(why=f"pyseccomp is not installed ({exc})")) from exc
+        except (OSError, RuntimeError) as exc:  # its import loads libseccomp.so.2
+            raise SandboxUnavailable(SECCOMP_HINT.format(why=f"libseccomp could not be loaded ({exc})")) from exc
+        import errno
+        rules = seccomp.SyscallFilter(defaction=seccomp.ALLOW)
+        if arch is not None and arch != seccomp.system_arch():
+            rules.add_arch(arch)
+            rules.remove_arch(seccomp.system_arch())
+        rules.set_attr(seccomp.Attr.ACT_BADARCH, seccomp.KILL_PROCESS)
+        for call in KEYRING_CALLS:
+            rules.add_rule(seccomp.ERRNO(errno.EPERM), call)
+        with tempfile.TemporaryFile() as f:
+            rules.export_bpf(f)
+            f.seek(0)
+            _SECCOMP[arch] = f.read()
+    return _SECCOMP[arch]
+
+
+_SECCOMP = {}
 
 
 def sandbox_uid():
@@ -331,7 +373,7 @@ def command(argv, workdir, *, binds=(), env=None, limits=None, chdir=WORK, slot=
     else:
         args += ["--unshare-all"]  # a user namespace too: the instructor's own uid, no privilege
         drop = []
-    args += ["--die-with-parent", "--new-session"]
+    args += ["--die-with-parent", "--new-session", "--seccomp", "4"]  # the launcher opens the filter as fd 4
     args += _system_binds()
     # private /tmp and home first: the course itself may live under /tmp (a CI clone), bound over them below
     args += ["--perms", "01777", "--tmpfs", "/tmp", "--perms", "0755", "--tmpfs", "/home",
@@ -368,10 +410,14 @@ def command(argv, workdir, *, binds=(), env=None, limits=None, chdir=WORK, slot=
 def _launcher(bwrap, options, argv, slot):
     """The command that starts bwrap with its ``options`` read from a file it is handed open (``--args``), removed
     before bwrap starts, so that neither the sandbox's process list nor its files show them (the command, ``argv``,
-    names no folder of the grading machine); it joins ``slot``'s control groups first."""
-    fd, path = tempfile.mkstemp(prefix="course-bwrap-")
-    with os.fdopen(fd, "wb") as f:
-        f.write(b"".join(a.encode() + b"\0" for a in options))
+    names no folder of the grading machine), and its seccomp filter (``seccomp_program``) the same way; it joins
+    ``slot``'s control groups first."""
+    program, paths = seccomp_program(), []
+    for data in (b"".join(a.encode() + b"\0" for a in options), program):
+        fd, path = tempfile.mkstemp(prefix="course-bwrap-")
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        paths.append(path)
     join = "".join(f'echo $$ > "{g}/cgroup.procs" && ' for g in (slot.groups if slot is not None else ()))
-    script = f'exec 3< "$1" && rm -f "$1" && {join}shift 2 && exec "$0" --args 3 -- "$@"'
-    return ["/bin/sh", "-c", script, bwrap, path, "--", *argv]
+    script = f'exec 3< "$1" 4< "$2" && rm -f "$1" "$2" && {join}shift 3 && exec "$0" --args 3 -- "$@"'
+    return ["/bin/sh", "-c", script, bwrap, *paths, "--", *argv]
