@@ -4,13 +4,16 @@ A process limit (RLIMIT_NPROC) counts per user, so sandboxes that run at the sam
 one student's fork bomb would stop another's kernel from starting a thread. When the grader runs as root, each
 sandbox therefore claims a uid of its own (``COURSE_SANDBOX_UID_BASE``, 61000, and up; ``COURSE_SANDBOX_SLOTS`` of
 them), held with a lock file (``COURSE_SANDBOX_LOCKS``) for the sandbox's life and taken only when no process of
-that uid is left. Where the grader may make control groups (cgroup v1 ``pids`` and ``memory``, or v2 with those
+that uid is left. It is given back (``Slot.release``) with nothing of the sandbox left in the kernel for the next one:
+what still runs as the uid killed, its keyrings emptied (``scrub``), its control groups removed. Where the grader may make control groups (cgroup v1 ``pids`` and ``memory``, or v2 with those
 controllers; ``COURSE_SANDBOX_CGROUPS=0`` turns them off), the sandbox also runs in one of its own, which caps its
 processes and its memory together, across all its processes.
 """
 import errno
 import fcntl
 import os
+import subprocess
+import sys
 import time
 
 
@@ -30,9 +33,13 @@ class Slot:
         self.uid, self.lock, self.groups = uid, lock, list(groups)
 
     def release(self):
+        """Give the uid back with nothing of this sandbox left: its control groups emptied and removed, and (a uid
+        claimed as root) every process of the uid killed and its keyrings emptied (``scrub``), then the lock let go."""
         for group in self.groups:
             empty_group(group)
+        self.groups = []
         if self.lock is not None:
+            scrub(self.uid)
             self.lock.close()
             self.lock = None
 
@@ -55,6 +62,59 @@ def _uid_busy(uid):
         except OSError:
             continue
     return False
+
+
+# run by root, as the uid being given back from its first lines on (``scrub``): what a uid keeps past its sandbox
+_SCRUB = r"""
+import ctypes, os, signal, sys, time
+uid = int(sys.argv[1])
+os.setgroups([])
+os.setresgid(uid, uid, uid)
+os.setresuid(uid, uid, uid)
+
+def alive():
+    for pid in os.listdir("/proc"):
+        if pid.isdigit() and int(pid) != os.getpid():
+            try:
+                with open(f"/proc/{pid}/status") as f:
+                    status = f.read()
+            except OSError:
+                continue
+            if f"\nUid:\t{uid}\t" in status and "\nState:\tZ" not in status:
+                return True
+    return False
+
+for _ in range(200):  # every process this uid may signal (its own), all at once: a fork bomb's too
+    try:
+        os.kill(-1, signal.SIGKILL)
+    except ProcessLookupError:
+        break
+    if not alive():
+        break
+    time.sleep(0.01)
+left = alive()
+nr = {"x86_64": 250, "aarch64": 219}.get(os.uname().machine)  # keyctl
+if nr is not None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    def keyctl(*args):
+        return libc.syscall(nr, *(ctypes.c_long(a) for a in args))
+    for ring in (-4, -5):  # KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING
+        keyctl(7, ring)  # KEYCTL_CLEAR
+    persistent = keyctl(22, -1, -2)  # KEYCTL_GET_PERSISTENT, linked to this process's keyring
+    if persistent > 0:
+        keyctl(21, persistent)  # KEYCTL_INVALIDATE: gone with what it holds
+sys.exit(3 if left else 0)
+"""
+
+
+def scrub(uid):
+    """Leave nothing of sandbox user ``uid`` in the kernel (as root, before the uid is handed out again): every
+    process of the uid killed, and its keyrings (user, user-session, persistent) emptied. Done by a short Python
+    process that becomes the uid first (only the uid reaches its keyrings; it starts as root, since the uid may not
+    be able to reach this Python's files); True when no process of the uid is left."""
+    done = subprocess.run([sys.executable, "-I", "-S", "-c", _SCRUB, str(int(uid))], env={}, cwd="/",
+                          stdin=subprocess.DEVNULL, capture_output=True, timeout=60)
+    return done.returncode == 0
 
 
 CGROUP_ROOT = "/sys/fs/cgroup"

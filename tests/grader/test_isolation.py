@@ -446,9 +446,20 @@ def test_the_sandboxs_process_list_shows_no_host_path(tmp_path):
         assert host not in proc.stdout, (host, proc.stdout)
 
 
+def _running_as(uid):
+    """A process of ``uid`` (``sleep``), once it runs as that user (setpriv switches after it starts)."""
+    proc = subprocess.Popen(["setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "sleep", "30"])
+    for _ in range(500):
+        if os.stat(f"/proc/{proc.pid}").st_uid == uid:
+            break
+        time.sleep(0.01)
+    return proc
+
+
 def test_sandboxes_at_the_same_time_never_share_a_user_and_a_users_leftover_process_keeps_it_taken():
     """As root each sandbox claims a uid of its own (held while it lives), with control groups capping its processes
-    and memory; a uid that still has a process is not handed out. As a plain user, the user's own uid."""
+    and memory; giving a uid back kills what still runs as it, and a uid that has a process all the same (one
+    started after, outside any sandbox) is not handed out. As a plain user, the user's own uid."""
     if os.geteuid() != 0:
         assert sandbox.claim().uid == os.getuid()
         return
@@ -457,17 +468,18 @@ def test_sandboxes_at_the_same_time_never_share_a_user_and_a_users_leftover_proc
         assert first.uid != second.uid
         for group in first.groups:  # this machine's grader may make them: each caps this sandbox alone
             assert os.path.basename(group) == f"course-sandbox-{first.uid}"
-        leftover = subprocess.Popen(["setpriv", f"--reuid={first.uid}", f"--regid={first.uid}", "--clear-groups",
-                                     "sleep", "30"])
+        leftover = _running_as(first.uid)
         try:
-            for _ in range(500):  # until it runs as that user (setpriv switches after it starts)
-                if os.stat(f"/proc/{leftover.pid}").st_uid == first.uid:
-                    break
-                time.sleep(0.01)
-            first.release()
-            third = sandbox.claim()  # first.uid is free of its lock, but a process of it is still alive
-            assert third.uid not in (first.uid, second.uid)
-            third.release()
+            first.release()  # kills it
+            assert leftover.wait(timeout=10) == -9
+            stray = _running_as(first.uid)
+            try:
+                third = sandbox.claim()  # first.uid is free of its lock, but a process of it is alive
+                assert third.uid not in (first.uid, second.uid)
+                third.release()
+            finally:
+                stray.kill()
+                stray.wait()
         finally:
             leftover.kill()
             leftover.wait()
