@@ -10,15 +10,24 @@ them in ``bwrap`` so that they see
 * the course's own ``grader`` and ``coursekit`` packages, read-only, and
   nothing else of the project: no ``course/source``, no gradebook, no other
   student's folder;
-* one scratch folder of their own (a copy of the submission), a private
-  ``/tmp`` and an empty home;
+* a working folder of their own (a copy of the submission), a private ``/tmp``,
+  ``/dev/shm`` and an empty home: each a tmpfs of bounded size, together at most
+  ``COURSE_SANDBOX_SCRATCH_MB`` (``Limits.scratch``); a student who fills one gets
+  "No space left on device" and a fault that names the limit (``limit_fault``).
+  Nothing else is writable but the audit notes' file and what the caller binds
+  (the kernel's folder): the sandbox's root and ``/dev`` are read-only;
 * no network (a network namespace of its own: only a loopback with nothing on it),
-  no other process (a PID namespace of its own), a new session (no terminal to
+  no other process (a PID namespace of its own), no IPC of another sandbox (SysV,
+  POSIX message queues: an IPC namespace of its own), a new session (no terminal to
   type into), and no kernel keyring (``seccomp_program``: the calls are refused).
 
 The code runs as a non-root user with limits on memory (address space), processes,
 CPU time, file size and open files (``prlimit``). ``Limits`` holds them; each can be
 set through the environment variables named there.
+
+Nothing one sandbox leaves reaches the next, even under the same uid: its mounts and
+namespaces go with it, and the uid given back (``grader.slots``: ``Slot.release``)
+has every process killed, its keyrings emptied and its control groups removed.
 
 One student's sandbox never shares a budget with another's (``claim``; how, in
 ``grader.slots``): as root, each sandbox running at the same time has a user and, where
@@ -50,8 +59,11 @@ import sys
 import tempfile
 from dataclasses import dataclass, field
 
+from .audit import AUDIT_FILE
+
 HOME = "/home/student"          # the sandbox's home folder (an empty tmpfs)
-WORK = HOME + "/work"           # where the submission's scratch copy is mounted
+WORK = HOME + "/work"           # the sandbox's working folder: a tmpfs holding a copy of the submission's folder
+SUBMISSION = "/run/course-submission"  # the submission's folder (the caller's ``workdir``), read-only, copied to WORK
 
 INSTALL_HINT = ("grading runs student code in a sandbox made with bubblewrap, and `bwrap` is not installed on this "
                 "machine. Install the Debian/Ubuntu package `bubblewrap` (`apt-get install bubblewrap`; "
@@ -91,6 +103,14 @@ class Limits:
     cpu_seconds: int = field(default_factory=lambda: _env_int("COURSE_SANDBOX_CPU_S", 3600))
     file_bytes: int = field(default_factory=lambda: _env_int("COURSE_SANDBOX_FILE_MB", 512) * 2 ** 20)
     open_files: int = 1024
+    scratch_bytes: int = field(default_factory=lambda: _env_int("COURSE_SANDBOX_SCRATCH_MB", 1024) * 2 ** 20)
+
+    def scratch(self):
+        """{folder in the sandbox: the most its tmpfs holds, in bytes}: ``scratch_bytes`` shared out, so that what the
+        sandbox can write holds that much at most as a whole (the working folder half, ``/tmp`` a quarter, the rest
+        of the home and ``/dev/shm`` an eighth each)."""
+        eighth = max(self.scratch_bytes // 8, 2 ** 20)
+        return {WORK: 4 * eighth, "/tmp": 2 * eighth, "/home": eighth, "/dev/shm": eighth}
 
     def address_space(self):
         """The cap on address space (``--as``): ``memory_bytes`` above the CUDA libraries this install maps."""
@@ -129,16 +149,26 @@ def cuda_library_bytes():
 PYTHON = "/opt/course/python"   # where the Python installation is bound too, so argv shows no host path
 
 
-# errors that are the sandbox's limits' doing, not a student's logic: (fault kind, words), by the error's name
+# errors that are the sandbox's limits' doing, not a student's logic: (fault kind, words), by the error's name, or by
+# the words of an OSError (scratch space, a file's size)
 LIMIT_ERRORS = {"MemoryError": ("memory", "the sandbox's limit on memory"),
-                "BlockingIOError": ("processes", "the sandbox's limit on processes")}
+                "BlockingIOError": ("processes", "the sandbox's limit on processes"),
+                "No space left on device": ("scratch", "the sandbox's limit on scratch space (what its working "
+                                                       "folder, /tmp, home and /dev/shm may hold, "
+                                                       "COURSE_SANDBOX_SCRATCH_MB)"),
+                "File too large": ("file size", "the sandbox's limit on the size of one file (COURSE_SANDBOX_FILE_MB)")}
 
 
 def limit_fault(name, message):
     """(fault kind, words) when an error ``name: message`` raised in a sandbox is one of its limits' doing (memory,
-    processes: a refused fork, or a thread that could not start), else None."""
-    if "can't start new thread" in str(message):
+    processes: a refused fork, or a thread that could not start; scratch space full; a file past its size), else
+    None."""
+    message = str(message)
+    if "can't start new thread" in message:
         return LIMIT_ERRORS["BlockingIOError"]
+    for words in ("No space left on device", "File too large"):
+        if words in message:
+            return LIMIT_ERRORS[words]
     return LIMIT_ERRORS.get(name)
 
 
@@ -297,14 +327,22 @@ def environment(extra=None):
 
 
 def prepare_folder(path, uid=None):
-    """Make ``path`` (a folder the grader created) writable by the sandbox's user (``uid``: its slot's)."""
+    """Make ``path`` (a folder the grader created, the submission's copy) readable by the sandbox's user (``uid``:
+    its slot's) and by no other; as root, through its group (root's files, the uid's group: the sandbox reads them
+    to copy them into its working folder, and writes nothing on the host's disk there). No link is followed."""
     if os.geteuid() == 0:
         uid = sandbox_uid() if uid is None else uid
         for root, dirs, files in os.walk(path):
-            os.chown(root, uid, uid)
-            for f in files:
-                os.chown(os.path.join(root, f), uid, uid)
-    os.chmod(path, 0o700)
+            os.chown(root, 0, uid, follow_symlinks=False)
+            os.chmod(root, 0o750)
+            for name in files:
+                f = os.path.join(root, name)
+                mode = os.lstat(f).st_mode
+                if not os.path.islink(f):
+                    os.chown(f, 0, uid, follow_symlinks=False)
+                    os.chmod(f, 0o640 | (0o110 if mode & 0o100 else 0))
+    else:
+        os.chmod(path, 0o700)
 
 
 def masked(functions):
@@ -375,12 +413,16 @@ def command(argv, workdir, *, binds=(), env=None, limits=None, chdir=WORK, slot=
         drop = []
     args += ["--die-with-parent", "--new-session", "--seccomp", "4"]  # the launcher opens the filter as fd 4
     args += _system_binds()
-    # private /tmp and home first: the course itself may live under /tmp (a CI clone), bound over them below
-    args += ["--perms", "01777", "--tmpfs", "/tmp", "--perms", "0755", "--tmpfs", "/home",
-             "--perms", "01777", "--dir", HOME]
+    # the scratch: each writable folder a tmpfs of its own size (Limits.scratch), /tmp and home first: the course
+    # itself may live under /tmp (a CI clone), bound over them below
+    sizes = limits.scratch()
+    args += ["--perms", "01777", "--size", str(sizes["/dev/shm"]), "--tmpfs", "/dev/shm",
+             "--perms", "01777", "--size", str(sizes["/tmp"]), "--tmpfs", "/tmp",
+             "--perms", "0755", "--size", str(sizes["/home"]), "--tmpfs", "/home", "--perms", "01777", "--dir", HOME,
+             "--perms", "01777", "--size", str(sizes[WORK]), "--tmpfs", WORK]
     ro, hidden = visible_paths()
     made = set()
-    for path in ro + [p for _, p in binds]:
+    for path in ro + [SUBMISSION] + [p for _, p in binds]:
         args += _parents(path, made)
     args += ["--perms", "0755", "--dir", "/opt", "--perms", "0755", "--dir", "/opt/course"]
     for path in ro:
@@ -388,15 +430,21 @@ def command(argv, workdir, *, binds=(), env=None, limits=None, chdir=WORK, slot=
     prefix = os.path.realpath(sys.prefix)
     args += ["--ro-bind", prefix, PYTHON]  # the same installation, at a path that says nothing of this machine
     for path in hidden:
-        args += ["--tmpfs", path]
+        args += ["--tmpfs", path, "--remount-ro", path]
     for original, copy in masked(hide).items():
         args += ["--ro-bind", copy, original]
         stem = os.path.splitext(os.path.basename(original))[0]
         for compiled in glob.glob(os.path.join(os.path.dirname(original), "__pycache__", stem + ".*.pyc")):
             args += ["--ro-bind", "/dev/null", compiled]  # not read back from its compiled form either
-    args += ["--bind", os.path.realpath(workdir), WORK]
+    # the submission's folder read-only, copied into WORK as the sandbox starts (``_copied``), and of the host's
+    # disk only the audit notes' file writable there (grader.audit)
+    workdir = os.path.realpath(workdir)
+    args += ["--ro-bind", workdir, SUBMISSION, "--bind", _audit_file(workdir, slot), os.path.join(WORK, AUDIT_FILE)]
     for host, inside in binds:
         args += ["--bind", host, inside]
+    # nothing else writable: the sandbox's own root and /dev (tmpfs mounts bwrap makes, its user's own when it runs
+    # unprivileged) read-only; what is mounted below them stays as it is
+    args += ["--remount-ro", "/dev", "--remount-ro", "/"]
     args += ["--clearenv"]
     for key, value in environment(env).items():
         args += ["--setenv", key, value]
@@ -404,7 +452,35 @@ def command(argv, workdir, *, binds=(), env=None, limits=None, chdir=WORK, slot=
     argv = list(argv)
     if argv and os.path.realpath(os.path.dirname(argv[0])) == os.path.realpath(os.path.dirname(sys.executable)):
         argv[0] = os.path.join(PYTHON, "bin", os.path.basename(argv[0]))
-    return _launcher(bwrap, args, limits.prlimit() + drop + argv, slot)
+    return _launcher(bwrap, args, limits.prlimit() + drop + _copied(workdir, argv), slot)
+
+
+def _audit_file(workdir, slot):
+    """The audit notes' file in ``workdir`` (``grader.audit``), made afresh (whatever the submission's copy had by that
+    name goes) for the sandbox's user to write."""
+    path = os.path.join(workdir, AUDIT_FILE)
+    if os.path.isdir(path) and not os.path.islink(path):
+        shutil.rmtree(path)
+    elif os.path.lexists(path):
+        os.unlink(path)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    try:
+        if os.geteuid() == 0:
+            uid = slot.uid if slot is not None else sandbox_uid()
+            os.fchown(fd, uid, uid)
+    finally:
+        os.close(fd)
+    return path
+
+
+def _copied(workdir, argv):
+    """``argv``, run after the submission's folder (``workdir``, seen at ``SUBMISSION``) is copied into the working
+    folder (the audit notes' file left out: it is bound there); ``argv`` alone when there is nothing to copy."""
+    if not [name for name in os.listdir(workdir) if name != AUDIT_FILE]:
+        return argv
+    copy = (f"find {SUBMISSION} -mindepth 1 -maxdepth 1 ! -name {AUDIT_FILE} -exec cp -PR -t {WORK} {{}} + "
+            f'&& exec "$0" "$@"')
+    return ["/bin/sh", "-c", copy, *argv]
 
 
 def _launcher(bwrap, options, argv, slot):

@@ -66,13 +66,14 @@ def test_the_sandbox_hides_the_reference_the_course_and_the_network(tmp_path):
         except OSError:
             print("network no")
         open("mine.txt", "w").write("x")
-        print("writes", os.listdir("."))
+        print("writes", sorted(os.listdir(".")))
     ''', tmp_path)
     out = proc.stdout
     assert proc.returncode == 0, proc.stderr
     assert "uid 0" not in out and "solutions False" in out and "course False" in out, out
-    assert "reference False" in out and "network no" in out and "writes ['mine.txt']" in out, out
-    assert (tmp_path / "work" / "mine.txt").exists()
+    assert "reference False" in out and "network no" in out, out
+    assert "writes ['.course-audit.jsonl', 'mine.txt']" in out, out  # the audit notes' file is bound there
+    assert not (tmp_path / "work" / "mine.txt").exists()  # written to the sandbox's own scratch, not the host's disk
 
 
 def test_the_sandbox_limits_memory_and_processes(tmp_path):

@@ -57,6 +57,22 @@ def test_running_out_of_memory_in_a_cell_is_noted_and_the_next_cells_run(tmp_pat
     assert faults == [["memory", "cell 0 in the kernel: MemoryError (the sandbox's limit on memory)"]], faults
 
 
+def test_a_student_who_fills_the_scratch_gets_a_sentence_and_the_next_student_an_empty_scratch(tmp_path, monkeypatch):
+    """The sandbox's scratch is bounded as a whole (COURSE_SANDBOX_SCRATCH_MB shared out over its working folder,
+    /tmp, its home and /dev/shm; 64 MB here, /tmp a quarter): a cell that fills /tmp stops with "No space left on
+    device", the instructor's record names the limit, the cells after it run; the next kernel's /tmp is empty."""
+    monkeypatch.setenv("COURSE_SANDBOX_SCRATCH_MB", "64")
+    fill = "f = open('/tmp/fill', 'wb', buffering=0)\nwhile True:\n    f.write(b'x' * 2 ** 20)"
+    nb, faults = run(tmp_path, fill, "print('after')", timeout=30)
+    assert "OSError" in names(nb.cells[0]) and names(nb.cells[1]) == ["after"]
+    assert [kind for kind, _ in faults] == ["scratch"], faults
+    assert "No space left on device" in faults[0][1] and "limit on scratch space" in faults[0][1], faults
+    nb, faults = run(tmp_path, "import os\nst = os.statvfs('/tmp')\n"
+                               "print('fill' in os.listdir('/tmp'), st.f_blocks * st.f_frsize, st.f_bfree > st.f_blocks * 0.9)",
+                     timeout=30)
+    assert names(nb.cells[0]) == [f"False {16 * 2 ** 20} True"] and faults == [], (nb.cells[0].outputs, faults)
+
+
 def test_graded_test_cells_never_run_in_the_students_kernel(tmp_path):
     """The judge grades them from outside: the kernel neither computes the checks nor sees the hidden tests' source
     (an earlier cell that hooks the kernel would otherwise read it)."""
