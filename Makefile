@@ -26,11 +26,12 @@ STAMP  := $(VENV)/.installed-stamp
 setup: $(STAMP)
 
 # What the machine must have beyond Python 3.11 (command:Debian package): grading runs student code in bubblewrap;
-# the tests also drive Debian's Chromium, make TLS certificates with openssl, run the hub's proxy with Node and create
-# Unix users (the hub tests run as root). As root, the missing packages are installed (apt-get); otherwise the
-# target stops at once with the one command that installs them, before anything runs.
+# the tests also drive Debian's Chromium, make TLS certificates with openssl, run the hub's proxy with Node, create
+# Unix users (the hub tests run as root) and read the LMS exports with PHP's fgetcsv (Moodle's reader) and Ruby's CSV
+# (Canvas's). As root, the missing packages are installed (apt-get); otherwise the target stops at once with the one
+# command that installs them, before anything runs.
 GRADING_NEEDS := bwrap:bubblewrap
-TEST_NEEDS    := $(GRADING_NEEDS) chromium:chromium openssl:openssl node:nodejs npm:npm useradd:passwd
+TEST_NEEDS    := $(GRADING_NEEDS) chromium:chromium openssl:openssl node:nodejs npm:npm useradd:passwd php:php-cli ruby:ruby
 define need_system
 	@missing=$$(for need in $(1); do c=$${need%%:*}; p=$${need##*:}; \
 	    command -v $$c >/dev/null 2>&1 || [ -x /usr/sbin/$$c ] || [ -x /usr/bin/$$c ] || echo $$p; done | sort -u | xargs); \

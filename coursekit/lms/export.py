@@ -43,6 +43,16 @@ An assignment that has no grades (no submission in the gradebook, or not in it a
 nothing is written. Names, emails and ids come from the roster or from the LMS at launch, so a student controls
 some of them: a text cell that a spreadsheet would run as a formula (starting with ``= + - @``, a tab or a carriage
 return) is written with a leading apostrophe, and the file is written whole or not at all.
+
+Every reader in use reads each cell the same (the tests run them: PHP's ``fgetcsv`` as Moodle's
+``csv_import_reader::load_csv_content`` calls it, Ruby's ``CSV``, Python's ``csv``). PHP's ``fgetcsv`` takes a
+backslash inside a quoted cell as an escape by default (PHP < 9), so a name ending in a backslash and holding a
+comma, written ``"Aback, \\"``, never closes its cell and swallows the rows after it. So in a text cell every run of
+backslashes that stands before a double quote or at the end is made even (one more backslash): a pair of
+backslashes escapes itself, and PHP, with the backslash as escape or none, reads the same text as Python and Ruby.
+The name stays the student's with one more backslash, and the row still goes by its key, which is never changed
+(a changed key would match another account or none): a key that would need it is left out and named. A student
+whose name had to be written so is named in what the command prints.
 """
 import csv
 import os
@@ -153,11 +163,22 @@ def number(x):
     return "0" if text in ("-0", "") else text
 
 
+_BACKSLASHES_BEFORE_A_QUOTE = re.compile(r'\\+(?="|\Z)')
+
+
+def unescaping(value):
+    """``value`` with every run of backslashes before a double quote or at its end made even: PHP's ``fgetcsv``
+    (Moodle's reader), whose escape character is the backslash, then reads the cell as every other reader does,
+    never ``\\"`` as an escaped quote that leaves the cell open."""
+    return _BACKSLASHES_BEFORE_A_QUOTE.sub(lambda m: m.group() + "\\" * (len(m.group()) % 2), value)
+
+
 def text(value):
     """A text cell: ``value`` (a name, an email, an id) that a spreadsheet will not run as a formula, on one line
-    with its control characters shown escaped (``grader.plain.inert``: a name comes from the student or the LMS)."""
+    with its control characters shown escaped (``grader.plain.inert``: a name comes from the student or the LMS),
+    read the same by every CSV reader (``unescaping``)."""
     value = "" if value is None else inert(value)
-    return "'" + value if value.startswith(FORMULA_START) else value
+    return unescaping("'" + value if value.startswith(FORMULA_START) else value)
 
 
 def canvas_name(s):
@@ -223,9 +244,11 @@ def platform_keys(grades, platform):
             row, why = (keys.get("lms_user_id", ""),), None
         if why and not any(row):
             left_out[s.id] = why
-        elif any(c.startswith(FORMULA_START) or not c.isprintable() for c in row):
+        elif any(c.startswith(FORMULA_START) or not c.isprintable() or unescaping(c) != c for c in row):
             left_out[s.id] = (f"a key ({', '.join(repr(c) for c in row if c)}) that a spreadsheet would run as a "
-                              f"formula or that holds a control character: written safely it would match nobody")
+                              f"formula, that holds a control character or that ends in a backslash (or has one "
+                              f"before a quote), which PHP's CSV reader takes as an escape: written safely it would "
+                              f"match nobody")
         else:
             cells[s.id] = row
     if platform in ("canvas", "moodle"):
@@ -303,8 +326,32 @@ def default_name(platform):
     return f"{platform}_grades.csv"
 
 
+def name_cells(s, platform):
+    """The text cells of student ``s``'s row in ``platform``'s file, as given (before ``text``)."""
+    if platform == "canvas":
+        return [canvas_name(s)]
+    if platform == "moodle":
+        return [s.first_name, s.last_name]
+    return [s.id, s.first_name, s.last_name, s.email, s.lms_user_id]
+
+
+def renamed(grades, platform, left_out=()):
+    """{student: [(cell as given, as written)]} of the written students whose name (or other text cell) had to be
+    written with one more backslash (``unescaping``)."""
+    changed = {}
+    for s in grades.students:
+        if s.id not in left_out:
+            for given in name_cells(s, platform):
+                shown = inert(given or "")
+                shown = "'" + shown if shown.startswith(FORMULA_START) else shown
+                if unescaping(shown) != shown:
+                    changed.setdefault(s.id, []).append((given, text(given)))
+    return changed
+
+
 def summary(grades, platform, path, left_out=None):
-    """Lines that say what was written (and, for Moodle, the maxima its grade items need), and who was left out."""
+    """Lines that say what was written (and, for Moodle, the maxima its grade items need), who was left out, and
+    whose name was written with one more backslash."""
     left_out = left_out or {}
     written = len(grades.students) - len(left_out)
     lines = [f"{platform}: {written} students x {len(grades.assignments)} assignments -> {path}"]
@@ -321,6 +368,11 @@ def summary(grades, platform, path, left_out=None):
     names = {s.id: " ".join(p for p in (s.first_name, s.last_name) if p) for s in grades.students}
     for sid, why in sorted(left_out.items()):
         lines.append(f"  LEFT OUT {sid}" + (f" ({names[sid]})" if names.get(sid) else "") + f": {why}")
+    for sid, cells in sorted(renamed(grades, platform, left_out).items()):
+        for given, written in cells:
+            lines.append(f"  NAME WRITTEN WITH ONE MORE BACKSLASH {sid}: {given!r} as {written!r}, so that PHP's "
+                         f"CSV reader (Moodle's) does not take its last backslash as an escape; the row is matched "
+                         f"by its key")
     return [inert(line) for line in lines]
 
 
