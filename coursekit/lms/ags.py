@@ -10,9 +10,11 @@ assignment:
    (RFC 7523, ``private_key_jwt``; 1EdTech Security Framework 1.0 section 4.1), for the line item and score scopes;
 2. the assignment's line item, the LMS's own column when it has one: the ``lineitem`` that launches from an LMS
    assignment's link titled like the assignment brought (AGS's endpoint claim; the hub keeps it per resource link),
-   else the context's line item whose ``resourceId`` is the assignment, else one labelled like it (an assignment the
-   instructor made in the LMS: Canvas and Moodle label its line item with its title); created only when there is
-   none (``label`` = the assignment, ``scoreMaximum`` = its maximum points, ``resourceId`` = the assignment);
+   else the context's line item whose ``resourceId`` is the assignment (the one this tool made for it), else a new
+   one (``label`` = the assignment, ``scoreMaximum`` = its maximum points, ``resourceId`` = the assignment). A line
+   item that only shares the assignment's label is never written: another tool's column, last year's (its
+   ``resourceId`` ``03_softmax-2023``) or a column the instructor made by hand would take scores that are not its
+   own. It is passed over and named (``PostResult.passed_over``, and the log);
 3. each student's score, posted once (``scoreGiven`` their points, ``scoreMaximum`` the assignment's,
    ``activityProgress`` Completed, ``gradingProgress`` FullyGraded, ``userId`` = the student's LMS user id, the
    ``sub`` of their launches), ``timestamp`` the time of posting (AGS: when the tool changed the score; Moodle's
@@ -236,18 +238,20 @@ class AgsClient:
             item = None
         return item if isinstance(item, dict) and item.get("id") else None
 
-    def find_or_create_line_item(self, assignment, maximum, resource_link_id=None, known=()):
+    def find_or_create_line_item(self, assignment, maximum, resource_link_id=None, known=(), passed_over=None):
         """(line item, created): the first of ``known`` (line item URLs that launches from the LMS assignment's
-        link brought) that the platform has, else the one whose resourceId is ``assignment``, else one labelled
-        ``assignment``, else a new one."""
+        link brought) that the platform has, else the one whose resourceId is ``assignment``, else a new one. A
+        line item labelled ``assignment`` that is none of these is never taken: it is added to ``passed_over``
+        (a list, when given)."""
         for url in known:
             item = self.line_item(url)
             if item is not None:
                 return item, False
         found = [i for i in self.line_items(resource_id=assignment) if i.get("resourceId") == assignment]
-        found = found or [i for i in self.line_items() if str(i.get("label", "")).strip() == assignment]
         if found:
             return found[0], False
+        if passed_over is not None:
+            passed_over += [i for i in self.line_items() if str(i.get("label", "")).strip() == assignment]
         item = {"label": assignment, "scoreMaximum": maximum, "resourceId": assignment}
         if resource_link_id:
             item["resourceLinkId"] = resource_link_id
@@ -300,6 +304,7 @@ class PostResult:
     failed: dict = field(default_factory=dict)       # {student: why}
     not_posted: dict = field(default_factory=dict)   # {student: why}: no submission (posted 0 where they have an id)
     log: str = None
+    passed_over: list = field(default_factory=list)  # line items labelled like the assignment, not its own: unwritten
 
     @property
     def ok(self):
@@ -310,6 +315,9 @@ class PostResult:
         head = (f"{self.assignment}: {len(self.posted)} scores posted to the LMS"
                 + (f" (line item {self.lineitem}{', created' if self.created else ''})" if self.lineitem else ""))
         out = [head]
+        out += [f"  not written: line item {i.get('id')} is labelled {self.assignment} but is not this course's "
+                f"column for it (resourceId {i.get('resourceId')!r}, not the launch's line item)"
+                for i in self.passed_over]
         out += [f"  FAILED {s}: {why}" for s, why in sorted(self.failed.items())]
         out += [f"  no submission {s}: 0 posted" if s in self.posted else f"  not posted {s}: {why}"
                 for s, why in sorted(self.not_posted.items())]
@@ -349,12 +357,17 @@ def post_assignment(grades, assignment, lineitems_url, credentials, log_path, *,
     client = AgsClient(lineitems_url, credentials, timeout)
     try:
         item, result.created = client.find_or_create_line_item(assignment, maximum, resource_link_id,
-                                                               known=lineitem_urls)
+                                                               known=lineitem_urls, passed_over=result.passed_over)
     except AgsError as exc:
         log.write(event="lineitem", assignment=assignment, lineitems=lineitems_url, status=exc.status,
                   error=exc.message)
         raise
     result.lineitem = item["id"]
+    for other in result.passed_over:
+        log.write(event="lineitem passed over", assignment=assignment, lineitem=other.get("id"),
+                  label=other.get("label"), resourceId=other.get("resourceId"),
+                  why="labelled like the assignment, but neither the launch's line item nor one whose resourceId "
+                      "is the assignment")
     log.write(event="lineitem", assignment=assignment, lineitem=item["id"], created=result.created,
               scoreMaximum=item.get("scoreMaximum"))
     before = posted_before(log_path, assignment)

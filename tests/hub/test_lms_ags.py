@@ -4,8 +4,9 @@ created, each student's score is posted once and what the platform records equal
 score the platform refuses (401, 404, 422) is named and the others are still posted; every post is in the log.
 Scores go with the time each student submitted (AGS timestamp and Canvas's submission extension), so that a
 platform that marks late the way Canvas does marks late only who submitted after the due date, though the scores
-are posted after it; an assignment made in the LMS keeps its own column (the launch's ``lineitem``, or its label),
-and the hub's grading service posts to it (coursekit.lms.posting.post_for_instructor, in this process).
+are posted after it; an assignment made in the LMS keeps its own column (the launch's ``lineitem``), a column that
+only shares the assignment's label is never written and is named, and the hub's grading service posts to it
+(coursekit.lms.posting.post_for_instructor, in this process).
 
 The class is a real nbgrader gradebook (tests/gradebooks.py), read with the exporter's reader. Cost: about 6 s
 (RSA keys, a platform per test).
@@ -270,18 +271,48 @@ def test_a_submission_time_in_the_future_is_refused_as_canvas_refuses_it(lms, to
 
 def test_the_lms_assignments_own_line_item_is_used_and_none_is_created(lms, tool_key, grades, tmp_path):
     """An assignment made in the LMS (its line item labelled with its title, tied to its link, no resourceId): with
-    the line item a launch from its link brought, the scores go there; without it, the line item labelled like the
-    assignment is found; a line item is created only for an assignment the LMS has none of."""
+    the line item a launch from its link brought, the scores go there and none is created, again on a second run;
+    a line item is created only for an assignment the LMS has none of."""
     creds, url = credentials(lms, tool_key), lms.lineitems_url("course-1")
     item = lms.add_assignment("course-1", "link-a", A, 10)
     by_claim = post_assignment(grades, A, url, creds, str(tmp_path / "log"), lineitem_urls=[item["id"]])
-    by_label = post_assignment(grades, A, url, creds, str(tmp_path / "log"))
-    assert (by_claim.lineitem, by_claim.created) == (by_label.lineitem, by_label.created) == (item["id"], False)
+    again = post_assignment(grades, A, url, creds, str(tmp_path / "log"), lineitem_urls=[item["id"]])
+    assert (by_claim.lineitem, by_claim.created) == (again.lineitem, again.created) == (item["id"], False)
+    assert by_claim.passed_over == again.passed_over == []
     assert lms.line_items("course-1") == [item]
     assert lms.recorded("course-1", A) == {STUDENTS[s][3]: (points(s), MAX) for s in by_claim.posted}
     other = read_grades_for("05_rnn")
     made = post_assignment(other, "05_rnn", url, creds, str(tmp_path / "log"))
     assert made.created and [i["label"] for i in lms.line_items("course-1")] == [A, "05_rnn"]
+
+
+@pytest.mark.parametrize("resource_id", ["03_softmax-2023", None])
+def test_a_column_that_only_shares_the_label_is_never_written_and_is_named(lms, tool_key, grades, tmp_path,
+                                                                           resource_id):
+    """The issue's column: a line item labelled 03_softmax, out of 100, whose resourceId is another's
+    (03_softmax-2023, last year's) or that has none (made by hand, or another link's, with no launch bringing it
+    here). Three runs of the post: the first creates the assignment's own line item (resourceId 03_softmax) and
+    says it passed the other over (printed and in the log), the next two find their own by resourceId; the other
+    column holds no score and keeps its maximum. Cost: about 2 s."""
+    creds, url = credentials(lms, tool_key), lms.lineitems_url("course-1")
+    foreign = {"label": A, "scoreMaximum": 100, **({"resourceId": resource_id} if resource_id else {})}
+    foreign = lms._create_lineitem("course-1", foreign)
+    log = tmp_path / "log"
+    runs = [post_assignment(grades, A, url, creds, str(log)) for _ in range(3)]
+    assert [r.created for r in runs] == [True, False, False]
+    own = runs[0].lineitem
+    assert own != foreign["id"] and {r.lineitem for r in runs} == {own}
+    assert lms.line_items("course-1") == [foreign, {"label": A, "scoreMaximum": MAX, "resourceId": A, "id": own}]
+    results = lms.contexts["course-1"]["results"]  # {line item: {userId: score}}: the platform's gradebook
+    assert results.get(foreign["id"], {}) == {}
+    assert {u: r["scoreGiven"] for u, r in results[own].items()} == {STUDENTS[s][3]: points(s)
+                                                                     for s in runs[2].posted}
+    assert [[i["id"] for i in r.passed_over] for r in runs] == [[foreign["id"]], [], []]
+    assert (f"  not written: line item {foreign['id']} is labelled {A} but is not this course's column for it "
+            f"(resourceId {resource_id!r}, not the launch's line item)") in runs[0].lines()
+    passed = [rec for rec in read_log(log) if rec["event"] == "lineitem passed over"]
+    assert [(rec["lineitem"], rec.get("resourceId")) for rec in passed] == [(foreign["id"], resource_id)]
+    assert not [rec for rec in read_log(log) if rec.get("lineitem") == foreign["id"] and rec["event"] == "score"]
 
 
 def read_grades_for(assignment):
