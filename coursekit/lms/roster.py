@@ -19,6 +19,10 @@ step (``sync_course``), saying what changed:
   the ``user_id``, the launch's ``sub``), is named and left to their first launch.
 
 Students of the LTI file's rosters (no LMS user id) are the administrator's and are left as they are.
+
+User ids are compared as strings whatever JSON type the platform sends (NRPS says a string; an older Canvas sends
+numbers), and kept as strings: the hub's state and the gradebook hold ``"5003"``, and a number an earlier sync kept
+is read as its string, so the same LMS user is never taken for a leaver and a joiner.
 """
 import contextlib
 import json
@@ -78,6 +82,18 @@ class RosterChange:
         return [inert(line) for line in out]
 
 
+def user_id(value):
+    """An LMS user id as the string it is compared and kept as: a string as it is, an integral JSON number as its
+    digits (``5003`` and ``5003.0``: ``"5003"``); None for anything else (a bool, a fraction, empty)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int):
+        return str(value)
+    return value if isinstance(value, str) and value else None
+
+
 def plan(course_id, course, members, settings, data=None):
     """The RosterChange that keeps ``course`` (the hub's state of it; ``data``: the whole state) in step with
     ``members``."""
@@ -88,17 +104,17 @@ def plan(course_id, course, members, settings, data=None):
     claim, prefix = settings["username_claim"], settings["username_prefix"]
     learners, others = {}, {}  # LMS user id: member
     for m in members:
-        sub = m.get("user_id")
-        sub = str(sub) if isinstance(sub, int) and not isinstance(sub, bool) else sub  # an older Canvas's numbers
-        if not isinstance(sub, str) or not sub:
+        sub = user_id(m.get("user_id"))  # an older Canvas's numbers compared and kept as their strings
+        if sub is None:
             continue
+        m = {**m, "user_id": sub}
         role = role_of(m.get("roles"))
         if m.get("status", "Active") == "Active" and role == "student":
             learners[sub] = m
         else:
             others[sub] = (m, role, role_names(m.get("roles")), m.get("status", "Active"))
     current = course.get("students", {})
-    by_sub = {sub: name for name, sub in current.items() if sub}
+    by_sub = {user_id(sub): name for name, sub in current.items() if user_id(sub)}  # a number kept before: its string
     for sub, m in learners.items():
         if sub in by_sub:
             continue

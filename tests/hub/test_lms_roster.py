@@ -153,3 +153,26 @@ def test_a_list_that_would_empty_the_course_or_half_a_class_is_not_applied():
     members = [{"user_id": n, "roles": ["Learner"]} for n in range(5)]  # numbers, short role names
     change = plan(COURSE, big, members, settings)
     assert len(change.left) == 7 and "take 7 of 12 students out of the course at once" in implausible_change(big, change)
+
+
+@pytest.mark.parametrize("kept", [5003, "5003"])
+@pytest.mark.parametrize("sent", [5003, "5003", 5003.0])
+def test_user_ids_are_compared_and_kept_as_strings_whatever_json_type_the_platform_sends(kept, sent):
+    """The issue's Active Learner 5003: the hub kept their id as a number (as a sync before this one did) or as a
+    string, and the platform sends it as a JSON number, a string or 5003.0. Listed as an Active Learner they stay
+    (no leaver, no joiner); listed as an Instructor they are a role change; a joiner sent as a number is kept as
+    the string "5004". Cost: well under a second (in this process, no platform)."""
+    from coursekit.lms.roster import plan, user_id
+    settings = {"username_claim": "sub", "username_prefix": PREFIX, "configured": []}
+    course = {"students": {PREFIX + "5003": kept, PREFIX + "a": "a"}, "instructors": []}
+    stays = plan(COURSE, course, [{"user_id": sent, "roles": ["Learner"], "status": "Active"},
+                                  {"user_id": "a", "roles": ["Learner"]}], settings)
+    assert (stays.left, stays.joined, stays.roles, stays.unnamed) == ({}, {}, {}, {})
+    teaches = plan(COURSE, course, [{"user_id": sent, "roles": ["Instructor"]}, {"user_id": "a", "roles": ["Learner"]}],
+                   settings)
+    assert list(teaches.roles) == list(teaches.left) == [PREFIX + "5003"]
+    joins = plan(COURSE, course, [{"user_id": sent, "roles": ["Learner"]}, {"user_id": "a", "roles": ["Learner"]},
+                                  {"user_id": 5004, "roles": ["Learner"]}], settings)
+    assert list(joins.joined) == [PREFIX + "5004"] and joins.joined[PREFIX + "5004"]["user_id"] == "5004"
+    assert [user_id(v) for v in (5003, "5003", 5003.0, 5003.5, True, "", None, [5003])] == [
+        "5003", "5003", "5003", None, None, None, None, None]
