@@ -63,6 +63,18 @@ class SandboxedKernelManager(AsyncKernelManager):
     INSIDE = "/run/course-kernel"  # where the kernel's folder is, seen from inside its sandbox
     message_bytes = 16 * MB  # the most one part of a message from the kernel may hold (SandboxedExecute sets it)
 
+    def close_box(self):
+        """The kernel's folder on the host (its sockets, its connection files) no longer writable by the sandbox's
+        user once the kernel is up: its sockets are made, and nothing else of it may grow on the host's disk."""
+        if self._box is None or os.geteuid() != 0:
+            return
+        for name in ("kernel.json", "inside.json"):
+            path = os.path.join(self._box, name)
+            if os.path.exists(path):
+                os.chown(path, 0, 0)
+                os.chmod(path, 0o644)
+        os.chmod(self._box, 0o711)
+
     def client(self, **kwargs):
         """A client whose sockets bound what the kernel can make this process receive (``CappedKernelClient``)."""
         kw = dict(self.get_connection_info(session=True), connection_file=self.connection_file, parent=self,
@@ -143,6 +155,14 @@ class SandboxedExecute(Execute):
         super().__init__(*args, **kwargs)
         if not any(isinstance(f, _ShortLines) for f in self.log.filters):
             self.log.addFilter(_ShortLines())
+
+    async def async_start_new_kernel_client(self):
+        """nbclient's, then the kernel's folder closed (``SandboxedKernelManager.close_box``) now that the kernel has
+        answered and made its sockets, before any cell of the student's runs."""
+        kc = await super().async_start_new_kernel_client()
+        if isinstance(self.km, SandboxedKernelManager):
+            self.km.close_box()
+        return kc
 
     def create_kernel_manager(self):
         km = super().create_kernel_manager()
@@ -392,6 +412,7 @@ class ShortenTracebacks(NbGraderPreprocessor):
                 out["traceback"] = ["This cell stopped with NotImplementedError: a function it calls is still its "
                                     "stub (write the exercise above it, then run the cell again)."]
             else:
-                out["traceback"] = [f"This cell stopped with {name}: {value}" if value else
-                                    f"This cell stopped with {name}."]
+                limit = sandbox.limit_fault(name, value)  # the grading sandbox's limit, said in its own words
+                out["traceback"] = [(f"This cell stopped with {name}: {value}" if value else
+                                     f"This cell stopped with {name}.") + (f" ({limit[1]})" if limit else "")]
         return cell, resources

@@ -56,7 +56,7 @@ BOMB = {FORK: (FORK_UNTIL_REFUSED, "processes"), MEMORY: (ALLOCATE_UNTIL_REFUSED
 
 def answers(release, name):
     nb = answered(release)
-    if name == MEMORY:  # and 2 GB of output, for root's grading service to receive
+    if name == MEMORY:  # and 2 GB of output (1 MB pieces, each under the cap), for root's grading service to receive
         nb.cells.insert(3, nbformat.v4.new_code_cell(FLOOD))
     if name in BOMB:
         cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "softmax")
