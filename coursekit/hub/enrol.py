@@ -5,6 +5,11 @@ another course's gradebook, or to any file of the machine. So when root enrols s
 hub``, a student's first LTI launch), a process of the course folder's owner and group opens the gradebook
 (``python -I -m coursekit.hub.enrol FOLDER``, the records as JSON on its standard input, the ids it added as JSON on its
 standard output): root never opens what an instructor may have replaced.
+
+The same process keeps the course's departed students (``lms/departed.json`` in the course folder, {student: why}):
+the class list from the LMS takes a leaver out of the hub but keeps their grades, and the export files leave a
+departed student's row out (an LMS matches a row it cannot find by key by the name, and would give the grade to an
+enrolled student of the same name); one the LMS lists again is taken off it.
 """
 import json
 import os
@@ -31,11 +36,61 @@ def enrol_here(folder, records):
     return [r["id"] for r in records if r["id"] not in before]
 
 
-def enrol_as_owner(python, folder, records, timeout=300):
+DEPARTED = os.path.join("lms", "departed.json")
+
+
+def read_departed(folder):
+    """{student: why} of the course's departed students (``DEPARTED``; {} when there is none), never through a
+    link."""
+    try:
+        fd = os.open(os.path.join(folder, DEPARTED), os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return {}
+    with os.fdopen(fd, encoding="utf-8") as f:
+        try:
+            found = json.load(f)
+        except ValueError:
+            return {}
+    return {str(k): str(v) for k, v in found.items()} if isinstance(found, dict) else {}
+
+
+def departed_here(folder, left, back):
+    """``DEPARTED`` with ``left`` ({student: why}) added and the students of ``back`` taken off, written whole by
+    this process. Returns what it holds now."""
+    import tempfile
+    departed = read_departed(folder)
+    departed.update(left)
+    for student in back:
+        departed.pop(student, None)
+    path = os.path.join(folder, DEPARTED)
+    os.makedirs(os.path.dirname(path), mode=0o770, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".departed-", dir=os.path.dirname(path))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(departed, f, indent=1, sort_keys=True)
+        os.chmod(tmp, 0o660)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return departed
+
+
+def departed_records(python, folder, left, back):
+    """``departed_here`` by the course folder's owner when this process is root and the folder is someone else's,
+    else here."""
+    if not left and not back:
+        return None
+    if os.geteuid() == 0 and os.stat(folder).st_uid != 0:
+        return enrol_as_owner(python, folder, {"left": left, "back": list(back)}, args=["departed"])
+    return departed_here(folder, left, back)
+
+
+def enrol_as_owner(python, folder, records, timeout=300, args=()):
     """``enrol_here`` in a process of the course folder's owner and group (umask 007: the gradebook it makes is
     theirs and the group's). Returns the ids added; raises RuntimeError with what went wrong."""
     st = os.stat(folder)
-    proc = subprocess.run([python, "-I", "-m", "coursekit.hub.enrol", folder], input=json.dumps(records),
+    proc = subprocess.run([python, "-I", "-m", "coursekit.hub.enrol", folder, *args], input=json.dumps(records),
                           user=st.st_uid, group=st.st_gid, extra_groups=[], umask=0o007, cwd="/",
                           env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": folder,
                                "PYTHONDONTWRITEBYTECODE": "1"},
@@ -55,6 +110,10 @@ def enrol_records(python, folder, records):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
-        sys.exit("usage: python -m coursekit.hub.enrol COURSE_FOLDER  (records as JSON on stdin)")
-    print(json.dumps(enrol_here(sys.argv[1], json.load(sys.stdin))))
+    if len(sys.argv) == 3 and sys.argv[2] == "departed":
+        asked = json.load(sys.stdin)
+        print(json.dumps(departed_here(sys.argv[1], asked["left"], asked["back"])))
+    elif len(sys.argv) == 2:
+        print(json.dumps(enrol_here(sys.argv[1], json.load(sys.stdin))))
+    else:
+        sys.exit("usage: python -m coursekit.hub.enrol COURSE_FOLDER [departed]  (records as JSON on stdin)")

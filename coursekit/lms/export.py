@@ -20,6 +20,9 @@ LMS: the gradebook's ``lms_user_id``, which a launch wrote (Canvas's user id wit
 course folder's ``roster.csv`` (the file ``course hub --roster`` reads, ``id,name`` and more columns after them,
 with a header row): its ``lms_user_id`` column (Canvas's user id or Moodle's), and for Canvas its ``sis_user_id``
 and ``sis_login_id``. A roster key that differs from the launch's, or one key shared by two students, is refused.
+A student the class list from the LMS took out of the course (``lms/departed.json``, coursekit/hub/enrol.py) is
+left out of Canvas's and Moodle's files and named: the LMS no longer finds them by key, and Canvas would give the
+row to an enrolled student of the same name.
 
 * **canvas** -- the Gradebook import CSV (Grades > Import; Canvas reads it with ``lib/gradebook_importer.rb``): the
   header ``Student, ID, SIS User ID, SIS Login ID, Section`` and then one column per assignment; the row after it
@@ -376,15 +379,22 @@ def summary(grades, platform, path, left_out=None):
     return [inert(line) for line in lines]
 
 
-def keyed(grades, platform, roster_path):
-    """The keys of ``grades`` from the LMS and the roster at ``roster_path``: (cells, left out) for the file."""
+def keyed(grades, platform, roster_path, departed=None):
+    """The keys of ``grades`` from the LMS and the roster at ``roster_path``: (cells, left out) for the file. The
+    ``departed`` students ({student: why}: the class list from the LMS took them out) are left out of Canvas's and
+    Moodle's files: the LMS finds no account by their key and Canvas would match the row by name, giving the grade
+    to an enrolled student of the same name."""
     refused = with_keys(grades, roster_keys(roster_path))
     cells, left_out = platform_keys(grades, platform)
     if platform == "generic":
         cells.update({sid: ("",) for sid in refused})
         return cells, {}
     left_out.update(refused)
-    return {sid: row for sid, row in cells.items() if sid not in refused}, left_out
+    known = {s.id for s in grades.students}
+    left_out.update({sid: f"{why}; the LMS would not find them by their key, and Canvas would then give the row to "
+                          f"a student of the same name: enter their grade by hand if it is still wanted"
+                     for sid, why in (departed or {}).items() if sid in known})
+    return {sid: row for sid, row in cells.items() if sid not in left_out}, left_out
 
 
 def export_course(root, platform, out=None, assignments=()):
@@ -395,9 +405,10 @@ def export_course(root, platform, out=None, assignments=()):
     root = os.path.abspath(root)
     if not os.path.isfile(os.path.join(root, "gradebook.db")):
         raise FileNotFoundError(f"no gradebook in {root}: grade first (course grade)")
+    from ..hub.enrol import read_departed
     with gradebook(root) as gb:
         grades = read_grades(gb, assignments)
-    cells, left_out = keyed(grades, platform, os.path.join(root, ROSTER))
+    cells, left_out = keyed(grades, platform, os.path.join(root, ROSTER), read_departed(root))
     path = write_export(grades, platform, out or os.path.join(root, "lms", default_name(platform)), cells)
     return summary(grades, platform, path, left_out)
 
@@ -414,7 +425,9 @@ class LmsExportPlugin(ExportPlugin):
             if hasattr(self.parent, "fail"):  # nbgrader's app: log it and exit 1
                 self.parent.fail(str(exc))
             raise
-        cells, left_out = keyed(grades, self.platform, os.path.join(self.parent.coursedir.root, ROSTER))
+        from ..hub.enrol import read_departed
+        root = self.parent.coursedir.root
+        cells, left_out = keyed(grades, self.platform, os.path.join(root, ROSTER), read_departed(root))
         path = write_export(grades, self.platform, self.to or default_name(self.platform), cells)
         for line in summary(grades, self.platform, path, left_out):
             (self.log.warning if line.lstrip().startswith("LEFT OUT") else self.log.info)(line)

@@ -182,7 +182,7 @@ def implausible_change(course, change):
 
 def _apply(settings, state, course_id, course, change):
     from ..groups import students_group
-    from ..hub.enrol import enrol_records
+    from ..hub.enrol import departed_records, enrol_records
     if change.joined:  # the gradebook first: a joiner in the state is one the gradebook has
         enrol_records(settings["python"], course["folder"], [
             {"id": name, "first_name": _text(m.get("given_name")), "last_name": _text(m.get("family_name")),
@@ -196,6 +196,9 @@ def _apply(settings, state, course_id, course, change):
         data["courses"][course_id]["roster_sync"] = {
             "time": datetime.now(timezone.utc).isoformat(timespec="seconds"), "joined": sorted(change.joined),
             "left": sorted(change.left), "roles": sorted(change.roles)}
+    # the export files leave a leaver's row out (an LMS would match it by name); one listed again is back
+    departed_records(settings["python"], course["folder"], {name: f"left the LMS course: {why}" for name, why in
+                                                            change.left.items()}, list(change.joined))
     for name in change.left:  # out of the course's students' group (their server loses it at its next start)
         subprocess.run(["gpasswd", "-d", name, students_group(course_id)], capture_output=True)
     log = os.path.join(settings["state"], "lms", f"{course_id}-roster.jsonl")

@@ -110,6 +110,8 @@ def test_joiners_leavers_and_a_role_change_are_said_and_followed(lms, tmp_path):
         cy = gb.find_student(PREFIX + "cy")
         assert (cy.first_name, cy.last_name, cy.email, cy.lms_user_id) == ("Cy", "Lms", "cy@uni.example", "cy")
         assert gb.find_student(PREFIX + "fay")  # a leaver's grades stay
+    from coursekit.hub.enrol import read_departed  # and the export files leave a leaver's row out
+    assert read_departed(folder) == {name: f"left the LMS course: {why}" for name, why in change.left.items()}
     log = os.path.join(state, "lms", f"{COURSE}-roster.jsonl")
     assert os.stat(log).st_mode & 0o077 == 0
     first, last = [json.loads(line) for line in open(log).read().splitlines()]

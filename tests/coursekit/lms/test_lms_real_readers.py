@@ -49,8 +49,9 @@ class Reader:
         self.process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                         encoding="utf-8")
 
-    def read(self, path):
-        self.process.stdin.write(path + "\n")
+    def read(self, path, **also):
+        """What the script answers for ``path`` (with ``also``, e.g. the LMS's users, sent as one JSON line)."""
+        self.process.stdin.write((json.dumps({"path": path, **also}) if also else path) + "\n")
         self.process.stdin.flush()
         line = self.process.stdout.readline()
         assert line, f"{self.process.args[0]} stopped (exit {self.process.poll()})"
@@ -205,3 +206,66 @@ def test_course_export_for_moodle_gives_php_every_row_and_names_the_student_whos
         assert {row[0]: row[3] for row in read[way][1:]} == want, way
     assert "NAME WRITTEN WITH ONE MORE BACKSLASH bs: 'Aback, \\\\' as 'Aback, \\\\\\\\'" in printed.getvalue()
     assert "NAME WRITTEN WITH ONE MORE BACKSLASH quote:" in printed.getvalue()
+
+
+# ------------------------------------------------------------------ a term's class, imported by Canvas's rules in Ruby
+TERM = {  # id: (first, last, email, Canvas user id from their launch)
+    "wz1": ("Wei", "Zhang", "wz1@uni.example", "4211"),       # enrolled
+    "wz2": ("Wei", "Zhang", "wz2@uni.example", "4299"),       # the same name, removed from the Canvas course
+    "rory": ("Rory", "Roe", "rory@uni.example", ""),          # never launched: roster.csv's SIS login id
+    "odd": ('=cmd|"/c calc"!A1', 'Aback, \\', "odd@uni.example", "4300"),
+}
+TERM_SCORES = {"wz1": {A: {"softmax_basic": 2, "log_softmax_basic": 13}},   # 15
+               "wz2": {A: {"softmax_basic": 1, "log_softmax_basic": 0}},    # 1
+               "rory": {A: {"softmax_basic": 2, "log_softmax_basic": 1}},   # 3
+               "odd": {A: {"softmax_basic": 0, "log_softmax_basic": 4}}}    # 4
+CANVAS_USERS = [  # the Canvas course's current students (wz2 was removed)
+    {"id": 4211, "name": "Wei Zhang", "sortable_name": "Zhang, Wei", "sis_user_id": "S4211", "login": "wzhang"},
+    {"id": 303, "name": "Rory Roe", "sortable_name": "Roe, Rory", "sis_user_id": "S303", "login": "rroe"},
+    {"id": 4300, "name": "Odd", "sortable_name": "Odd", "sis_user_id": "S4300", "login": "odd"}]
+
+
+def canvas_export(root, out):
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main(["export", "--course", root, "--lms", "canvas", "--out", str(out), A]) == 0
+    return printed.getvalue()
+
+
+def test_a_removed_student_is_left_out_and_never_matched_by_name_by_canvas(tmp_path, ruby, php):
+    """The issue's Wei Zhang: the class list took wz2 out of the course (coursekit.hub.enrol's departed list, as the
+    sync writes it), and Canvas no longer has them. Canvas's importer (Ruby's CSV with Canvas's options, then
+    process_student's order: ID among the current students, SIS user id, SIS login id, then the name) puts wz1's 15,
+    Rory's 3 (by roster.csv's SIS login id) and the hostile name's 4 on their own accounts; wz2 is left out and named,
+    in Moodle's file too (PHP reads it whole). The file written as before the departed list (wz2's row with their
+    ID) is shown to give wz1 wz2's 1 point by name; when wz2 comes back, their row is written again and lands on
+    their own account. Cost: about 2 s."""
+    from coursekit.hub.enrol import departed_here
+    root = str(tmp_path / "course")
+    os.makedirs(root)
+    build_gradebook(root, {A: {"softmax_basic": 2, "log_softmax_basic": 14}}, TERM, TERM_SCORES)
+    with open(os.path.join(root, "roster.csv"), "w") as f:
+        f.write("id,name,sis_login_id\nrory,Rory Roe,rroe\n")
+    before = canvas_export(root, tmp_path / "before.csv")
+    imported = ruby.read(str(tmp_path / "before.csv"), users=CANVAS_USERS)["imported"]
+    assert imported["4211"] == {A: "1"}  # the rule the departed list avoids: wz2's row, not found by ID, by name
+    assert "LEFT OUT" not in before
+
+    departed_here(root, {"wz2": "left the LMS course: no longer in the LMS course"}, [])
+    printed = canvas_export(root, tmp_path / "canvas.csv")
+    imported = ruby.read(str(tmp_path / "canvas.csv"), users=CANVAS_USERS)["imported"]
+    assert imported == {"4211": {A: "15"}, "303": {A: "3"}, "4300": {A: "4"}}
+    assert "LEFT OUT wz2 (Wei Zhang): left the LMS course: no longer in the LMS course" in printed
+    assert ruby_rows(ruby, str(tmp_path / "canvas.csv"))["plain"] == python_rows(tmp_path / "canvas.csv")
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main(["export", "--course", root, "--lms", "moodle", "--out", str(tmp_path / "m.csv"), A]) == 0
+    for way, rows in php_rows(php, str(tmp_path / "m.csv")).items():
+        assert {row[0]: row[3] for row in rows[1:]} == {"4211": "15", "4300": "4"}, way
+    assert "LEFT OUT wz2 (Wei Zhang): left the LMS course" in printed.getvalue()
+
+    departed_here(root, {}, ["wz2"])  # listed by the LMS again: back in the Canvas course
+    canvas_export(root, tmp_path / "back.csv")
+    back = ruby.read(str(tmp_path / "back.csv"), users=CANVAS_USERS + [
+        {"id": 4299, "name": "Wei Zhang", "sortable_name": "Zhang, Wei", "sis_user_id": "S4299", "login": "wz2"}])
+    assert back["imported"] == {"4211": {A: "15"}, "4299": {A: "1"}, "303": {A: "3"}, "4300": {A: "4"}}
