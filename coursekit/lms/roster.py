@@ -15,6 +15,9 @@ step (``sync_course``), saying what changed:
   them in; their grades stay in the gradebook;
 * a role change (a student the LMS now lists as an Instructor or TeachingAssistant) is a leaver who is named as
   such: they are an instructor at their next launch (a user is an instructor or a student here, not both);
+* a leaver the LMS lists again as an Active Learner (one sync took them out, say from a list cut short, and the
+  next has them) comes back as the same LMS user: the hub's user of that name whose ``sub`` is theirs, their
+  account, their gradebook entry and grades kept, said as back;
 * a member whose user id gives no Unix user name by the hub's rule, or who is named by a custom field (NRPS sends
   the ``user_id``, the launch's ``sub``), is named and left to their first launch.
 
@@ -68,13 +71,15 @@ class RosterChange:
     left: dict = field(default_factory=dict)      # {name: why}
     roles: dict = field(default_factory=dict)     # {name: the LMS's role now}
     unnamed: dict = field(default_factory=dict)   # {LMS user id: why}
+    back: list = field(default_factory=list)      # the joiners who are the hub's users of the same LMS user before
 
     def lines(self):
         """What changed, one line each (an LMS user id or name shown inert)."""
         from grader.plain import inert
         out = [f"{self.course}: class list from the LMS: {len(self.joined)} joined, {len(self.left)} left"
                + (f", {len(self.roles)} changed role" if self.roles else "")]
-        out += [f"  joined {n} ({m.get('name') or m.get('user_id')})" for n, m in sorted(self.joined.items())]
+        out += [f"  {'back' if n in self.back else 'joined'} {n} ({m.get('name') or m.get('user_id')})"
+                for n, m in sorted(self.joined.items())]
         out += [f"  left {n}: {why}" for n, why in sorted(self.left.items())]
         out += [f"  role {n}: {role} in the LMS now; an instructor at their next launch" for n, role in
                 sorted(self.roles.items())]
@@ -124,8 +129,15 @@ def plan(course_id, course, members, settings, data=None):
                                   f"join at their first launch"
         elif name is None:
             change.unnamed[sub] = "their LMS user id gives no valid Unix user name (refused at launch too)"
-        elif name in current or name in course.get("instructors", []) or name in data.get("users", {}):
+        elif name in current or name in course.get("instructors", []):
             change.unnamed[sub] = f"{name} is already someone else's here"
+        elif name in data.get("users", {}):
+            known = data["users"][name]
+            if not isinstance(known, dict) or user_id(known.get("sub")) != sub:
+                change.unnamed[sub] = f"{name} is already someone else's here"
+            else:  # the same LMS user, taken out by an earlier list: back, with their account and grades
+                change.joined[name] = m
+                change.back.append(name)
         elif user_exists(name) and name not in made_accounts(data) and name not in settings.get("configured", []):
             change.unnamed[sub] = f"{name} is an account of this machine that the hub did not make"
         else:

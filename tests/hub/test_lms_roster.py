@@ -178,3 +178,22 @@ def test_user_ids_are_compared_and_kept_as_strings_whatever_json_type_the_platfo
     assert list(joins.joined) == [PREFIX + "5004"] and joins.joined[PREFIX + "5004"]["user_id"] == "5004"
     assert [user_id(v) for v in (5003, "5003", 5003.0, 5003.5, True, "", None, [5003])] == [
         "5003", "5003", "5003", None, None, None, None, None]
+
+
+def test_a_student_one_list_took_out_is_back_with_the_next_as_the_same_lms_user():
+    """A short list took ltir-5003 out of the course (the hub keeps the user, whose sub is 5003); the next full
+    list has them as an Active Learner, their id sent as a number: they are back (joined, said as back), not
+    "already someone else's here". A different LMS user whose id gives the same Unix name is still refused.
+    Cost: well under a second (in this process)."""
+    from coursekit.lms.roster import plan
+    settings = {"username_claim": "sub", "username_prefix": PREFIX, "configured": []}
+    course = {"students": {PREFIX + "a": "a"}, "instructors": []}
+    data = {"users": {PREFIX + "5003": {"sub": "5003"}, PREFIX + "a": {"sub": "a"}}, "made": [PREFIX + "5003"]}
+    members = [{"user_id": 5003, "roles": ["Learner"], "name": "Five"}, {"user_id": "a", "roles": ["Learner"]}]
+    change = plan(COURSE, course, members, settings, data)
+    assert list(change.joined) == change.back == [PREFIX + "5003"] and not change.unnamed and not change.left
+    assert change.joined[PREFIX + "5003"]["user_id"] == "5003"
+    assert f"  back {PREFIX}5003 (Five)" in change.lines()
+    data["users"][PREFIX + "5003"] = {"sub": "someone-else"}
+    other = plan(COURSE, course, members, settings, data)
+    assert not other.joined and other.unnamed == {"5003": f"{PREFIX}5003 is already someone else's here"}
