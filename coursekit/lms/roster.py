@@ -13,6 +13,9 @@ step (``sync_course``), saying what changed:
 * a leaver (a student who came from the LMS and whom it no longer lists as an Active Learner: gone, Inactive, or
   another role) leaves the course's students in the hub's state and its students' group, so the hub no longer lets
   them in; their grades stay in the gradebook;
+* in a class under ``SMALL_CLASS`` students, a student merely missing from the list is kept and named: a small
+  class is changed only for students the LMS itself marks (Inactive, Deleted, another role), since a list that
+  misses two of three students is more likely a platform's slip than two leavers;
 * a role change (a student the LMS now lists as an Instructor or TeachingAssistant) is a leaver who is named as
   such: they are an instructor at their next launch (a user is an instructor or a student here, not both);
 * a leaver the LMS lists again as an Active Learner (one sync took them out, say from a list cut short, and the
@@ -40,6 +43,7 @@ NRPS_CLAIM = "https://purl.imsglobal.org/spec/lti-nrps/claim/namesroleservice"
 SCOPE_NRPS = "https://purl.imsglobal.org/spec/lti-nrps/scope/contextmembership.readonly"
 MEMBERSHIP_TYPE = "application/vnd.ims.lti-nrps.v2.membershipcontainer+json"
 MOST_PAGES = 1000  # a platform that pages for ever is not followed for ever
+SMALL_CLASS = 10  # under this many students from the LMS, a student missing from the list is kept (named)
 
 
 def read_members(url, credentials, timeout=TIMEOUT):
@@ -72,15 +76,18 @@ class RosterChange:
     roles: dict = field(default_factory=dict)     # {name: the LMS's role now}
     unnamed: dict = field(default_factory=dict)   # {LMS user id: why}
     back: list = field(default_factory=list)      # the joiners who are the hub's users of the same LMS user before
+    kept: dict = field(default_factory=dict)      # {name: why}: missing from the list of a small class, kept
 
     def lines(self):
         """What changed, one line each (an LMS user id or name shown inert)."""
         from grader.plain import inert
         out = [f"{self.course}: class list from the LMS: {len(self.joined)} joined, {len(self.left)} left"
-               + (f", {len(self.roles)} changed role" if self.roles else "")]
+               + (f", {len(self.roles)} changed role" if self.roles else "")
+               + (f", {len(self.kept)} missing kept" if self.kept else "")]
         out += [f"  {'back' if n in self.back else 'joined'} {n} ({m.get('name') or m.get('user_id')})"
                 for n, m in sorted(self.joined.items())]
         out += [f"  left {n}: {why}" for n, why in sorted(self.left.items())]
+        out += [f"  kept {n}: {why}" for n, why in sorted(self.kept.items())]
         out += [f"  role {n}: {role} in the LMS now; an instructor at their next launch" for n, role in
                 sorted(self.roles.items())]
         out += [f"  not added {u!r}: {why}" for u, why in sorted(self.unnamed.items())]
@@ -146,7 +153,11 @@ def plan(course_id, course, members, settings, data=None):
         if sub in learners:
             continue
         if sub not in others:
-            change.left[name] = "no longer in the LMS course"
+            if len(by_sub) < SMALL_CLASS:
+                change.kept[name] = (f"not in the LMS's list, but a class under {SMALL_CLASS} is changed only for "
+                                     f"students the LMS marks Inactive, Deleted or in another role")
+            else:
+                change.left[name] = "no longer in the LMS course"
             continue
         m, role, names, status = others[sub]
         if role == "instructor" and status == "Active":
@@ -187,7 +198,7 @@ def implausible_change(course, change):
         return None
     if len(change.left) == len(known):
         return f"take all {len(known)} students out of the course"
-    if len(known) >= 10 and len(change.left) > len(known) / 2:
+    if len(known) >= SMALL_CLASS and len(change.left) > len(known) / 2:
         return f"take {len(change.left)} of {len(known)} students out of the course at once"
     return None
 
@@ -219,7 +230,7 @@ def _apply(settings, state, course_id, course, change):
     with os.fdopen(fd, "a") as f:
         f.write(json.dumps({"time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                             "joined": sorted(change.joined), "left": change.left, "roles": change.roles,
-                            "unnamed": change.unnamed}) + "\n")
+                            "unnamed": change.unnamed, "kept": change.kept}) + "\n")
 
 
 def _text(value, most=200):

@@ -92,31 +92,32 @@ def test_joiners_leavers_and_a_role_change_are_said_and_followed(lms, tmp_path):
         remove_users(ACCOUNTS)
         subprocess.run(["groupdel", group], capture_output=True)
     assert sorted(change.joined) == [PREFIX + "cy", PREFIX + "dee"]
-    assert change.left == {PREFIX + "eve": "Inactive in the LMS course", PREFIX + "fay": "no longer in the LMS course",
-                           PREFIX + "gus": "now Instructor/Faculty in the LMS"}
+    assert change.left == {PREFIX + "eve": "Inactive in the LMS course", PREFIX + "gus": "now Instructor/Faculty in the LMS"}
+    assert list(change.kept) == [PREFIX + "fay"]  # missing from the list of a class under 10: kept, named
     assert change.roles == {PREFIX + "gus": "Instructor/Faculty"}
     assert set(change.unnamed) == {"Bad.Name", "other"}
     assert "is an account of this machine that the hub did not make" in change.unnamed["other"]
-    assert said[0] == f"{COURSE}: class list from the LMS: 2 joined, 3 left, 1 changed role"
-    assert f"  joined {PREFIX}cy (Cy Lms)" in said and f"  left {PREFIX}fay: no longer in the LMS course" in said
+    assert said[0] == f"{COURSE}: class list from the LMS: 2 joined, 2 left, 1 changed role, 1 missing kept"
+    assert f"  joined {PREFIX}cy (Cy Lms)" in said and f"  left {PREFIX}eve: Inactive in the LMS course" in said
+    assert f"  kept {PREFIX}fay: not in the LMS's list, but a class under 10" in "\n".join(said)
     assert f"  role {PREFIX}gus: Instructor/Faculty in the LMS now; an instructor at their next launch" in said
     course = HubState(state).read()["courses"][COURSE]
     assert course["students"] == {PREFIX + "ada": "ada", PREFIX + "bob": "bob", PREFIX + "cy": "cy",
-                                  PREFIX + "dee": "dee", "rostered": ""}
+                                  PREFIX + "dee": "dee", PREFIX + "fay": "fay", "rostered": ""}
     assert course["roster_sync"]["joined"] == []  # the last sync's: nothing
     assert PREFIX + "eve" not in members and PREFIX + "other" in members  # out of the group: eve only
     from coursekit.pipeline import gradebook
     with gradebook(folder) as gb:
         cy = gb.find_student(PREFIX + "cy")
         assert (cy.first_name, cy.last_name, cy.email, cy.lms_user_id) == ("Cy", "Lms", "cy@uni.example", "cy")
-        assert gb.find_student(PREFIX + "fay")  # a leaver's grades stay
+        assert gb.find_student(PREFIX + "eve")  # a leaver's grades stay
     from coursekit.hub.enrol import read_departed  # and the export files leave a leaver's row out
     assert read_departed(folder) == {name: f"left the LMS course: {why}" for name, why in change.left.items()}
     log = os.path.join(state, "lms", f"{COURSE}-roster.jsonl")
     assert os.stat(log).st_mode & 0o077 == 0
     first, last = [json.loads(line) for line in open(log).read().splitlines()]
     assert first["joined"] == [PREFIX + "cy", PREFIX + "dee"] and first["roles"] == {PREFIX + "gus": "Instructor/Faculty"}
-    assert last["joined"] == [] and last["left"] == {}
+    assert last["joined"] == [] and last["left"] == {} and list(last["kept"]) == [PREFIX + "fay"]
     assert (again.joined, again.left, set(again.unnamed)) == ({}, {}, {"Bad.Name", "other"})
 
 
@@ -147,10 +148,17 @@ def test_a_list_that_would_empty_the_course_or_half_a_class_is_not_applied():
     from coursekit.lms.roster import implausible_change, plan
     settings = {"username_claim": "sub", "username_prefix": PREFIX, "configured": []}
     small = {"students": {PREFIX + "a": "a", PREFIX + "b": "b", PREFIX + "c": "c"}, "instructors": []}
-    assert "take all 3 students out" in implausible_change(small, plan(COURSE, small, [], settings))
-    one_left = plan(COURSE, small, [{"user_id": "a", "roles": ["Learner"]}, {"user_id": "b", "roles": ["Learner"]}],
-                    settings)
+    empty = plan(COURSE, small, [], settings)  # a class under 10: nobody missing is taken out, each is named
+    assert not empty.left and sorted(empty.kept) == sorted(small["students"]) and not implausible_change(small, empty)
+    marked = [{"user_id": s, "roles": ["Learner"], "status": "Inactive"} for s in "abc"]
+    assert "take all 3 students out" in implausible_change(small, plan(COURSE, small, marked, settings))
+    one_left = plan(COURSE, small, [{"user_id": "a", "roles": ["Learner"]}, {"user_id": "b", "roles": ["Learner"]},
+                                    {"user_id": "c", "roles": ["Learner"], "status": "Deleted"}], settings)
     assert list(one_left.left) == [PREFIX + "c"] and implausible_change(small, one_left) is None
+    two_missing = plan(COURSE, small, [{"user_id": "a", "roles": ["Learner"]}], settings)
+    assert not two_missing.left and sorted(two_missing.kept) == [PREFIX + "b", PREFIX + "c"]
+    assert f"  kept {PREFIX}b: not in the LMS's list, but a class under 10 is changed only for students the LMS " \
+           f"marks Inactive, Deleted or in another role" in two_missing.lines()
     big = {"students": {f"{PREFIX}{n}": str(n) for n in range(12)}, "instructors": []}
     members = [{"user_id": n, "roles": ["Learner"]} for n in range(5)]  # numbers, short role names
     change = plan(COURSE, big, members, settings)
