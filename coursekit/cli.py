@@ -356,6 +356,11 @@ def cmd_export(args):
         print(f"course export: {exc}", file=sys.stderr)
         return 2
     print("\n".join(lines))
+    left_out = [line for line in lines if line.lstrip().startswith("LEFT OUT ")]
+    if left_out:  # the file is written, but these students' grades must reach the LMS some other way
+        print(f"course export: {len(left_out)} student(s) left out of the file, each named above: enter their "
+              f"grades in the LMS by hand (exit 1)", file=sys.stderr)
+        return 1
     return 0
 
 

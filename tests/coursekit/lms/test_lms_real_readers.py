@@ -225,10 +225,10 @@ CANVAS_USERS = [  # the Canvas course's current students (wz2 was removed)
     {"id": 4300, "name": "Odd", "sortable_name": "Odd", "sis_user_id": "S4300", "login": "odd"}]
 
 
-def canvas_export(root, out):
+def canvas_export(root, out, code=0):
     printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        assert main(["export", "--course", root, "--lms", "canvas", "--out", str(out), A]) == 0
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(io.StringIO()):
+        assert main(["export", "--course", root, "--lms", "canvas", "--out", str(out), A]) == code
     return printed.getvalue()
 
 
@@ -252,14 +252,14 @@ def test_a_removed_student_is_left_out_and_never_matched_by_name_by_canvas(tmp_p
     assert "LEFT OUT" not in before
 
     departed_here(root, {"wz2": "left the LMS course: no longer in the LMS course"}, [])
-    printed = canvas_export(root, tmp_path / "canvas.csv")
+    printed = canvas_export(root, tmp_path / "canvas.csv", code=1)  # wz2 left out: exit 1
     imported = ruby.read(str(tmp_path / "canvas.csv"), users=CANVAS_USERS)["imported"]
     assert imported == {"4211": {A: "15"}, "303": {A: "3"}, "4300": {A: "4"}}
     assert "LEFT OUT wz2 (Wei Zhang): left the LMS course: no longer in the LMS course" in printed
     assert ruby_rows(ruby, str(tmp_path / "canvas.csv"))["plain"] == python_rows(tmp_path / "canvas.csv")
     printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        assert main(["export", "--course", root, "--lms", "moodle", "--out", str(tmp_path / "m.csv"), A]) == 0
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(io.StringIO()):
+        assert main(["export", "--course", root, "--lms", "moodle", "--out", str(tmp_path / "m.csv"), A]) == 1
     for way, rows in php_rows(php, str(tmp_path / "m.csv")).items():
         assert {row[0]: row[3] for row in rows[1:]} == {"4211": "15", "4300": "4"}, way
     assert "LEFT OUT wz2 (Wei Zhang): left the LMS course" in printed.getvalue()
