@@ -9,7 +9,8 @@ assignment:
 1. an access token: the OAuth 2 client-credentials grant with a JWT client assertion signed by the tool's key
    (RFC 7523, ``private_key_jwt``; 1EdTech Security Framework 1.0 section 4.1), for the line item and score scopes;
 2. the assignment's line item, the LMS's own column when it has one: the ``lineitem`` that launches from an LMS
-   assignment's link titled like the assignment brought (AGS's endpoint claim; the hub keeps it per resource link),
+   assignment's link whose title names the assignment (``Homework 3: softmax (03_softmax)``) brought (AGS's
+   endpoint claim; the hub keeps it per resource link),
    else the context's line item whose ``resourceId`` is the assignment (the one this tool made for it), else a new
    one (``label`` = the assignment, ``scoreMaximum`` = its maximum points, ``resourceId`` = the assignment). A line
    item that only shares the assignment's label is never written: another tool's column, last year's (its

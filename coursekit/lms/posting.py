@@ -3,6 +3,7 @@ instructor of the course sent (``coursekit.lms.return_grades``, the instructor's
 LMS's line item for the assignment, to each student's LMS user id as the hub's state has it (``post_for_instructor``),
 with what it posted written to the service's log."""
 import os
+import re
 
 
 class Refusal(Exception):
@@ -27,11 +28,19 @@ def _submitted_at(value):
     return when is not None and when.tzinfo is not None and when <= datetime.now(timezone.utc) + timedelta(minutes=1)
 
 
+def names_assignment(title, assignment):
+    """Whether a resource link's ``title`` names ``assignment``: the whole title (``03_softmax``) or a word of it
+    (``Homework 3: softmax (03_softmax)``), never part of a longer name (``03_softmax-2023``, ``03_softmax_b``)."""
+    title = str(title or "").strip()
+    return title == assignment or re.search(rf"(?<![\w.-]){re.escape(assignment)}(?![\w-]|\.\w)", title) is not None
+
+
 def assignment_lineitems(course, assignment):
-    """The line items that launches from the LMS's own assignment titled ``assignment`` brought (the hub's state
-    keeps each resource link's title and ``lineitem``): the column the LMS made for it."""
+    """The line items that launches from the LMS's own assignment for ``assignment`` brought: the hub's state keeps
+    each resource link's ``lineitem`` by the link's id, with its title, and a link whose title names the assignment
+    (``names_assignment``), whatever else the title says, is that assignment's: the column the LMS made for it."""
     return [link["lineitem"] for _, link in sorted(course.get("links", {}).items())
-            if str(link.get("title", "")).strip() == assignment and link.get("lineitem")]
+            if isinstance(link, dict) and names_assignment(link.get("title"), assignment) and link.get("lineitem")]
 
 
 def post_for_instructor(config, course, body):

@@ -373,3 +373,19 @@ def test_a_student_the_lms_no_longer_lists_is_named_and_the_others_are_posted(lm
     assert result.posted["eve"] == 0
     assert "sub-cy" not in lms.recorded("course-1", A)
     assert "  FAILED cy: HTTP 422: sub-cy is not in the context" in result.lines()
+
+
+def test_the_launchs_line_item_is_the_assignments_whatever_else_the_links_title_says():
+    """The hub keeps each resource link's line item by the link's id: a link titled ``Homework 3: softmax
+    (03_softmax)`` is 03_softmax's as much as one titled ``03_softmax``; a title that holds a longer name
+    (``03_softmax-2023``, ``03_softmax_b``, ``03_softmax.v2``) or none is not. Cost: well under a second."""
+    from coursekit.lms.posting import assignment_lineitems
+    course = {"links": {"l1": {"title": "Homework 3: softmax (03_softmax)", "lineitem": "u1"},
+                        "l2": {"title": "03_softmax-2023 (last year)", "lineitem": "u2"},
+                        "l3": {"title": "03_softmax_b", "lineitem": "u3"},
+                        "l4": {"title": " 03_softmax ", "lineitem": "u4"},
+                        "l5": {"title": "03_softmax.v2", "lineitem": "u5"},
+                        "l6": {"title": "Homework 3", "lineitem": "u6"},
+                        "l7": {"title": "03_softmax: the last one", "lineitem": "u7"},
+                        "l8": {"title": "03_softmax", "lineitem": None}}}
+    assert assignment_lineitems(course, A) == ["u1", "u4", "u7"]
