@@ -16,13 +16,13 @@ import html
 import json
 import os
 
-from ..lms.ags import SCOPE_LINEITEM, SCOPE_LINEITEM_READONLY, SCOPE_SCORE
+from ..lms.ags import SCOPE_LINEITEM, SCOPE_LINEITEM_READONLY, SCOPE_RESULT_READONLY, SCOPE_SCORE
 
 CLOCK_LEEWAY = 120  # seconds: two minutes of clock drift either way; Moodle's id_token lives 60 s, Canvas's an hour
 
 #: the scopes the course asks for: line items found or created and scores posted (coursekit/lms/ags.py), the class list
 #: read (coursekit/lms/roster.py)
-SCOPES = (SCOPE_LINEITEM, SCOPE_LINEITEM_READONLY, SCOPE_SCORE,
+SCOPES = (SCOPE_LINEITEM, SCOPE_LINEITEM_READONLY, SCOPE_SCORE, SCOPE_RESULT_READONLY,
           "https://purl.imsglobal.org/spec/lti-nrps/scope/contextmembership.readonly")
 
 #: the custom fields the hub reads from a launch, with the Canvas variable each is given: the user's Canvas ids,

@@ -53,6 +53,8 @@ AGS_CLAIM = "https://purl.imsglobal.org/spec/lti-ags/claim/endpoint"
 SCOPE_LINEITEM = "https://purl.imsglobal.org/spec/lti-ags/scope/lineitem"
 SCOPE_LINEITEM_READONLY = "https://purl.imsglobal.org/spec/lti-ags/scope/lineitem.readonly"
 SCOPE_SCORE = "https://purl.imsglobal.org/spec/lti-ags/scope/score"
+SCOPE_RESULT_READONLY = "https://purl.imsglobal.org/spec/lti-ags/scope/result.readonly"
+RESULTS_TYPE = "application/vnd.ims.lis.v2.resultcontainer+json"
 LINEITEM_TYPE = "application/vnd.ims.lis.v2.lineitem+json"
 LINEITEMS_TYPE = "application/vnd.ims.lis.v2.lineitemcontainer+json"
 SCORE_TYPE = "application/vnd.ims.lis.v1.score+json"
@@ -265,6 +267,34 @@ class AgsClient:
             raise AgsError(status, f"the platform created the line item {assignment} but gave no id")
         return created, True
 
+    def results(self, lineitem_url):
+        """{userId: resultScore / resultMaximum} the platform holds on the line item (AGS's result service, with a
+        token of its own for the result scope), or None when it will not say (a registration without that scope,
+        a refusal, an answer that is no result list): then every score is posted, as before."""
+        try:
+            token = access_token(self.credentials, [SCOPE_RESULT_READONLY], self.timeout)
+        except AgsError:
+            return None
+        split = urllib.parse.urlsplit(lineitem_url)
+        url = urllib.parse.urlunsplit(split._replace(path=split.path.rstrip("/") + "/results"))
+        held, pages = {}, 0
+        while url and pages < 1000:
+            status, headers, body = http_request("GET", url, timeout=self.timeout, headers={
+                "Authorization": f"Bearer {token}", "Accept": RESULTS_TYPE})
+            try:
+                page = json.loads(body) if status == 200 else None
+            except ValueError:
+                page = None
+            if not isinstance(page, list):
+                return None
+            for r in page:
+                score, most = (r.get("resultScore"), r.get("resultMaximum")) if isinstance(r, dict) else (None, None)
+                if isinstance(r, dict) and isinstance(r.get("userId"), str) and _number(score) and _number(most) \
+                        and most > 0:
+                    held[r["userId"]] = score / most
+            url, pages = next_link(headers), pages + 1
+        return held
+
     def post_score(self, lineitem_url, user_id, given, maximum, timestamp, submitted_at=None, new_submission=True):
         """POST one score (``timestamp``: now, when the tool changed it; ``submitted_at``: when the student
         submitted, Canvas's extension, with ``new_submission`` false when that submission was posted before);
@@ -276,6 +306,10 @@ class AgsClient:
                                         **({"submitted_at": submitted_at} if submitted_at else {})}
         status, _, body = self._call("POST", scores_url(lineitem_url), score, content_type=SCORE_TYPE)
         return status, (None if 200 <= status < 300 else refusal_text(status, body))
+
+
+def _number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
 
 
 def posted_before(log_path, assignment):
@@ -306,6 +340,7 @@ class PostResult:
     not_posted: dict = field(default_factory=dict)   # {student: why}: no submission (posted 0 where they have an id)
     log: str = None
     passed_over: list = field(default_factory=list)  # line items labelled like the assignment, not its own: unwritten
+    unchanged: dict = field(default_factory=dict)    # {student: points}: the LMS holds that score already, not posted
 
     @property
     def ok(self):
@@ -314,6 +349,7 @@ class PostResult:
     def lines(self):
         """What ``course return A --lms`` prints."""
         head = (f"{self.assignment}: {len(self.posted)} scores posted to the LMS"
+                + (f", {len(self.unchanged)} it holds already left as they are" if self.unchanged else "")
                 + (f" (line item {self.lineitem}{', created' if self.created else ''})" if self.lineitem else ""))
         out = [head]
         out += [f"  not written: line item {i.get('id')} is labelled {self.assignment} but is not this course's "
@@ -372,6 +408,8 @@ def post_assignment(grades, assignment, lineitems_url, credentials, log_path, *,
     log.write(event="lineitem", assignment=assignment, lineitem=item["id"], created=result.created,
               scoreMaximum=item.get("scoreMaximum"))
     before = posted_before(log_path, assignment)
+    logged = {(lineitem, user) for lineitem, user, _ in before}
+    held = client.results(item["id"])  # what the LMS holds: a score it has already is not posted again
     seen = {}  # LMS user id: the student posted for it (one score per LMS user)
     for s in grades.students:
         submitted_any = grades.submitted(s.id, assignment)
@@ -395,7 +433,13 @@ def post_assignment(grades, assignment, lineitems_url, credentials, log_path, *,
         # holds, so a regrade dated by the submission would never arrive); the submission's time goes in Canvas's
         # extension, a new attempt only the first time that submission is posted
         timestamp = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
-        again = (item["id"], s.lms_user_id, submitted) in before
+        if held is not None and s.lms_user_id in held and abs(held[s.lms_user_id] - given / maximum) < 1e-6:
+            result.unchanged[s.id] = given
+            continue
+        # posted before: this submission is in the log, or the LMS holds a score of the user that the log does not
+        # know (the log lost with the hub's state): a regrade then, never a new attempt
+        again = ((item["id"], s.lms_user_id, submitted) in before
+                 or (held is not None and s.lms_user_id in held and (item["id"], s.lms_user_id) not in logged))
         try:
             status, why = client.post_score(item["id"], s.lms_user_id, given, maximum, timestamp, submitted,
                                             new_submission=not again and submitted_any)

@@ -95,4 +95,5 @@ def post_for_instructor(config, course, body):
         raise Refusal(502, f"the LMS refused before any score was posted: {failure}")
     return {"assignment": assignment, "lineitem": result.lineitem, "created": result.created,
             "posted": result.posted, "failed": result.failed, "not_posted": result.not_posted, "log": records,
+            "unchanged": result.unchanged,
             "passed_over": [{k: i.get(k) for k in ("id", "label", "resourceId")} for i in result.passed_over]}

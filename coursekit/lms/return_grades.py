@@ -69,7 +69,8 @@ def post_scores(course_root, assignment, out=print, err=print):
         log.add(rec)
     result = PostResult(assignment, answer.get("lineitem"), bool(answer.get("created")), answer.get("posted", {}),
                         answer.get("failed", {}), answer.get("not_posted", {}), log.path,
-                        [i for i in answer.get("passed_over", []) if isinstance(i, dict)])
+                        [i for i in answer.get("passed_over", []) if isinstance(i, dict)],
+                        answer.get("unchanged", {}))
     for line in result.lines():
         out(line)
     return 0 if result.ok else 1

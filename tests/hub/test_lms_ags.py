@@ -159,10 +159,13 @@ def test_each_score_is_posted_once_and_the_platform_records_the_gradebooks(lms, 
     assert "5 scores posted" in text and "FAILED fay" in text and "no submission eve: 0 posted" in text
 
 
-def test_a_second_run_finds_the_line_item_and_updates_the_scores(lms, tool_key, grades, tmp_path):
-    """Run again, the line item is found by its resourceId (not created twice) and each score is posted again; the
-    records a post hands back (what the hub's service returns to `course return --lms`) are its own, not the log's
-    earlier lines."""
+def test_a_second_run_finds_the_line_item_and_posts_only_the_scores_that_changed(lms, tool_key, grades, tmp_path):
+    """Run again, the line item is found by its resourceId (not created twice) and the LMS's results (AGS's result
+    service) say it holds every score already: nothing is posted. A regrade of bob's posts his new score alone,
+    which replaces the old, as no new attempt; with the log lost (a fresh hub state) a regrade of cy's is no new
+    attempt either, where the log alone would have made one. The records a post hands back (what the hub's service
+    returns to `course return --lms`) are its own, not the log's earlier lines."""
+    import copy
     creds, url = credentials(lms, tool_key), lms.lineitems_url("course-1")
     lms.moodle_timestamps = True  # a score not later than the one on record is refused (409), as Moodle does
     first = post_assignment(grades, A, url, creds, str(tmp_path / "log"))
@@ -170,15 +173,23 @@ def test_a_second_run_finds_the_line_item_and_updates_the_scores(lms, tool_key, 
     again = post_assignment(grades, A, url, creds, str(tmp_path / "log"), written=written)
     assert first.created and not again.created and again.lineitem == first.lineitem
     assert len(lms.line_items("course-1")) == 1
-    assert again.posted == first.posted and again.failed == first.failed, again.failed  # nothing refused as older
-    # posted again, the same submission is no new attempt in Canvas: one attempt each
-    second = [s for s in lms.scores[len(first.posted):]]
-    assert [s[CANVAS_SUBMISSION]["new_submission"] for s in second] == [False] * len(first.posted)
+    assert again.posted == {} and again.unchanged == first.posted and again.failed == first.failed
+    assert len(lms.scores) == len(first.posted)
+    assert again.lines()[0].startswith(f"{A}: 0 scores posted to the LMS, {len(first.posted)} it holds already")
+    assert len(read_log(tmp_path / "log")) == 1 + len(first.posted) + 1
+    assert written == read_log(tmp_path / "log")[1 + len(first.posted):]
+    regraded = copy.deepcopy(grades)
+    regraded.points[("bob", A)] = 4.0
+    bob = post_assignment(regraded, A, url, creds, str(tmp_path / "log"))
+    assert bob.posted == {"bob": 4.0} and lms.scores[-1][CANVAS_SUBMISSION]["new_submission"] is False
+    regraded.points[("cy", A)] = 2.0
+    cy = post_assignment(regraded, A, url, creds, str(tmp_path / "fresh-log"))  # the hub's state lost
+    assert cy.posted == {"cy": 2.0} and lms.scores[-1][CANVAS_SUBMISSION]["new_submission"] is False
     results = lms.contexts["course-1"]["results"][first.lineitem]
+    assert {u: r["scoreGiven"] for u, r in results.items()} == {
+        STUDENTS[s][3]: {"bob": 4.0, "cy": 2.0}.get(s, points(s)) for s in first.posted}
     assert {u: r.get("attempts", 0) for u, r in results.items()} == {  # eve, who submitted nothing: no attempt
         STUDENTS[s][3]: 0 if s == "eve" else 1 for s in first.posted}
-    assert len(read_log(tmp_path / "log")) == 2 * (1 + len(first.posted))
-    assert written == read_log(tmp_path / "log")[1 + len(first.posted):]
 
 
 @pytest.mark.parametrize("status", [401, 404, 422])
@@ -306,7 +317,8 @@ def test_a_column_that_only_shares_the_label_is_never_written_and_is_named(lms, 
     results = lms.contexts["course-1"]["results"]  # {line item: {userId: score}}: the platform's gradebook
     assert results.get(foreign["id"], {}) == {}
     assert {u: r["scoreGiven"] for u, r in results[own].items()} == {STUDENTS[s][3]: points(s)
-                                                                     for s in runs[2].posted}
+                                                                     for s in runs[0].posted}
+    assert runs[1].posted == runs[2].posted == {} and runs[1].unchanged == runs[0].posted  # held already
     assert [[i["id"] for i in r.passed_over] for r in runs] == [[foreign["id"]], [], []]
     assert (f"  not written: line item {foreign['id']} is labelled {A} but is not this course's column for it "
             f"(resourceId {resource_id!r}, not the launch's line item)") in runs[0].lines()
