@@ -47,6 +47,22 @@ def custom_ids(claims):
             if isinstance(custom.get(k), str) and custom[k].strip() and not custom[k].startswith("$")}
 
 
+def public_base(settings):
+    """``scheme://host[:port]`` of the hub as configured, from JupyterHub's tornado ``settings``: its
+    ``public_url`` (``c.JupyterHub.public_url``, which ``course hub --extra-config`` may set; behind a proxy the
+    URL the platform reaches), else the proxy's own URL (``bind_url``). Never the request's ``Host`` header, which
+    whoever asks chooses: a configuration read through ``Host: evil.example`` would send the platform's logins,
+    launches and keys there."""
+    from urllib.parse import urlparse
+    public = settings.get("public_url")
+    if not public:
+        proxy = settings.get("proxy")
+        public = urlparse(getattr(proxy, "public_url", "") or "")
+    elif isinstance(public, str):
+        public = urlparse(public)
+    return f"{public.scheme or 'http'}://{public.netloc}"
+
+
 def tool_configuration(base, login_url, public_jwk):
     """The tool's configuration for Canvas (its LTI 1.3 developer key JSON): ``base`` is the hub's URL
     (``https://HUB``), ``login_url`` its login initiation URL."""
@@ -110,7 +126,7 @@ def handlers():
         """The tool's configuration (``tool_configuration``)."""
 
         async def get(self):
-            base = f"{self.authenticator.get_uri_scheme(self.request)}://{self.request.host}"
+            base = public_base(self.settings)
             login = self.authenticator.login_url(base + self.hub.server.base_url)
             key = os.path.join(self.authenticator.course_settings["state"], "lti-tool-public-key.json")
             with open(key) as f:

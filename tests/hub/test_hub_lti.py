@@ -273,9 +273,10 @@ def docs_section(start, end):
 def test_the_config_url_says_what_the_docs_say_and_the_hub_reads_those_fields(lti_class):
     """/hub/lti13/config (what Canvas's "Enter URL" reads) against the section of docs/lms.md that lists the scopes
     and custom fields: the same scopes, the same custom fields with the same Canvas variables, nothing more; every
-    placement opens in a new window; the tool's own URLs and public key. A launch carrying those fields has them
-    kept in the hub's state (the one Canvas could not expand left out) and Canvas's user id is the gradebook's
-    lms_user_id, what Canvas's gradebook import matches by. Cost: a launch and a gradebook read."""
+    placement opens in a new window; the tool's own URLs (the same when the request names another Host) and public
+    key. A launch carrying those fields has them kept in the hub's state (the one Canvas could not expand left out)
+    and Canvas's user id is the gradebook's lms_user_id, what Canvas's gradebook import matches by. Cost: a launch
+    and a gradebook read."""
     import requests
 
     from coursekit.pipeline import gradebook
@@ -292,6 +293,10 @@ def test_the_config_url_says_what_the_docs_say_and_the_hub_reads_those_fields(lt
     assert config["oidc_initiation_url"] == f"{hub.base}/hub/lti13/oauth_login"
     assert config["target_link_uri"] == f"{hub.base}/hub/"
     assert config["public_jwk"] == json.load(open(os.path.join(hub.state, "lti-tool-public-key.json")))["jwk"]
+    # the URLs are the hub's as configured, whatever Host the request names (its own, or another site's)
+    for host in ("evil.example", "evil.example:443"):
+        forged = requests.get(f"{hub.base}/hub/lti13/config", headers={"Host": host}, timeout=30)
+        assert forged.status_code == 200 and forged.json() == config, (host, forged.text[:500])
     answer, _ = launch(hub, FAY, CONTEXTS[ENC])
     assert answer.status_code == 302, answer.text[:2000]
     kept = HubState(hub.state).read()["users"][hub.user(FAY)]
