@@ -219,9 +219,12 @@ def _apply(settings, state, course_id, course, change):
         data["courses"][course_id]["roster_sync"] = {
             "time": datetime.now(timezone.utc).isoformat(timespec="seconds"), "joined": sorted(change.joined),
             "left": sorted(change.left), "roles": sorted(change.roles)}
-    # the export files leave a leaver's row out (an LMS would match it by name); one listed again is back
+    # the export files leave a leaver's row out (an LMS would match it by name); one the list has as an Active
+    # Learner is back, whether this sync or a launch since brought them back
+    listed = [name for name, sub in course.get("students", {}).items() if sub and name not in change.left
+              and name not in change.kept] + list(change.joined)
     departed_records(settings["python"], course["folder"], {name: f"left the LMS course: {why}" for name, why in
-                                                            change.left.items()}, list(change.joined))
+                                                            change.left.items()}, sorted(set(listed)))
     for name in change.left:  # out of the course's students' group (their server loses it at its next start)
         subprocess.run(["gpasswd", "-d", name, students_group(course_id)], capture_output=True)
     log = os.path.join(settings["state"], "lms", f"{course_id}-roster.jsonl")
