@@ -241,21 +241,24 @@ class AgsClient:
             item = None
         return item if isinstance(item, dict) and item.get("id") else None
 
-    def find_or_create_line_item(self, assignment, maximum, resource_link_id=None, known=(), passed_over=None):
+    def find_or_create_line_item(self, assignment, maximum, resource_link_id=None, known=(), passed_over=None,
+                                 tag=None):
         """(line item, created): the first of ``known`` (line item URLs that launches from the LMS assignment's
-        link brought) that the platform has, else the one whose resourceId is ``assignment``, else a new one. A
-        line item labelled ``assignment`` that is none of these is never taken: it is added to ``passed_over``
-        (a list, when given)."""
+        link brought) that the platform has, else the one whose resourceId is ``assignment`` (and whose ``tag``,
+        when it has one, is ``tag``: this context's, so that a line item a course copy carried from last term's
+        course is not taken), else a new one (tagged ``tag``). A line item labelled ``assignment`` that is none of
+        these is never taken: it is added to ``passed_over`` (a list, when given)."""
         for url in known:
             item = self.line_item(url)
             if item is not None:
                 return item, False
-        found = [i for i in self.line_items(resource_id=assignment) if i.get("resourceId") == assignment]
+        found = [i for i in self.line_items(resource_id=assignment) if i.get("resourceId") == assignment
+                 and (not tag or not i.get("tag") or i.get("tag") == tag)]
         if found:
             return found[0], False
         if passed_over is not None:
             passed_over += [i for i in self.line_items() if str(i.get("label", "")).strip() == assignment]
-        item = {"label": assignment, "scoreMaximum": maximum, "resourceId": assignment}
+        item = {"label": assignment, "scoreMaximum": maximum, "resourceId": assignment, **({"tag": tag} if tag else {})}
         if resource_link_id:
             item["resourceLinkId"] = resource_link_id
         status, _, body = self._call("POST", self.lineitems_url, item, content_type=LINEITEM_TYPE,
@@ -353,7 +356,8 @@ class PostResult:
                 + (f" (line item {self.lineitem}{', created' if self.created else ''})" if self.lineitem else ""))
         out = [head]
         out += [f"  not written: line item {i.get('id')} is labelled {self.assignment} but is not this course's "
-                f"column for it (resourceId {i.get('resourceId')!r}, not the launch's line item)"
+                f"column for it (resourceId {i.get('resourceId')!r}"
+                + (f", tag {i.get('tag')!r}" if i.get("tag") else "") + ", not the launch's line item)"
                 for i in self.passed_over]
         out += [f"  FAILED {s}: {why}" for s, why in sorted(self.failed.items())]
         out += [f"  no submission {s}: 0 posted" if s in self.posted else f"  not posted {s}: {why}"
@@ -382,7 +386,7 @@ class JsonLines:
             self.written.append(record)
 
 
-def post_assignment(grades, assignment, lineitems_url, credentials, log_path, *, resource_link_id=None,
+def post_assignment(grades, assignment, lineitems_url, credentials, log_path, *, resource_link_id=None, tag=None,
                     timeout=TIMEOUT, written=None, lineitem_urls=()):
     """Post ``assignment``'s scores from ``grades`` (``coursekit.lms.export.read_grades``) to the context whose line
     items are at ``lineitems_url`` (to the first of ``lineitem_urls``, the LMS assignment's own line item, when the
@@ -394,7 +398,8 @@ def post_assignment(grades, assignment, lineitems_url, credentials, log_path, *,
     client = AgsClient(lineitems_url, credentials, timeout)
     try:
         item, result.created = client.find_or_create_line_item(assignment, maximum, resource_link_id,
-                                                               known=lineitem_urls, passed_over=result.passed_over)
+                                                               known=lineitem_urls, passed_over=result.passed_over,
+                                                               tag=tag)
     except AgsError as exc:
         log.write(event="lineitem", assignment=assignment, lineitems=lineitems_url, status=exc.status,
                   error=exc.message)
@@ -403,8 +408,9 @@ def post_assignment(grades, assignment, lineitems_url, credentials, log_path, *,
     for other in result.passed_over:
         log.write(event="lineitem passed over", assignment=assignment, lineitem=other.get("id"),
                   label=other.get("label"), resourceId=other.get("resourceId"),
+                  tag=other.get("tag"),
                   why="labelled like the assignment, but neither the launch's line item nor one whose resourceId "
-                      "is the assignment")
+                      "is the assignment (with this course's tag)")
     log.write(event="lineitem", assignment=assignment, lineitem=item["id"], created=result.created,
               scoreMaximum=item.get("scoreMaximum"))
     before = posted_before(log_path, assignment)

@@ -35,12 +35,25 @@ def names_assignment(title, assignment):
     return title == assignment or re.search(rf"(?<![\w.-]){re.escape(assignment)}(?![\w-]|\.\w)", title) is not None
 
 
+def in_context(lineitem, lineitems):
+    """Whether the line item URL ``lineitem`` is one of the context whose line items are at ``lineitems`` (its
+    path under theirs, on the same host: Canvas's ``.../courses/7/line_items/3``, Moodle's
+    ``.../services.php/2/lineitems/5/lineitem``): a link kept from last term's course is another context's."""
+    from urllib.parse import urlsplit
+    item, items = urlsplit(str(lineitem or "")), urlsplit(str(lineitems or ""))
+    return (bool(items.netloc) and (item.scheme, item.netloc) == (items.scheme, items.netloc)
+            and item.path.startswith(items.path.rstrip("/") + "/"))
+
+
 def assignment_lineitems(course, assignment):
     """The line items that launches from the LMS's own assignment for ``assignment`` brought: the hub's state keeps
     each resource link's ``lineitem`` by the link's id, with its title, and a link whose title names the assignment
-    (``names_assignment``), whatever else the title says, is that assignment's: the column the LMS made for it."""
+    (``names_assignment``), whatever else the title says, is that assignment's: the column the LMS made for it.
+    Only those of the course's context now (``in_context`` of its ``lineitems``): after a course copy, last term's
+    links and columns are never written."""
     return [link["lineitem"] for _, link in sorted(course.get("links", {}).items())
-            if isinstance(link, dict) and names_assignment(link.get("title"), assignment) and link.get("lineitem")]
+            if isinstance(link, dict) and names_assignment(link.get("title"), assignment) and link.get("lineitem")
+            and in_context(link["lineitem"], course.get("lineitems"))]
 
 
 def post_for_instructor(config, course, body):
@@ -87,6 +100,7 @@ def post_for_instructor(config, course, body):
     records = []  # what this post wrote to the log (two posts for one course may write it at once)
     try:
         result = post_assignment(grades, assignment, known["lineitems"], credentials, log_path, written=records,
+                                 tag=f"coursekit:{known.get('context_id') or cid}",
                                  lineitem_urls=assignment_lineitems(known, assignment))
         failure = None
     except AgsError as exc:

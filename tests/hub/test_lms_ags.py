@@ -390,14 +390,53 @@ def test_a_student_the_lms_no_longer_lists_is_named_and_the_others_are_posted(lm
 def test_the_launchs_line_item_is_the_assignments_whatever_else_the_links_title_says():
     """The hub keeps each resource link's line item by the link's id: a link titled ``Homework 3: softmax
     (03_softmax)`` is 03_softmax's as much as one titled ``03_softmax``; a title that holds a longer name
-    (``03_softmax-2023``, ``03_softmax_b``, ``03_softmax.v2``) or none is not. Cost: well under a second."""
+    (``03_softmax-2023``, ``03_softmax_b``, ``03_softmax.v2``) or none is not, nor is a link of another context
+    (last term's course). Cost: well under a second."""
     from coursekit.lms.posting import assignment_lineitems
-    course = {"links": {"l1": {"title": "Homework 3: softmax (03_softmax)", "lineitem": "u1"},
-                        "l2": {"title": "03_softmax-2023 (last year)", "lineitem": "u2"},
-                        "l3": {"title": "03_softmax_b", "lineitem": "u3"},
-                        "l4": {"title": " 03_softmax ", "lineitem": "u4"},
-                        "l5": {"title": "03_softmax.v2", "lineitem": "u5"},
-                        "l6": {"title": "Homework 3", "lineitem": "u6"},
-                        "l7": {"title": "03_softmax: the last one", "lineitem": "u7"},
-                        "l8": {"title": "03_softmax", "lineitem": None}}}
-    assert assignment_lineitems(course, A) == ["u1", "u4", "u7"]
+    items = "https://canvas.example/api/lti/courses/7/line_items"
+    titles = {"l1": "Homework 3: softmax (03_softmax)", "l2": "03_softmax-2023 (last year)", "l3": "03_softmax_b",
+              "l4": " 03_softmax ", "l5": "03_softmax.v2", "l6": "Homework 3", "l7": "03_softmax: the last one"}
+    course = {"lineitems": items, "links": {k: {"title": t, "lineitem": f"{items}/{k[1]}"} for k, t in titles.items()}}
+    course["links"]["l8"] = {"title": "03_softmax", "lineitem": None}
+    assert assignment_lineitems(course, A) == [f"{items}/1", f"{items}/4", f"{items}/7"]
+    from coursekit.lms.posting import in_context  # Moodle's URLs: the line item's path under the context's
+    moodle = "https://moodle.example/mod/lti/services.php/2/lineitems?type_id=1"
+    assert in_context("https://moodle.example/mod/lti/services.php/2/lineitems/5/lineitem?type_id=1", moodle)
+    assert not in_context("https://moodle.example/mod/lti/services.php/3/lineitems/5/lineitem?type_id=1", moodle)
+    assert not in_context(f"{items}/1", "https://canvas.example/api/lti/courses/70/line_items")
+
+
+def test_a_course_copy_gets_its_own_columns_and_last_terms_are_never_written(lms, tool_key, grades, tmp_path):
+    """A new term's course copied from last term's (a new context): the copy carries last term's line item for the
+    assignment (its resourceId 03_softmax and the tag the tool gave it there, last term's context) and the hub's
+    state still holds last term's link to last term's column. Posting for the new context (the hub's service tags
+    what it makes with the context) creates the course's own line item, names the copied one as passed over, and
+    writes neither it nor last term's column; a second run finds its own. A line item the tool made before it
+    tagged (resourceId 03_softmax, no tag) is still the assignment's. Cost: about 1 s."""
+    from coursekit.lms.posting import assignment_lineitems
+    creds = credentials(lms, tool_key)
+    last_term = lms._create_lineitem("course-1", {"label": A, "scoreMaximum": MAX, "resourceId": A,
+                                                  "tag": "coursekit:course-1"})
+    lms.add_context("course-2", "ENC101-next")
+    for sid, (_, _, _, sub) in STUDENTS.items():
+        if sub:
+            lms.enroll(sub, "course-2", "Learner")
+    copied = lms._create_lineitem("course-2", {k: v for k, v in last_term.items() if k != "id"})
+    state = {"lineitems": lms.lineitems_url("course-2"),
+             "links": {"last-term-link": {"title": A, "lineitem": last_term["id"]}}}
+    known = assignment_lineitems(state, A)
+    assert known == []  # last term's link is another context's: never used
+    runs = [post_assignment(grades, A, lms.lineitems_url("course-2"), creds, str(tmp_path / "log"),
+                            lineitem_urls=known, tag="coursekit:course-2") for _ in range(2)]
+    assert [r.created for r in runs] == [True, False] and runs[0].lineitem == runs[1].lineitem
+    assert runs[0].lineitem not in (copied["id"], last_term["id"])
+    assert [i["id"] for i in runs[0].passed_over] == [copied["id"]]
+    assert "tag 'coursekit:course-1'" in "\n".join(runs[0].lines())
+    results = lms.contexts["course-2"]["results"]
+    assert results.get(copied["id"], {}) == {} and lms.contexts["course-1"]["results"].get(last_term["id"]) is None
+    assert set(results[runs[0].lineitem]) == {STUDENTS[s][3] for s in runs[0].posted}
+    lms.add_context("course-3", "ENC101-legacy")
+    legacy = lms._create_lineitem("course-3", {"label": A, "scoreMaximum": MAX, "resourceId": A})
+    found, created = AgsClient(lms.lineitems_url("course-3"), creds).find_or_create_line_item(
+        A, MAX, tag="coursekit:course-3")
+    assert (found["id"], created) == (legacy["id"], False)
