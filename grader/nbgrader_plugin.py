@@ -23,7 +23,9 @@ import json
 import logging
 import os
 import shutil
+import subprocess
 import tempfile
+import time
 
 import nbformat
 import nbgrader.api
@@ -34,7 +36,7 @@ from nbgrader.preprocessors import Execute, NbGraderPreprocessor
 from traitlets import Integer, Unicode
 
 from . import audit, judge, sandbox, seeds
-from .output_caps import COUNTED, MB, CappedKernelClient, OutputBudget, content_bytes, cut_line
+from .output_caps import UNCOUNTED, MB, CappedKernelClient, OutputBudget, content_bytes, cut_line
 from .graded import append_log, log_record
 from .plain import inert
 from learner.syllabus import version
@@ -126,6 +128,9 @@ class SandboxedKernelManager(AsyncKernelManager):
             kernel_cmd = sandbox.command(kernel_cmd, scratch, binds=[(self._box, self.INSIDE)], slot=slot)
             kw["cwd"] = self._box
             kw.pop("env", None)
+            # its standard streams go nowhere: inherited, they were the nbgrader process's log, which a student's
+            # os.write(2, ...) could fill for every later student and read back (its outputs come as messages)
+            kw["stdout"] = kw["stderr"] = subprocess.DEVNULL
         return await super()._async_launch_kernel(kernel_cmd, **kw)
 
 
@@ -194,7 +199,7 @@ class SandboxedExecute(Execute):
                     if out.get("output_type") == "error" else None
                 if limit:
                     said = str(out.get("evalue", ""))[:200]
-                    faults.append([limit[0], f"cell {index} in the kernel: {out.get('ename')}"
+                    faults.append([limit[0], f"cell {index} in the kernel: {str(out.get('ename'))[:100]}"
                                              f"{': ' + said if said else ''} ({limit[1]})"])
         for kind, what in dict.fromkeys(refused):
             faults.append(["blocked", f"{kind}: {what}"])
@@ -203,13 +208,27 @@ class SandboxedExecute(Execute):
         nb.metadata["course"]["output_bytes"] = self._budget.total
         return nb, resources
 
+    def _copies(self, msg):
+        """How many outputs ``msg`` is written into: one, and every earlier output with its display id (nbclient
+        updates them all)."""
+        content = msg.get("content") if isinstance(msg.get("content"), dict) else {}
+        transient = content.get("transient")
+        display_id = transient.get("display_id") if isinstance(transient, dict) else None
+        if not display_id or not isinstance(display_id, str):
+            return 1
+        return 1 + sum(len(v) for v in self._display_id_map.get(display_id, {}).values())
+
     def process_message(self, msg, cell, cell_index):
         """nbclient's, with each output counted against the caps as it arrives (``OutputBudget``): past one, the
         message is dropped and the cell says once which cap cut it."""
-        if msg.get("msg_type") in COUNTED:
+        content = msg.get("content")
+        if isinstance(content, dict) and "execution_count" in content and \
+                not isinstance(content["execution_count"], (int, type(None))):
+            content["execution_count"] = None  # nbclient copies it into the cell from any message: a number only
+        if msg.get("msg_type") not in UNCOUNTED:
             budget = self._budget
             cut_before = cell_index in budget.cut
-            if not budget.take(cell_index, content_bytes(msg)):
+            if not budget.take(cell_index, content_bytes(msg) * self._copies(msg)):
                 if not cut_before:
                     whole = budget.cut[cell_index]
                     cap = (budget.notebook_bytes if whole else budget.cell_bytes) / MB
@@ -232,6 +251,7 @@ class SandboxedExecute(Execute):
             # tests, and the checks are not computed twice
             cell.outputs = []
             return cell, resources
+        started = time.monotonic()
         try:
             cell, resources = super().preprocess_cell(cell, resources, index)
             if self._message_dropped(index):
@@ -246,8 +266,13 @@ class SandboxedExecute(Execute):
                                     f"crashed the interpreter, or ran past the memory limit); the cells after it were "
                                     f"not run")
             return self._stopped(cell, "DeadKernelError"), resources
-        except CellTimeoutError:
+        except CellTimeoutError as exc:
             if self._message_dropped(index):  # nothing more came on the closed socket: not a time-out
+                return self._cut_off(cell), resources
+            if "Timeout waiting for IOPub output" in str(exc) and time.monotonic() - started < (self.timeout or 0):
+                self._dead = ("output", f"cell {index} finished, but its outputs were still arriving "
+                                        f"{self.iopub_timeout} s later (more than the grader reads); the cells after "
+                                        f"it were not run")
                 return self._cut_off(cell), resources
             # still busy after the interrupt (a loop that ignores it, or seconds of C code such as zeroing gigabytes
             # of pages): nbgrader would give up on the whole submission; the grade is decided outside the kernel

@@ -23,28 +23,33 @@ from traitlets import Integer
 MB = 2 ** 20
 QUEUED = 8  # messages waiting in the receiving socket, at most (ZMQ's RCVHWM; the kernel's side queues the rest)
 
-# the messages that add to what the notebook keeps: outputs, display updates and widgets' state
-COUNTED = {"stream", "display_data", "execute_result", "error", "update_display_data", "comm_open", "comm_msg",
-           "clear_output"}
+# every message adds to what the grader holds but the kernel's status (busy, idle): outputs, display updates,
+# widgets' state, the echo of a cell's code, and whatever type the kernel makes up
+UNCOUNTED = {"status"}
+OBJECT = 48  # what Python holds for each value besides its characters, about: a list, a dict, a number, a line
 
 
 def content_bytes(msg):
-    """About how many bytes ``msg``'s content and buffers take as the notebook keeps them: every string and byte
-    string counted, 8 for anything else (walked without recursion: a message may nest hundreds of levels)."""
+    """About how much memory ``msg``'s content and buffers take where the grader keeps them, and so how large the
+    notebook written from them is: every string and byte string by its length, and each value (a container, a
+    number, each line of a text, which the notebook stores as a string of its own) ``OBJECT`` more (walked
+    without recursion: a message may nest hundreds of levels)."""
     total, stack = 0, [msg.get("content"), msg.get("buffers")]
     while stack:
         item = stack.pop()
         if isinstance(item, str):
-            total += len(item)
+            total += len(item) + OBJECT * (1 + item.count("\n"))
         elif isinstance(item, (bytes, bytearray, memoryview)):
-            total += len(item)
+            total += len(item) + OBJECT
         elif isinstance(item, dict):
+            total += OBJECT
             stack.extend(item.keys())
             stack.extend(item.values())
         elif isinstance(item, (list, tuple)):
+            total += OBJECT
             stack.extend(item)
         else:
-            total += 8
+            total += OBJECT
     return total
 
 

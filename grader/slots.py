@@ -218,6 +218,22 @@ def make_group(name, memory_bytes, processes=None, parent="course-sandbox", nest
     return made
 
 
+def remove_stale_groups(prefix, parent="course-grading", nested=False):
+    """Remove the control groups ``<prefix><pid>-...`` (where ``make_group`` with ``parent`` and ``nested`` puts
+    them) whose process ``pid``, the one that made them, is gone: a process killed, or one that never stopped
+    what it started, leaves its groups behind."""
+    for d in _group_dirs("x", parent, nested):
+        top = os.path.dirname(d)
+        try:
+            names = os.listdir(top)
+        except OSError:
+            continue
+        for name in names:
+            pid = name[len(prefix):].split("-", 1)[0] if name.startswith(prefix) else ""
+            if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
+                empty_group(os.path.join(top, name))
+
+
 def join_group(groups, pid):
     """Move process ``pid`` into the control groups ``groups`` (``make_group``'s folders)."""
     for group in groups:
@@ -237,7 +253,14 @@ def memory_peak(groups):
 
 
 def empty_group(d):
-    """Kill what is left in control group ``d`` and remove it (quietly: a group that cannot go stays, empty)."""
+    """Kill what is left in control group ``d`` and the groups below it, and remove them (quietly: a group that
+    cannot go stays, empty)."""
+    try:
+        below = [e.path for e in os.scandir(d) if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        below = []
+    for child in below:
+        empty_group(child)
     for _ in range(50):
         try:
             with open(os.path.join(d, "cgroup.procs")) as f:

@@ -15,7 +15,7 @@ import tempfile
 import time
 
 from grader.processes import descendants
-from grader.slots import empty_group, make_group
+from grader.slots import empty_group, make_group, remove_stale_groups
 
 from .files import write_files
 from ..hub.service_client import SAFE_SETTINGS
@@ -28,6 +28,7 @@ PASSED_ENV = (*SAFE_SETTINGS, "COURSE_ISOLATION", "COURSE_SANDBOX_MEMORY_MB", "C
 # what one grading worker's nbgrader process (with its judge server and forked judges, not its sandboxes) may hold,
 # in MB: read by whoever starts it (COURSE_GRADING_MEMORY_MB in its environment)
 GRADING_MEMORY_MB = 3072
+GROUP_PREFIX = "course-grading-"  # a worker's nbgrader process's control group: the prefix, the worker's pid, ...
 
 
 def grading_memory_bytes(passed=None):
@@ -44,7 +45,10 @@ def bounded(argv, memory_bytes, name):
     ``MemoryMax`` where the user's systemd delegates one, else a limit on its address space (a soft RLIMIT_AS, which
     the judge server lifts for itself, and each sandbox sets its own)."""
     size = f"{memory_bytes / 2 ** 30:g} GB"
-    groups = make_group(name, memory_bytes, parent="course-grading", nested=True) if os.geteuid() == 0 else []
+    groups = []
+    if os.geteuid() == 0:
+        remove_stale_groups(GROUP_PREFIX, parent="course-grading", nested=True)
+        groups = make_group(name, memory_bytes, parent="course-grading", nested=True)
     if groups:
         join = "".join(f'echo $$ > "{g}/cgroup.procs" && ' for g in groups)
         return (["/bin/sh", "-c", f'{join}exec "$@"', "sh", *argv], groups,
@@ -93,7 +97,7 @@ class Nbgrader:
         self.log = open(os.path.join(self.home, "nbgrader.log"), "w+b")
         argv, self.groups, self.bound = bounded([sys.executable, "-m", "coursekit.grading", "serve"],
                                                 grading_memory_bytes(passed),
-                                                f"course-grading-{os.getpid()}-{os.path.basename(self.home)}")
+                                                f"{GROUP_PREFIX}{os.getpid()}-{os.path.basename(self.home)}")
         self.proc = subprocess.Popen(argv, cwd=self.home,
                                      env=_env(self.home, self.tmp, passed), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=self.log, start_new_session=True)
@@ -122,8 +126,8 @@ class Nbgrader:
         if line:
             return json.loads(line)
         self.proc.wait()
-        self.log.seek(start)
-        tail = self.log.read().decode("utf-8", "replace").strip().splitlines()
+        self.log.seek(max(start, os.fstat(self.log.fileno()).st_size - 4096))  # its last lines, never all of it
+        tail = self.log.read(4096).decode("utf-8", "replace").strip().splitlines()
         return {"ok": False, "message": f"nbgrader stopped (exit status {self.proc.returncode})"
                                         + (f": {tail[-1][:300]}" if tail else "")}
 
