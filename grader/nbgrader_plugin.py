@@ -158,6 +158,8 @@ class SandboxedExecute(Execute):
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("kernel_manager_class", SandboxedKernelManager)
         super().__init__(*args, **kwargs)
+        # no output widget mimicked: nbclient's copied every output back to the kernel, uncounted, for each output
+        self.widget_registry = {}
         if not any(isinstance(f, _ShortLines) for f in self.log.filters):
             self.log.addFilter(_ShortLines())
 

@@ -21,7 +21,7 @@ from jupyter_client.asynchronous import AsyncKernelClient
 from traitlets import Integer
 
 MB = 2 ** 20
-QUEUED = 8  # messages waiting in the receiving socket, at most (ZMQ's RCVHWM; the kernel's side queues the rest)
+QUEUED = 32  # messages waiting in a socket, at most (ZMQ's RCVHWM and SNDHWM; the kernel's side queues the rest)
 
 # every message adds to what the grader holds but the kernel's status (busy, idle): outputs, display updates,
 # widgets' state, the echo of a cell's code, and whatever type the kernel makes up
@@ -109,6 +109,7 @@ class CappedKernelClient(AsyncKernelClient):
         context = super()._context_default()
         context.setsockopt(zmq.MAXMSGSIZE, int(self.message_bytes))
         context.setsockopt(zmq.RCVHWM, QUEUED)
+        context.setsockopt(zmq.SNDHWM, QUEUED)  # what waits to go to a kernel that stopped reading, too
         return context
 
     def _create_connected_socket(self, channel, identity=None):

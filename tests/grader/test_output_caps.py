@@ -64,6 +64,10 @@ FLOODS = {
                                           "    display('a', display_id='d')\n"
                                           "update_display({'text/plain': 'u' * 2 ** 19}, display_id='d', raw=True)"),
     "newlines": "for _ in range(60):\n    print('\\n' * 500000)",
+    "an output widget": ("from ipykernel.comm import Comm\nc = Comm(target_name='jupyter.widget', data={'state': {"
+                         "'_model_module': '@jupyter-widgets/output', '_model_name': 'OutputModel', "
+                         "'_model_module_version': '1.0.0', 'msg_id': get_ipython().kernel.get_parent()['header']"
+                         "['msg_id']}})\nfor _ in range(60):\n    print('o' * 2 ** 20, flush=True)"),
     "clear and print again": ("from IPython.display import clear_output\nfor _ in range(60):\n"
                               "    clear_output(wait=True)\n    print('c' * 2 ** 20)"),
 }
@@ -103,6 +107,8 @@ def test_a_flood_of_output_is_cut_with_a_line_naming_the_cell_and_the_cap(tmp_pa
     flood = nb.cells[1]
     assert kept(flood) <= CELL_MB * MB + 4096, (kind, kept(flood))
     lines, said = cut_lines(flood), [words for fault, words in faults if fault == "output"]
+    assert flood.execution_count is None or isinstance(flood.execution_count, int)
+    assert peak.peak < 40 * MB, f"{kind}: this process grew by {peak.peak / MB:.0f} MB while 60 MB arrived"
     if kind == "a made-up execution count" and not lines:  # sent past the cell's end: read by no one, kept nowhere
         assert kept(flood) < 64 * 2 ** 10 and not said, (kept(flood), said)
         return
