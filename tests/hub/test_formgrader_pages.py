@@ -26,6 +26,7 @@ from hub_helpers import Hub, course_copy_for, remove_users
 from lab import SHOTS, launch, login, wait_for_lab
 
 from coursekit.cli_class import instructor_settings
+from coursekit.hub.access import staff_group
 from coursekit.hub import formgrader_pages, formgrader_tab
 from coursekit.hub import setup as hub_setup
 from coursekit.paths import COURSE_DIR
@@ -164,3 +165,5 @@ def test_no_link_or_name_runs_a_script_in_the_formgrader_on_the_hub(class_folder
     finally:
         hub.stop()
         remove_users([INSTRUCTOR, STUDENT])
+        # the course's staff group it made, as test_hub_class does: the next hub test makes it anew and says so
+        subprocess.run(["groupdel", staff_group(hub.course)], capture_output=True)
