@@ -21,7 +21,7 @@ from jupyter_client.asynchronous import AsyncKernelClient
 from traitlets import Integer
 
 MB = 2 ** 20
-QUEUED = 32  # messages waiting in a socket, at most (ZMQ's RCVHWM and SNDHWM; the kernel's side queues the rest)
+QUEUED = 8  # messages waiting in a socket, at most (ZMQ's RCVHWM and SNDHWM; the kernel's side queues the rest)
 
 # every message adds to what the grader holds but the kernel's status (busy, idle): outputs, display updates,
 # widgets' state, the echo of a cell's code, and whatever type the kernel makes up
