@@ -201,15 +201,24 @@ def make_group(name, memory_bytes, processes=None, parent="course-sandbox", nest
             os.makedirs(d, exist_ok=True)
             if processes and os.path.exists(os.path.join(d, "pids.max")):
                 _write(os.path.join(d, "pids.max"), str(processes))
-            for knob in ("memory.limit_in_bytes", "memory.max"):  # v1, v2
-                if os.path.exists(os.path.join(d, knob)):
-                    _write(os.path.join(d, knob), str(memory_bytes))
-            for knob in ("memory.memsw.limit_in_bytes", "memory.swap.max"):  # no swap beyond it
-                if os.path.exists(os.path.join(d, knob)):
+            # v1 refuses a limit above the memory-and-swap limit, and that one below the limit: a group made
+            # before with another size takes them in the order that fits (the first try may be refused)
+            memsw = os.path.join(d, "memory.memsw.limit_in_bytes")
+            for attempt in ("before", "limit", "after"):
+                if attempt == "limit":
+                    for knob in ("memory.limit_in_bytes", "memory.max"):  # v1, v2
+                        if os.path.exists(os.path.join(d, knob)):
+                            _write(os.path.join(d, knob), str(memory_bytes))
+                elif os.path.exists(memsw):
                     try:
-                        _write(os.path.join(d, knob), str(memory_bytes) if "memsw" in knob else "0")
-                    except OSError:
+                        _write(memsw, str(memory_bytes))
+                    except OSError:  # before: below the old limit; after: no swap accounting
                         pass
+            if os.path.exists(os.path.join(d, "memory.swap.max")):  # v2: no swap beyond it
+                try:
+                    _write(os.path.join(d, "memory.swap.max"), "0")
+                except OSError:
+                    pass
             made.append(d)
     except OSError:
         for d in made:
