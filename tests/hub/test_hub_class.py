@@ -35,7 +35,7 @@ import urllib.request
 import nbformat
 import pytest
 from attacks import ALLOCATE_UNTIL_REFUSED, FORK_UNTIL_REFUSED
-from hub_helpers import FLOOD, Hub, course_copy_for, modes_of, remove_users, restore_modes, service_memory
+from hub_helpers import Hub, course_copy_for, modes_of, remove_users, restore_modes, service_memory
 from lab import (TALL, Terminal, button_in, close_current_tab, launch, login, menu, open_assignments,
                  open_file, open_folder, press_in_assignments, screenshot_on_failure, upload, wait_for_lab)
 
@@ -56,8 +56,6 @@ BOMB = {FORK: (FORK_UNTIL_REFUSED, "processes"), MEMORY: (ALLOCATE_UNTIL_REFUSED
 
 def answers(release, name):
     nb = answered(release)
-    if name == MEMORY:  # and 2 GB of output (1 MB pieces, each under the cap), for root's grading service to receive
-        nb.cells.insert(3, nbformat.v4.new_code_cell(FLOOD))
     if name in BOMB:
         cell = next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "softmax")
         cell.source += "\n\n" + BOMB[name][0].strip()
@@ -253,8 +251,7 @@ def test_a_class_on_the_hub_as_its_people_use_it(class_folder):
             for name, (_, kind) in BOMB.items():
                 assert re.search(rf"{name} / {A}: {kind}:", said), (name, said)
             assert not re.search(rf"{HONEST} / {A}: ", said), said  # nothing flagged for the honest student
-            # root's grading service received MEMORY's 2 GB of output and held a bounded share of it
-            assert re.search(rf"{MEMORY} / {A}: output: cell 3: its output passed the cap of 8 MB a cell", said), said
+            # root's grading service ran in a memory control group of its own, and held far less than its bound
             peak, limit = service_memory()
             print(f"the grading service peaked at {peak / 2 ** 30:.2f} GB (its group's limit: {limit / 2 ** 30:g} GB)")
             assert peak < SERVICE_PEAK, f"root's grading service held {peak / 2 ** 30:.2f} GB"
