@@ -18,6 +18,7 @@
 * ``ShortenTracebacks`` keeps feedback to the messages.
 """
 import ast
+import asyncio
 import functools
 import json
 import logging
@@ -30,6 +31,7 @@ import time
 import nbformat
 import nbgrader.api
 from jupyter_client.manager import AsyncKernelManager
+from jupyter_core.utils import ensure_async
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbclient.util import run_sync
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
@@ -236,6 +238,7 @@ class SandboxedExecute(Execute):
                     cap = (budget.notebook_bytes if whole else budget.cell_bytes) / MB
                     cell.outputs.append(nbformat.v4.new_output("stream", name="stdout",
                                                                text=cut_line(cell_index, cap, whole)))
+                    self._stop_flood(cell_index)
                 return None
         try:
             return super().process_message(msg, cell, cell_index)
@@ -244,6 +247,17 @@ class SandboxedExecute(Execute):
             # nbclient would stop the whole grading of the submission; it is dropped
             self.log.warning("dropped a malformed message from cell %s: %s", cell_index, type(exc).__name__)
             return None
+
+    def _stop_flood(self, index):
+        """The kernel interrupted once a cell's output passes a cap: whatever it still meant to print would only be
+        made, sent and thrown away (2 GB of it cost minutes of both processes' time). Its grade is not at stake: the
+        checks run the cells again, apart. An interrupt that arrives once the cell is over is ignored (ipykernel
+        ignores SIGINT between cells), and the next cell is sent only after this one's last message is read."""
+        if self.km is None:
+            return
+        interrupted = asyncio.ensure_future(ensure_async(self.km.interrupt_kernel()))
+        interrupted.add_done_callback(lambda done: done.cancelled() or done.exception() is None or self.log.warning(
+            "could not interrupt cell %s past its output cap: %s", index, type(done.exception()).__name__))
 
     def preprocess_cell(self, cell, resources, index):
         if self._dead:

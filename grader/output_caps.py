@@ -57,9 +57,11 @@ def cut_line(index, cap_mb, whole_notebook):
     """The line a cut cell shows (in the autograded notebook and the student's feedback), naming cell and cap."""
     if whole_notebook:
         return (f"[Output cut: the notebook's outputs passed the grader's cap of {cap_mb:g} MB a notebook at cell "
-                f"{index}; nothing more of this cell's output was kept. The submission is graded on what remains.]\n")
-    return (f"[Output cut: cell {index}'s output passed the grader's cap of {cap_mb:g} MB a cell; the rest of it was "
-            f"not kept. The submission is graded on what remains.]\n")
+                f"{index}; the cell was stopped there and nothing more of its output kept. The checks grade your "
+                f"functions all the same: they run your cells again, apart.]\n")
+    return (f"[Output cut: cell {index}'s output passed the grader's cap of {cap_mb:g} MB a cell; the cell was stopped "
+            f"there and the rest of its output not kept. The checks grade your functions all the same: they run your "
+            f"cells again, apart.]\n")
 
 
 class OutputBudget:
@@ -90,7 +92,8 @@ class OutputBudget:
         """[(kind, words)] for the grading log: each cut cell, with its cap."""
         return [("output", f"cell {index}: its output passed the cap of "
                            f"{(self.notebook_bytes if whole else self.cell_bytes) / MB:g} MB "
-                           f"{'a notebook' if whole else 'a cell'}; the rest was not kept")
+                           f"{'a notebook' if whole else 'a cell'}; the cell was stopped, the rest of its output "
+                           f"not kept")
                 for index, whole in sorted(self.cut.items())]
 
 

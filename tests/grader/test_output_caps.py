@@ -114,8 +114,9 @@ def test_a_flood_of_output_is_cut_with_a_line_naming_the_cell_and_the_cap(tmp_pa
         return
     # cut at the cell's cap; then, when reading what came took the grader past the wait for outputs, or a message
     # passed the cap, the notebook stopped there too: one or two lines, each naming the cell and its cap
-    assert lines[0] in (f"[Output cut: cell 1's output passed the grader's cap of {CELL_MB} MB a cell; the rest of it "
-                        f"was not kept. The submission is graded on what remains.]\n", f"[Output cut: {said[-1]}.]\n")
+    assert lines[0] in (f"[Output cut: cell 1's output passed the grader's cap of {CELL_MB} MB a cell; the cell was "
+                        f"stopped there and the rest of its output not kept. The checks grade your functions all the "
+                        f"same: they run your cells again, apart.]\n", f"[Output cut: {said[-1]}.]\n")
     assert len(lines) == len(said) <= 2 and all("cell 1" in words for words in said), (kind, lines, said)
     stopped = any(w.startswith("cell 1 sent the grader one message of more than") or "still arriving" in w
                   for w in said)
@@ -124,6 +125,22 @@ def test_a_flood_of_output_is_cut_with_a_line_naming_the_cell_and_the_cap(tmp_pa
     assert flood.execution_count is None or isinstance(flood.execution_count, int)
     assert len(nbformat.writes(nb)) < (CELL_MB + 1) * MB  # the notebook written from what was kept
     assert peak.peak < 40 * MB, f"{kind}: this process grew by {peak.peak / MB:.0f} MB while 60 MB arrived"
+
+
+@pytest.mark.pipeline
+def test_a_cell_past_its_cap_is_stopped_and_the_next_cells_run(tmp_path):
+    """The kernel is interrupted once the cell passes its cap: a loop meant to print 2 GB stops a few MB past it
+    (the next cell reads how far it got), and the cells after it run as usual."""
+    pieces = 2048
+    nb, faults = run(tmp_path, f"import time\nfor i in range({pieces}):\n    print('x' * 2 ** 20, flush=True)\n"
+                               f"    time.sleep(0.01)", "print('after', i)", "print('and', 1 + 1)")
+    assert cut_lines(nb.cells[0]), nb.cells[0].outputs
+    reached = int("".join(o.get("text", "") for o in nb.cells[1].outputs).split()[1])
+    assert CELL_MB - 1 <= reached < 200, f"the loop went on to piece {reached} of {pieces} past a cap of {CELL_MB} MB"
+    assert "".join(o.get("text", "") for o in nb.cells[2].outputs) == "and 2\n", nb.cells[2].outputs
+    said = [words for kind, words in faults if kind == "output"]
+    assert said == [f"cell 0: its output passed the cap of {CELL_MB} MB a cell; the cell was stopped, the rest of its "
+                    f"output not kept"], faults
 
 
 @pytest.mark.pipeline
@@ -147,7 +164,8 @@ def test_the_notebook_cap_cuts_the_cell_that_passes_it(tmp_path):
     assert [o.text for o in nb.cells[4].outputs] == ["late\n"]  # what still fits under the notebook's cap is kept
     assert "notebook's outputs passed the grader's cap of 5 MB a notebook at cell 3" in cut_lines(nb.cells[3])[0]
     assert sum(kept(c) for c in nb.cells) <= NOTEBOOK_MB * MB + 4096
-    assert ["output", "cell 3: its output passed the cap of 5 MB a notebook; the rest was not kept"] in faults
+    assert ["output", "cell 3: its output passed the cap of 5 MB a notebook; the cell was stopped, the rest of its "
+                      "output not kept"] in faults
 
 
 def test_the_budget_counts_what_arrives_not_what_is_kept():
@@ -184,6 +202,6 @@ def test_the_kernels_own_streams_lead_nowhere_of_the_graders(tmp_path):
 @pytest.mark.pipeline
 def test_a_fault_quotes_a_students_error_short(tmp_path):
     """The name of an error a student raises goes into the grading log: at most 100 characters of it."""
-    cell = "raise type('E' * 2 ** 20, (OSError,), {})('No space left on device')"
+    cell = "raise type('E' * 2 ** 14, (OSError,), {})('No space left on device')"
     nb, faults = run(tmp_path, cell)
     assert faults and all(len(words) < 600 for _, words in faults), [len(w) for _, w in faults]

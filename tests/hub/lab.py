@@ -108,6 +108,20 @@ def press_in_assignments(page, list_id, label, timeout=120):
                 raise
 
 
+def wait_in_assignments(page, list_id, label, timeout=120):
+    """Wait until the Assignments tab shows a button, bringing the tab to the front again while waiting (the notebook
+    uploaded just before may open in front of it seconds later, on a busy machine after the Submit)."""
+    end = time.monotonic() + timeout
+    while True:
+        open_assignments(page)
+        try:
+            button_in(page, list_id, label).wait_for(timeout=5_000)
+            return
+        except Exception:
+            if time.monotonic() > end:
+                raise
+
+
 def open_folder(page, name):
     """Open a folder of the home folder in the file browser: select it, then Enter. (A double-click opens it too, but
     its second click can land on the folder's first file once the listing has changed, and open that.)"""

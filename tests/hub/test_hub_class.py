@@ -37,7 +37,8 @@ import pytest
 from attacks import ALLOCATE_UNTIL_REFUSED, FORK_UNTIL_REFUSED
 from hub_helpers import Hub, course_copy_for, modes_of, remove_users, restore_modes, service_memory
 from lab import (TALL, Terminal, button_in, close_current_tab, launch, login, menu, open_assignments,
-                 open_file, open_folder, press_in_assignments, screenshot_on_failure, upload, wait_for_lab)
+                 open_file, open_folder, press_in_assignments, screenshot_on_failure, upload, wait_for_lab,
+                 wait_in_assignments)
 
 from coursekit.hub.access import REFERENCE_FOLDER, staff_group
 from coursekit.hub.service_client import service_url
@@ -209,7 +210,7 @@ def test_a_class_on_the_hub_as_its_people_use_it(class_folder):
                     told = pages[name].locator(".Toastify__toast", has_text=f"{A} submitted at ")
                     told.wait_for(timeout=120_000)
                     said = told.inner_text()
-                    button_in(pages[name], "submitted_assignments_list", "Fetch Feedback").wait_for(timeout=120_000)
+                    wait_in_assignments(pages[name], "submitted_assignments_list", "Fetch Feedback")
                     stamp = re.search(rf"{A} submitted at (\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d) UTC", said)
                     assert stamp, said
                     open_assignments(pages[name])

@@ -440,7 +440,8 @@ def upload_answers(page, path):
 @pytest.mark.browser
 def test_two_courses_from_the_lms_in_chromium(lti_class, tmp_path):
     import nbformat
-    from lab import TALL, Terminal, button_in, launch as chromium, press_in_assignments, screenshot_on_failure
+    from lab import (TALL, Terminal, button_in, launch as chromium, press_in_assignments, screenshot_on_failure,
+                     wait_in_assignments)
     from lab import wait_for_lab
     from playwright.sync_api import sync_playwright
 
@@ -503,7 +504,7 @@ def test_two_courses_from_the_lms_in_chromium(lti_class, tmp_path):
             upload_answers(ada, str(tmp_path / f"{A}.ipynb"))
             select_course(ada, ENC)
             press_in_assignments(ada, "fetched_assignments_list", "Submit")
-            button_in(ada, "submitted_assignments_list", "Fetch Feedback").wait_for(timeout=120_000)
+            wait_in_assignments(ada, "submitted_assignments_list", "Fetch Feedback")
         for course in (ENC, DEC):
             assert os.path.isfile(os.path.join(os.path.expanduser(f"~{hub.user(ADA)}"), course, A, f"{A}.ipynb")), \
                 course
@@ -525,7 +526,7 @@ def test_two_courses_from_the_lms_in_chromium(lti_class, tmp_path):
             open_path(bob, ENC, A)
             upload_answers(bob, str(tmp_path / "bob" / f"{A}.ipynb"))
             press_in_assignments(bob, "fetched_assignments_list", "Submit")
-            button_in(bob, "submitted_assignments_list", "Fetch Feedback").wait_for(timeout=120_000)
+            wait_in_assignments(bob, "submitted_assignments_list", "Fetch Feedback")
         phase("Bob fetched and submitted; DEC closed to him")
 
         # the instructor: collect, grade, return with --lms (the platform refuses Bob's score once)

@@ -109,16 +109,20 @@ c.JupyterHub.load_roles = [{{"name": "lti-test", "scopes": ["admin:users", "admi
 """
 
 
-def wait_for(url, seconds=60):
+def wait_for(url, process, log, seconds=300):
+    """Until ``url`` answers 200; the hub's log tail when ``process`` ends first or it takes more than ``seconds``
+    (a hub starts in seconds on a quiet machine, and in more than a minute beside the rest of make test)."""
     deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and process.poll() is None:
         try:
-            if requests.get(url, timeout=2).status_code == 200:  # the proxy answers 404 until the hub is routed
+            if requests.get(url, timeout=5).status_code == 200:  # the proxy answers 404 until the hub is routed
                 return
-        except requests.ConnectionError:
+        except requests.RequestException:
             pass
-        time.sleep(0.2)
-    raise TimeoutError(url)
+        time.sleep(0.5)
+    said = open(log, errors="replace").read()[-3000:]
+    ended = f"the hub ended with {process.returncode}" if process.poll() is not None else f"not within {seconds} s"
+    raise TimeoutError(f"{url}: {ended}; its log ends:\n{said}")
 
 
 @pytest.fixture(scope="module")
@@ -150,7 +154,7 @@ def hub(tmp_path_factory):
             process = subprocess.Popen([sys.executable, "-m", "jupyterhub", "-f", config], cwd=state, env=env,
                                        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         try:
-            wait_for(f"{url}/hub/api")
+            wait_for(f"{url}/hub/api", process, os.path.join(state, "hub.log"))
             yield lms, url, state
         finally:
             stop_hub(process, os.path.join(state, "proxy.pid"), port)
