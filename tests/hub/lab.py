@@ -4,7 +4,11 @@ the Nbgrader menu. Debian's /usr/bin/chromium through Playwright (never `playwri
 import contextlib
 import os
 import re
+import secrets
+import subprocess
+import sys
 import time
+import urllib.request
 
 import pytest
 
@@ -152,6 +156,33 @@ def upload(page, local_path):
     except Exception:
         pass  # no file of that name: nothing to confirm
     page.locator(".jp-DirListing-item", has_text=os.path.basename(local_path)).first.wait_for(timeout=60_000)
+
+
+@contextlib.contextmanager
+def instructor_lab(root, log_path, env):
+    """`course instructor-lab` on the course folder ``root``, as the README starts it, with a token of the test's:
+    (its URL, the token) once it answers (within 180 s: it starts beside the rest of make test), stopped after."""
+    from coursekit.hub.setup import free_port
+    port, token = free_port(), secrets.token_hex(16)
+    course = os.path.join(os.path.dirname(sys.executable), "course")
+    with open(log_path, "w") as log:
+        lab = subprocess.Popen([course, "instructor-lab", "--course", root, "--port", str(port), "--",
+                                f"--IdentityProvider.token={token}"], env=env, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        end = time.monotonic() + 180
+        while True:
+            assert lab.poll() is None, open(log_path).read()
+            try:
+                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=30).read()
+                break
+            except OSError:
+                assert time.monotonic() < end, open(log_path).read()
+                time.sleep(0.5)
+        yield base, token
+    finally:
+        lab.terminate()
+        lab.wait(timeout=30)
 
 
 SHOTS = os.environ.get("COURSE_TEST_SHOTS", "/tmp/course-hub-shots")

@@ -13,17 +13,13 @@ import csv
 import json
 import os
 import pwd
-import secrets
 import subprocess
-import sys
-import time
-import urllib.request
 
 import pytest
 from formgrader_attacks import ASSIGNMENT, FIRST, LAST, fill_gradebook, try_the_formgrader
 from gradebooks import stamp_alembic_head
 from hub_helpers import Hub, course_copy_for, remove_users
-from lab import SHOTS, launch, login, wait_for_lab
+from lab import SHOTS, instructor_lab, launch, login, wait_for_lab
 
 from coursekit.cli_class import instructor_settings
 from coursekit.hub.access import staff_group
@@ -32,7 +28,6 @@ from coursekit.hub import setup as hub_setup
 from coursekit.paths import COURSE_DIR
 from coursekit.pipeline import CourseCopy
 
-COURSE = os.path.join(os.path.dirname(sys.executable), "course")
 
 
 def test_every_value_nbgrader_puts_in_a_script_is_a_javascript_string_and_in_a_command_shell_quoted():
@@ -82,23 +77,9 @@ def test_no_link_or_name_runs_a_script_in_the_formgrader_of_course_instructor_la
     root = CourseCopy(str(tmp_path / "course")).root
     stamp_alembic_head(os.path.join(root, "gradebook.db"))  # what nbgrader would find in a subprocess, made here
     submission = fill_gradebook(root, "ckfg-amy")
-    port, token = hub_setup.free_port(), secrets.token_hex(16)
     env = {k: v for k, v in os.environ.items() if k != "COURSE_EXCHANGE"}
     log_path = tmp_path / "lab.log"
-    with open(log_path, "w") as log:
-        lab = subprocess.Popen([COURSE, "instructor-lab", "--course", root, "--port", str(port), "--",
-                                f"--IdentityProvider.token={token}"], env=env, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        end = time.monotonic() + 180
-        while True:
-            assert lab.poll() is None, log_path.read_text()
-            try:
-                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=30).read()
-                break
-            except OSError:
-                assert time.monotonic() < end, log_path.read_text()
-                time.sleep(0.5)
+    with instructor_lab(root, log_path, env) as (base, token):
         with sync_playwright() as p:
             browser = launch(p)
             try:
@@ -110,9 +91,6 @@ def test_no_link_or_name_runs_a_script_in_the_formgrader_of_course_instructor_la
             finally:
                 browser.close()
         assert "no longer has" not in log_path.read_text()  # every change to nbgrader's scripts applied
-    finally:
-        lab.terminate()
-        lab.wait(timeout=30)
 
 
 INSTRUCTOR, STUDENT = "ckfg-teach", "ckfg-student"

@@ -5,15 +5,13 @@ the formgrader answers, and an assignment released with `course release` shows t
 Cost: one JupyterLab server and one release; measured 37 s to 2 min 45 s on 2 cores while other suites ran."""
 import json
 import os
-import secrets
 import subprocess
 import sys
-import time
 import urllib.request
 
 import pytest
 
-from coursekit.hub.setup import free_port
+from lab import instructor_lab
 from coursekit.pipeline import CourseCopy
 
 pytestmark = [pytest.mark.pipeline]
@@ -31,23 +29,9 @@ def test_instructor_lab_has_the_exchange_no_news_and_shows_a_release_as_released
     root = CourseCopy(str(tmp_path / "course")).root
     exchange = os.path.join(root, "exchange")
     assert not os.path.exists(exchange)
-    port, token = free_port(), secrets.token_hex(16)
     log_path = tmp_path / "lab.log"
     env = {k: v for k, v in os.environ.items() if k != "COURSE_EXCHANGE"}
-    with open(log_path, "w") as log:
-        lab = subprocess.Popen([COURSE, "instructor-lab", "--course", root, "--port", str(port), "--",
-                                f"--IdentityProvider.token={token}"], env=env, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        end = time.monotonic() + 180
-        while True:
-            assert lab.poll() is None, log_path.read_text()
-            try:
-                get(base, token, "/api/status")
-                break
-            except OSError:
-                assert time.monotonic() < end, log_path.read_text()
-                time.sleep(0.5)
+    with instructor_lab(root, log_path, env) as (base, token):
         assert os.stat(exchange).st_mode & 0o777 == 0o777
         page = get(base, token, "/lab", raw=True)
         assert '"news": {"disabled": true}' in page
@@ -62,6 +46,3 @@ def test_instructor_lab_has_the_exchange_no_news_and_shows_a_release_as_released
         assert listed.get("03_softmax") == "released", listed
         text = log_path.read_text()
         assert "ExchangeError" not in text and "Unwritable directory" not in text, text[-3000:]
-    finally:
-        lab.terminate()
-        lab.wait(timeout=30)
