@@ -36,6 +36,7 @@ from grader.plain import inert
 from grader.untrusted import CSP  # the feedback pages' policy: no script, nothing from outside
 
 from .pipeline import gradebook  # noqa: F401
+from .words import counted
 MISTAKE = re.compile(r"(?:looks like a known mistake|matches a known mistake): (.+?)\.?$", re.M)
 STYLE = ("body{font-family:sans-serif;margin:2em} table{border-collapse:collapse;margin-bottom:1.5em} "
          "td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top} "
@@ -286,7 +287,7 @@ def to_html(report, out_dir=None):
     chart = (f'<img alt="how many students got each score, per exercise and question" '
              f'src="data:image/png;base64,{_histogram_png(report)}">') if report.scores else ""
     return _page(f"{report.assignment}: class report", f"""<p><a href="index.html">class overview</a></p>
-<h1>{esc(report.assignment)}: {n} students, class mean {esc(out_of(report.class_mean(), report.max_total))}</h1>
+<h1>{esc(report.assignment)}: {counted(n, 'student')}, class mean {esc(out_of(report.class_mean(), report.max_total))}</h1>
 <h2>Scores per exercise and question</h2>
 <table><tr><th>item</th><th>kind</th><th>mean / points</th><th>every point</th><th>failed</th></tr>{rows}</table>
 {chart}
@@ -335,7 +336,7 @@ def as_table(report):
     """The terminal's view: one line per exercise and question, the most failed, the named mistakes with the students
     who made each, and the flags."""
     n = len(report.students)
-    lines = [f"{one_line_text(report.assignment)}: {n} students, class mean {out_of(report.class_mean(), report.max_total)}"]
+    lines = [f"{one_line_text(report.assignment)}: {counted(n, 'student')}, class mean {out_of(report.class_mean(), report.max_total)}"]
     lines += ["  " + line for line in text_table(
         ["item", "kind", "mean / points", "every point", "failed"],
         [(item, kind, out_of(mean, pts), full, failed) for item, kind, pts, mean, full, failed in report.rows()],
@@ -345,7 +346,7 @@ def as_table(report):
     lines += textwrap.wrap(f"most failed: {hardest or 'none'}", 110, initial_indent="  ", subsequent_indent="    ")
     for (item, why), count in report.mistakes.most_common():
         students = ", ".join(one_line_text(s) for s in report.mistake_students.get((item, why), []))
-        lines += textwrap.wrap(f"mistake  {one_line_text(item)}: {one_line_text(why)} ({count} student{'s' if count != 1 else ''}: "
+        lines += textwrap.wrap(f"mistake  {one_line_text(item)}: {one_line_text(why)} ({counted(count, 'student')}: "
                                f"{students})", 110, initial_indent="  ", subsequent_indent="    ")
     for student, kind, reason in report.flagged:
         lines.append(f"  flagged  {one_line_text(student)}: {one_line_text(kind)}: {one_line_text(reason)[:120]}")
@@ -364,7 +365,7 @@ class Overview:
 
     def size(self):
         n, m = len(self.students), len(self.assignments)
-        return f"{n} student{'s' if n != 1 else ''}, {m} assignment{'s' if m != 1 else ''}"
+        return f"{counted(n, 'student')}, {counted(m, 'assignment')}"
 
     def total(self, student):
         """(score, points) over every assignment; a missing submission scores 0 of its points."""

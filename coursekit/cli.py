@@ -29,6 +29,7 @@ import tempfile
 import time
 
 from .paths import COURSE_DIR, ROOT, SOURCE_DIR
+from .words import counted
 from .cli_class import add_class_commands, course_default, write_json
 from .hub.service_client import GRADING_TIMEOUT
 
@@ -138,7 +139,7 @@ def cmd_demo(args):
             cc.generate_release(a)
     else:
         cc.generate_releases()
-    print(f"released {len(wanted)} notebook(s) in {time.perf_counter() - t0:.1f} s")
+    print(f"released {counted(len(wanted), 'notebook')} in {time.perf_counter() - t0:.1f} s")
     expected = {}
     for a in wanted:
         release = nbformat.read(cc.release_path(a), as_version=4)
@@ -217,7 +218,7 @@ def cmd_sync(args):
         for nb, gid in bad:
             print(f"drift: {nb}: {gid} is in learner/syllabus.py but not in the notebooks (run `course sync`)"
                   if (nb, gid) in absent else f"drift: {nb}: cell {gid} differs from solutions/ (run `course sync`)")
-        print("notebooks agree with solutions/" if not bad else f"{len(bad)} cell(s) drifted")
+        print("notebooks agree with solutions/" if not bad else f"{counted(len(bad), 'cell')} drifted")
         return 1 if bad else 0
     for path in sync():
         print("rewrote", os.path.relpath(path, ROOT))
@@ -250,7 +251,7 @@ def cmd_validate(args):
             print(f"{path}: every check passed")
         else:
             worst = max(worst, 1)
-            print(f"{path}: {len(problems)} problem(s)")
+            print(f"{path}: {counted(len(problems), 'problem')}")
             from grader.plain import plain  # a learner's text and messages: no escape sequence reaches the terminal
             for _, what, cell in problems:
                 first = cell["source"].splitlines()[0] if cell["source"] else ""
@@ -358,7 +359,7 @@ def cmd_export(args):
     print("\n".join(lines))
     left_out = [line for line in lines if line.lstrip().startswith("LEFT OUT ")]
     if left_out:  # the file is written, but these students' grades must reach the LMS some other way
-        print(f"course export: {len(left_out)} student(s) left out of the file, each named above: enter their "
+        print(f"course export: {counted(len(left_out), 'student')} left out of the file, each named above: enter their "
               f"grades in the LMS by hand (exit 1)", file=sys.stderr)
         return 1
     return 0

@@ -20,6 +20,8 @@ from learner.check.cases.common import digest_of
 from learner.check.compare import compare
 from learner.check.runner import is_raised, raised
 
+from .words import counted
+
 FORMAT = 2  # 2: bad input's cases are a part of their own, errors
 
 
@@ -110,7 +112,7 @@ def main(argv=None):
                     f.write(_serialise(fresh))
                 print(f"wrote {expected_path(name)}")
     if args.check:
-        print("expected outputs are up to date" if not bad else f"{bad} stale file(s): run `python -m coursekit.expected`")
+        print("expected outputs are up to date" if not bad else f"{counted(bad, 'stale file')}: run `python -m coursekit.expected`")
     return 1 if bad else 0
 
 

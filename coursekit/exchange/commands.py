@@ -25,6 +25,7 @@ from grader.plain import inert
 
 from .inbound import shown
 from ..pipeline import gradebook
+from ..words import counted
 from .course_id import ExchangeError
 
 # nbgrader's release makes the root 0777 (everyone reads, writes and enters it); the sticky bit on top lets only an
@@ -219,7 +220,7 @@ def collect(course_root, assignment, roster=None, out=print):
     # a student who submitted is one whose own folder was found, never one named by someone else's folder
     _name_missing(course_root, roster, set(status) | {e.student for e in done.refused if e.owner == e.student}, out)
     if done.refused:
-        out(f"{len(done.refused)} folder(s) in the exchange were refused: each stays there, untouched, for you to "
+        out(f"{counted(len(done.refused), 'folder')} in the exchange {'was' if len(done.refused) == 1 else 'were'} refused: each stays there, untouched, for you to "
             f"look at; nothing of them was collected, and no submission collected before was replaced by one")
     return done
 
@@ -297,7 +298,7 @@ def _name_missing(course_root, roster, submitted, out):
     """Say who on the roster (``roster``, or the gradebook's students) has not submitted."""
     missing = sorted(set(roster if roster is not None else _roster(course_root)) - submitted)
     if missing:
-        out(f"  no submission from {len(missing)} student(s) on the roster: {', '.join(missing)}")
+        out(f"  no submission from {counted(len(missing), 'student')} on the roster: {', '.join(missing)}")
 
 
 def return_feedback(course_root, assignment, out=print):
@@ -326,7 +327,7 @@ def return_feedback(course_root, assignment, out=print):
         out(f"no feedback to return for {assignment}: nothing has been graded (`course grade {assignment}`)")
         return []
     if released:
-        out(f"returned the feedback of {assignment} to {len(released)} student(s): {', '.join(released)}")
+        out(f"returned the feedback of {assignment} to {counted(len(released), 'student')}: {', '.join(released)}")
     for student, why in skipped:
         out(f"  not returned: {student}: {why}")
     return released

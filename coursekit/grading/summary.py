@@ -7,6 +7,8 @@ from grader.graded import LOG_NAME
 from grader.seeds import FILE as SEEDS_FILE
 from grader.plain import inert
 
+from ..words import counted
+
 
 @dataclass
 class Problem:
@@ -40,7 +42,8 @@ class Summary:
 def print_summary(summary, course_root, out=None):
     # one record a line, inert: names, reasons and faults come from submissions (``grader.plain.inert``)
     p = lambda line: print(inert(line), file=out or sys.stdout)  # noqa: E731
-    p(f"graded {len(summary.graded)} submission(s) in {summary.seconds:.1f} s on {summary.workers} worker(s)"
+    p(f"graded {counted(len(summary.graded), 'submission')} in {summary.seconds:.1f} s on "
+      f"{counted(summary.workers, 'worker')}"
       f"{' of the hub' + chr(39) + 's grading service (as root)' if summary.by_service else ''}; "
       f"isolation: {'bubblewrap sandbox' if summary.isolated else 'NONE (--no-isolation)'}")
     for words in sorted(summary.separations):
@@ -53,16 +56,16 @@ def print_summary(summary, course_root, out=None):
         shown = f"{score:g} / {totals[a]:g}" if totals.get(a) is not None else f"{score:g}"
         p(f"  {student:<24} {a:<22} {shown:>13}  {summary.seeds.get((student, a), '')}")
     if summary.problems:
-        p(f"{len(summary.problems)} problem(s) with the submissions:")
+        p(f"{counted(len(summary.problems), 'problem')} with the submissions:")
         for pr in summary.problems:
             p(f"  {pr.student} / {pr.assignment}: {pr.reason}")
     if summary.again:
-        p(f"{len(summary.again)} submission(s) ran past the time limit once and were graded again after the others, "
+        p(f"{counted(len(summary.again), 'submission')} ran past the time limit once and were graded again after the others, "
           f"with twice the limit (a busy machine, or a limit too tight: see --timeout):")
         named = [f"{student} / {a}" for student, a in summary.again]
         p("  " + ", ".join(named[:20]) + (f", and {len(named) - 20} more" if len(named) > 20 else ""))
     if summary.faults:
-        p(f"{len(summary.faults)} fault(s) flagged for a human (details in "
+        p(f"{counted(len(summary.faults), 'fault')} flagged for a human (details in "
           f"{os.path.join(course_root, LOG_NAME)}):")
         for student, a, kind, text in summary.faults:
             p(f"  {student} / {a}: {kind}: {str(text)[:200]}")

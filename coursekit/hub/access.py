@@ -13,6 +13,7 @@ import sys
 
 from ..paths import ROOT
 from ..groups import group_name
+from ..words import counted
 from .errors import HubError
 
 # useradd's own rule (Debian's NAME_REGEX without --badname): a lowercase letter or '_', then lowercase letters,
@@ -84,7 +85,7 @@ def ensure_users(names, create=False, out=print, passwords=None):
             out(f"created Unix user {name} (set a password with `passwd {name}`)")
     if made:
         write_passwords(passwords, made)
-        out(f"created {len(made)} Unix user(s), each with a first password, listed in {passwords} (root's alone): "
+        out(f"created {counted(len(made), 'Unix user')}, each with a first password, listed in {passwords} (root's alone): "
             f"give each person theirs; `passwd` in their JupyterLab terminal changes it")
     return missing
 
@@ -236,7 +237,7 @@ def enrol_roster(course, roster, out=print):
         added = enrol_records(sys.executable, course, records)
     except RuntimeError as exc:
         raise HubError(f"the roster could not be enrolled in {course}: {exc}") from None
-    out(f"gradebook: {len(roster)} student(s) on the roster, {len(added)} new")
+    out(f"gradebook: {counted(len(roster), 'student')} on the roster, {len(added)} new")
     return added
 
 

@@ -44,6 +44,7 @@ from .setup import (LAB_EXTENSIONS, as_root, exchange_for_class, hub_command, ma
 from .access import (REFERENCE_FOLDER, UNIX_NAME, HubError, own_tree, course_problems, enrol_roster, ensure_group, ensure_users,
                      give_to_staff, read_roster, staff_group, users_python)
 from ..groups import REFERENCE_GROUP, group_members, students_group
+from ..words import counted
 from .state import HubState, add_launched, instructor_course, record_courses
 
 COURSE_KEYS = {"folder", "instructors", "roster", "context_id"}
@@ -249,7 +250,7 @@ def prepare_courses(args, out=print):
     if warning:
         out(warning)
     login = f"LTI 1.3 from {lti.issuer}" if lti else "Unix passwords"
-    out(f"JupyterHub for {len(courses)} course(s) ({', '.join(c.id for c in courses)}) on http://{args.ip}:"
+    out(f"JupyterHub for {counted(len(courses), 'course')} ({', '.join(c.id for c in courses)}) on http://{args.ip}:"
         f"{args.port}, login by {login}; exchange {exchange}; state {state}")
     return cmd, state, env
 

@@ -36,6 +36,7 @@ import stat
 import sys
 
 from ..paths import ROOT
+from ..words import counted
 from . import formgrader_tab
 from .root_files import listed, write_atomic
 from .access import (REFERENCE_FOLDER, HubError, commands_giving_course, course_problems, enrol_roster, ensure_users, give_to_staff, read_roster,
@@ -427,6 +428,6 @@ def prepare_one_course(args, out=print):
     warning = setuid_warning(list(args.instructor) + students)
     if warning:
         out(warning)
-    out(f"JupyterHub for {len(students)} student(s) and {len(args.instructor)} instructor(s) on "
+    out(f"JupyterHub for {counted(len(students), 'student')} and {counted(len(args.instructor), 'instructor')} on "
         f"http://{args.ip}:{args.port}; course {course}; exchange {exchange}; state {os.path.abspath(args.state)}")
     return cmd, os.path.abspath(args.state), env

@@ -49,6 +49,8 @@ import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
+from ..words import counted
+
 AGS_CLAIM = "https://purl.imsglobal.org/spec/lti-ags/claim/endpoint"
 SCOPE_LINEITEM = "https://purl.imsglobal.org/spec/lti-ags/scope/lineitem"
 SCOPE_LINEITEM_READONLY = "https://purl.imsglobal.org/spec/lti-ags/scope/lineitem.readonly"
@@ -351,7 +353,7 @@ class PostResult:
 
     def lines(self):
         """What ``course return A --lms`` prints."""
-        head = (f"{self.assignment}: {len(self.posted)} scores posted to the LMS"
+        head = (f"{self.assignment}: {counted(len(self.posted), 'score')} posted to the LMS"
                 + (f", {len(self.unchanged)} it holds already left as they are" if self.unchanged else "")
                 + (f" (line item {self.lineitem}{', created' if self.created else ''})" if self.lineitem else ""))
         out = [head]

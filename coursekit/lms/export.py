@@ -67,6 +67,8 @@ from nbgrader.plugins import ExportPlugin
 
 from grader.plain import inert
 
+from ..words import counted
+
 CANVAS_STUDENT_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 CANVAS_POINTS_POSSIBLE = "Points Possible"
 MOODLE_STUDENT_COLUMNS = ["User ID", "First name", "Last name"]
@@ -357,7 +359,7 @@ def summary(grades, platform, path, left_out=None):
     whose name was written with one more backslash."""
     left_out = left_out or {}
     written = len(grades.students) - len(left_out)
-    lines = [f"{platform}: {written} students x {len(grades.assignments)} assignments -> {path}"]
+    lines = [f"{platform}: {counted(written, 'student')} x {counted(len(grades.assignments), 'assignment')} -> {path}"]
     for a, maximum in grades.assignments:
         submitted = sum(grades.submitted(s.id, a) for s in grades.students)
         missing = len(grades.students) - submitted

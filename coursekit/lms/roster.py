@@ -197,7 +197,7 @@ def implausible_change(course, change):
     if not known or not change.left:
         return None
     if len(change.left) == len(known):
-        return f"take all {len(known)} students out of the course"
+        return f"take {'the one student' if len(known) == 1 else f'all {len(known)} students'} out of the course"
     if len(known) >= SMALL_CLASS and len(change.left) > len(known) / 2:
         return f"take {len(change.left)} of {len(known)} students out of the course at once"
     return None

@@ -155,7 +155,7 @@ def test_collect_names_nothing_submitted_takes_the_latest_keeps_the_history_and_
         assert first == {"ckex-twice": "new", "ckex-wrong": "new"}, said
         assert re.search(r"NOT GRADED: ckex-wrong / 03_softmax: 03_softmax.ipynb is the notebook of assignment "
                          r"02_dot_products", said), said
-        assert "no submission from 1 student(s) on the roster: ckex-none" in said, said
+        assert "no submission from 1 student on the roster: ckex-none" in said, said
 
         from nbgrader.api import Gradebook
         with Gradebook("sqlite:///" + os.path.join(root, "gradebook.db"), course_id="attention-course") as gb:

@@ -547,7 +547,7 @@ def test_two_courses_from_the_lms_in_chromium(lti_class, tmp_path):
             lms.refuse_scores(BOB, None)
             said, status = run(terminal, f"course return {A} --lms")
             # the LMS holds the five it took (its results say so): Bob's alone is posted
-            assert f"{A}: 1 scores posted to the LMS, 5 it holds already left as they are" in said, said
+            assert f"{A}: 1 score posted to the LMS, 5 it holds already left as they are" in said, said
             assert status == 0 and "FAILED" not in said, said
         phase("returned with --lms")
         browser.close()

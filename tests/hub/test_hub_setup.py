@@ -38,7 +38,7 @@ def test_the_users_the_hub_creates_get_a_first_password_that_pam_accepts(tmp_pat
         pamela.authenticate(name, password, service="login")  # JupyterHub's PAMAuthenticator: service "login"
         with pytest.raises(pamela.PAMError):
             pamela.authenticate(name, password + "x", service="login")
-        assert said == [f"created 1 Unix user(s), each with a first password, listed in {listing} (root's alone): "
+        assert said == [f"created 1 Unix user, each with a first password, listed in {listing} (root's alone): "
                         f"give each person theirs; `passwd` in their JupyterLab terminal changes it"]
         assert password not in "".join(said)  # never printed
     finally:

@@ -151,7 +151,7 @@ def enrolled_by_owner(tmp_path):
     db = course / "gradebook.db"
     assert (os.stat(db).st_uid, os.stat(db).st_gid, os.stat(db).st_mode & 0o777) == (NOBODY, NOBODY, 0o660)
     assert enrol_roster(str(course), [("s1", "Ada King"), ("s3", "Cy Young")], out=said.append) == ["s3"]
-    assert said == ["gradebook: 2 student(s) on the roster, 2 new", "gradebook: 2 student(s) on the roster, 1 new"]
+    assert said == ["gradebook: 2 students on the roster, 2 new", "gradebook: 2 students on the roster, 1 new"]
     with sqlite3.connect(db) as con:
         assert sorted(con.execute("select id, first_name, last_name from student")) == [
             ("s1", "Ada", "King"), ("s2", "Bo", None), ("s3", "Cy", "Young")]

@@ -287,7 +287,7 @@ def test_course_grade_reaches_a_scheduler_over_tls(tmp_path):
                                "--scheduler", cluster.scheduler_address, "--tls-ca-file", ca, "--tls-cert", cert,
                                "--tls-key", key, A], capture_output=True, text=True, timeout=600, env=cc.env)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "graded 1 submission(s)" in proc.stdout
+    assert "graded 1 submission " in proc.stdout
     assert sum(score for score, _ in cc.scores("ada", A).values()) == total_points(release)
 
 
@@ -317,8 +317,8 @@ def test_course_grade_over_several_assignments_grades_each_submission_on_its_own
     graded = together()
     printed, students = graded["printed"], graded["students"]
     cc = course[SEVERAL[0]]
-    assert f"graded {sum(map(len, students.values()))} submission(s)" in printed, printed[-3000:]
-    assert "on 2 worker(s)" in printed
+    assert f"graded {sum(map(len, students.values()))} submissions" in printed, printed[-3000:]
+    assert "on 2 workers" in printed
     for a in SEVERAL:
         release = release_nb(course, a)
         cells = {c.metadata["nbgrader"]["grade_id"] for c in release.cells
@@ -353,6 +353,6 @@ def test_an_assignment_that_cannot_be_released_is_named_and_the_others_are_grade
                            f"ASSIGNMENTS={good} {bad}"], capture_output=True, text=True, timeout=900, env=cc.env)
     assert f"(every student) / {bad}: the assignment could not be released" in proc.stdout, proc.stdout[-3000:]
     assert f"ada / {bad}: not graded: its assignment could not be released" in proc.stdout
-    assert "graded 1 submission(s)" in proc.stdout
-    assert "on 1 worker(s)" in proc.stdout  # one worker per core, but no more than there are submissions
+    assert "graded 1 submission " in proc.stdout
+    assert "on 1 worker;" in proc.stdout  # one worker per core, but no more than there are submissions
     assert sum(score for score, _ in cc.scores("ada", good).values()) == total_points(release_nb(course, good))
