@@ -28,10 +28,13 @@ c.CourseDirectory.ignore = [
     "*.py", "*.pth", "*.so", "*.pyd",
     "grader", "solutions", "coursekit", "torch", "numpy", "math", "nbgrader", "sitecustomize*", "usercustomize*",
 ]
-# What a submission may hold (coursekit/exchange/classes.py): a file over max_file_size is left out of it, a
-# submission over max_dir_size is refused whole; both named by `course collect`.
-c.CourseDirectory.max_file_size = 10_000  # kB
-c.CourseDirectory.max_dir_size = 50_000  # kB
+# What a submission may hold (learner/handin.py, the one rule set of a student's submit and `course collect`): a
+# file over max_file_size is left out of it, a submission over max_dir_size is refused whole, at submit and at
+# collect; the hub gives its students' servers the same values.
+from learner.handin import LIMITS  # noqa: E402
+
+c.CourseDirectory.max_file_size = LIMITS.file_bytes // 1000  # kB
+c.CourseDirectory.max_dir_size = LIMITS.total_bytes // 1000  # kB
 
 # The exchange is untrusted input (coursekit/exchange/inbound.py): collect takes a folder as a student's only when that
 # student's account wrote it, never follows a link, and handles each student on their own; release closes the

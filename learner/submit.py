@@ -23,12 +23,14 @@ import fnmatch
 import grp
 import os
 import pwd
+import shutil
 import stat
 
 from nbgrader.auth.base import BaseAuthPlugin
 from nbgrader.exchange.default import ExchangeFetchAssignment, ExchangeFetchFeedback, ExchangeList, ExchangeSubmit
 from nbgrader.utils import check_directory, ignore_patterns
 
+from .handin import InboundLimits, RefusedSubmission, check_folder, one_line
 from .syllabus import NOTATION
 
 COURSES_ENV = "COURSE_IDS"  # the student's courses, comma-separated, as the hub's state gives them
@@ -247,7 +249,8 @@ class CourseFetch(HubRoot, ExchangeFetchAssignment):
 
 class PrivateSubmit(HubRoot, ExchangeSubmit):
     """nbgrader's submit, with the submission readable by its student and the instructors alone, into a course the
-    hub made."""
+    hub made; one that the instructor's collect would refuse (no notebook of the assignment, too many files, too
+    large: ``learner.handin``'s rules) is refused when it is made, with collect's sentence."""
 
     def init_dest(self):
         super().init_dest()
@@ -256,15 +259,31 @@ class PrivateSubmit(HubRoot, ExchangeSubmit):
         except ExchangeRefused as exc:
             self.fail(str(exc))
 
+    def check_filename_diff(self):
+        """nbgrader's check of the notebooks (a warning, unless ``strict``), then collect's rules
+        (``learner.handin``): a submission the instructor's collect would refuse is refused here, with collect's
+        sentence, before anything reaches the exchange; what collect would leave out is named in the log."""
+        super().check_filename_diff()
+        names = sorted(n for n in os.listdir(self.release_path) if n.endswith(".ipynb"))
+        try:
+            copied = check_folder(self.src_path, names or [self.coursedir.assignment_id + ".ipynb"],
+                                  InboundLimits.of(self.coursedir), self.coursedir.ignore)
+        except RefusedSubmission as exc:
+            self.fail(one_line(f"the instructor would refuse it: {exc}"))
+        except OSError as exc:
+            self.fail(one_line(f"your folder {self.src_path} cannot be read ({exc.strerror})"))
+        for path, why in copied.left_out:
+            self.log.warning("The instructor will not get %s: %s", one_line(path), why)
+
     def do_copy(self, src, dest, log=None):
+        ignore = ignore_patterns(exclude=self.coursedir.ignore, include=self.coursedir.include,
+                                 max_file_size=self.coursedir.max_file_size, log=self.log)
         if not dest.startswith(self.inbound_path + os.sep):
-            return super().do_copy(src, dest, log)  # the cache in the student's own home: nbgrader's copy
-        size = self.get_size(src)
-        if size > 1000 * self.coursedir.max_dir_size:
-            self.fail(f"Your assignment folder is {size / 1e6:.1f} MB; the most a submission may be is "
-                      f"{self.coursedir.max_dir_size / 1000:g} MB. Remove what the notebook does not need.")
-        private_copy(src, dest, ignore_patterns(exclude=self.coursedir.ignore, include=self.coursedir.include,
-                                                max_file_size=self.coursedir.max_file_size, log=self.log))
+            # the cache in the student's own home: nbgrader's copy, without nbgrader's size of the whole folder
+            # (ignored files too), which would fail a submission already in the inbound: the size that counts is
+            # collect's, checked before (check_filename_diff)
+            return shutil.copytree(src, dest, ignore=ignore)
+        private_copy(src, dest, ignore)
 
     def set_perms(self, dest, fileperms, dirperms):
         if dest.startswith(self.inbound_path + os.sep):

@@ -30,6 +30,7 @@ import tempfile
 from nbgrader.exchange.default import ExchangeCollect, ExchangeReleaseAssignment, ExchangeReleaseFeedback
 from traitlets import Integer, List, Unicode
 
+from learner.handin import LIMITS, InboundLimits, no_notebook
 from learner.submit import HubRoot
 from learner.syllabus import NOTATION
 
@@ -138,16 +139,15 @@ class CourseCollect(HubRoot, ExchangeCollect):
     student's account owns, only the regular files and folders that student owns, never a link, within limits,
     each student on their own. ``self.result`` says what became of each student and of each refused entry."""
 
-    max_entries = Integer(1000, help="A submission with more files and folders than this is refused whole.")\
+    max_entries = Integer(LIMITS.entries,
+                          help="A submission with more files and folders than this is refused whole.").tag(config=True)
+    max_depth = Integer(LIMITS.depth, help="Folders nested deeper than this are left out of a submission.")\
         .tag(config=True)
-    max_depth = Integer(8, help="Folders nested deeper than this are left out of a submission.").tag(config=True)
     roster = List(Unicode(), allow_none=True, default_value=None,
                   help="The students who may submit; default: the gradebook's (nobody is refused when it has none)")
 
     def limits(self):
-        return untrusted.InboundLimits(file_bytes=1000 * self.coursedir.max_file_size,
-                                total_bytes=1000 * self.coursedir.max_dir_size,
-                                entries=self.max_entries, depth=self.max_depth)
+        return InboundLimits.of(self.coursedir, self.max_entries, self.max_depth)
 
     def init_src(self):
         if self.coursedir.course_id == "":
@@ -243,10 +243,10 @@ class CourseCollect(HubRoot, ExchangeCollect):
                                                skip_names=tuple(sorted(pages)))
             when, note = untrusted.submission_time(entry.claimed, copied)
             copy = os.path.join(staging, "copy")
-            if not any(os.path.isfile(os.path.join(copy, n)) for n in notebooks):
-                raise untrusted.RefusedSubmission(f"it holds no notebook of the assignment ({', '.join(notebooks)})"
-                                        + (f"; the one collected before ({before:%Y-%m-%d %H:%M:%S}) stays"
-                                           if before else ""))
+            refused = no_notebook(notebooks, copied)  # the sentence the student's submit shows (learner.handin)
+            if refused:
+                raise untrusted.RefusedSubmission(refused + (f"; the one collected before "
+                                                             f"({before:%Y-%m-%d %H:%M:%S}) stays" if before else ""))
             if before is not None and before.strftime(TIME_FORMAT) == when.strftime(TIME_FORMAT):
                 state = "unchanged"
             else:

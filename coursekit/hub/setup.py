@@ -35,6 +35,8 @@ import socket
 import stat
 import sys
 
+from learner.handin import LIMITS
+
 from ..paths import ROOT
 from ..words import counted
 from . import formgrader_tab
@@ -169,8 +171,10 @@ def student_nbgrader_config(course_ids, exchange):
              "# the exchange's root is the hub's (root's): list and fetch feedback without writing there",
              "c.ExchangeFactory.list = 'learner.submit.CourseList'",
              "c.ExchangeFactory.fetch_feedback = 'learner.submit.CourseFetchFeedback'",
-             "# a submission only its student and the instructors may read",
-             "c.ExchangeFactory.submit = 'learner.submit.PrivateSubmit'"]
+             "# a submission only its student and the instructors may read, refused as collect would refuse it",
+             "c.ExchangeFactory.submit = 'learner.submit.PrivateSubmit'",
+             f"c.CourseDirectory.max_file_size = {LIMITS.file_bytes // 1000}  # kB, learner.handin's, as collect's",
+             f"c.CourseDirectory.max_dir_size = {LIMITS.total_bytes // 1000}  # kB"]
     if len(course_ids) == 1:
         lines.append(f"c.CourseDirectory.course_id = {course_ids[0]!r}")
     else:

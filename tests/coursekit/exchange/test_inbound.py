@@ -13,6 +13,7 @@ import tempfile
 import pytest
 
 from coursekit.exchange import inbound
+from learner import handin
 from coursekit.exchange.inbound import InboundLimits, RefusedSubmission, copy_submission, parse_name, scan, submission_time
 
 NOW = datetime.datetime(2026, 12, 6, 12, 0, 0)
@@ -131,7 +132,7 @@ def test_a_file_swapped_for_a_link_after_it_was_listed_is_not_followed_when_it_i
     out.mkdir()
     copied = inbound.Copied()
     try:
-        inbound._copy_file(dir_fd, "swapped", str(out / "swapped"), "swapped", 0, InboundLimits(), copied)
+        handin._copy_file(dir_fd, "swapped", str(out / "swapped"), "swapped", 0, InboundLimits(), copied)
     finally:
         os.close(dir_fd)
     assert copied.left_out == [("swapped", "it is a link, never followed")]
