@@ -3,6 +3,8 @@
     course lab        build your workspace (never overwriting your notebooks) and open JupyterLab on it
     course workspace  only build the workspace
     course update     bring your notebooks up to the current release: answers carried over, old files kept
+    course fetch-again  students: a fresh copy of a released assignment from the exchange, the folder you
+                      had moved aside (never deleted)
     course demo       headless run of the whole pipeline: release, sample submissions, autograde, feedback
     course grade      instructors: release, grade every submission in course/submitted in parallel (Dask), feedback,
                       grades.csv, a summary naming every problem
@@ -70,6 +72,19 @@ def cmd_update(args):
         cc.generate_releases()
         for line in update_workspace(target, {a: cc.release_path(a) for a in assignments()}):
             print(line)
+    return 0
+
+
+def cmd_fetch_again(args):
+    """A fresh copy of a released assignment for a student who lost or broke theirs (learner/fetch_again.py)."""
+    from learner.fetch_again import FetchRefused, fetch_again
+    try:
+        lines = fetch_again(args.assignment, args.course_id, args.dir)
+    except FetchRefused as exc:
+        print(f"course fetch-again: {exc}", file=sys.stderr)
+        return 1
+    for line in lines:
+        print(line)
     return 0
 
 
@@ -393,6 +408,12 @@ def main(argv=None):
     p = sub.add_parser("update", help="bring your notebooks up to the current release, keeping your answers")
     p.add_argument("--dir", default=os.path.join(ROOT, "workspace"))
     p.set_defaults(func=cmd_update)
+    p = sub.add_parser("fetch-again", help="students: a fresh copy of a released assignment, your folder moved aside")
+    p.add_argument("assignment")
+    p.add_argument("--course-id", default=None, help="the course's id (where you are in several courses)")
+    p.add_argument("--dir", default=None, help="the folder your assignments are in (default: your home folder, as "
+                                               "the Assignments tab on the hub)")
+    p.set_defaults(func=cmd_fetch_again)
     p = sub.add_parser("demo", help="headless: release, grade sample submissions, check the scores")
     p.add_argument("--no-isolation", action="store_true", help="grade without the bubblewrap sandbox")
     p.add_argument("--out", default=os.path.join(ROOT, "demo-output"))
