@@ -7,6 +7,7 @@ Cost: about 3 s (a few dozen submits in-process, as the user running the tests).
 import os
 import re
 import shutil
+import subprocess
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -163,3 +164,34 @@ def test_an_assignment_folder_that_is_a_link_or_a_file_is_not_submitted(tmp_path
         (tmp_path / "home" / A).write_text("")
     said = submit(root, home)
     assert said is not None and os.listdir(os.path.join(root, COURSE, "inbound")) == []
+
+
+def test_the_students_notification_shows_the_whole_sentence(tmp_path, monkeypatch):
+    """The route a refusal takes to the student: nbgrader's Assignments tab server side (AssignmentList, reading the
+    settings in the student's folder as on the hub) answers {success: false, value: the traceback}, and the course's
+    lab plugin (node/hub-lab/src/index.js, its lastLine, run by Node) shows the traceback's last line: collect's
+    sentence, whole."""
+    from nbgrader.server_extensions.assignment_list.handlers import AssignmentList
+    node = shutil.which("node")
+    if node is None:
+        pytest.fail("Node is not installed (make test installs it for the hub's lab plugin)")
+    root, home = exchange(str(tmp_path))
+    os.makedirs(os.path.join(home, A))
+    with open(os.path.join(home, A, "A-Copy1.ipynb"), "w") as f:
+        f.write("{}")
+    with open(os.path.join(home, "nbgrader_config.py"), "w") as f:
+        f.write(f"c = get_config()\nc.Exchange.root = {root!r}\nc.CourseDirectory.course_id = {COURSE!r}\n"
+                f"c.Exchange.cache = {os.path.join(home, '.cache')!r}\n"
+                f"c.ExchangeFactory.submit = 'learner.submit.PrivateSubmit'\n")
+    monkeypatch.chdir(home)
+    tab = AssignmentList()
+    tab.root_dir = home
+    answer = tab.submit_assignment(COURSE, A)
+    assert answer["success"] is False and os.listdir(os.path.join(root, COURSE, "inbound")) == []
+    plugin = open(os.path.join(os.path.dirname(COURSE_DIR), "node", "hub-lab", "src", "index.js")).read()
+    last_line = re.search(r"^function lastLine\(text\) \{\n.*?^\}\n", plugin, re.M | re.S).group(0)
+    shown = subprocess.run([node, "-e", last_line + "process.stdout.write(lastLine(require('fs')"
+                                                    ".readFileSync(0, 'utf8')))"],
+                           input=answer["value"], capture_output=True, text=True, check=True).stdout
+    assert shown == ("ExchangeError: the instructor would refuse it: it holds no notebook of the assignment "
+                     "(A.ipynb); it holds A-Copy1.ipynb: the notebook must keep its name")
