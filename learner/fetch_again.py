@@ -73,6 +73,13 @@ def fetch_again(assignment_id, course_id=None, where=None, now=None):
                            f"and '-'): nothing was fetched")
     where = os.path.abspath(where or os.path.expanduser("~"))
     fetch = student_fetch(assignment_id, course_id, where)
+    courses = fetch.authenticator.get_student_courses(fetch.coursedir.student_id)  # None: any (off a hub)
+    yours = f" (yours: {one_line(', '.join(courses))})" if courses else ""
+    if not fetch.coursedir.course_id:  # a student in several courses (the hub names none in their settings)
+        raise FetchRefused(f"name the course with --course-id{yours}: nothing was fetched")
+    if not fetch.authenticator.has_access(fetch.coursedir.student_id, fetch.coursedir.course_id):
+        raise FetchRefused(f"you are not in the course {one_line(fetch.coursedir.course_id)}{yours}: nothing was "
+                           f"fetched")
     try:
         fetch.set_timestamp()
         fetch.init_src()  # the course: the student's, the hub's (CourseFetch); the assignment: released

@@ -116,6 +116,22 @@ def test_a_name_that_is_no_released_assignment_is_refused_and_nothing_changes(tm
     assert (tree(home), tree(root)) == before
 
 
+def test_a_student_in_several_courses_names_one_and_gets_it_in_its_folder(tmp_path, monkeypatch):
+    """The hub's settings for a student in several courses name none and put each in ~/<course id>/<assignment>."""
+    root, home = class_of(str(tmp_path))
+    with open(os.path.join(home, "nbgrader_config.py"), "w") as f:
+        f.write(f"c = get_config()\nc.Exchange.root = {root!r}\nc.Exchange.path_includes_course = True\n"
+                f"c.Authenticator.plugin_class = 'learner.submit.HubCourses'\n"
+                f"c.ExchangeFactory.fetch_assignment = 'learner.submit.CourseFetch'\n")
+    monkeypatch.setenv("COURSE_IDS", f"{COURSE},c2")
+    with pytest.raises(FetchRefused, match=rf"^name the course with --course-id \(yours: {COURSE}, c2\): nothing"):
+        fetch_again(A, where=home)
+    with pytest.raises(FetchRefused, match=rf"^you are not in the course c3 \(yours: {COURSE}, c2\): nothing was fetched$"):
+        fetch_again(A, "c3", where=home)
+    assert fetch_again(A, COURSE, where=home) == [f"fetched a fresh copy of {A} (course {COURSE}) into {COURSE}/{A}"]
+    assert os.path.isfile(os.path.join(home, COURSE, A, A + ".ipynb"))
+
+
 def test_an_assignment_not_released_is_named_with_those_that_are(tmp_path):
     root, home = class_of(str(tmp_path))
     with pytest.raises(FetchRefused, match=rf"^B is not released in the course {COURSE} \(released: A\): nothing "
