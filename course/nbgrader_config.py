@@ -81,6 +81,9 @@ from grader.untrusted import FeedbackExporter, FeedbackPage, NeutraliseSubmissio
 c.Autograde.autograde_preprocessors = [
     SandboxedExecute, TrustedVerdict, IgnorePattern, ClearMetadataPreprocessor, LimitOutput, NeutraliseSubmission,
     SaveAutoGrades, AssignLatePenalties, CheckCellMetadata]
+# Late work: nbgrader's own penalty (a student's due date is the assignment's plus their extension, `course extend`)
+# with the course's policy, declared once in late_policy.toml beside this file (grader/late.py; none: full marks).
+c.AssignLatePenalties.plugin_class = "grader.late.CourseLatePolicy"
 c.NeutraliseSubmission.course_root = HERE
 
 # On the hub, in an instructor's server (a plain user, COURSE_GRADING_URL set), the grading runs in the hub's grading
@@ -109,9 +112,11 @@ c.GenerateAssignment.preprocessors = [  # nbgrader 0.9.6's list, then the stamp
     StampVersion]
 
 # Feedback never shows hidden-test code: not in the cells, not quoted in a traceback.
+from grader.late import LatenessNote  # noqa: E402
 from grader.nbgrader_plugin import ShortenTracebacks  # noqa: E402
 
-c.GenerateFeedback.preprocessors = [GetGrades, ShortenTracebacks, ClearHiddenTests, FeedbackPage,
+# LatenessNote: the student's due date (extension included), how late, and the late policy, on the page.
+c.GenerateFeedback.preprocessors = [GetGrades, LatenessNote, ShortenTracebacks, ClearHiddenTests, FeedbackPage,
                                     CSSHTMLHeaderPreprocessor]
 c.FeedbackPage.course_root = HERE
 # The feedback page loads nothing from outside (no MathJax or widget manager from a CDN: the course's maths is

@@ -137,6 +137,17 @@ class AssignmentReport:
     totals: dict = field(default_factory=dict)           # {student: total score}
     max_total: float = 0.0                               # the assignment's points
     course_root: str = ""
+    late: dict = field(default_factory=dict)             # {student: grader.late.Lateness}, nbgrader's due date
+    penalties: dict = field(default_factory=dict)        # {student: late penalty taken from the total}
+
+    def late_columns(self, student):
+        """(minutes late past the student's own due date, their extension in words or "", the late penalty)."""
+        from grader.late import duration
+        lateness = self.late.get(student)
+        if lateness is None:
+            return 0, "", 0.0
+        return (math.ceil(lateness.seconds_late / 60), duration(lateness.extension) if lateness.extension else "",
+                self.penalties.get(student, 0.0))
 
     def kind(self, item):
         return "question" if item in self.questions else "exercise"
@@ -176,7 +187,9 @@ def assignment_report(course_root, assignment):
 
     from learner.syllabus import NOTEBOOKS
     from grader.seeds import recorded
+    from grader.late import extension_only, lateness_of
     scores, max_points, students, totals, max_total = defaultdict(dict), {}, [], {}, 0.0
+    late, penalties = {}, {}
     with gradebook(course_root) as gb:
         names = _names(gb)
         for student in sorted(names):
@@ -184,7 +197,11 @@ def assignment_report(course_root, assignment):
                 sub = gb.find_submission_notebook(assignment, assignment, student)
             except MissingEntry:
                 continue
+            if extension_only(sub.assignment):  # `course extend` before they submitted: no submission yet
+                continue
             students.append(student)
+            late[student] = lateness_of(gb, assignment, student)
+            penalties[student] = sub.late_submission_penalty or 0.0
             per_item, per_max = defaultdict(float), defaultdict(float)
             for g in sub.grades:
                 item = g.name.rsplit("_", 1)[0]
@@ -193,14 +210,14 @@ def assignment_report(course_root, assignment):
             max_points.update(per_max)
             for item, score in per_item.items():
                 scores[item][student] = score
-            totals[student] = sub.score
+            totals[student] = sub.score - penalties[student]  # as the feedback and the LMS export count it
             max_total = sub.max_score
     entry = NOTEBOOKS.get(assignment)
     questions = frozenset(entry.questions) if entry else frozenset()
     seeds = {s: seed for (s, a), seed in recorded(course_root).items() if a == assignment and s in totals}
     report = AssignmentReport(assignment, students, dict(scores), max_points, questions=questions,
                               names={s: names[s] for s in students}, seeds=seeds, totals=totals,
-                              max_total=max_total, course_root=course_root)
+                              max_total=max_total, course_root=course_root, late=late, penalties=penalties)
     who = defaultdict(list)
     for student in students:
         path = os.path.join(course_root, "autograded", student, assignment, assignment + ".ipynb")
@@ -283,6 +300,7 @@ def to_html(report, out_dir=None):
         f"<tr><td>{esc(s)}</td><td>{esc(report.names.get(s, ''))}</td>"
         + _score_cell(report.totals.get(s, 0), report.max_total,
                       out_dir and feedback_link(report.course_root, out_dir, s, report.assignment))
+        + "".join(f'<td class="n">{esc(num(v) if isinstance(v, float) else v)}</td>' for v in report.late_columns(s))
         + f"<td>{esc(report.seeds.get(s, ''))}</td></tr>" for s in report.students)
     chart = (f'<img alt="how many students got each score, per exercise and question" '
              f'src="data:image/png;base64,{_histogram_png(report)}">') if report.scores else ""
@@ -300,8 +318,10 @@ def to_html(report, out_dir=None):
 <table><tr><th>student</th><th>what</th><th>reason</th></tr>{flagged}</table>
 <h2>Students</h2>
 <p>Each score links to the student's feedback. Each student's hidden cases are drawn from their seed;
-<code>check(name, fn, part, seed=...)</code> reproduces any grade.</p>
-<table><tr><th>student</th><th>name</th><th>score</th><th>hidden-case seed</th></tr>{students}</table>""")
+<code>check(name, fn, part, seed=...)</code> reproduces any grade. Minutes late count from the student's own due date
+(the assignment's plus their extension, nbgrader's); the score is after the late penalty.</p>
+<table><tr><th>student</th><th>name</th><th>score</th><th>minutes late</th><th>extension</th><th>late penalty</th>
+<th>hidden-case seed</th></tr>{students}</table>""")
 
 
 def write_report(report, out_dir):
@@ -329,6 +349,10 @@ def write_report(report, out_dir):
                          ["student", one_line_text(student), "score", report.totals.get(student, 0)],
                          ["student", one_line_text(student), "of", report.max_total],
                          ["student", one_line_text(student), "seed", report.seeds.get(student, "")]])
+            minutes, extension, penalty = report.late_columns(student)
+            w.writerows([["student", one_line_text(student), "minutes late", minutes],
+                         ["student", one_line_text(student), "extension", extension],
+                         ["student", one_line_text(student), "late penalty", penalty]])
     return html_path, csv_path
 
 
@@ -350,6 +374,11 @@ def as_table(report):
                                f"{students})", 110, initial_indent="  ", subsequent_indent="    ")
     for student, kind, reason in report.flagged:
         lines.append(f"  flagged  {one_line_text(student)}: {one_line_text(kind)}: {one_line_text(reason)[:120]}")
+    for student in report.students:
+        minutes, extension, penalty = report.late_columns(student)
+        if minutes or extension:
+            lines.append(f"  late     {one_line_text(student)}: {minutes} minutes past their due date"
+                         + (f" (extension {extension})" if extension else "") + f", penalty {num(penalty)}")
     return "\n".join(lines)
 
 
@@ -374,8 +403,11 @@ class Overview:
 
 
 def class_overview(course_root, assignments=None):
-    """Every student's score in each of ``assignments`` (default: every assignment in the gradebook)."""
+    """Every student's score in each of ``assignments`` (default: every assignment in the gradebook), after the late
+    penalty."""
     from nbgrader.api import MissingEntry
+
+    from grader.late import extension_only
     with gradebook(course_root) as gb:
         names = _names(gb)
         known = {a.name: a for a in gb.assignments}
@@ -385,9 +417,11 @@ def class_overview(course_root, assignments=None):
         for student in names:
             for a in assignments:
                 try:
-                    scores[(student, a)] = gb.find_submission(a, student).score
+                    sub = gb.find_submission(a, student)
                 except MissingEntry:
-                    pass
+                    continue
+                if not extension_only(sub):  # a row of `course extend` alone is no submission
+                    scores[(student, a)] = sub.score - (sub.late_submission_penalty or 0.0)
     return Overview(course_root, assignments, sorted(names), names, scores, max_scores)
 
 

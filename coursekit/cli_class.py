@@ -1,6 +1,7 @@
 """The `course` commands of a class with nbgrader's exchange: ``course hub`` (a JupyterHub on this machine, as root:
 coursekit/hub/setup.py, and several courses or LTI login: coursekit/hub/courses.py, lti.py), ``course release``, ``collect``
-and ``return`` (coursekit/exchange/commands.py), and ``course instructor-lab``. coursekit/cli.py adds them to ``course``."""
+and ``return`` (coursekit/exchange/commands.py), ``course extend`` (nbgrader's extension: coursekit/extend.py) and
+``course instructor-lab``. coursekit/cli.py adds them to ``course``."""
 import os
 import sys
 
@@ -41,6 +42,16 @@ def add_class_commands(sub):
             p.add_argument("--lms", action="store_true", help="then post each student's score to the LMS (a hub "
                                                               "started with --lti)")
         p.set_defaults(func=_exchange_step(name))
+    p = sub.add_parser("extend", help="instructors: a later due date for some students (nbgrader's extension)")
+    p.add_argument("assignment")
+    p.add_argument("student", nargs="+", help="student ids, as the gradebook has them")
+    when = p.add_mutually_exclusive_group(required=True)
+    when.add_argument("--until", metavar="DATE", help="their due date: YYYY-MM-DD HH:MM in UTC, or ISO 8601 with an "
+                                                      "offset (2026-12-10T17:00+01:00)")
+    when.add_argument("--by", metavar="HOURS", help="hours past the assignment's due date")
+    when.add_argument("--remove", action="store_true", help="take their extension away")
+    p.add_argument("--course", default=None, help="the course folder (default: $COURSE_ROOT or course/)")
+    p.set_defaults(func=cmd_extend)
     p = sub.add_parser("instructor-lab", help="instructors: JupyterLab on the course folder with the formgrader")
     p.add_argument("--course", default=None, help="the course folder (default: $COURSE_ROOT or course/)")
     p.add_argument("--exchange", default=None, help="nbgrader's exchange (default: the course's setting)")
@@ -115,6 +126,19 @@ def _exchange_step(name):
             return 2
         return worst
     return command
+
+
+def cmd_extend(args):
+    """`course extend A STUDENT... (--until DATE | --by HOURS | --remove)`: nbgrader's extension (coursekit/extend.py);
+    exits 2, having changed nothing, on what it refuses."""
+    from .extend import ExtendRefused, extend
+    try:
+        extend(os.path.abspath(args.course), args.assignment, args.student, until=args.until, hours=args.by,
+               remove=args.remove)
+    except ExtendRefused as exc:
+        print(f"course extend: {exc}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def instructor_settings(env):

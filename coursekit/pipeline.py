@@ -61,9 +61,28 @@ def save_grades(nb, resources, parent=None):
                 grade.needs_manual_grade = False
             gb.db.commit()
         return nb, resources
+    # without a parent (`course grade`), the course folder's own configuration: the late policy's plugin it names
+    settings = {"parent": parent} if parent is not None else \
+        {"config": course_config(os.path.dirname(resources["nbgrader"]["db_url"][len("sqlite:///"):]))}
     for step in (SaveAutoGrades, AssignLatePenalties):
-        nb, resources = step(parent=parent).preprocess(nb, resources)
+        nb, resources = step(**settings).preprocess(nb, resources)
     return nb, resources
+
+
+def course_config(course_root):
+    """The configuration that the course folder's ``nbgrader_config.py`` writes (read once per process and folder,
+    again when the file changes)."""
+    path = os.path.join(course_root, "nbgrader_config.py")
+    stamp = os.stat(path).st_mtime_ns if os.path.isfile(path) else None
+    key = (os.path.abspath(course_root), stamp)
+    if key not in _CONFIGS:
+        from traitlets.config import Config
+        from traitlets.config.loader import PyFileConfigLoader
+        _CONFIGS[key] = PyFileConfigLoader("nbgrader_config.py", path=course_root).load_config() if stamp else Config()
+    return _CONFIGS[key]
+
+
+_CONFIGS = {}
 
 
 def course_id(course_root):

@@ -127,11 +127,33 @@ class CourseReleaseAssignment(HubRoot, ExchangeReleaseAssignment):
         close_course_folder(self.course_path, gid=course_group(self.coursedir.root))
 
     def copy_files(self):
+        from grader.late import DUE_NOTE, PolicyError, read_policy
+        try:
+            policy = read_policy(self.coursedir.root)  # refused before anything is released
+        except PolicyError as exc:
+            self.fail(str(exc))
         super().copy_files()
+        write_due_note(self.coursedir, self.dest_path, policy, DUE_NOTE)
         page = os.path.join(self.coursedir.root, self.coursedir.source_directory, NOTATION)
         if os.path.isfile(page) and not os.path.islink(page):
             shutil.copyfile(page, os.path.join(self.dest_path, NOTATION))
             os.chmod(os.path.join(self.dest_path, NOTATION), 0o644)
+
+
+def write_due_note(coursedir, dest, policy, name):
+    """The release's page ``name`` in ``dest``: the assignment's due date (the gradebook's) and the late policy
+    (``grader.late.release_note``)."""
+    from nbgrader.api import Gradebook, MissingEntry
+
+    from grader.late import release_note
+    with Gradebook(coursedir.db_url, coursedir.course_id) as gb:
+        try:
+            due = gb.find_assignment(coursedir.assignment_id).duedate
+        except MissingEntry:
+            due = None
+    with open(os.path.join(dest, name), "w") as f:
+        f.write(release_note(coursedir.assignment_id, due, policy))
+    os.chmod(os.path.join(dest, name), 0o644)
 
 
 class CourseCollect(HubRoot, ExchangeCollect):

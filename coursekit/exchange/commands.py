@@ -24,6 +24,7 @@ from nbgrader.utils import capture_log, temp_attrs
 from grader.plain import inert
 
 from .inbound import shown
+from ..extend import due_dates
 from ..pipeline import gradebook
 from ..words import counted
 from .course_id import ExchangeError
@@ -119,6 +120,11 @@ def release(course_root, assignment, out=print):
     if assignment not in assignments_of(course_root):
         raise ExchangeError(f"there is no assignment {assignment!r} in {os.path.join(course_root, 'source')} "
                             f"(there are: {', '.join(assignments_of(course_root))})")
+    from grader.late import PolicyError, read_policy
+    try:
+        read_policy(course_root)  # shown beside the release: refused before anything is generated or released
+    except PolicyError as exc:
+        raise ExchangeError(str(exc)) from None
     from .classes import CourseReleaseAssignment
     root = check_exchange(exchange_root(course_root), create=True)
     generate_release(course_root, assignment)
@@ -134,17 +140,6 @@ def release(course_root, assignment, out=print):
 def _inbound(course_root):
     api = _api(course_root)
     return os.path.join(exchange_root(course_root), api.coursedir.course_id, "inbound"), api
-
-
-def _duedate(course_root, assignment):
-    from nbgrader.api import MissingEntry
-    if not os.path.exists(os.path.join(course_root, "gradebook.db")):
-        return None
-    with gradebook(course_root) as gb:
-        try:
-            return gb.find_assignment(assignment).duedate
-        except MissingEntry:
-            return None
 
 
 @dataclass
@@ -192,7 +187,7 @@ def collect(course_root, assignment, roster=None, out=print):
         out(f"nothing submitted for {assignment} yet (the exchange's inbound folder {inbound} holds none)")
         _name_missing(course_root, roster, set(), out)
         return done
-    due = _duedate(course_root, assignment)
+    due, extended = due_dates(course_root, assignment)  # the assignment's, and each extended student's own
     out(f"collected {assignment}: {sum(s != 'unchanged' for s in status.values())} new or updated, "
         f"{sum(s == 'unchanged' for s in status.values())} unchanged, {len(done.refused)} refused")
     telling, rest = refusal_lines(done.refused, result.get("roster"))
@@ -201,7 +196,9 @@ def collect(course_root, assignment, roster=None, out=print):
     for student, (state, stamp) in sorted(result["collected"].items()):
         count = result["counts"].get(student, 1)
         extra = f"; {count} submissions, the latest collected" if count > 1 else ""
-        late = f"; LATE by {stamp - due}" if due is not None and stamp > due else ""
+        own = extended.get(student, due)
+        late = f"; LATE by {stamp - own}" if own is not None and stamp > own else ""
+        late += f" (extended to {own:%Y-%m-%d %H:%M} UTC)" if student in extended else ""
         history = (f"; the earlier one kept in submitted_history/{student}/{assignment}/" if state == "updated"
                    else "")
         out(f"  {student:<24} {state:<9} submitted {stamp:%Y-%m-%d %H:%M:%S}{extra}{late}{history}")

@@ -126,8 +126,9 @@ def read_grades(gb, assignments=(), students=()):
     """The grades of ``assignments`` (default: every assignment with grades, in the gradebook's order) for
     ``students`` (default: all) from nbgrader's ``Gradebook`` ``gb``. Raises ``NoGrades`` naming each asked
     assignment that has none (and when no assignment has any)."""
+    from grader.late import extension_only
     in_gradebook = {a.name: a for a in gb.assignments}
-    graded = [name for name, a in in_gradebook.items() if a.submissions]
+    graded = [name for name, a in in_gradebook.items() if any(not extension_only(s) for s in a.submissions)]
     asked = [str(a) for a in assignments]
     if asked:
         missing = [a for a in asked if a not in graded]
@@ -146,7 +147,7 @@ def read_grades(gb, assignments=(), students=()):
     ids = {s.id for s in roster}
     for a in chosen:
         for sub in in_gradebook[a].submissions:
-            if sub.student_id in ids:
+            if sub.student_id in ids and not extension_only(sub):  # `course extend`'s row alone: no submission
                 penalty = sub.late_submission_penalty or 0.0
                 grades.points[(sub.student_id, a)] = max(0.0, float(sub.score or 0.0) - penalty)
                 if sub.timestamp is not None:  # nbgrader keeps it in UTC, without its zone

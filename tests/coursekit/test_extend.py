@@ -1,0 +1,205 @@
+"""`course extend` as an instructor runs it, on a real SQLite gradebook through nbgrader's own extension
+(Gradebook.grant_extension): the student's due date moves, everything that computes lateness reads it (the late
+penalty, `course collect`, the feedback, the class report, the LMS export), and every bad input is refused with a
+sentence that names it while the gradebook stays as it was."""
+import datetime
+import hashlib
+import os
+import shutil
+import sqlite3
+import sys
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from coursekit.cli import main
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(__file__)))
+from gradebooks import build_gradebook  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+A = "03_softmax"
+NOW = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None, second=0, microsecond=0)
+DUE = NOW + datetime.timedelta(days=3)
+
+
+def _course(root, due=DUE):
+    """A course folder (the project's nbgrader_config.py) whose gradebook has 03_softmax (10 points, due ``due``),
+    alice (no submission yet) and bob (graded 8, submitted 30 hours after ``due``), and 04_masks without a due date."""
+    os.makedirs(root)
+    shutil.copy(os.path.join(ROOT, "course", "nbgrader_config.py"), root)
+    build_gradebook(root, {A: {"softmax_basic": 10}, "04_masks": {"mask_basic": 2}},
+                    {"alice": ("Alice", "A", "", ""), "bob": ("Bob", "B", "", "")}, {"bob": {A: {"softmax_basic": 8}}},
+                    submitted={("bob", A): due + datetime.timedelta(hours=30)})
+    from coursekit.pipeline import gradebook
+    with gradebook(root) as gb:
+        gb.update_or_create_assignment(A, duedate=due)
+    return root
+
+
+@pytest.fixture
+def course(tmp_path):
+    return _course(str(tmp_path / "course"))
+
+
+def _rows(root):
+    """The whole gradebook as SQL, to compare before and after."""
+    with sqlite3.connect(os.path.join(root, "gradebook.db")) as db:
+        return hashlib.sha256("\n".join(db.iterdump()).encode()).hexdigest()
+
+
+def _extend(root, *args, capsys=None):
+    code = main(["extend", "--course", root, *args])
+    said = capsys.readouterr() if capsys else None
+    return code, said
+
+
+def test_an_extension_moves_the_students_due_date_everywhere_lateness_is_read(course, capsys):
+    """Alice (no submission yet) and bob (graded, 30 hours late): `course extend --by 48` gives both nbgrader's
+    extension; bob's late penalty under the course's policy is worked out again (2 points, then none); the report
+    shows his minutes late and extension; the export counts alice as no submission and bob's score after the
+    penalty; collect's due dates are each student's own."""
+    from coursekit.class_report import as_table, assignment_report, class_overview
+    from coursekit.extend import due_dates
+    from coursekit.lms.export import read_grades
+    from coursekit.pipeline import gradebook
+    with open(os.path.join(course, "late_policy.toml"), "w") as f:
+        f.write('kind = "per_day"\npercent = 10\ncap = 50\n')
+    assert _extend(course, A, "bob", "--by", "1", capsys=capsys)[0] == 0   # still 29 hours late: 2 days begun
+    with gradebook(course) as gb:
+        assert gb.find_submission_notebook(A, A, "bob").late_submission_penalty == 2.0
+    code, said = _extend(course, A, "alice", "bob", "--by", "48", capsys=capsys)
+    assert code == 0, said
+    assert f"{A}: alice due {DUE + datetime.timedelta(hours=48):%Y-%m-%d %H:%M} UTC" in said.out
+    assert "bob's graded 03_softmax: late penalty 0 point(s) (was 2)" in said.out
+    with gradebook(course) as gb:
+        assert gb.find_submission(A, "alice").extension == datetime.timedelta(hours=48)
+        assert gb.find_submission(A, "bob").total_seconds_late == 0
+        grades = read_grades(gb, [A])
+    assert grades.submitted("bob", A) and not grades.submitted("alice", A)   # alice's row holds only an extension
+    assert grades.score("bob", A) == 8.0 and ("alice", A) not in grades.submitted_at
+    report = assignment_report(course, A)
+    assert report.students == ["bob"] and report.late_columns("bob") == (0, "2 days", 0.0)
+    assert ("alice", A) not in class_overview(course, [A]).scores
+    due, own = due_dates(course, A)
+    assert due == DUE and own == {s: DUE + datetime.timedelta(hours=48) for s in ("alice", "bob")}
+    # a smaller extension: bob is late again, and the report and the export say so
+    assert _extend(course, A, "bob", "--until", f"{DUE + datetime.timedelta(hours=6):%Y-%m-%dT%H:%M}+00:00",
+                   capsys=capsys)[0] == 0
+    report = assignment_report(course, A)
+    assert report.late_columns("bob") == (24 * 60, "6 hours", 1.0)
+    assert "late     bob: 1440 minutes past their due date (extension 6 hours), penalty 1" in as_table(report)
+    with gradebook(course) as gb:
+        assert read_grades(gb, [A]).score("bob", A) == 7.0
+    code, said = _extend(course, A, "alice", "--remove", capsys=capsys)
+    assert code == 0 and "alice has no extension" in said.out
+    assert due_dates(course, A)[1] == {"bob": DUE + datetime.timedelta(hours=6)}
+
+
+IDS = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=1, max_size=12).filter(
+    lambda s: s not in ("alice", "bob") and not s.startswith("-"))
+DATES = st.one_of(
+    st.text(max_size=25),
+    st.datetimes(min_value=datetime.datetime(1, 1, 2), max_value=NOW).map(lambda d: d.isoformat(sep=" ")),
+    st.sampled_from(["2026-02-30 10:00", "tomorrow", "", "9999-12-31T23:59:59-23:59", "0001-01-01T00:00+23:59",
+                     f"{DUE:%Y-%m-%d %H:%M}", f"{DUE + datetime.timedelta(days=400):%Y-%m-%d}", "NaN", "1e9"]))
+HOURS = st.one_of(st.sampled_from(["0", "-1", "nan", "inf", "-inf", "1e300", "9000", "", "48h", "٣"]),
+                  st.text(max_size=8))
+
+
+@pytest.mark.parametrize("args, named", [
+    (["nope", "alice", "--by", "3"], "no assignment 'nope' in the gradebook"),
+    (["04_masks", "alice", "--by", "3"], "04_masks has no due date"),
+    ([A, "zed", "alice", "carol", "--by", "3"], "no student 'zed', 'carol' in the gradebook"),
+    ([A, "alice", "--until", "2020-01-01 10:00"], "is in the past"),
+    ([A, "alice", "--until", "tomorrow"], "the date 'tomorrow' does not parse"),
+    ([A, "alice", "--by", "-2"], "a positive number of hours"),
+    ([A, "alice", "--by", "two"], "not a number of hours"),
+])
+def test_bad_input_is_refused_with_a_sentence_naming_it_and_nothing_changes(course, capsys, args, named):
+    before = _rows(course)
+    code, said = _extend(course, *args, capsys=capsys)
+    assert code == 2 and named in said.err and said.err.startswith("course extend: "), said
+    assert _rows(course) == before
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(assignment=st.one_of(st.just(A), IDS), students=st.lists(st.one_of(st.just("alice"), IDS), min_size=1,
+                                                                  max_size=3),
+       until=st.one_of(st.none(), DATES), hours=HOURS)
+def test_generated_bad_input_is_refused_with_a_sentence_and_the_gradebook_stays_as_it_was(course, capsys, assignment,
+                                                                                        students, until, hours):
+    """An unknown assignment or student, a date that does not parse, is in the past, is not after the due date or
+    is more than a year past it, hours that are not a positive number: exit 2, one sentence that names the input,
+    the gradebook's rows unchanged."""
+    bad_people = assignment != A or any(s != "alice" for s in students)
+    option = [f"--until={until}"] if until is not None else [f"--by={hours}"]  # a value may start with "-"
+    before = _rows(course)
+    code, said = _extend(course, assignment, *students, *option, capsys=capsys)
+    if code == 0:  # only a good request may pass: then it changed alice's due date and nothing else
+        assert not bad_people
+        return
+    assert code == 2, said
+    assert said.err.startswith("course extend: ") and said.err.count("\n") == 1, said.err
+    assert _rows(course) == before
+    if assignment != A:
+        assert "no assignment" in said.err
+    elif bad_people:
+        assert "no student" in said.err
+    else:
+        assert any(why in said.err for why in ("does not parse", "is in the past", "is not after", "more than a year",
+                                               "positive number of hours", "not a number of hours", "out of range")), \
+            said.err
+
+
+@pytest.mark.pipeline
+def test_the_release_and_the_feedback_tell_the_student_their_due_date_and_the_late_policy(tmp_path, monkeypatch,
+                                                                                           capsys):
+    """`course release` puts due_date.md (the due date, the policy in words) beside the notebook, and refuses a
+    policy that does not parse before anything is released; after `course extend`, the student's feedback page
+    (nbgrader's generate_feedback with the course's LatenessNote) names their own due date, their extension, how
+    late they were and the policy, and the score after the penalty."""
+    import nbformat
+
+    from coursekit.exchange import commands as exchange
+    from coursekit.pipeline import CourseCopy, gradebook, save_grades
+    a = "01_tokens"
+    cc = CourseCopy(str(tmp_path / "course"))
+    monkeypatch.setenv("COURSE_EXCHANGE", str(tmp_path / "exchange"))
+    policy = os.path.join(cc.root, "late_policy.toml")
+    with open(policy, "w") as f:
+        f.write('kind = "per_day"\npercent = 10\n')
+    with pytest.raises(exchange.ExchangeError, match="does not parse as TOML"):
+        with open(policy, "a") as f:
+            f.write("cap = \n")
+        exchange.release(cc.root, a)
+    assert not os.path.exists(os.path.join(cc.root, "release")) and not os.path.exists(tmp_path / "exchange")
+    with open(policy, "w") as f:
+        f.write('kind = "per_day"\npercent = 10\ncap = 50\n')
+    cc.generate_release(a)
+    with gradebook(cc.root) as gb:
+        gb.update_or_create_assignment(a, duedate=DUE)
+        gb.update_or_create_student("alice")
+        gb.update_or_create_submission(a, "alice", timestamp=DUE + datetime.timedelta(hours=30))
+    exchange.release(cc.root, a)
+    note = open(tmp_path / "exchange" / "attention-course" / "outbound" / a / "due_date.md").read()
+    assert f"Due: **{DUE:%Y-%m-%d %H:%M} UTC**" in note and "10% of the notebook's points for each day" in note
+    # alice's notebook graded as `course grade` writes it (save_grades, the course's plugin): 30 hours late
+    release = nbformat.read(cc.release_path(a), as_version=4)
+    os.makedirs(os.path.dirname(cc.autograded_path("alice", a)))
+    nbformat.write(release, cc.autograded_path("alice", a))
+    save_grades(release, {"nbgrader": {"notebook": a, "assignment": a, "student": "alice",
+                                       "db_url": "sqlite:///" + os.path.join(cc.root, "gradebook.db")}})
+    with gradebook(cc.root) as gb:
+        nb = gb.find_submission_notebook(a, a, "alice")
+        full, penalty, most = nb.score, nb.late_submission_penalty, nb.max_score
+    assert penalty == pytest.approx(0.2 * most)
+    assert main(["extend", "--course", cc.root, a, "alice", "--by", "24"]) == 0
+    said = capsys.readouterr().out
+    assert "late penalty" in said and "feedback page made again" in said, said
+    page = open(cc.feedback_path("alice", a)).read()
+    assert f"with your extension of 1 day (the assignment&#39;s: {DUE:%Y-%m-%d %H:%M} UTC)" in page, page[-3000:]
+    assert "6 hours late" in page and "Late policy: Late work loses 10%" in page
+    with gradebook(cc.root) as gb:
+        assert gb.find_submission_notebook(a, a, "alice").late_submission_penalty == pytest.approx(0.1 * most)
+    assert f"(Score: {round(full - 0.1 * most, 2)}" in page
