@@ -77,15 +77,8 @@ def cmd_update(args):
 
 def cmd_fetch_again(args):
     """A fresh copy of a released assignment for a student who lost or broke theirs (learner/fetch_again.py)."""
-    from learner.fetch_again import FetchRefused, fetch_again
-    try:
-        lines = fetch_again(args.assignment, args.course_id, args.dir)
-    except FetchRefused as exc:
-        print(f"course fetch-again: {exc}", file=sys.stderr)
-        return 1
-    for line in lines:
-        print(line)
-    return 0
+    from learner.fetch_again import command
+    return command(args.assignment, args.course_id, args.dir)
 
 
 def cmd_workspace(args):

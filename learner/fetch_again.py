@@ -17,12 +17,13 @@ import os
 import re
 import shutil
 import stat
+import sys
 import tempfile
 
 from .handin import one_line
 
 ASSIGNMENT_NAME = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}\Z")
-MOVED = "{name}.moved-{time}"  # where the student's folder goes, beside it
+ASIDE_NAME = "{name}.moved-{time}"  # where the student's folder goes, beside it
 ROOM_MARGIN = 1 << 20  # bytes of room wanted beyond the release's size
 
 
@@ -130,6 +131,18 @@ def fetch_again(assignment_id, course_id=None, where=None, now=None):
     return lines
 
 
+def command(assignment_id, course_id=None, where=None):
+    """``course fetch-again``: prints what was done, or the refusal on stderr; the exit status."""
+    try:
+        lines = fetch_again(assignment_id, course_id, where)
+    except FetchRefused as exc:
+        print(f"course fetch-again: {exc}", file=sys.stderr)
+        return 1
+    for line in lines:
+        print(line)
+    return 0
+
+
 def _not_released(fetch, assignment_id):
     """The sentence for an assignment that is not in the course's outbound, naming those that are; None when it
     is there (the fetch failed for another reason)."""
@@ -161,7 +174,7 @@ def _move_aside(dest, now=None):
     """Move the folder ``dest`` to a new name beside it and return that name: the name is claimed by making an
     empty folder there (``mkdir`` fails on any name that exists), which the rename then replaces."""
     when = (now or datetime.datetime.now(datetime.timezone.utc)).strftime("%Y-%m-%dT%H-%M-%SZ")
-    base = MOVED.format(name=dest, time=when)
+    base = ASIDE_NAME.format(name=dest, time=when)
     for n in range(1, 1000):
         aside = base if n == 1 else f"{base}-{n}"
         try:
