@@ -105,11 +105,13 @@ def feedback_link(course_root, out_dir, student, assignment):
     return "/".join(quote(part, safe="") for part in os.path.relpath(page, out_dir).split(os.sep))
 
 
-def _page(title, body):
+def page_html(title, body, style=""):
+    """A report page: ``body`` (made inert by its maker) under the feedback pages' policy, with ``style`` added; marked
+    as the class report's, whose links the course's lab plugin opens in the lab on a hub (``node/hub-lab``)."""
     return (f'<!DOCTYPE html><html><head><meta charset="utf-8">'
             f'<meta http-equiv="Content-Security-Policy" content="{html.escape(CSP)}">'
-            f'<meta name="referrer" content="no-referrer"><title>{esc(title)}</title>'
-            f"<style>{STYLE}</style></head><body>\n{body}\n</body></html>\n")
+            f'<meta name="referrer" content="no-referrer"><meta name="course-report" content="">'  # node/hub-lab
+            f"<title>{esc(title)}</title><style>{STYLE}{style}</style></head><body>\n{body}\n</body></html>\n")
 
 
 def _score_cell(score, total, href):
@@ -304,7 +306,9 @@ def to_html(report, out_dir=None):
         + f"<td>{esc(report.seeds.get(s, ''))}</td></tr>" for s in report.students)
     chart = (f'<img alt="how many students got each score, per exercise and question" '
              f'src="data:image/png;base64,{_histogram_png(report)}">') if report.scores else ""
-    return _page(f"{report.assignment}: class report", f"""<p><a href="index.html">class overview</a></p>
+    table = html.escape(quote(report.assignment + "-students.html", safe=""))  # coursekit/report_students.py's
+    return page_html(f"{report.assignment}: class report", f"""<p><a href="index.html">class overview</a> ·
+<a href="{table}">who failed what: every student's points per exercise, the mistakes named, lateness</a></p>
 <h1>{esc(report.assignment)}: {counted(n, 'student')}, class mean {esc(out_of(report.class_mean(), report.max_total))}</h1>
 <h2>Scores per exercise and question</h2>
 <table><tr><th>item</th><th>kind</th><th>mean / points</th><th>every point</th><th>failed</th></tr>{rows}</table>
@@ -437,7 +441,7 @@ def overview_html(overview, out_dir):
                         for a in overview.assignments)
         rows.append(f"<tr><td>{esc(s)}</td><td>{esc(overview.names.get(s, ''))}</td>{cells}"
                     f'<td class="n">{esc(out_of(*overview.total(s)))}</td></tr>')
-    return _page("Class overview", f"""<h1>Class overview: {overview.size()}</h1>
+    return page_html("Class overview", f"""<h1>Class overview: {overview.size()}</h1>
 <p>Each score links to that student's feedback; each assignment to its class report. A missing submission counts
 0 in the total.</p>
 <table><tr><th>student</th><th>name</th>{head}<th>total</th></tr>{"".join(rows)}</table>""")

@@ -333,6 +333,7 @@ def cmd_bundle(args):
 def cmd_report(args):
     from .pipeline import gradebook
     from .class_report import as_table, assignment_report, class_overview, overview_table, write_report, write_overview
+    from .report_students import who_failed_what
     root = os.path.abspath(args.course)
     if not os.path.exists(os.path.join(root, "gradebook.db")):
         print(f"no gradebook in {root}: grade first (`course grade`)")
@@ -348,6 +349,7 @@ def cmd_report(args):
         report = assignment_report(root, assignment)
         html_path, csv_path = write_report(report, out)
         print(as_table(report))
+        print(who_failed_what(report, out, _shown))
         print(f"  -> {_shown(html_path)}, {_shown(csv_path)}\n")
     overview = class_overview(root, args.assignment or graded)
     index = write_overview(overview, out)

@@ -20,6 +20,7 @@ import warnings
 from grader.late import extension_only, duration, utc
 
 from .pipeline import course_config, gradebook
+from .words import counted
 
 LONGEST = datetime.timedelta(days=366)
 
@@ -145,7 +146,7 @@ def _penalties_again(course_root, assignment, student):
         AssignLatePenalties(config=config).preprocess(nbformat.v4.new_notebook(), resources)
         with gradebook(course_root) as gb:
             after = gb.find_submission_notebook(name, assignment, student).late_submission_penalty or 0.0
-        lines.append(f"  {student}'s graded {name}: late penalty {after:g} point(s)"
+        lines.append(f"  {student}'s graded {name}: late penalty {counted(after, 'point')}"
                      + ("" if after == before else f" (was {before:g})"))
     if os.path.isdir(os.path.join(course_root, "autograded", student, assignment)):
         outcome = nbgrader_api(course_root).generate_feedback(assignment, student)

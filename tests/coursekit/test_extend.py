@@ -71,7 +71,7 @@ def test_an_extension_moves_the_students_due_date_everywhere_lateness_is_read(co
     code, said = _extend(course, A, "alice", "bob", "--by", "48", capsys=capsys)
     assert code == 0, said
     assert f"{A}: alice due {DUE + datetime.timedelta(hours=48):%Y-%m-%d %H:%M} UTC" in said.out
-    assert "bob's graded 03_softmax: late penalty 0 point(s) (was 2)" in said.out
+    assert "bob's graded 03_softmax: late penalty 0 points (was 2)" in said.out
     with gradebook(course) as gb:
         assert gb.find_submission(A, "alice").extension == datetime.timedelta(hours=48)
         assert gb.find_submission(A, "bob").total_seconds_late == 0

@@ -17,6 +17,7 @@ def test_a_count_of_one_is_singular_and_every_other_plural():
     assert counted(2, "submission") == "2 submissions"
     assert counted(1, "stale file") == "1 stale file" and counted(3, "stale file") == "3 stale files"
     assert counted(2, "child", "children") == "2 children" and counted(1, "child", "children") == "1 child"
+    assert counted(1.0, "point") == "1 point" and counted(1.5, "point") == "1.5 points"
 
 
 def test_no_command_prints_a_hedged_plural():

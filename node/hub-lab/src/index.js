@@ -13,8 +13,16 @@
 //    submitted one with its submissions' timestamps]} or {success: false, value: the traceback}, and says nothing
 //    on success. Here the answer to that request is read (a copy of it; nbgrader's tab gets it as it was) and a
 //    notification says "<assignment> submitted at <the timestamp nbgrader recorded>", or why it was not.
+// 4. The class report's links (`course report`: report/*.html, each page marked <meta name="course-report">) open in
+//    the lab. The HTML viewer shows a page in a sandboxed frame whose links load in that frame (it sets
+//    <base target="_self">), and a hub's server refuses to be framed (JupyterHub's frame-ancestors 'none'): a score
+//    linking to a student's feedback showed "127.0.0.1 refused to connect". A link with target="_blank" is no way
+//    out either: the frame may not open a window unless the instructor trusts the file (no allow-popups). Here a
+//    click on a report's link to a file of this server opens that file in the lab instead (a page in the HTML
+//    viewer, anything else as the lab opens it); every other link, and every other page, is left as it was.
 import { Notification } from '@jupyterlab/apputils';
 import { PageConfig, URLExt } from '@jupyterlab/coreutils';
+import { IHTMLViewerTracker } from '@jupyterlab/htmlviewer';
 
 const NAME = '@attention-course/hub-lab';
 
@@ -165,4 +173,65 @@ const submitted = {
   }
 };
 
-export default [formgrader, feedback, submitted];
+// ------------------------------------------------------------------ 4. the class report's links
+const REPORT_PAGE = 'meta[name="course-report"]';
+
+// the path (as the lab's file browser names it) of a link to a file this server serves (<base>files/...), or null
+function servedPath(href) {
+  try {
+    const files = new URL(URLExt.join(PageConfig.getBaseUrl(), 'files/'), window.location.href);
+    const url = new URL(href, window.location.href);
+    if (url.origin !== files.origin || !url.pathname.startsWith(files.pathname)) {
+      return null;
+    }
+    const path = url.pathname.slice(files.pathname.length).split('/').map(decodeURIComponent).join('/');
+    return path && !path.split('/').includes('..') ? path : null;
+  } catch (err) {
+    return null; // not a link this plugin opens; the frame does with it what it would
+  }
+}
+
+const watched = new WeakSet();
+
+function openReportLinks(app, viewer) {
+  const frame = viewer.content.node.querySelector('iframe');
+  if (!frame) {
+    return;
+  }
+  const watch = () => {
+    let page = null;
+    try {
+      page = frame.contentDocument;
+    } catch (err) {
+      return; // not this origin's document (the frame was sent elsewhere)
+    }
+    if (!page || watched.has(page) || !page.querySelector(REPORT_PAGE)) {
+      return;
+    }
+    watched.add(page);
+    page.addEventListener('click', event => {
+      const link = event.target && event.target.closest ? event.target.closest('a[href]') : null;
+      const path = link && !event.defaultPrevented ? servedPath(link.href) : null;
+      if (path === null) {
+        return;
+      }
+      event.preventDefault();
+      app.commands.execute('docmanager:open', /\.html?$/i.test(path) ? { path, factory: 'HTML Viewer' } : { path });
+    });
+  };
+  frame.addEventListener('load', watch); // the viewer loads each rendering as a new document
+  watch();
+}
+
+const reportLinks = {
+  id: NAME + ':report-links',
+  description: 'Opens the class report\'s links (a student\'s feedback, another order of a table) in the lab.',
+  autoStart: true,
+  requires: [IHTMLViewerTracker],
+  activate: (app, viewers) => {
+    viewers.forEach(viewer => openReportLinks(app, viewer));
+    viewers.widgetAdded.connect((_, viewer) => openReportLinks(app, viewer));
+  }
+};
+
+export default [formgrader, feedback, submitted, reportLinks];
