@@ -203,3 +203,25 @@ def test_the_release_and_the_feedback_tell_the_student_their_due_date_and_the_la
     with gradebook(cc.root) as gb:
         assert gb.find_submission_notebook(a, a, "alice").late_submission_penalty == pytest.approx(0.1 * most)
     assert f"(Score: {round(full - 0.1 * most, 2)}" in page
+    # collect counts from each student's own due date: this account's submission, a minute old, two days late
+    import pwd
+    me = pwd.getpwuid(os.getuid()).pw_name
+    with gradebook(cc.root) as gb:
+        gb.update_or_create_assignment(a, duedate=NOW - datetime.timedelta(days=2))
+        gb.update_or_create_student(me)
+    if os.getuid() == 0:  # the course folder's group holds no student (collect refuses one that does)
+        import grp
+        os.chown(cc.root, -1, grp.getgrnam("nogroup").gr_gid)
+    stamp = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=1)
+    inbox = tmp_path / "exchange" / "attention-course" / "inbound" / f"{me}+{a}+{stamp:%Y-%m-%d %H:%M:%S.%f} UTC"
+    inbox.mkdir()
+    nbformat.write(release, str(inbox / f"{a}.ipynb"))
+    lines = []
+    exchange.collect(cc.root, a, out=lines.append)
+    mine = [line for line in lines if line.lstrip().startswith(me + " ")]
+    assert len(mine) == 1 and "; LATE by 1 day, 23:5" in mine[0] and "extended" not in mine[0], lines
+    assert main(["extend", "--course", cc.root, a, me, "--by", "72"]) == 0
+    lines = []
+    exchange.collect(cc.root, a, out=lines.append)
+    mine = [line for line in lines if line.lstrip().startswith(me + " ")]
+    assert "LATE" not in mine[0] and f"(extended to {NOW + datetime.timedelta(days=1):%Y-%m-%d %H:%M} UTC)" in mine[0]
