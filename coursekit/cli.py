@@ -77,8 +77,8 @@ def cmd_update(args):
 
 def cmd_fetch_again(args):
     """A fresh copy of a released assignment for a student who lost or broke theirs (learner/fetch_again.py)."""
-    from learner.fetch_again import command
-    return command(args.assignment, args.course_id, args.dir)
+    from learner.fetch_again import run_fetch_again
+    return run_fetch_again(args.assignment, args.course_id, args.dir)
 
 
 def cmd_workspace(args):

@@ -131,7 +131,7 @@ def fetch_again(assignment_id, course_id=None, where=None, now=None):
     return lines
 
 
-def command(assignment_id, course_id=None, where=None):
+def run_fetch_again(assignment_id, course_id=None, where=None):
     """``course fetch-again``: prints what was done, or the refusal on stderr; the exit status."""
     try:
         lines = fetch_again(assignment_id, course_id, where)
