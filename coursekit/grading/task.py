@@ -8,12 +8,30 @@ from .files import read_results, write_files
 from grader.processes import Kept
 
 from .server import Nbgrader
+from ..paths import ROOT
 
-_NBGRADER = Kept(Nbgrader)  # this worker's nbgrader process, started again for other settings or when it died
+# the code a worker's nbgrader process grades with: the checks and their cases, the reference, the grader
+GRADED_BY = ("learner", "solutions", "grader")
+# this worker's nbgrader process, started again for other settings, for other code, or when it died
+_NBGRADER = Kept(lambda key: Nbgrader(key[0]))
+
+
+def code_version(root=ROOT, parts=GRADED_BY):
+    """A fingerprint of the code under ``parts`` of ``root`` (each file's path, size and modification time). A check
+    fixed mid-term changes it, so the next submission a long-lived worker grades (the hub's grading service's, a
+    cluster's at ``--scheduler``) starts a fresh nbgrader process that imports the fix; a few hundred ``stat``s."""
+    seen = []
+    for part in parts:
+        for here, dirs, files in os.walk(os.path.join(root, part)):
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            for name in sorted(files):
+                st = os.stat(os.path.join(here, name))
+                seen.append((os.path.relpath(os.path.join(here, name), root), st.st_size, st.st_mtime_ns))
+    return hash(tuple(seen))
 
 
 def _nbgrader(passed):
-    return _NBGRADER.get(passed)
+    return _NBGRADER.get((passed, code_version()))
 
 
 def grade_submission(payload, task, timeout, passed):
