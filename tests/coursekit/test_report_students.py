@@ -6,8 +6,9 @@ relatively, and writes the same rows as CSV whose text cells a spreadsheet does 
 
 The class is a real nbgrader gradebook (``tests/gradebooks.py``) with autograded notebooks carrying the grader's
 messages, as ``tests/coursekit/test_report.py`` builds one; the hostile names are also drawn by hypothesis and put
-through the page and the CSV in memory. Cost: about 3 s for `course report` on the class (most of it the
-histograms of the assignment's page) and 2 s for the 25 drawn classes."""
+through the page and the CSV in memory. Cost, measured while the full suite ran beside it (load 12 on 2 cores):
+7 s for the class and `course report` on it, 5 s for the other tests, 1 s of them for the 25 drawn classes; the
+browser test (a JupyterLab server and Chromium) about a minute."""
 import contextlib
 import csv
 import datetime
@@ -158,7 +159,8 @@ def test_every_column_sorts_on_a_page_of_its_own_linked_from_its_heading(course)
             "total": sorted(STUDENTS, key=lambda s: (truth[s][1], s)),
             "late": sorted(STUDENTS, key=lambda s: (-truth[s][2], s)),
             "softmax": sorted(STUDENTS, key=lambda s: (truth[s][0]["softmax"], s))}
-    for key, heading, _ in orders_of(root):
+    keys = [key for key, _, _ in orders_of(root)]
+    for key in keys:
         raw = open(os.path.join(report, page_name(A, key))).read()
         page = Page(raw)
         assert page.live == [] and page.csp == [CSP], (key, page.live)
@@ -170,7 +172,7 @@ def test_every_column_sorts_on_a_page_of_its_own_linked_from_its_heading(course)
         assert sum(h.endswith(("▲", "▼")) for h in headings) == 1, headings  # the page's own order, not a link
         links = [h for h in page.hrefs if h.startswith(A + "-students")]
         assert sorted(unquote(h) for h in links if h.endswith(".html")) == sorted(
-            page_name(A, k) for k, _, _ in orders_of(root) if k != key)
+            page_name(A, k) for k in keys if k != key)
         for href in page.hrefs:  # relative, and to a file that is there
             assert not urlsplit(href).scheme and not href.startswith("/"), href
             assert os.path.isfile(os.path.normpath(os.path.join(report, unquote(href)))), href
@@ -234,7 +236,7 @@ def test_on_a_server_that_refuses_frames_a_reports_links_open_in_the_lab(course,
     (jupyterhub/singleuser/extension.py), under which a link followed inside the HTML viewer's frame showed
     "127.0.0.1 refused to connect". The report's links open in the lab instead: a student's feedback and another
     order of the table, each in an HTML viewer of its own, the report left where it was. Cost: one JupyterLab server
-    and Chromium, about 20 s."""
+    and Chromium, 66 s measured under a load of 12 on 2 cores."""
     from playwright.sync_api import sync_playwright
 
     from browser import CHROMIUM, CHROMIUM_ARGS, Lab, need_browser

@@ -478,6 +478,16 @@ def test_the_class_report_counts_scores_and_names_the_mistakes_students_made(cou
     page = open(tmp_path / f"{TAMPER_A}.html").read()
     assert "Known mistakes the checks named" in page and "data:image/png;base64," in page
     assert any(row[0] == "mistake" and row[1] == bug2[0] for row in csv.reader(open(tmp_path / f"{TAMPER_A}.csv")))
+    # who failed what (coursekit/report_students.py) on real nbgrader output: each student's points per exercise as
+    # the gradebook has them, and the mistake the checks named in the one student's row who made it
+    rows = list(csv.reader(open(tmp_path / f"{TAMPER_A}-students.csv")))
+    header, by_student = rows[0], {row[0]: row for row in rows[2:]}
+    assert set(by_student) == set(report.students)
+    for student in report.students:
+        for item, scores in report.scores.items():
+            assert float(by_student[student][header.index(item)]) == scores[student], (student, item)
+    made = [s for s, row in by_student.items() if bug2[2] in row[header.index(f"{bug2[0]}: mistake")]]
+    assert len(made) == 1 and bug2[0] in {i for i in report.scores if report.scores[i][made[0]] < report.max_points[i]}
 
 
 def test_the_class_report_flags_crashes_and_tampering_for_a_person(tampered):
