@@ -36,6 +36,7 @@ from grader.plain import inert
 from grader.untrusted import CSP  # the feedback pages' policy: no script, nothing from outside
 
 from .pipeline import gradebook  # noqa: F401
+from .lms.export import text as csv_text
 from .words import counted
 MISTAKE = re.compile(r"(?:looks like a known mistake|matches a known mistake): (.+?)\.?$", re.M)
 STYLE = ("body{font-family:sans-serif;margin:2em} table{border-collapse:collapse;margin-bottom:1.5em} "
@@ -309,7 +310,8 @@ def to_html(report, out_dir=None):
     table = html.escape(quote(report.assignment + "-students.html", safe=""))  # coursekit/report_students.py's
     return page_html(f"{report.assignment}: class report", f"""<p><a href="index.html">class overview</a> ·
 <a href="{table}">who failed what: every student's points per exercise, the mistakes named, lateness</a></p>
-<h1>{esc(report.assignment)}: {counted(n, 'student')}, class mean {esc(out_of(report.class_mean(), report.max_total))}</h1>
+<h1>{esc(report.assignment)}: {counted(n, 'student')}, class mean
+{esc(out_of(report.class_mean(), report.max_total))}</h1>
 <h2>Scores per exercise and question</h2>
 <table><tr><th>item</th><th>kind</th><th>mean / points</th><th>every point</th><th>failed</th></tr>{rows}</table>
 {chart}
@@ -329,7 +331,8 @@ def to_html(report, out_dir=None):
 
 
 def write_report(report, out_dir):
-    """``<assignment>.html`` and ``<assignment>.csv`` in ``out_dir``; returns their paths."""
+    """``<assignment>.html`` and ``<assignment>.csv`` in ``out_dir``; returns their paths. Each text cell of the CSV is
+    written as the grade export writes one (``coursekit.lms.export.text``: a formula's start made text, inert)."""
     os.makedirs(out_dir, exist_ok=True)
     html_path = os.path.join(out_dir, report.assignment + ".html")
     with open(html_path, "w") as f:
@@ -343,20 +346,20 @@ def write_report(report, out_dir):
                          ["score", item, "students with every point", full],
                          ["score", item, "students who failed", failed]])
         for (item, why), n in report.mistakes.most_common():
-            w.writerow(["mistake", item, one_line_text(why), n])
-            w.writerows([["mistake by", item, one_line_text(why), one_line_text(s)]
+            w.writerow(["mistake", item, csv_text(why), n])
+            w.writerows([["mistake by", item, csv_text(why), csv_text(s)]
                          for s in report.mistake_students.get((item, why), [])])
         for student, kind, reason in report.flagged:
-            w.writerow(["flagged", one_line_text(student), one_line_text(kind), one_line_text(reason)])
+            w.writerow(["flagged", csv_text(student), csv_text(kind), csv_text(reason)])
         for student in report.students:
-            w.writerows([["student", one_line_text(student), "name", one_line_text(report.names.get(student, ""))],
-                         ["student", one_line_text(student), "score", report.totals.get(student, 0)],
-                         ["student", one_line_text(student), "of", report.max_total],
-                         ["student", one_line_text(student), "seed", report.seeds.get(student, "")]])
+            w.writerows([["student", csv_text(student), "name", csv_text(report.names.get(student, ""))],
+                         ["student", csv_text(student), "score", report.totals.get(student, 0)],
+                         ["student", csv_text(student), "of", report.max_total],
+                         ["student", csv_text(student), "seed", report.seeds.get(student, "")]])
             minutes, extension, penalty = report.late_columns(student)
-            w.writerows([["student", one_line_text(student), "minutes late", minutes],
-                         ["student", one_line_text(student), "extension", extension],
-                         ["student", one_line_text(student), "late penalty", penalty]])
+            w.writerows([["student", csv_text(student), "minutes late", minutes],
+                         ["student", csv_text(student), "extension", extension],
+                         ["student", csv_text(student), "late penalty", penalty]])
     return html_path, csv_path
 
 

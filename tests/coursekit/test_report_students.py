@@ -151,6 +151,16 @@ def test_the_mistake_named_for_a_student_is_in_their_cell(course):
     assert named["ada"] == ""
 
 
+def test_the_assignments_own_csv_writes_a_formula_as_text_too(course):
+    """The class report's CSV beside the table (``coursekit.class_report.write_report``) by the same rule."""
+    root, _ = course
+    with open(os.path.join(root, "report", A + ".csv"), newline="") as f:
+        rows = list(csv.reader(f))
+    name = next(r[3] for r in rows if r[0] == "student" and r[2] == "name" and r[1] == csv_text(EVIL))
+    assert name == "'" + one_line_text(" ".join(FORMULA_NAME)) and name.startswith("'=HYPERLINK")
+    assert all(not cell.startswith(FORMULA_START) for r in rows for cell in r), rows
+
+
 def test_every_column_sorts_on_a_page_of_its_own_linked_from_its_heading(course):
     root, _ = course
     report = os.path.join(root, "report")
