@@ -133,7 +133,6 @@ def _penalties_again(course_root, assignment, student):
     import nbformat
     from nbgrader.preprocessors import AssignLatePenalties
 
-    from .pipeline import nbgrader_api
     db_url = "sqlite:///" + os.path.join(course_root, "gradebook.db")
     config = course_config(course_root)
     lines = []
@@ -149,11 +148,26 @@ def _penalties_again(course_root, assignment, student):
         lines.append(f"  {student}'s graded {name}: late penalty {counted(after, 'point')}"
                      + ("" if after == before else f" (was {before:g})"))
     if os.path.isdir(os.path.join(course_root, "autograded", student, assignment)):
-        outcome = nbgrader_api(course_root).generate_feedback(assignment, student)
+        problem = feedback_again(course_root, assignment, student)
         lines.append(f"  {student}'s feedback page made again; `course return {assignment}` gives it to them"
-                     if outcome["success"] else f"  {student}'s feedback page could not be made again: "
-                                                f"{(outcome.get('error') or outcome.get('log') or '')[-300:]}")
+                     if problem is None else f"  {student}'s feedback page could not be made again: {problem}")
     return lines
+
+
+def feedback_again(course_root, assignment, student):
+    """``student``'s feedback page of ``assignment`` made from the course folder's gradebook and autograded
+    notebook (nbgrader's generate_feedback, in this process); None, or what went wrong."""
+    from .pipeline import nbgrader_api
+    outcome = nbgrader_api(course_root).generate_feedback(assignment, student)
+    return None if outcome["success"] else (outcome.get("error") or outcome.get("log") or "")[-300:]
+
+
+def feedback_with_due_date(course_root, assignment, student):
+    """After `course grade` wrote ``student``'s graded ``assignment``: where the assignment has a due date, its
+    feedback page made again here (``feedback_again``), since the worker that made it had no gradebook to tell the
+    student's due date, extension and late penalty; the worker's page stays where that fails."""
+    if due_dates(course_root, assignment)[0] is not None:
+        feedback_again(course_root, assignment, student)
 
 
 def due_dates(course_root, assignment):

@@ -75,6 +75,10 @@ def write_graded(course_root, task, graded):
     if nb is not None:
         _replace_folder(os.path.join(course_root, "autograded", student, a), graded.autograded)
         _replace_folder(os.path.join(course_root, "feedback", student, a), graded.feedback)
+        # the worker knows no due date, extension or penalty (it has no gradebook): with a due date, the page is made
+        # here from the gradebook (nbgrader's generate_feedback; coursekit/extend.py)
+        from ..extend import feedback_with_due_date
+        feedback_with_due_date(course_root, a, student)
     else:  # nothing of an earlier submission may stand for this one: no autograded notebook, feedback that says why
         shutil.rmtree(os.path.join(course_root, "autograded", student, a), ignore_errors=True)
         reason = html.escape(graded.error[1] if graded.error else "nbgrader returned no graded notebook")

@@ -162,7 +162,7 @@ def test_the_release_and_the_feedback_tell_the_student_their_due_date_and_the_la
     import nbformat
 
     from coursekit.exchange import commands as exchange
-    from coursekit.pipeline import CourseCopy, gradebook, save_grades
+    from coursekit.pipeline import CourseCopy, gradebook
     a = "01_tokens"
     cc = CourseCopy(str(tmp_path / "course"))
     monkeypatch.setenv("COURSE_EXCHANGE", str(tmp_path / "exchange"))
@@ -184,12 +184,18 @@ def test_the_release_and_the_feedback_tell_the_student_their_due_date_and_the_la
     exchange.release(cc.root, a)
     note = open(tmp_path / "exchange" / "attention-course" / "outbound" / a / "due_date.md").read()
     assert f"Due: **{DUE:%Y-%m-%d %H:%M} UTC**" in note and "10% of the notebook's points for each day" in note
-    # alice's notebook graded as `course grade` writes it (save_grades, the course's plugin): 30 hours late
+    # alice's notebook graded, written as `course grade` writes what a worker sends back (write_graded: the
+    # gradebook row by save_grades with the course's plugin, 30 hours late; the worker's page, made without a
+    # gradebook, made again here)
+    from coursekit.grading.client import write_graded
+    from grader.graded import Graded
     release = nbformat.read(cc.release_path(a), as_version=4)
-    os.makedirs(os.path.dirname(cc.autograded_path("alice", a)))
-    nbformat.write(release, cc.autograded_path("alice", a))
-    save_grades(release, {"nbgrader": {"notebook": a, "assignment": a, "student": "alice",
-                                       "db_url": "sqlite:///" + os.path.join(cc.root, "gradebook.db")}})
+    graded = Graded("alice", a, ok=True, autograded={f"{a}.ipynb": nbformat.writes(release).encode()},
+                    feedback={f"{a}.html": b"<p>the worker's page</p>"})
+    write_graded(cc.root, {"student": "alice", "assignment": a,
+                           "timestamp": f"{DUE + datetime.timedelta(hours=30)} UTC"}, graded)
+    page = open(cc.feedback_path("alice", a)).read()
+    assert "the worker's page" not in page and "1 day 6 hours late" in page and "(Score: -" in page, page[-3000:]
     with gradebook(cc.root) as gb:
         nb = gb.find_submission_notebook(a, a, "alice")
         full, penalty, most = nb.score, nb.late_submission_penalty, nb.max_score
