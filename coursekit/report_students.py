@@ -29,8 +29,9 @@ from .class_report import esc, feedback_link, num, one_line_text, out_of, page_h
 from .lms.export import text as csv_text
 from .words import counted
 
-TABLE_STYLE = ("td.lost{background:#fde8e8} td.late{background:#fff3cd} .why{display:block;font-size:85%;color:#7a1f1f;"
-               "max-width:22em} th a{color:inherit} th.sorted{background:#eef}")
+TABLE_STYLE = ("td.lost{background:#fde8e8} td.late{background:#fff3cd} td.ext{white-space:nowrap} "
+               ".why{display:block;font-size:85%;color:#7a1f1f;max-width:22em;white-space:normal;text-align:left} "
+               "th a{color:inherit} th.sorted{background:#eef}")
 SLUG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 
 
@@ -124,7 +125,7 @@ def table_html(table, key, out_dir=None):
                      f'<td class="n">{total}</td>')
         cells.append(f'<td class="n{" late" if r.late_minutes else ""}">{r.late_minutes or ""}'
                      + (f" (penalty {esc(num(r.penalty))})" if r.penalty else "") + "</td>")
-        cells.append(f"<td>{esc(duration(r.extension)) if r.extension else ''}"
+        cells.append(f'<td class="ext">{esc(duration(r.extension)) if r.extension else ""}'
                      + (f" (due {esc(utc(r.due))})" if r.extension and r.due else "") + "</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
     n = len(table.rows)
