@@ -5,7 +5,8 @@ writers are nbgrader export plugins (``nbgrader.plugins.ExportPlugin``), so from
 
     nbgrader export --exporter coursekit.lms.export.CanvasExport --to canvas.csv --assignment "['03_softmax']"
 
-writes the same file (``MoodleExport``, ``GenericExport`` likewise).
+writes the same file (``MoodleExport``, ``GenericExport`` likewise) and, like ``course export``, names each student
+it leaves out (nbgrader's log, on stderr: ``LEFT OUT ...``) and then exits 1.
 
 Every file holds points, never percentages: a student's score on an assignment is nbgrader's, the sum of its graded
 cells less any late penalty (never below 0), and a student with no submission scores 0, as in nbgrader's own CSV
@@ -29,15 +30,21 @@ row to an enrolled student of the same name.
   starts with ``Points Possible`` and holds each assignment's maximum (Canvas takes it as the new assignment's points
   possible). Canvas finds a student by ``ID`` (its numeric user id), else by ``SIS User ID``, else by ``SIS Login
   ID``, else by the name (``Student``, compared with the user's name and sortable name ``Last, First``); a row is
-  written only with one of the three ids. A column whose title matches no Canvas assignment becomes a new
-  assignment of that title. There is no total column: Canvas computes its own, and would take a "Total" column for an
-  assignment.
+  written only with one of the three ids (an ID of 0 is none; a SIS id that Canvas's CSV converter would change,
+  ``1,5`` read as ``1.5``, is not written), and a student whose name holds ``Points Possible`` is left out and named
+  (Canvas takes any row whose first cell holds it for the points row). A column whose title matches no Canvas
+  assignment becomes a new assignment of that title. There is no total column: Canvas computes its own, and would
+  take a "Total" column for an assignment.
 * **moodle** -- the CSV grade import (Grades > Import > CSV file; ``grade/import/csv/classes/load_data.php``): one
   row per student, nothing else (Moodle takes every row as a student and refuses the whole file when one key matches
   no user), with ``User ID, First name, Last name`` and one column per assignment. On the import page "Map from"
   ``User ID`` to ``userid`` (Moodle's user id, which its LTI 1.3 launches send as ``sub``), and each assignment
-  column to its grade item or to "new grade item". Moodle keeps an item's maximum on the item (a new item is out of
-  100), so this command prints each assignment's maximum for the instructor to set.
+  column to its grade item or to "new grade item". ``userid`` is the one identifier of Moodle's four (userid,
+  username, useridnumber, useremail) that the file carries: Moodle looks the mapped cell up among every user of the
+  site, so ``User ID`` mapped to username or idnumber would find whoever has that number as their username or
+  idnumber, or nobody (and then refuse the file). Moodle keeps an item's maximum on the item (a new item is out of
+  100), so this command prints each assignment's maximum for the instructor to set, and says when a grade is above
+  100, which Moodle refuses (the whole file) unless the site allows unlimited grades.
 * **generic** -- one row per student, one column per assignment and a ``Total`` column, each headed with its
   maximum: ``03_softmax (out of 16)``, ``Total (out of 40)``; before them ``Student ID, First name, Last name,
   Email, LMS user ID``.
@@ -48,14 +55,17 @@ some of them: a text cell that a spreadsheet would run as a formula (starting wi
 return) is written with a leading apostrophe, and the file is written whole or not at all.
 
 Every reader in use reads each cell the same (the tests run them: PHP's ``fgetcsv`` as Moodle's
-``csv_import_reader::load_csv_content`` calls it, Ruby's ``CSV``, Python's ``csv``). PHP's ``fgetcsv`` takes a
-backslash inside a quoted cell as an escape by default (PHP < 9), so a name ending in a backslash and holding a
-comma, written ``"Aback, \\"``, never closes its cell and swallows the rows after it. So in a text cell every run of
-backslashes that stands before a double quote or at the end is made even (one more backslash): a pair of
-backslashes escapes itself, and PHP, with the backslash as escape or none, reads the same text as Python and Ruby.
-The name stays the student's with one more backslash, and the row still goes by its key, which is never changed
-(a changed key would match another account or none): a key that would need it is left out and named. A student
-whose name had to be written so is named in what the command prints.
+``csv_import_reader::load_csv_content`` calls it, Ruby's ``CSV`` as Canvas's importer does, Python's ``csv``).
+PHP's ``fgetcsv`` takes a backslash inside a quoted cell as an escape by default (PHP < 9), so a name ending in a
+backslash and holding a comma, written ``"Aback, \\"``, never closes its cell and swallows the rows after it. And
+Moodle reads each file twice: as uploaded, then the copy it stores with PHP's ``fputcsv``, which doubles no quote
+that follows a backslash, and reads back with ``fgetcsv`` (csv_import_reader's ``init`` and ``next``). So in a text
+cell a run of backslashes at the end is made even (one more backslash: a pair escapes itself, in both readings),
+and a run of backslashes before a double quote gets a space between them (no reading of a backslash then touches
+the quote). PHP, with the backslash as escape or none, then reads the same text as Python and Ruby, in the upload
+and in Moodle's copy. The name stays the student's, with one more backslash or a space, and the row still goes by
+its key, which is never changed (a changed key would match another account or none): a key that would need it is
+left out and named. A student whose name had to be written so is named in what the command prints.
 """
 import csv
 import os
@@ -72,6 +82,7 @@ from ..words import counted
 CANVAS_STUDENT_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 CANVAS_POINTS_POSSIBLE = "Points Possible"
 MOODLE_STUDENT_COLUMNS = ["User ID", "First name", "Last name"]
+MOODLE_MOST = 100  # a grade above it aborts Moodle's whole CSV import unless the site sets unlimitedgrades
 ROSTER = "roster.csv"  # in the course folder: the keys of a class not launched from the LMS
 ROSTER_KEYS = ("lms_user_id", "sis_user_id", "sis_login_id")
 GENERIC_STUDENT_COLUMNS = ["Student ID", "First name", "Last name", "Email", "LMS user ID"]
@@ -169,14 +180,17 @@ def number(x):
     return "0" if text in ("-0", "") else text
 
 
-_BACKSLASHES_BEFORE_A_QUOTE = re.compile(r'\\+(?="|\Z)')
+_BACKSLASHES_BEFORE_A_QUOTE = re.compile(r'(\\+)"')
+_BACKSLASHES_AT_THE_END = re.compile(r'\\+\Z')
 
 
 def unescaping(value):
-    """``value`` with every run of backslashes before a double quote or at its end made even: PHP's ``fgetcsv``
-    (Moodle's reader), whose escape character is the backslash, then reads the cell as every other reader does,
-    never ``\\"`` as an escaped quote that leaves the cell open."""
-    return _BACKSLASHES_BEFORE_A_QUOTE.sub(lambda m: m.group() + "\\" * (len(m.group()) % 2), value)
+    """``value`` with a space between each run of backslashes and a double quote after it, and a run of
+    backslashes at its end made even: PHP's ``fgetcsv`` (Moodle's reader), whose escape character is the backslash,
+    then reads the cell as every other reader does, in the file and in the copy Moodle writes of it with
+    ``fputcsv``; never ``\\"`` as an escaped quote that leaves the cell open."""
+    value = _BACKSLASHES_BEFORE_A_QUOTE.sub(r'\1 "', value)
+    return _BACKSLASHES_AT_THE_END.sub(lambda m: m.group() + "\\" * (len(m.group()) % 2), value)
 
 
 def text(value):
@@ -226,28 +240,58 @@ def with_keys(grades, roster):
 
 
 def _numeric(value):
-    """A numeric id as the LMS reads it (Canvas's ``to_i``, Moodle's integer id: 0101 is 101), else ""."""
-    return str(int(value)) if re.fullmatch(r"[0-9]{1,18}", value or "") else ""
+    """A numeric id as the LMS reads it (Canvas's ``to_i``, Moodle's integer id: 0101 is 101), else "". Zero is no
+    id: no account has it, Canvas then matches the row by SIS id or name, and Moodle skips a key PHP calls
+    ``empty()`` ("0") and gives the row to the student of the row before."""
+    return str(int(value)) if re.fullmatch(r"[0-9]{1,18}", value or "") and int(value) else ""
+
+
+def canvas_reads(cell):
+    """``cell`` as Canvas's gradebook importer reads it: its CSV converter ``decimal_comma_to_period`` (canvas-lms
+    lib/gradebook_importer.rb, applied to every field) makes a field of digits, commas and periods a number with one
+    period (``1,5`` is ``1.5``, ``5.`` is ``5``, ``,`` is nothing). A SIS id it changes would be looked up as another
+    id (another student's, or nobody's and then the name), so such a key is not written."""
+    if not re.fullmatch(r"-?[0-9.,]+%?", cell or ""):
+        return cell
+    parts = re.split(r"[,.]", cell)
+    while parts and parts[-1] == "":  # Ruby's String#split drops trailing empty fields
+        parts.pop()
+    if not parts:
+        return None
+    last = parts.pop()
+    return f"{''.join(parts)}.{last}" if parts else last
 
 
 def platform_keys(grades, platform):
     """({student: the key cells of their row}, {student: why they are left out}) for ``platform``: Canvas's (ID,
-    SIS User ID, SIS Login ID), one at least; Moodle's (User ID, numeric). A key that two students share leaves both
-    out. The generic file leaves nobody out (its first column is the course's own student id)."""
-    cells, left_out = {}, {}
+    SIS User ID, SIS Login ID), one at least; Moodle's (User ID, numeric). A key that two students were given
+    leaves both out (even when one is left out for another reason: which of them it is, nobody knows). The generic
+    file leaves nobody out (its first column is the course's own student id)."""
+    cells, left_out, claimed = {}, {}, {}
     for s in grades.students:
         keys = grades.keys.get(s.id, {})
         if platform == "canvas":
-            row = (_numeric(keys.get("lms_user_id")), keys.get("sis_user_id", ""), keys.get("sis_login_id", ""))
+            sis = [keys.get("sis_user_id", ""), keys.get("sis_login_id", "")]
+            changed = [c for c in sis if canvas_reads(c) != c]
+            row = (_numeric(keys.get("lms_user_id")), *("" if c in changed else c for c in sis))
             why = ("no key Canvas matches by (its user ID, SIS User ID or SIS Login ID): Canvas would match the row "
                    "by name; launch from Canvas with the custom field canvas_user_id, or give roster.csv an "
-                   "lms_user_id, sis_user_id or sis_login_id column")
+                   "lms_user_id, sis_user_id or sis_login_id column"
+                   + "".join(f"; the SIS id {c!r} is not written, as Canvas's importer would read it as "
+                             f"{canvas_reads(c)!r}" for c in changed))
+            if CANVAS_POINTS_POSSIBLE in text(canvas_name(s)):
+                claimed[s.id] = row
+                left_out[s.id] = (f"their name holds {CANVAS_POINTS_POSSIBLE!r}: Canvas's importer would take their "
+                                  f"row for the row of each assignment's points possible (their grades lost, the "
+                                  f"assignments' points changed)")
+                continue
         elif platform == "moodle":
             row = (_numeric(keys.get("lms_user_id")),)
             why = ("no Moodle user id: Moodle would give the row to the student of the row before it; launch from "
                    "Moodle, or give roster.csv an lms_user_id column")
         else:
             row, why = (keys.get("lms_user_id", ""),), None
+        claimed[s.id] = row
         if why and not any(row):
             left_out[s.id] = why
         elif any(c.startswith(FORMULA_START) or not c.isprintable() or unescaping(c) != c for c in row):
@@ -257,15 +301,16 @@ def platform_keys(grades, platform):
                               f"match nobody")
         else:
             cells[s.id] = row
-    if platform in ("canvas", "moodle"):
+    if platform in ("canvas", "moodle"):  # a key two students were given is neither's, whoever else is left out
         for i, name in enumerate(("ID", "SIS User ID", "SIS Login ID") if platform == "canvas" else ("User ID",)):
             owners = {}
-            for sid, row in cells.items():
+            for sid, row in claimed.items():
                 if row[i]:
                     owners.setdefault(row[i], []).append(sid)
             for value, sids in owners.items():
                 for sid in sids if len(sids) > 1 else ():
-                    left_out[sid] = f"shares the {name} {value!r} with {', '.join(o for o in sids if o != sid)}"
+                    left_out.setdefault(sid, f"shares the {name} {value!r} with "
+                                             f"{', '.join(o for o in sids if o != sid)}")
         cells = {sid: row for sid, row in cells.items() if sid not in left_out}
     return cells, left_out
 
@@ -343,7 +388,7 @@ def name_cells(s, platform):
 
 def renamed(grades, platform, left_out=()):
     """{student: [(cell as given, as written)]} of the written students whose name (or other text cell) had to be
-    written with one more backslash (``unescaping``)."""
+    written with one more backslash or a space (``unescaping``)."""
     changed = {}
     for s in grades.students:
         if s.id not in left_out:
@@ -357,7 +402,7 @@ def renamed(grades, platform, left_out=()):
 
 def summary(grades, platform, path, left_out=None):
     """Lines that say what was written (and, for Moodle, the maxima its grade items need), who was left out, and
-    whose name was written with one more backslash."""
+    whose name was written otherwise for PHP's reader (``unescaping``)."""
     left_out = left_out or {}
     written = len(grades.students) - len(left_out)
     lines = [f"{platform}: {counted(written, 'student')} x {counted(len(grades.assignments), 'assignment')} -> {path}"]
@@ -369,6 +414,12 @@ def summary(grades, platform, path, left_out=None):
     if platform == "moodle":
         lines.append("  Moodle keeps the maximum on the grade item: set each item's Maximum grade as above "
                      "(a new grade item is out of 100); map from User ID to userid")
+        over = [a for a, _ in grades.assignments
+                if any(grades.score(s.id, a) > MOODLE_MOST for s in grades.students if s.id not in left_out)]
+        if over:
+            lines.append(f"  Moodle refuses the whole import when a grade is above {MOODLE_MOST} ({', '.join(over)}), "
+                         f"unless the site allows unlimited grades (Site administration > Grades > General "
+                         f"settings > Unlimited grades)")
     if grades.left_out:
         lines.append(f"  left out, no grades yet: {', '.join(grades.left_out)}")
     names = {s.id: " ".join(p for p in (s.first_name, s.last_name) if p) for s in grades.students}
@@ -376,9 +427,8 @@ def summary(grades, platform, path, left_out=None):
         lines.append(f"  LEFT OUT {sid}" + (f" ({names[sid]})" if names.get(sid) else "") + f": {why}")
     for sid, cells in sorted(renamed(grades, platform, left_out).items()):
         for given, written in cells:
-            lines.append(f"  NAME WRITTEN WITH ONE MORE BACKSLASH {sid}: {given!r} as {written!r}, so that PHP's "
-                         f"CSV reader (Moodle's) does not take its last backslash as an escape; the row is matched "
-                         f"by its key")
+            lines.append(f"  NAME WRITTEN OTHERWISE {sid}: {given!r} as {written!r}, so that PHP's CSV reader "
+                         f"(Moodle's) does not take a backslash of it as an escape; the row is matched by its key")
     return [inert(line) for line in lines]
 
 
@@ -434,6 +484,9 @@ class LmsExportPlugin(ExportPlugin):
         path = write_export(grades, self.platform, self.to or default_name(self.platform), cells)
         for line in summary(grades, self.platform, path, left_out):
             (self.log.warning if line.lstrip().startswith("LEFT OUT") else self.log.info)(line)
+        if left_out and hasattr(self.parent, "fail"):  # as `course export`: the file is written, and exit 1
+            self.parent.fail(f"{counted(len(left_out), 'student')} left out of {path}, each named above (LEFT "
+                             f"OUT): enter their grades in the LMS by hand")
 
 
 class CanvasExport(LmsExportPlugin):

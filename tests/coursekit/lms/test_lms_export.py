@@ -4,11 +4,10 @@ score in it is the gradebook's, in points, out of the assignment's maximum; an a
 by name and nothing is written; a student without a key the LMS matches by is left out and named, never written
 with a blank key.
 
-The importers' matching rules are reproduced here from their sources (``canvas_import``: canvas-lms
-lib/gradebook_importer.rb ``process_student``; ``moodle_import``: moodle grade/import/csv/classes/load_data.php
-``prepare_import_grade_data`` and ``map_user_data_with_value``) and the files are imported into an LMS's users:
-two students of the same name and a student known only to the roster (roster.csv's key columns) land on their own
-accounts; the rows the export used to write (a blank key) are shown to land on someone else under the same rules.
+Here the files are read by the columns Canvas's importer takes (``canvas_columns``: canvas-lms
+lib/gradebook_importer.rb's header rules); the importers themselves, run in Ruby and PHP on these files, are
+test_lms_import_rules.py's and test_lms_real_readers.py's (two students of the same name, a student known only to
+the roster, a removed student, generated hostile names and keys: each grade on its own account).
 
 The class is a real nbgrader gradebook built through nbgrader's Gradebook API (no grading run), with a late penalty,
 a student who did not submit one assignment, an assignment nobody submitted, and a student whose name is a
@@ -230,13 +229,16 @@ def nbgrader_export(course, *args):
 
 def test_nbgrader_export_with_the_plugin_writes_the_same_file(course, tmp_path):
     """`nbgrader export --exporter coursekit.lms.export.CanvasExport` (nbgrader's own command, in the course folder)
-    writes the file `course export --lms canvas` writes; asked for an assignment with no grades it names it, exits
-    1 and writes nothing."""
+    writes the file `course export --lms canvas` writes and, like it, names the student it leaves out (bob, with no
+    key Canvas matches by) on stderr and exits 1; asked for an assignment with no grades it names it, exits 1 and
+    writes nothing."""
     ours, theirs, refused = tmp_path / "ours.csv", tmp_path / "theirs.csv", tmp_path / "refused.csv"
     assert export(course, "--lms", "canvas", "--out", str(ours), A, B)[0] == 1  # bob left out, named
     done = nbgrader_export(course, "--exporter", "coursekit.lms.export.CanvasExport", "--to", str(theirs),
                            "--assignment", f"['{A}', '{B}']")
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1, done.stderr
+    assert "LEFT OUT bob (Bob Jones): no key Canvas matches by" in done.stderr
+    assert "1 student left out of" in done.stderr and "enter their grades in the LMS by hand" in done.stderr
     assert read_csv(theirs) == read_csv(ours)
     done = nbgrader_export(course, "--exporter", "coursekit.lms.export.MoodleExport", "--to", str(refused),
                            "--assignment", f"['{EMPTY}']")

@@ -1,30 +1,39 @@
-"""The LMS's own importers, reproduced from their sources, read the files `course export --lms` writes: every grade
-lands on the student's own account, even for two students of the same name and for a student known only to the
-course's roster.csv; a student with no key is left out and named.
+"""The LMS's own importers read the files `course export --lms` writes: every grade lands on the student's own
+account, even for two students of the same name and for a student known only to the course's roster.csv; a student
+with no key is left out and named.
 
-* ``canvas_import``: canvas-lms lib/gradebook_importer.rb. The header must have "Student" and "ID" first, then "SIS
-  User ID" and "SIS Login ID"; a "Points Possible" row is no student; ``process_student`` takes a row's user by
-  ``ID`` (Ruby's ``to_i`` of the cell, when it is not blank), else by SIS user id, else by SIS login id (pseudonyms
-  of the course's root account), else the first user whose name or sortable name is the ``Student`` cell, else a
-  new user (a "missing student").
-* ``moodle_import``: moodle grade/import/csv/classes/load_data.php. ``prepare_import_grade_data`` walks the rows
-  with one ``$this->studentid`` for the whole file; ``map_user_data_with_value`` sets it only when the mapped cell
-  is not empty ("Skip invalid row with blank user field"), so a blank key keeps the previous row's user; a key that
-  matches no user (``check_user_exists``) or a first row with none aborts the whole import.
+The importers run in their own languages (lms_readers.py; each script cites the source and commit it follows):
 
-Cost: about 3 s (one gradebook, a hundred generated rosters).
+* Canvas's (``canvas_csv_reader.rb``): canvas-lms lib/gradebook_importer.rb. The header must have "Student" and "ID"
+  first, then "SIS User ID" and "SIS Login ID"; a "Points Possible" row is no student; ``process_student`` takes a
+  row's user by ``ID`` (Ruby's ``to_i`` of the cell, when it is not blank) among the course's students, else by SIS
+  user id, else by SIS login id (each cell as Canvas's CSV converters leave it: ``1,5`` is read ``1.5``), else the
+  first student whose name or sortable name is the ``Student`` cell, else a new user (a "missing student").
+* Moodle's (``moodle_csv_reader.php``): moodle grade/import/csv/classes/load_data.php. ``prepare_import_grade_data``
+  walks the rows with one ``$this->studentid`` for the whole file; ``map_user_data_with_value`` sets it only when the
+  mapped cell is not PHP-``empty()`` ("Skip invalid row with blank user field": "" and "0"), so a blank key or "0"
+  keeps the previous row's user; a key that matches no user of the site (``check_user_exists``) or a first row with
+  none aborts the whole import.
+
+Cost: about 4 s (one gradebook, read once; a hundred generated rosters, each file imported by its LMS).
 """
 import contextlib
+import copy
 import csv
+import functools
 import io
+import os
 import re
+import tempfile
+from collections import Counter
 
 import pytest
 from gradebooks import build_gradebook
 from hypothesis import given, settings, strategies as st
+from lms_readers import canvas_import, moodle_import
 
 from coursekit.cli import main
-from coursekit.lms.export import FORMULA_START, keyed, read_grades
+from coursekit.lms.export import FORMULA_START, canvas_reads, keyed, read_grades, write_export
 from coursekit.pipeline import gradebook
 
 A = "03_softmax"
@@ -45,66 +54,9 @@ USERS = [{"id": 101, "name": "Alex Smith", "sortable_name": "Smith, Alex", "sis_
          {"id": 102, "name": "Alex Smith", "sortable_name": "Smith, Alex", "sis_user_id": "S102", "login": "as2"},
          {"id": 303, "name": "Rory Roe", "sortable_name": "Roe, Rory", "sis_user_id": "S303", "login": "rroe"},
          {"id": 404, "name": "Nia Key", "sortable_name": "Key, Nia", "sis_user_id": "S404", "login": "nkey"}]
-OWN = {"alex1": 101, "alex2": 102, "rory": 303, "nia": 404}
-
-
-class ImportAborted(Exception):
-    pass
-
-
-def _ruby_to_i(cell):
-    match = re.match(r"\s*[+-]?\d+", cell or "")
-    return int(match.group()) if match else 0
-
-
-def _present(cell):
-    return cell is not None and cell.strip() != ""
-
-
-def canvas_import(rows, users):
-    """{user id, or ("new", name): {assignment: grade}} as Canvas's gradebook importer reads ``rows``."""
-    header = rows[0]
-    assert len(header) > 3 and "Student" in header[0] and "ID" in header[1]  # row_has_student_headers?
-    assert re.search(r"SIS\s+User\s+ID", header[2]) and re.search(r"SIS\s+Login\s+ID", header[3])
-    assert "Section" in header[4]  # the last student column
-    assignments = {i: name for i, name in enumerate(header) if i >= 5}
-    by_id = {u["id"]: u for u in users}
-    by_sis = {u["sis_user_id"]: u for u in users}
-    by_login = {u["login"]: u for u in users}
-    out = {}
-    for row in rows[1:]:
-        if row[0] and "Points Possible" in row[0]:
-            continue
-        student = by_id.get(_ruby_to_i(row[1])) if _present(row[1]) else None
-        if student is None:
-            pseudonym = by_sis.get(row[2]) if _present(row[2]) else None
-            pseudonym = pseudonym or (by_login.get(row[3]) if _present(row[3]) else None)
-            student = pseudonym or next((u for u in users if row[0] in (u["name"], u["sortable_name"])), None)
-        key = student["id"] if student else ("new", row[0])
-        out[key] = {name: row[i] for i, name in assignments.items()}
-    return out
-
-
-def moodle_import(rows, mapfrom, field, users):
-    """{user id: {assignment: grade}} as Moodle's CSV grade import reads ``rows`` with "Map from" ``mapfrom`` (a
-    column) to ``field`` (userid: the user's ``id``); ImportAborted as Moodle aborts the whole import."""
-    header = rows[0]
-    key = header.index(mapfrom)
-    assignments = {i: name for i, name in enumerate(header) if name not in ("User ID", "First name", "Last name")}
-    studentid, out = None, {}
-    for line in rows[1:]:
-        if len(line) <= 1:
-            continue
-        value = line[key].strip()
-        if value:  # "Skip invalid row with blank user field": studentid stays the previous row's
-            found = [u for u in users if str(u[field]) == value]
-            if not found:
-                raise ImportAborted(f"usermappingerror: {mapfrom} {value!r}")
-            studentid = found[0]["id"]
-        if studentid is None:
-            raise ImportAborted("usermappingerrorusernotfound")
-        out.setdefault(studentid, {}).update({name: line[i].strip() for i, name in assignments.items()})
-    return out
+MOODLE_USERS = [{"id": u["id"], "username": u["login"], "idnumber": u["sis_user_id"], "email": "", "enrolled": True}
+                for u in USERS]
+OWN = {"alex1": "101", "alex2": "102", "rory": "303", "nia": "404"}
 
 
 @pytest.fixture(scope="module")
@@ -126,43 +78,46 @@ def export(course, platform, roster, out):
         return list(csv.reader(f)), printed.getvalue()
 
 
-def test_canvas_puts_two_same_name_students_and_a_roster_only_student_on_their_own_accounts(course, tmp_path):
+def test_canvas_puts_two_same_name_students_and_a_roster_only_student_on_their_own_accounts(course, tmp_path, ruby):
     """Canvas's importer finds the two Alex Smiths by their Canvas user ids (their launches' canvas_user_id) and
     Rory, who never launched, by the SIS login id roster.csv gives; Nia, with no key, is not in the file and the
     command names her. Nobody's grade lands on another account and no row makes a "missing student"."""
     rows, printed = export(course, "canvas", "id,name,sis_login_id\nrory,Rory Roe,rroe\n", tmp_path / "c.csv")
-    imported = canvas_import(rows, USERS)
-    assert imported == {OWN[s]: {A: POINTS[s]} for s in ("alex1", "alex2", "rory")}
+    imported = canvas_import(ruby, str(tmp_path / "c.csv"), USERS)
+    assert imported["imported"] == {OWN[s]: {A: POINTS[s]} for s in ("alex1", "alex2", "rory")}
+    assert [row[2] for row in imported["rows"]] == ["sis_login_id", "id", "id"]  # Roe, Smith, Smith
     assert "LEFT OUT nia (Nia Key): no key Canvas matches by" in printed
     assert all(any(row[1:4]) for row in rows[2:])  # every row has a key Canvas matches before the name
 
 
-def test_canvas_matches_a_row_without_a_key_by_name_so_the_old_file_swapped_the_namesakes():
+def test_canvas_matches_a_row_without_a_key_by_name_so_the_old_file_swapped_the_namesakes(ruby):
     """The rule the export now avoids: the row the export used to write for alex2 (a blank ID, the Unix name as SIS
     Login ID, which is no Canvas login) falls through to the name, and Canvas gives it to the first Alex Smith."""
     old = [["Student", "ID", "SIS User ID", "SIS Login ID", "Section", A],
            ["Smith, Alex", "", "", "alex2", "", POINTS["alex2"]]]
-    assert canvas_import(old, USERS) == {101: {A: POINTS["alex2"]}}
+    assert canvas_import(ruby, old, USERS)["imported"] == {"101": {A: POINTS["alex2"]}}
 
 
-def test_moodle_puts_two_same_name_students_and_a_roster_only_student_on_their_own_accounts(course, tmp_path):
+def test_moodle_puts_two_same_name_students_and_a_roster_only_student_on_their_own_accounts(course, tmp_path, php):
     """Moodle's import (Map from User ID to userid) finds each Alex Smith by the user id of their launch and Rory
     by roster.csv's lms_user_id; Nia, with none, is not in the file (a blank key would give her grade to the user
     of the row before) and the command names her."""
     rows, printed = export(course, "moodle", "id,name,lms_user_id\nrory,Rory Roe,303\n", tmp_path / "m.csv")
-    assert moodle_import(rows, "User ID", "id", USERS) == {OWN[s]: {A: POINTS[s]} for s in ("alex1", "alex2", "rory")}
+    imported = moodle_import(php, str(tmp_path / "m.csv"), MOODLE_USERS)
+    assert imported["grades"] == {OWN[s]: {A: POINTS[s]} for s in ("alex1", "alex2", "rory")}
     assert "LEFT OUT nia (Nia Key): no Moodle user id" in printed
     assert all(row[0].strip() for row in rows[1:])
 
 
-def test_moodle_gives_a_blank_key_row_to_the_previous_rows_user():
-    """The rule the export now avoids: a row with a blank User ID after alex1's row is imported as alex1 (her
-    grade replaced by Nia's); a blank first row aborts the whole import."""
+@pytest.mark.parametrize("blank", ["", "0", " 0 "])
+def test_moodle_gives_a_blank_key_row_to_the_previous_rows_user(php, blank):
+    """The rule the export now avoids: a row whose User ID is blank, or "0" (PHP's ``empty()`` holds both), after
+    alex1's row is imported as alex1 (her grade replaced by Nia's); such a first row aborts the whole import."""
     header = ["User ID", "First name", "Last name", A]
-    rows = [header, ["101", "Alex", "Smith", POINTS["alex1"]], ["", "Nia", "Key", POINTS["nia"]]]
-    assert moodle_import(rows, "User ID", "id", USERS) == {101: {A: POINTS["nia"]}}
-    with pytest.raises(ImportAborted):
-        moodle_import([header, ["", "Nia", "Key", "2"]], "User ID", "id", USERS)
+    rows = [header, ["101", "Alex", "Smith", POINTS["alex1"]], [blank, "Nia", "Key", POINTS["nia"]]]
+    assert moodle_import(php, rows, MOODLE_USERS)["grades"] == {"101": {A: POINTS["nia"]}}
+    aborted = moodle_import(php, [header, [blank, "Nia", "Key", "2"]], MOODLE_USERS)
+    assert aborted["error"] == "usermappingerrorusernotfound"
 
 
 @pytest.mark.parametrize("platform", ["canvas", "moodle"])
@@ -180,7 +135,26 @@ def test_a_roster_key_that_contradicts_the_launch_or_is_shared_leaves_those_stud
 
 
 KEY_TEXT = st.one_of(st.just(""), st.just(" "), st.text(min_size=1, max_size=12),
-                     st.sampled_from(["101", "102", "303", "=1+1", "@x", "-5", "\t7", "rroe", "S303", "7\n"]))
+                     st.sampled_from(["101", "102", "303", "=1+1", "@x", "-5", "\t7", "rroe", "S303", "7\n", "0", "00",
+                                      "0101", "1,5", "5.", ",", "1.234,5", "Muted", "a\\"]))
+
+
+def lms_accounts(grades):
+    """The LMS's account of each student, as the keys the launches and roster.csv gave them say (``grades.keys``,
+    after ``keyed``): their user id (as the LMS reads a number: 0101 is 101), SIS user id and login, each only when
+    no other student was given it; an id of their own otherwise. {student: account}."""
+    def numeric(v):
+        return int(v) if re.fullmatch(r"[0-9]{1,18}", v or "") and int(v) else None
+    given = {s.id: grades.keys.get(s.id, {}) for s in grades.students}
+    counts = Counter((k, numeric(v) if k == "lms_user_id" else v) for keys in given.values() for k, v in keys.items())
+
+    def own(sid, key):
+        v = given[sid].get(key)
+        v = numeric(v) if key == "lms_user_id" else v
+        return v if v is not None and counts[(key, v)] == 1 else None
+    return {s.id: {"id": own(s.id, "lms_user_id") or 10 ** 15 + i, "name": f"{s.first_name} {s.last_name}",
+                   "sortable_name": f"{s.last_name}, {s.first_name}", "sis_user_id": own(s.id, "sis_user_id"),
+                   "login": own(s.id, "sis_login_id")} for i, s in enumerate(grades.students)}
 
 
 @given(st.dictionaries(st.sampled_from(sorted(STUDENTS)),
@@ -188,28 +162,51 @@ KEY_TEXT = st.one_of(st.just(""), st.just(" "), st.text(min_size=1, max_size=12)
                                                            "sis_login_id": KEY_TEXT})),
        st.sampled_from(["canvas", "moodle"]))
 @settings(max_examples=100, deadline=None, database=None)
-def test_no_roster_makes_a_row_without_a_key_or_one_a_spreadsheet_would_run(course, roster, platform):
-    """Generated roster keys (blank, spaces, formulas, control characters, another student's id): every student is
-    either written with a key the LMS matches by, or left out and named; no written key is blank, starts a
-    formula, holds a control character or is written for two students."""
-    with gradebook(course) as gb:
-        grades = read_grades(gb, [A])
+def test_no_roster_makes_a_row_without_a_key_or_one_a_spreadsheet_would_run(course, php, ruby, roster, platform):
+    """Generated roster keys (blank, spaces, formulas, control characters, 0, numbers Canvas's CSV converter would
+    change, another student's id): every student is either written with a key the LMS matches by, or left out and
+    named; no written key is blank, "0", starts a formula, holds a control character, is changed by the reader or
+    is written for two students. The file is then imported by the LMS's own importer into accounts that carry the
+    keys roster.csv gave: each written row lands on its own student's account, by a key (never by name), and no
+    two rows on one."""
+    grades = copy.deepcopy(class_grades(course))
     keys = {sid: {k: v.strip() for k, v in cols.items() if v.strip()} for sid, cols in roster.items()}
     cells, left_out = keyed_from(grades, platform, keys)
     assert set(cells) | set(left_out) == set(STUDENTS) and not set(cells) & set(left_out)
     for sid, row in cells.items():
         assert any(row) and all(not c.startswith(FORMULA_START) and c.isprintable() for c in row), (sid, row)
+        assert row[0] != "0" and all(canvas_reads(c) == c for c in row), (sid, row)
         if platform == "moodle":
             assert row[0].isdigit()
     for i in range(len(next(iter(cells.values()), ()))):
         column = [row[i] for row in cells.values() if row[i]]
         assert len(column) == len(set(column))
+    accounts = lms_accounts(grades)
+    want = {str(accounts[sid]["id"]): {A: POINTS[sid]} for sid in cells}
+    with tempfile.TemporaryDirectory() as folder:
+        path = write_export(grades, platform, os.path.join(folder, "x.csv"), cells)
+        if platform == "canvas":
+            imported = canvas_import(ruby, path, accounts.values())
+            assert imported["imported"] == want
+            assert sorted(row[1] for row in imported["rows"]) == sorted(want)
+            assert {how for _, _, how in imported["rows"]} <= {"id", "sis_user_id", "sis_login_id"}
+        else:
+            site = [{"id": a["id"], "username": f"u{a['id']}", "idnumber": "", "email": "", "enrolled": True}
+                    for a in accounts.values()]
+            imported = moodle_import(php, path, site)
+            assert imported["error"] is None and imported["grades"] == want
+            assert sorted(user for _, user in imported["rows"]) == sorted(want)
+
+
+@functools.lru_cache
+def class_grades(course):
+    """The course's grades, read from its gradebook once (each example takes a copy: ``keyed`` sets its keys)."""
+    with gradebook(course) as gb:
+        return read_grades(gb, [A])
 
 
 def keyed_from(grades, platform, roster):
     """``coursekit.lms.export.keyed`` with the roster given as {student: {key: value}} instead of a file."""
-    import os
-    import tempfile
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "roster.csv")
         with open(path, "w", newline="", encoding="utf-8") as f:
