@@ -16,8 +16,9 @@ STATE_FILE = "courses.json"
 class HubState:
     """``STATE/courses.json``: {"courses": {id: {"folder", "context_id", "instructors": [..], "students": {id: LMS
     user id or ""}, "lineitems", "links": {resource link id: {"title", "lineitem"}}, "memberships" (the class
-    list's URL), "roster_sync" (its last changes)}}, "users": {name: {"sub", "lms_ids"}}, "made": [the Unix users
-    this hub made]}, written whole under a lock, readable by root alone."""
+    list's URL), "memberships_differences" ({"list", "url"}: the differences link its last list came with),
+    "roster_sync" (its last changes)}}, "users": {name: {"sub", "lms_ids"}}, "made": [the Unix users this hub
+    made]}, written whole under a lock, readable by root alone."""
 
     def __init__(self, state_dir):
         self.path = os.path.join(state_dir, STATE_FILE)
@@ -96,7 +97,8 @@ def record_courses(data, courses):
                                  "instructors": list(dict.fromkeys(c.instructors + old.get("instructors", []))),
                                  "students": students, "lineitems": old.get("lineitems"),
                                  "links": old.get("links", {}),
-                                 **{k: old[k] for k in ("memberships", "roster_sync") if k in old}}
+                                 **{k: old[k] for k in ("memberships", "memberships_differences", "roster_sync")
+                                    if k in old}}
 
 
 def made_accounts(data):

@@ -24,6 +24,23 @@ step (``sync_course``), saying what changed:
 * a member whose user id gives no Unix user name by the hub's rule, or who is named by a custom field (NRPS sends
   the ``user_id``, the launch's ``sub``), is named and left to their first launch.
 
+A list takes a student out only when it is whole by the spec's own signals. Every ``next`` page is read (a page
+that fails, or a list that pages on past ``MOST_PAGES``, changes nothing). And a platform may send with the list a
+``Link: <...>; rel="differences"`` (NRPS 2.0 section 2.4.3: the changes in the membership since that list was
+made; a member gone since then has the status ``Deleted``, which no full list carries). The hub keeps that link,
+beside the class list's URL it came with, and at the next sync reads it too, every page, besides the full list.
+A student who left since the last list is in those differences, so with them a removal needs the LMS's word:
+
+* a student the differences give as Deleted, Inactive or in another role, and whom the full list does not have, is
+  a leaver the LMS itself marked, in a class of any size;
+* a student merely missing from the full list, whom the differences do not have leaving, is kept and named: the
+  list is not whole (a page lost, a platform's slip), whatever the class's size;
+* differences that cannot be read (refused, not JSON, cut short) take nobody out for missing either, this time.
+
+Joiners join and members the full list itself marks leave either way. Then the new list's own link is kept for the
+next sync (none when it sent none: the rules above without differences apply). A link to another site than the
+class list's is not followed (the hub's token would go with it) and keeps nothing.
+
 Students of the LTI file's rosters (no LMS user id) are the administrator's and are left as they are.
 
 User ids are compared as strings whatever JSON type the platform sends (NRPS says a string; an older Canvas sends
@@ -33,11 +50,13 @@ is read as its string, so the same LMS user is never taken for a leaver and a jo
 import contextlib
 import json
 import os
+import re
 import subprocess
+import urllib.parse
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from .ags import TIMEOUT, AgsError, next_link, http_request, refusal_text, access_token
+from .ags import TIMEOUT, AgsError, http_request, refusal_text, access_token
 
 NRPS_CLAIM = "https://purl.imsglobal.org/spec/lti-nrps/claim/namesroleservice"
 SCOPE_NRPS = "https://purl.imsglobal.org/spec/lti-nrps/scope/contextmembership.readonly"
@@ -46,10 +65,32 @@ MOST_PAGES = 1000  # a platform that pages for ever is not followed for ever
 SMALL_CLASS = 10  # under this many students from the LMS, a student missing from the list is kept (named)
 
 
+class Members(list):
+    """The members read, every page; ``differences``: the list's ``rel="differences"`` link, the first a page sent
+    (on the class list's own site), else None."""
+    differences = None
+
+
+def link(headers, rel):
+    """The URL of the first link of the ``Link`` headers (one or several) whose ``rel`` (a space-separated list of
+    types) has ``rel``, or None."""
+    values = headers.get_all("Link") if hasattr(headers, "get_all") else [headers.get("Link")]
+    for match in re.finditer(r'<([^>]*)>((?:\s*;\s*[^;,]*)*)', ", ".join(v for v in values or () if v)):
+        for param in re.finditer(r';\s*rel\s*=\s*(?:"([^"]*)"|([^\s;,]+))', match.group(2)):
+            if rel in (param.group(1) or param.group(2) or "").split():
+                return match.group(1)
+    return None
+
+
+def same_site(url, other):
+    a, b = urllib.parse.urlsplit(url), urllib.parse.urlsplit(other)
+    return (a.scheme, a.netloc) == (b.scheme, b.netloc)
+
+
 def read_members(url, credentials, timeout=TIMEOUT):
-    """The context's members (NRPS ``members``), every page."""
+    """The context's members (NRPS ``members``), every page, as ``Members`` (with the list's differences link)."""
     token = access_token(credentials, [SCOPE_NRPS], timeout)
-    members, pages = [], 0
+    members, pages, first = Members(), 0, url
     while url and pages < MOST_PAGES:
         status, headers, body = http_request("GET", url, timeout=timeout, headers={
             "Authorization": f"Bearer {token}", "Accept": MEMBERSHIP_TYPE})
@@ -62,7 +103,10 @@ def read_members(url, credentials, timeout=TIMEOUT):
         if not isinstance(page, dict) or not isinstance(page.get("members"), list):
             raise AgsError(status, "a page of the class list holds no members list: nothing changed")
         members += [m for m in page["members"] if isinstance(m, dict)]
-        url, pages = next_link(headers), pages + 1
+        differences = link(headers, "differences")
+        if members.differences is None and differences and same_site(first, differences):
+            members.differences = differences
+        url, pages = link(headers, "next"), pages + 1
     if url:  # a list cut short would take everyone after the cut out of the course
         raise AgsError(200, f"the class list goes on past {MOST_PAGES} pages: nothing changed")
     return members
@@ -106,9 +150,11 @@ def user_id(value):
     return value if isinstance(value, str) and value else None
 
 
-def plan(course_id, course, members, settings, data=None):
+def plan(course_id, course, members, settings, data=None, marks=(), unsure=None):
     """The RosterChange that keeps ``course`` (the hub's state of it; ``data``: the whole state) in step with
-    ``members``."""
+    ``members``, the full list. ``marks``: the members the LMS's differences since the last list give (a student
+    they mark Deleted, Inactive or in another role, whom the list does not have, leaves); ``unsure``: why a student
+    merely missing from the list is kept (then nobody leaves for missing)."""
     from ..hub.lti_claims import role_names, role_of, unix_name, user_exists
     from ..hub.state import made_accounts
     data = data or {}
@@ -125,6 +171,14 @@ def plan(course_id, course, members, settings, data=None):
             learners[sub] = m
         else:
             others[sub] = (m, role, role_names(m.get("roles")), m.get("status", "Active"))
+    since = {}  # LMS user id: (member, role, role names, status) the differences mark, the list lacking them
+    for m in marks:
+        sub = user_id(m.get("user_id"))
+        if sub is None or sub in learners or sub in others:
+            continue
+        role, status = role_of(m.get("roles")), m.get("status", "Active")
+        if status != "Active" or role != "student":
+            since[sub] = ({**m, "user_id": sub}, role, role_names(m.get("roles")), status)
     current = course.get("students", {})
     by_sub = {user_id(sub): name for name, sub in current.items() if user_id(sub)}  # a number kept before: its string
     for sub, m in learners.items():
@@ -152,8 +206,13 @@ def plan(course_id, course, members, settings, data=None):
     for sub, name in by_sub.items():
         if sub in learners:
             continue
+        marked = " (the LMS's changes since its last list)" if sub in since else ""
+        if marked:
+            others[sub] = since[sub]
         if sub not in others:
-            if len(by_sub) < SMALL_CLASS:
+            if unsure:
+                change.kept[name] = f"not in the LMS's list, but {unsure}"
+            elif len(by_sub) < SMALL_CLASS:
                 change.kept[name] = (f"not in the LMS's list, but a class under {SMALL_CLASS} is changed only for "
                                      f"students the LMS marks Inactive, Deleted or in another role")
             else:
@@ -162,10 +221,10 @@ def plan(course_id, course, members, settings, data=None):
         m, role, names, status = others[sub]
         if role == "instructor" and status == "Active":
             change.roles[name] = "/".join(names)
-            change.left[name] = f"now {'/'.join(names)} in the LMS"
+            change.left[name] = f"now {'/'.join(names)} in the LMS{marked}"
         else:
-            change.left[name] = (f"{status} in the LMS course" if status != "Active"
-                                 else f"now {'/'.join(names) or 'no role'} in the LMS")
+            change.left[name] = (f"{status} in the LMS course{marked}" if status != "Active"
+                                 else f"now {'/'.join(names) or 'no role'} in the LMS{marked}")
     return change
 
 
@@ -175,19 +234,36 @@ def sync_course(settings, course_id, credentials, out=print, lock=None):
     ``<state>/lms/<course id>-roster.jsonl``, root's). AgsError when the platform refuses the list."""
     from ..hub.state import HubState
     state = HubState(settings["state"])
-    members = read_members(state.read()["courses"][course_id]["memberships"], credentials)
+    course = state.read()["courses"][course_id]
+    url = course["memberships"]
+    members = read_members(url, credentials)
+    marks, unsure = read_differences(course.get("memberships_differences"), url, credentials)
     with lock or contextlib.nullcontext():
         data = state.read()
-        change = plan(course_id, data["courses"][course_id], members, settings, data)
+        change = plan(course_id, data["courses"][course_id], members, settings, data, marks, unsure)
         implausible = implausible_change(data["courses"][course_id], change)
         if implausible:
             raise AgsError(200, f"the class list from the LMS would {implausible}: nothing changed (an LMS that "
                                 f"lists no one for a moment must not empty the course; a real change of that "
                                 f"size is for the administrator)")
-        _apply(settings, state, course_id, data["courses"][course_id], change)
+        _apply(settings, state, course_id, data["courses"][course_id], change,
+               {"list": url, "url": members.differences} if members.differences else None)
     for line in change.lines():
         out(line)
     return change
+
+
+def read_differences(kept, url, credentials):
+    """(the members the LMS's differences since its last list give, why a student merely missing from the full list
+    is kept), by the differences link ``kept`` ({"list": the class list's URL it came with, "url"}) when it belongs
+    to the class list at ``url``; ((), None) when none is kept (the rules without differences apply)."""
+    if not isinstance(kept, dict) or kept.get("list") != url or not isinstance(kept.get("url"), str):
+        return (), None
+    try:
+        since = read_members(kept["url"], credentials)
+    except AgsError as exc:
+        return (), f"the LMS's changes since its last list (its differences link) could not be read ({exc})"
+    return since, "the LMS's changes since its last list (its differences link) do not have them leaving"
 
 
 def implausible_change(course, change):
@@ -203,7 +279,7 @@ def implausible_change(course, change):
     return None
 
 
-def _apply(settings, state, course_id, course, change):
+def _apply(settings, state, course_id, course, change, differences=None):
     from ..groups import students_group
     from ..hub.enrol import departed_records, enrol_records
     if change.joined:  # the gradebook first: a joiner in the state is one the gradebook has
@@ -219,6 +295,10 @@ def _apply(settings, state, course_id, course, change):
         data["courses"][course_id]["roster_sync"] = {
             "time": datetime.now(timezone.utc).isoformat(timespec="seconds"), "joined": sorted(change.joined),
             "left": sorted(change.left), "roles": sorted(change.roles)}
+        if differences:  # read at the next sync: the changes since this list
+            data["courses"][course_id]["memberships_differences"] = differences
+        else:
+            data["courses"][course_id].pop("memberships_differences", None)
     # the export files leave a leaver's row out (an LMS would match it by name); one the list has as an Active
     # Learner is back, whether this sync or a launch since brought them back
     listed = [name for name, sub in course.get("students", {}).items() if sub and name not in change.left

@@ -139,6 +139,10 @@ class LtiPlatform:
         self.clock_offset = 0      # seconds the platform's clock is ahead (+) or behind (-) the real time
         self.token_lifetime = 300  # seconds from iat to exp of an id_token (Moodle's: 60; Canvas's: 3600)
         self.nrps = True           # the platform offers the class list (Names and Role Provisioning Services)
+        self.differences = False   # True: each class list carries a Link rel="differences" (NRPS 2.0 section 2.4.3)
+        self.list_leaves_out = set()   # subs the full class list omits, as a platform's slip (differences keep them)
+        self.refuse_differences = None  # an HTTP status: the differences link is answered with it
+        self._changes = []         # (number, context id, sub, role): each membership change, numbered in order
         self._refuse_scores = {}   # sub: status
         self.moodle_timestamps = False  # True: a score not later than the one on record is refused, as Moodle does
         self._launches = {}        # lti_message_hint: the launch it started
@@ -231,6 +235,18 @@ class LtiPlatform:
         """``sub`` in ``context_id`` as ``role``: Instructor, TeachingAssistant, Learner or Mentor."""
         assert role in ROLES, role
         self.contexts[context_id]["members"][sub] = role
+        self._changed(context_id, sub, role)
+
+    def unenroll(self, sub, context_id):
+        """``sub`` out of ``context_id`` (their enrolment deleted): the class list no longer has them, and its
+        differences give them as Deleted."""
+        role = self.contexts[context_id]["members"].pop(sub)
+        self.contexts[context_id]["inactive"].discard(sub)
+        self._changed(context_id, sub, role)
+
+    def _changed(self, context_id, sub, role):
+        with self._lock:
+            self._changes.append((len(self._changes) + 1, context_id, sub, role))
 
     def memberships_url(self, context_id):
         return f"{self.base_url}/nrps/{urllib.parse.quote(context_id, safe='')}/memberships"
@@ -239,15 +255,30 @@ class LtiPlatform:
         """``sub`` still enrolled in ``context_id`` but Inactive (a concluded or suspended enrolment): NRPS lists
         them with ``status: Inactive``."""
         (self.contexts[context_id]["inactive"].add if inactive else self.contexts[context_id]["inactive"].discard)(sub)
+        self._changed(context_id, sub, self.contexts[context_id]["members"][sub])
 
     def _memberships(self, context_id, query):
         """NRPS 2.0 section 2.3: the context's members (status, name, given_name, family_name, email, user_id,
         roles), ``limit`` members a page with a ``Link: <...>; rel="next"`` header to the next page; ``role``
-        filters by a role."""
+        filters by a role. With ``differences`` on, each page also links ``rel="differences"``: the same URL with
+        ``since`` the number of the last membership change, which lists the members changed after it (section
+        2.4.3), one no longer in the context as ``Deleted``."""
         context = self._context(context_id)
+        since = int(query["since"]) if query.get("since", "").isdigit() else None
+        if since is not None and self.refuse_differences:
+            return self.refuse_differences, {"Content-Type": "application/json"}, json.dumps({"error": "refused"})
+        with self._lock:
+            changed = {sub: role for n, c, sub, role in self._changes if c == context_id and n > (since or 0)}
+            latest = len(self._changes)
         members = []
-        for sub, role in sorted(context["members"].items()):
+        for sub, role in sorted(changed.items() if since is not None else context["members"].items()):
             user = self.users[sub]
+            if sub not in context["members"]:
+                members.append({"status": "Deleted", "user_id": sub, "roles": list(ROLES[role])})
+                continue
+            if since is None and sub in self.list_leaves_out:
+                continue
+            role = context["members"][sub]
             member = {"status": "Inactive" if sub in context["inactive"] else "Active", "user_id": sub,
                       "name": user["name"], "given_name": user["given_name"], "family_name": user["family_name"],
                       "roles": list(ROLES[role])}
@@ -260,10 +291,14 @@ class LtiPlatform:
         limit = int(query["limit"]) if query.get("limit", "").isdigit() and int(query["limit"]) > 0 else NRPS_PAGE
         start = int(query["from"]) if query.get("from", "").isdigit() else 0
         page = members[start:start + limit]
-        headers = {"Content-Type": MEMBERSHIP_TYPE}
+        headers, links = {"Content-Type": MEMBERSHIP_TYPE}, []
         if start + limit < len(members):
             rest = urllib.parse.urlencode({**query, "from": start + limit, "limit": limit})
-            headers["Link"] = f'<{self.memberships_url(context_id)}?{rest}>; rel="next"'
+            links.append(f'<{self.memberships_url(context_id)}?{rest}>; rel="next"')
+        if self.differences:
+            links.append(f'<{self.memberships_url(context_id)}?since={latest}>; rel="differences"')
+        if links:
+            headers["Link"] = ", ".join(links)
         body = {"id": self.memberships_url(context_id), "members": page,
                 "context": {"id": context_id, "label": context["label"], "title": context["title"]}}
         return 200, headers, json.dumps(body)

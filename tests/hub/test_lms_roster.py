@@ -7,7 +7,9 @@ The course had five students who came from the LMS and one the LTI file's roster
 them, two joiners, one Inactive, one as an Instructor, one gone, a learner whose id gives no Unix name and one whose
 name is an account the hub did not make: the sync says each change, the hub's state, the students' group and the
 gradebook follow, and the roster's own student is left as they are. A launch carries the service's URL only from a
-platform that offers it. Cost: about 3 s (an RSA key, a gradebook, two useradd/userdel pairs).
+platform that offers it. A list's ``rel="differences"`` link (NRPS 2.0 section 2.4.3) is kept and read at the next
+sync: once a platform sends them, a student leaves only as the LMS's differences or its list mark them, never for
+missing from a list that may not be whole. Cost: about 3 s (an RSA key, a gradebook, two useradd/userdel pairs).
 """
 import json
 import os
@@ -82,6 +84,7 @@ def test_joiners_leavers_and_a_role_change_are_said_and_followed(lms, tmp_path):
         subprocess.run(["useradd", "--no-create-home", "-G", group, name], check=True, capture_output=True)
     from coursekit.hub.enrol import departed_here, read_departed
     departed_here(folder, {PREFIX + "ada": "left the LMS course: no longer in the LMS course"}, [])  # back by launch
+    platform.differences = True  # each list links the changes since it: kept, and read at the next sync
     said = []
     try:
         settings = {"state": state, "username_claim": "sub", "username_prefix": PREFIX, "configured": [],
@@ -107,6 +110,11 @@ def test_joiners_leavers_and_a_role_change_are_said_and_followed(lms, tmp_path):
     assert course["students"] == {PREFIX + "ada": "ada", PREFIX + "bob": "bob", PREFIX + "cy": "cy",
                                   PREFIX + "dee": "dee", PREFIX + "fay": "fay", "rostered": ""}
     assert course["roster_sync"]["joined"] == []  # the last sync's: nothing
+    url = platform.memberships_url(CONTEXT)
+    assert course["memberships_differences"]["list"] == url
+    assert course["memberships_differences"]["url"].startswith(url + "?since=")
+    assert again.kept == {PREFIX + "fay": "not in the LMS's list, but the LMS's changes since its last list (its "
+                                          "differences link) do not have them leaving"}  # read: fay never left
     assert PREFIX + "eve" not in members and PREFIX + "other" in members  # out of the group: eve only
     from coursekit.pipeline import gradebook
     with gradebook(folder) as gb:
@@ -208,3 +216,73 @@ def test_a_student_one_list_took_out_is_back_with_the_next_as_the_same_lms_user(
     data["users"][PREFIX + "5003"] = {"sub": "someone-else"}
     other = plan(COURSE, course, members, settings, data)
     assert not other.joined and other.unnamed == {"5003": f"{PREFIX}5003 is already someone else's here"}
+
+
+LEARNERS = [f"l{i}" for i in range(8)]  # with ada, bob, cy, dee: a class of twelve from the LMS
+
+
+def test_a_list_takes_a_student_out_only_as_the_lms_differences_say_once_the_platform_sends_them(lms):
+    """NRPS 2.0 section 2.4.3: the platform sends each list with a ``rel="differences"`` link (the changes since
+    that list); the hub keeps it and reads it at the next sync. Since then bob's enrolment was deleted, and the new
+    list, read in full, also lacks ada by the platform's slip. In a class of twelve, the list alone would take ada
+    out with bob (a student merely missing from a list of ten or more leaves); with the differences, bob, whom they
+    give as Deleted, leaves (in a class of three too, where missing alone takes nobody out), and ada, whom they do
+    not have leaving, is kept and named. Differences the platform refuses take nobody out for missing. A
+    differences link on another site than the list's is never followed. Cost: well under a second (in this
+    process, the platform over HTTP)."""
+    from coursekit.lms.roster import plan, read_differences
+    platform, credentials = lms
+    for sub in LEARNERS:
+        platform.add_user(sub, sub.upper(), "Lms")
+        platform.enroll(sub, CONTEXT, "Learner")
+    platform.differences = True
+    url = platform.memberships_url(CONTEXT)
+    before = read_members(url, credentials)
+    assert before.differences.startswith(url + "?since=")
+    kept = {"list": url, "url": before.differences}  # what the hub's state keeps with the list
+    platform.unenroll("bob", CONTEXT)
+    platform.list_leaves_out = {"ada"}
+    now = read_members(url, credentials)
+    assert {m["user_id"] for m in now} == set(NOW) - {"ada", "bob"} | set(LEARNERS)
+    marks, unsure = read_differences(kept, url, credentials)
+    assert [(m["user_id"], m["status"]) for m in marks] == [("bob", "Deleted")]
+    settings = {"username_claim": "sub", "username_prefix": PREFIX, "configured": []}
+    big = {"students": {PREFIX + s: s for s in ["ada", "bob", "cy", "dee"] + LEARNERS}, "instructors": []}
+    alone = plan(COURSE, big, now, settings)  # a platform without differences: the slip takes ada out
+    assert sorted(alone.left) == [PREFIX + "ada", PREFIX + "bob"]
+    change = plan(COURSE, big, now, settings, marks=marks, unsure=unsure)
+    assert change.left == {PREFIX + "bob": "Deleted in the LMS course (the LMS's changes since its last list)"}
+    assert change.kept == {PREFIX + "ada": "not in the LMS's list, but the LMS's changes since its last list (its "
+                                           "differences link) do not have them leaving"}
+    assert f"  kept {PREFIX}ada: not in the LMS's list, but the LMS's changes" in "\n".join(change.lines())
+    small = {"students": {PREFIX + s: s for s in ("ada", "bob", "cy")}, "instructors": []}
+    assert list(plan(COURSE, small, now, settings, marks=marks, unsure=unsure).left) == [PREFIX + "bob"]
+    platform.refuse_differences = 500
+    marks, unsure = read_differences(kept, url, credentials)
+    refused = plan(COURSE, big, now, settings, marks=marks, unsure=unsure)
+    assert not refused.left and sorted(refused.kept) == [PREFIX + "ada", PREFIX + "bob"]
+    assert "could not be read (500: the platform refused the class list (HTTP 500: refused))" in \
+        refused.kept[PREFIX + "bob"]
+    assert read_differences({"list": "http://elsewhere/list", "url": before.differences}, url, credentials) == \
+        ((), None)  # kept for another class list (a new term's context): not this list's
+
+
+def test_a_differences_link_is_read_from_any_of_the_link_headers_and_only_on_the_lists_own_site(monkeypatch):
+    """The ``rel`` of a link is a list of types, in one ``Link`` header or several; a differences link to another
+    site than the class list's is not kept (the hub's token would go with it). Cost: milliseconds."""
+    import email.message
+    from coursekit.lms import roster
+    pages = {"https://lms.example/m": '<https://lms.example/m?p=2>; rel="next last", '
+                                      '<https://evil.example/d?since=1>; rel="differences"',
+             "https://lms.example/m?p=2": ['<https://lms.example/m?since=7>; rel=differences']}
+
+    def answer(method, url, **kwargs):
+        headers = email.message.Message()
+        for value in [pages[url]] if isinstance(pages[url], str) else pages[url]:
+            headers["Link"] = value
+        return 200, headers, json.dumps({"members": [{"user_id": url[-1], "roles": ["Learner"]}]}).encode()
+    monkeypatch.setattr(roster, "access_token", lambda *a, **k: "token")
+    monkeypatch.setattr(roster, "http_request", answer)
+    members = roster.read_members("https://lms.example/m", None)
+    assert [m["user_id"] for m in members] == ["m", "2"]
+    assert members.differences == "https://lms.example/m?since=7"  # the foreign one passed over
