@@ -8,16 +8,17 @@ now, holding nothing else (``grader.late.extension_only``: the readers of grades
 
 Every input is checked before anything is written: an assignment or a student the gradebook does not know, an
 assignment without a due date, a date that does not parse, one in the past or not after the assignment's due date,
-a number of hours that is not a positive number, an extension of more than a year: each is refused with a sentence
-that names it, and the gradebook stays as it was. A student whose submission was graded gets the late penalty
-worked out again (nbgrader's ``AssignLatePenalties``, the course's policy) and a new feedback page.
+a number of hours that is not a positive number, an extension of more than a year, a late policy that does not
+parse: each is refused with a sentence that names it, and the gradebook stays as it was. A student whose
+submission was graded gets the late penalty worked out again (nbgrader's ``AssignLatePenalties``, the course's
+policy) and a new feedback page.
 """
 import datetime
 import math
 import os
 import warnings
 
-from grader.late import extension_only, duration, utc
+from grader.late import PolicyError, duration, extension_only, read_policy, utc
 
 from .pipeline import course_config, gradebook
 from .words import counted
@@ -73,6 +74,10 @@ def extend(course_root, assignment, students, until=None, hours=None, remove=Fal
     if not students:
         raise ExtendRefused("name at least one student")
     now = now or datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+    try:
+        read_policy(course_root)  # a graded student's penalty is worked out again with it
+    except PolicyError as exc:
+        raise ExtendRefused(str(exc)) from None
     if not os.path.isfile(os.path.join(course_root, "gradebook.db")):
         raise ExtendRefused(f"there is no gradebook in {course_root}: release the assignment first "
                             f"(`course release {assignment}`)")

@@ -115,8 +115,13 @@ HOURS = st.one_of(st.sampled_from(["0", "-1", "nan", "inf", "-inf", "1e300", "90
     ([A, "alice", "--until", "tomorrow"], "the date 'tomorrow' does not parse"),
     ([A, "alice", "--by", "-2"], "a positive number of hours"),
     ([A, "alice", "--by", "two"], "not a number of hours"),
+    ([A, "alice", "--by", "2", "policy"], "late_policy.toml: kind = 'weekly' is not one of"),
 ])
 def test_bad_input_is_refused_with_a_sentence_naming_it_and_nothing_changes(course, capsys, args, named):
+    if args[-1] == "policy":
+        args = args[:-1]
+        with open(os.path.join(course, "late_policy.toml"), "w") as f:
+            f.write('kind = "weekly"\n')
     before = _rows(course)
     code, said = _extend(course, *args, capsys=capsys)
     assert code == 2 and named in said.err and said.err.startswith("course extend: "), said
