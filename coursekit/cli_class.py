@@ -144,14 +144,18 @@ def cmd_extend(args):
 def instructor_settings(env):
     """The instructor's JupyterLab settings under ``env``'s JUPYTER_CONFIG_DIR (the course's .jupyter, never
     $HOME): no news, no update check, and the formgrader's pages escaped and under a Content-Security-Policy (the
-    extension the hub's instructor servers load, ``coursekit.hub.formgrader_tab``)."""
+    extension the hub's instructor servers load, ``coursekit.hub.formgrader_tab``); the course's lab plugins, as on the
+    hub (the class report's links opened in the lab), but for the formgrader's: here nbgrader's own menu item frames
+    it."""
     from .hub.formgrader_tab import EXTENSION
-    from .hub.setup import NO_NEWS
+    from .hub.setup import LAB_EXTENSIONS, NO_NEWS
+    env["JUPYTER_PATH"] = os.pathsep.join(p for p in (LAB_EXTENSIONS, env.get("JUPYTER_PATH")) if p)
     config = env["JUPYTER_CONFIG_DIR"]
     write_json(os.path.join(config, "jupyter_server_config.json"),
                {"LabApp": dict(NO_NEWS), "ServerApp": {"jpserver_extensions": {EXTENSION: True}}})
     write_json(os.path.join(config, "labconfig", "page_config.json"),
-                {"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}})
+                {"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True,
+                                        "@attention-course/hub-lab:formgrader-tab": True}})
     return env
 
 

@@ -12,8 +12,8 @@ The pages carry no script (the class report's Content-Security-Policy forbids on
 one: ``<assignment>-students.html`` is sorted by student, and ``<assignment>-students-by-<column>.html`` by each
 other column, every column's heading a link to the page sorted by it. ``<assignment>-students.csv`` holds the same
 rows, each text cell written as the grade export writes one (``coursekit.lms.export.text``: no formula, no control
-character). Every link is relative, so the pages work from the file system, from a browser tab of the server's
-``/files/`` and, on the hub, in the lab, whose HTML viewer the course's lab plugin lets open them (node/hub-lab).
+character). Every link is relative, so the pages work from the file system, and in the lab (the hub's, `course
+instructor-lab`) the course's lab plugin opens them (node/hub-lab).
 """
 import csv
 import html

@@ -7,26 +7,22 @@ relatively, and writes the same rows as CSV whose text cells a spreadsheet does 
 The class is a real nbgrader gradebook (``tests/gradebooks.py``) with autograded notebooks carrying the grader's
 messages, as ``tests/coursekit/test_report.py`` builds one; the hostile names are also drawn by hypothesis and put
 through the page and the CSV in memory. Cost, measured while the full suite ran beside it (load 12 on 2 cores):
-7 s for the class and `course report` on it, 5 s for the other tests, 1 s of them for the 25 drawn classes; the
-browser test (a JupyterLab server and Chromium) about a minute."""
+7 s for the class and `course report` on it, 5 s for the other tests, 1 s of them for the 25 drawn classes. The
+report's links in the lab: tests/hub/test_report_links.py."""
 import contextlib
 import csv
 import datetime
 import html
 import io
-import json
 import math
 import os
 import re
-import shutil
-import urllib.request
 from urllib.parse import unquote, urlsplit
 
 import nbformat
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from coursekit import ROOT
 from coursekit.cli import main
 from coursekit.class_report import CSP, one_line_text
 from coursekit.lms.export import FORMULA_START, text as csv_text
@@ -238,52 +234,3 @@ def test_drawn_names_are_text_in_every_page_and_inert_in_the_csv(ids, names, ite
     assert [line[0] for line in read[2:]] == [csv_text(s) for s in ids]
     assert [line[1] for line in read[2:]] == [csv_text(n) for n in names[:len(ids)]]
 
-
-@pytest.mark.browser
-def test_on_a_server_that_refuses_frames_a_reports_links_open_in_the_lab(course, tmp_path):
-    """The lab as on a hub: the course's lab plugin (node/hub-lab, as `make node` builds it) and JupyterHub's own
-    header on every answer of a user's server, ``Content-Security-Policy: frame-ancestors 'none'``
-    (jupyterhub/singleuser/extension.py), under which a link followed inside the HTML viewer's frame showed
-    "127.0.0.1 refused to connect". The report's links open in the lab instead: a student's feedback and another
-    order of the table, each in an HTML viewer of its own, the report left where it was. Cost: one JupyterLab server
-    and Chromium, 66 s measured under a load of 12 on 2 cores."""
-    from playwright.sync_api import sync_playwright
-
-    from browser import CHROMIUM, CHROMIUM_ARGS, Lab, need_browser
-    need_browser()
-    built = os.path.join(ROOT, "node", "share", "jupyter", "labextensions", "@attention-course", "hub-lab")
-    assert os.path.isfile(os.path.join(built, "package.json")), "the lab plugin is not built: make node"
-    shutil.copytree(built, tmp_path / "data" / "labextensions" / "@attention-course" / "hub-lab")
-    os.makedirs(tmp_path / "config")
-    with open(tmp_path / "config" / "jupyter_server_config.json", "w") as f:  # what JupyterHub sets
-        json.dump({"ServerApp": {"tornado_settings": {"headers": {
-            "Content-Security-Policy": "frame-ancestors 'none'"}}}}, f)
-    root, _ = course
-    lab = Lab(str(tmp_path), work=root)
-    try:
-        feedback = f"/files/feedback/bob/{A}/{A}.html"
-        with urllib.request.urlopen(f"{lab.base}{feedback}?token={lab.token}", timeout=60) as answer:
-            assert "frame-ancestors 'none'" in answer.headers["Content-Security-Policy"]  # as on the hub
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-            try:
-                page = browser.new_page()
-                page.goto(f"{lab.base}/lab/tree/report/{page_name(A, 'student')}?token={lab.token}")
-                report = page.frame_locator(".jp-HTMLViewer iframe").first
-                report.locator("h1", has_text="who failed what").wait_for(timeout=120_000)
-                report.locator("tr", has_text="Bob Jones").locator("a").click()  # bob's total: his feedback
-                page.wait_for_function("document.querySelectorAll('.jp-HTMLViewer iframe').length === 2",
-                                       timeout=60_000)
-                opened = page.frame_locator(".jp-HTMLViewer iframe").nth(1)
-                opened.locator("text=feedback of bob").wait_for(timeout=60_000)
-                page.locator(".lm-TabBar-tab", has_text=page_name(A, "student")).click()  # back to the report
-                report.locator("th a", has_text="total").click()  # another order of the table
-                page.wait_for_function("document.querySelectorAll('.jp-HTMLViewer iframe').length === 3",
-                                       timeout=60_000)
-                page.frame_locator(".jp-HTMLViewer iframe").nth(2).locator("th.sorted", has_text="total").wait_for(
-                    timeout=60_000)
-                assert report.locator("h1", has_text="who failed what").count() == 1  # the report stayed
-            finally:
-                browser.close()
-    finally:
-        lab.stop()
