@@ -4,7 +4,8 @@ the hub, and JupyterHub's own header on every answer of the server, ``Content-Se
 'none'`` (jupyterhub/singleuser/extension.py), which refuses the HTML viewer's frame a link it follows.
 
 In the lab's HTML viewer a report's links open in the lab (node/hub-lab): a student's feedback and another order of
-the who-failed-what table, each in a viewer of its own, the report left where it was. (Followed in the viewer's
+the who-failed-what table, each in a viewer of its own, the report left where it was; and from the class overview,
+a score's link to the student's feedback. (Followed in the viewer's
 frame, a link fails on one machine too: Jupyter's /files/ answers a request without a Referer of its own host 403,
 "Blocking request from unknown origin", and the viewer's frame is a blob: document, which sends none.)
 
@@ -75,5 +76,15 @@ def test_a_reports_links_open_in_the_lab_where_the_server_refuses_frames(course,
                 page.frame_locator(".jp-HTMLViewer iframe").nth(2).locator("th.sorted", has_text="total").wait_for(
                     timeout=60_000)
                 assert report.locator("h1", has_text="who failed what").count() == 1  # the report stayed
+                page.locator(".lm-TabBar-tab", has_text=page_name(A, "student")).click()
+                report.locator("a", has_text="class overview").click()  # the issue's page: its scores' links
+                page.wait_for_function("document.querySelectorAll('.jp-HTMLViewer iframe').length === 4",
+                                       timeout=60_000)
+                overview = page.frame_locator(".jp-HTMLViewer iframe").nth(3)
+                overview.locator("tr", has_text="Ada Lovelace").locator("a").first.click()
+                page.wait_for_function("document.querySelectorAll('.jp-HTMLViewer iframe').length === 5",
+                                       timeout=60_000)
+                page.frame_locator(".jp-HTMLViewer iframe").nth(4).locator("text=feedback of ada").wait_for(
+                    timeout=60_000)
         finally:
             browser.close()
