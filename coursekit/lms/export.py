@@ -22,17 +22,18 @@ course folder's ``roster.csv`` (the file ``course hub --roster`` reads, ``id,nam
 with a header row): its ``lms_user_id`` column (Canvas's user id or Moodle's), and for Canvas its ``sis_user_id``
 and ``sis_login_id``. A roster key that differs from the launch's, or one key shared by two students, is refused.
 A student the class list from the LMS took out of the course (``lms/departed.json``, coursekit/hub/enrol.py) is
-left out of Canvas's and Moodle's files and named: the LMS no longer finds them by key, and Canvas would give the
-row to an enrolled student of the same name.
+left out of Canvas's and Moodle's files and named: the LMS no longer has them in the course.
 
 * **canvas** -- the Gradebook import CSV (Grades > Import; Canvas reads it with ``lib/gradebook_importer.rb``): the
   header ``Student, ID, SIS User ID, SIS Login ID, Section`` and then one column per assignment; the row after it
   starts with ``Points Possible`` and holds each assignment's maximum (Canvas takes it as the new assignment's points
   possible). Canvas finds a student by ``ID`` (its numeric user id), else by ``SIS User ID``, else by ``SIS Login
-  ID``, else by the name (``Student``, compared with the user's name and sortable name ``Last, First``); a row is
-  written only with one of the three ids (an ID of 0 is none; a SIS id that Canvas's CSV converter would change,
-  ``1,5`` read as ``1.5``, is not written), and a student whose name holds ``Points Possible`` is left out and named
-  (Canvas takes any row whose first cell holds it for the points row). A column whose title matches no Canvas
+  ID``, else by the name (``Student``, compared with the user's name and sortable name); a row is written only
+  with one of the three ids (an ID of 0 is none; a SIS id that Canvas's CSV converter would change, ``1,5`` read as
+  ``1.5``, is not written), and its ``Student`` cell is left empty: Ruby's CSV reads it as nil, and no Canvas user's
+  name or sortable name is nil (app/models/user.rb ``infer_defaults``), so a row Canvas does not find by an id (a
+  student removed from the Canvas course that no class list told the hub of) is a "missing" student the instructor
+  resolves on the import page, never a namesake's grade. A column whose title matches no Canvas
   assignment becomes a new assignment of that title. There is no total column: Canvas computes its own, and would
   take a "Total" column for an assignment.
 * **moodle** -- the CSV grade import (Grades > Import > CSV file; ``grade/import/csv/classes/load_data.php``): one
@@ -78,6 +79,7 @@ from nbgrader.plugins import ExportPlugin
 from grader.plain import inert
 
 from ..words import counted
+from .cells import FORMULA_START, canvas_reads, number, numeric_id, text, unescaping
 
 CANVAS_STUDENT_COLUMNS = ["Student", "ID", "SIS User ID", "SIS Login ID", "Section"]
 CANVAS_POINTS_POSSIBLE = "Points Possible"
@@ -86,7 +88,6 @@ MOODLE_MOST = 100  # a grade above it aborts Moodle's whole CSV import unless th
 ROSTER = "roster.csv"  # in the course folder: the keys of a class not launched from the LMS
 ROSTER_KEYS = ("lms_user_id", "sis_user_id", "sis_login_id")
 GENERIC_STUDENT_COLUMNS = ["Student ID", "First name", "Last name", "Email", "LMS user ID"]
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 
 
 class NoGrades(ValueError):
@@ -173,41 +174,6 @@ def iso_utc(when):
     return when.isoformat(timespec="milliseconds")
 
 
-# ------------------------------------------------------------------ cells
-def number(x):
-    """Points as the file writes them: at most 4 decimals, no trailing zeros (16, 2.5, 0.3333)."""
-    text = f"{round(float(x), 4):.4f}".rstrip("0").rstrip(".")
-    return "0" if text in ("-0", "") else text
-
-
-_BACKSLASHES_BEFORE_A_QUOTE = re.compile(r'(\\+)"')
-_BACKSLASHES_AT_THE_END = re.compile(r'\\+\Z')
-
-
-def unescaping(value):
-    """``value`` with a space between each run of backslashes and a double quote after it, and a run of
-    backslashes at its end made even: PHP's ``fgetcsv`` (Moodle's reader), whose escape character is the backslash,
-    then reads the cell as every other reader does, in the file and in the copy Moodle writes of it with
-    ``fputcsv``; never ``\\"`` as an escaped quote that leaves the cell open."""
-    value = _BACKSLASHES_BEFORE_A_QUOTE.sub(r'\1 "', value)
-    return _BACKSLASHES_AT_THE_END.sub(lambda m: m.group() + "\\" * (len(m.group()) % 2), value)
-
-
-def text(value):
-    """A text cell: ``value`` (a name, an email, an id) that a spreadsheet will not run as a formula, on one line
-    with its control characters shown escaped (``grader.plain.inert``: a name comes from the student or the LMS),
-    read the same by every CSV reader (``unescaping``)."""
-    value = "" if value is None else inert(value)
-    return unescaping("'" + value if value.startswith(FORMULA_START) else value)
-
-
-def canvas_name(s):
-    """The student as Canvas sorts its names, ``Last, First`` (or whichever it has, else the id)."""
-    if s.last_name and s.first_name:
-        return f"{s.last_name}, {s.first_name}"
-    return s.last_name or s.first_name or s.id
-
-
 # ------------------------------------------------------------------ the keys the LMS matches by
 def roster_keys(path):
     """{student id: {key: value}} of the ``ROSTER_KEYS`` columns of a roster CSV whose header row names them
@@ -239,29 +205,6 @@ def with_keys(grades, roster):
     return problems
 
 
-def _numeric(value):
-    """A numeric id as the LMS reads it (Canvas's ``to_i``, Moodle's integer id: 0101 is 101), else "". Zero is no
-    id: no account has it, Canvas then matches the row by SIS id or name, and Moodle skips a key PHP calls
-    ``empty()`` ("0") and gives the row to the student of the row before."""
-    return str(int(value)) if re.fullmatch(r"[0-9]{1,18}", value or "") and int(value) else ""
-
-
-def canvas_reads(cell):
-    """``cell`` as Canvas's gradebook importer reads it: its CSV converter ``decimal_comma_to_period`` (canvas-lms
-    lib/gradebook_importer.rb, applied to every field) makes a field of digits, commas and periods a number with one
-    period (``1,5`` is ``1.5``, ``5.`` is ``5``, ``,`` is nothing). A SIS id it changes would be looked up as another
-    id (another student's, or nobody's and then the name), so such a key is not written."""
-    if not re.fullmatch(r"-?[0-9.,]+%?", cell or ""):
-        return cell
-    parts = re.split(r"[,.]", cell)
-    while parts and parts[-1] == "":  # Ruby's String#split drops trailing empty fields
-        parts.pop()
-    if not parts:
-        return None
-    last = parts.pop()
-    return f"{''.join(parts)}.{last}" if parts else last
-
-
 def platform_keys(grades, platform):
     """({student: the key cells of their row}, {student: why they are left out}) for ``platform``: Canvas's (ID,
     SIS User ID, SIS Login ID), one at least; Moodle's (User ID, numeric). A key that two students were given
@@ -273,20 +216,14 @@ def platform_keys(grades, platform):
         if platform == "canvas":
             sis = [keys.get("sis_user_id", ""), keys.get("sis_login_id", "")]
             changed = [c for c in sis if canvas_reads(c) != c]
-            row = (_numeric(keys.get("lms_user_id")), *("" if c in changed else c for c in sis))
+            row = (numeric_id(keys.get("lms_user_id")), *("" if c in changed else c for c in sis))
             why = ("no key Canvas matches by (its user ID, SIS User ID or SIS Login ID): Canvas would match the row "
                    "by name; launch from Canvas with the custom field canvas_user_id, or give roster.csv an "
                    "lms_user_id, sis_user_id or sis_login_id column"
                    + "".join(f"; the SIS id {c!r} is not written, as Canvas's importer would read it as "
                              f"{canvas_reads(c)!r}" for c in changed))
-            if CANVAS_POINTS_POSSIBLE in text(canvas_name(s)):
-                claimed[s.id] = row
-                left_out[s.id] = (f"their name holds {CANVAS_POINTS_POSSIBLE!r}: Canvas's importer would take their "
-                                  f"row for the row of each assignment's points possible (their grades lost, the "
-                                  f"assignments' points changed)")
-                continue
         elif platform == "moodle":
-            row = (_numeric(keys.get("lms_user_id")),)
+            row = (numeric_id(keys.get("lms_user_id")),)
             why = ("no Moodle user id: Moodle would give the row to the student of the row before it; launch from "
                    "Moodle, or give roster.csv an lms_user_id column")
         else:
@@ -322,7 +259,7 @@ def canvas_rows(grades, cells):
     yield [CANVAS_POINTS_POSSIBLE, "", "", "", ""] + [number(m) for _, m in grades.assignments]
     for s in grades.students:
         if s.id in cells:
-            yield ([text(canvas_name(s)), *cells[s.id], ""]
+            yield (["", *cells[s.id], ""]  # no name: Canvas would match a row it cannot find by id by its name
                    + [number(grades.score(s.id, a)) for a in names])
 
 
@@ -380,7 +317,7 @@ def default_name(platform):
 def name_cells(s, platform):
     """The text cells of student ``s``'s row in ``platform``'s file, as given (before ``text``)."""
     if platform == "canvas":
-        return [canvas_name(s)]
+        return []  # its Student cell is left empty (canvas_rows)
     if platform == "moodle":
         return [s.first_name, s.last_name]
     return [s.id, s.first_name, s.last_name, s.email, s.lms_user_id]
@@ -411,6 +348,10 @@ def summary(grades, platform, path, left_out=None):
         missing = len(grades.students) - submitted
         lines.append(f"  {a}: out of {number(maximum)}, {submitted} of {len(grades.students)} submitted"
                      + (f" ({missing} without a submission score 0)" if missing else ""))
+    if platform == "canvas":
+        lines.append("  the Student column is left empty, so that Canvas never matches a row by name: a row it finds "
+                     "by no id is a missing student on its import page (`course export --lms generic` pairs names "
+                     "with LMS user ids)")
     if platform == "moodle":
         lines.append("  Moodle keeps the maximum on the grade item: set each item's Maximum grade as above "
                      "(a new grade item is out of 100); map from User ID to userid")
@@ -444,8 +385,8 @@ def keyed(grades, platform, roster_path, departed=None):
         return cells, {}
     left_out.update(refused)
     known = {s.id for s in grades.students}
-    left_out.update({sid: f"{why}; the LMS would not find them by their key, and Canvas would then give the row to "
-                          f"a student of the same name: enter their grade by hand if it is still wanted"
+    left_out.update({sid: f"{why}; the LMS no longer has them in the course: enter their grade by hand if it is "
+                          f"still wanted"
                      for sid, why in (departed or {}).items() if sid in known})
     return {sid: row for sid, row in cells.items() if sid not in left_out}, left_out
 

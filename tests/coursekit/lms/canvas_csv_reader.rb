@@ -29,8 +29,9 @@
 # * process_student: the ID cell (row[1]) when present? (not blank) finds, by its to_i, a student of
 #   @context.all_students; else the course's root account's active pseudonyms of those students, by SIS user id,
 #   then by login id (unique_id), each cell as read; else the first of those students whose name or sortable name
-#   is the Student cell; else a new user, a "missing" student the instructor must resolve by hand ("missing: NAME"
-#   here). A student removed from the course is not among all_students, so their row falls through to the name.
+#   is the Student cell (name = row[0], compared with ==: an empty cell, nil, is no user's name); else a new user,
+#   a "missing" student the instructor must resolve by hand ("missing: NAME" here). A student removed from the
+#   course is not among all_students, so their row falls through to the name.
 # * process_submissions: the grade is the assignment's cell, strip()ped.
 # * parse! at the end ("remove concluded enrollments"): a student matched who is in all_students but not among the
 #   course's gradable_students is dropped from the import (named under "dropped" here).
@@ -109,6 +110,17 @@ def student_columns(header)
   [columns, sis_user, sis_login]
 end
 
+# A Canvas user's name and sortable name are never nil: app/models/user.rb (same commit) infer_defaults, before a
+# user is saved, sets name ||= email || "User" and sortable_name from the name when it has none, and the
+# sortable_name reader falls back to User.last_name_first(name). (Its empty Student cell Ruby reads as nil.)
+def name_of(user)
+  user["name"] || user["email"] || "User"
+end
+
+def sortable_name_of(user)
+  user["sortable_name"] || name_of(user)
+end
+
 def title_and_id(title)
   title =~ /\A(.*)\s\((\d+)\)\z/ ? [$1, $2] : [title, nil]
 end
@@ -134,7 +146,7 @@ def canvas_import(rows, users, course_assignments)
     student, how = students[row[1].to_i], "id" unless blank?(row[1])
     student, how = by_sis[row[sis_user]], "sis_user_id" if !student && sis_user && !blank?(row[sis_user])
     student, how = by_login[row[sis_login]], "sis_login_id" if !student && sis_login && !blank?(row[sis_login])
-    student, how = users.find { |u| u["name"] == row[0] || u["sortable_name"] == row[0] }, "name" unless student
+    student, how = users.find { |u| name_of(u) == row[0] || sortable_name_of(u) == row[0] }, "name" unless student
     key = student ? student["id"].to_s : "missing: #{row[0]}"
     how = "missing" unless student
     if student && student.fetch("gradable", true) == false
