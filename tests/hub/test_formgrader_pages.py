@@ -84,6 +84,7 @@ def test_no_link_or_name_runs_a_script_in_the_formgrader_of_course_instructor_la
             browser = launch(p)
             try:
                 page = browser.new_page()
+                page.set_default_navigation_timeout(120_000)  # a page of a server busy beside make test
                 page.goto(f"{base}/lab?token={token}")  # logged in, as the link `course instructor-lab` prints
                 # the lab frames the formgrader (nbgrader's menu): framed by its own origin, and no other
                 try_the_formgrader(page, f"{base}/formgrader", "'self'", str(tmp_path), "ckfg-amy", submission,
@@ -133,6 +134,7 @@ def test_no_link_or_name_runs_a_script_in_the_formgrader_on_the_hub(class_folder
             browser = launch(p)
             try:
                 page = browser.new_page()
+                page.set_default_navigation_timeout(120_000)  # a page of a server busy beside make test
                 login(page, hub, INSTRUCTOR)
                 wait_for_lab(page)
                 # the hub's own rule for every user's server: framed by nobody

@@ -47,6 +47,7 @@ def test_formgrader_lists_the_assignment_and_shows_scores_and_feedback(tmp_path,
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_navigation_timeout(120_000)  # a page of a server busy beside make test
             try:
                 # the assignment is listed
                 page.goto(f"{lab.base}/formgrader/manage_assignments?token={lab.token}")
@@ -154,6 +155,7 @@ def test_no_markup_from_a_submission_runs_in_the_formgrader_or_the_feedback(tmp_
             with sync_playwright() as pw:
                 browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
                 page = browser.new_page(viewport={"width": 1400, "height": 1000})
+                page.set_default_navigation_timeout(120_000)  # a page of a server busy beside make test
                 pages = {"formgrader": f"{lab.base}/formgrader/submissions/{sub_id}/?token={lab.token}",
                          "feedback served by Jupyter": f"{lab.base}/files/feedback/{student}/{A}/{A}.html"
                                                        f"?token={lab.token}",

@@ -82,9 +82,15 @@ def test_students_flooding_output_cost_root_a_bounded_amount_and_only_their_own_
         assert sum(s for s, _ in scores.values()) == full, (student, scores)  # graded on the functions, not output
     for student in (s for s in students if s.startswith("attacker-")):
         feedback = open(cc.feedback_path(student, A), encoding="utf-8").read()
-        assert "[Output cut: " in feedback and " MB" in feedback and "cell 3" in feedback, student
         assert os.path.getsize(cc.feedback_path(student, A)) < 30 * 2 ** 20
-        assert f"{student} / {A}: output: cell 3" in said, student  # the summary names it for the instructor
+        # the feedback and the summary name cell 3 and what stopped it: the output cap, or, on a busy machine where
+        # the kernel took longer to make its 600 MB messages than the cell may run, the time limit
+        timed_out = f"{student} / {A}: timeout: cell 3 ran past its time limit" in said
+        if timed_out:
+            assert "cell 3 ran past its time limit" in feedback, student
+        else:
+            assert "[Output cut: " in feedback and " MB" in feedback and "cell 3" in feedback, student
+            assert f"{student} / {A}: output: cell 3" in said, student
     for student in ("honest-1", "honest-2"):
         assert "[Output cut" not in open(cc.feedback_path(student, A), encoding="utf-8").read()
     subprocess.run(["rm", "-rf", root])
