@@ -55,7 +55,7 @@ from .enrol import enrol_as_owner
 from .access import HubError
 from .lti_config import url_or_none
 from ..lms.ags import AGS_CLAIM
-from .lti_claims import LTI, USERNAME_RULE, lms_id, role_names, role_of, unix_name, user_exists
+from .lti_claims import LTI, USERNAME_RULE, link_assignment, lms_id, role_names, role_of, unix_name, user_exists
 
 class Refused(Exception):
     """A launch refused: ``message`` is what the page says."""
@@ -80,6 +80,7 @@ class Admission:
     link: str = None         # the resource link's id, its title, and its own line item (AGS ``lineitem``)
     link_title: str = ""
     lineitem: str = None
+    link_assignment: str = None  # the assignment the link was made for (its custom parameter ``assignment``)
     memberships: str = None  # the course's class list (NRPS context_memberships_url), when the platform offers it
 
     @property
@@ -146,6 +147,7 @@ def check_launch(settings, data, claims):
                      _text(claims.get("family_name")), _text(claims.get("email")), lineitems,
                      lms_ids=custom_ids(claims), link=_text(link.get("id")) or None, link_title=_text(link.get("title")),
                      lineitem=ags.get("lineitem") if url_or_none(ags.get("lineitem")) else None,
+                     link_assignment=link_assignment(claims),
                      memberships=nrps.get("context_memberships_url") if url_or_none(nrps.get("context_memberships_url"))
                      else None)
 
@@ -196,7 +198,8 @@ def record_launch(settings, adm):
         if adm.memberships:
             course["memberships"] = adm.memberships
         if adm.link and adm.lineitem:  # an LMS assignment's link: its own column (coursekit/lms/ags.py posts to it)
-            course.setdefault("links", {})[adm.link] = {"title": adm.link_title, "lineitem": adm.lineitem}
+            course.setdefault("links", {})[adm.link] = {"title": adm.link_title, "lineitem": adm.lineitem,
+                                                        "assignment": adm.link_assignment}
         data["users"][adm.name] = {"sub": adm.sub, **({"lms_ids": adm.lms_ids} if adm.lms_ids else {})}
         teaching = course["instructors"]
         if adm.role == "instructor":  # under the state's lock: one writer of the grading settings at a time

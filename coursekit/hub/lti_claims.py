@@ -71,3 +71,21 @@ def user_exists(name):
         return True
     except KeyError:
         return False
+
+
+def link_assignment(claims):
+    """The assignment a resource link was made for, as its launch says it, or None: the link's custom parameter
+    ``assignment`` (``assignment=03_softmax``: Moodle's activity "Custom parameters", a link a tool placed with
+    them), else the ``assignment`` of its target link URI's query (``https://HUB/hub/?assignment=03_softmax``, a
+    link whose URL the instructor set). Never read from the link's title, which says what the instructor likes
+    (``Homework 4: attention (builds on 03_softmax)``): only a link that names the assignment exactly is its."""
+    from urllib.parse import parse_qs, urlsplit
+    from ..exchange.inbound import valid_student_id
+    custom = claims.get(LTI + "custom") if isinstance(claims.get(LTI + "custom"), dict) else {}
+    named = custom.get("assignment")
+    if not isinstance(named, str):
+        target = claims.get(LTI + "target_link_uri")
+        asked = parse_qs(urlsplit(target).query).get("assignment", []) if isinstance(target, str) else []
+        named = asked[0] if len(asked) == 1 else None
+    named = named.strip() if isinstance(named, str) else None
+    return named if named and valid_student_id(named) else None

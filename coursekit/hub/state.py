@@ -15,8 +15,8 @@ STATE_FILE = "courses.json"
 
 class HubState:
     """``STATE/courses.json``: {"courses": {id: {"folder", "context_id", "instructors": [..], "students": {id: LMS
-    user id or ""}, "lineitems", "links": {resource link id: {"title", "lineitem"}}, "memberships" (the class
-    list's URL), "memberships_differences" ({"list", "url"}: the differences link its last list came with),
+    user id or ""}, "lineitems", "links": {resource link id: {"title", "lineitem", "assignment"}}, "memberships"
+    (the class list's URL), "memberships_differences" ({"list", "url"}: the differences link its last list came with),
     "roster_sync" (its last changes)}}, "users": {name: {"sub", "lms_ids"}}, "made": [the Unix users this hub
     made]}, written whole under a lock, readable by root alone."""
 

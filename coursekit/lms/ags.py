@@ -9,9 +9,11 @@ assignment:
 1. an access token: the OAuth 2 client-credentials grant with a JWT client assertion signed by the tool's key
    (RFC 7523, ``private_key_jwt``; 1EdTech Security Framework 1.0 section 4.1), for the line item and score scopes;
 2. the assignment's line item, the LMS's own column when it has one: the ``lineitem`` that launches from an LMS
-   assignment's link whose title names the assignment (``Homework 3: softmax (03_softmax)``) brought (AGS's
-   endpoint claim; the hub keeps it per resource link),
-   else the context's line item whose ``resourceId`` is the assignment (the one this tool made for it), else a new
+   assignment's link made for the assignment brought (AGS's endpoint claim; the hub keeps it per resource link with
+   the assignment the link's custom parameter ``assignment`` names, never read from its title), unless the line
+   item's ``resourceId`` names another assignment; else the context's line item whose ``resourceId`` is the
+   assignment and whose ``tag`` is this context's (untagged: only one this context's log shows the tool made or
+   posted to, as a course copy carries last term's), else a new
    one (``label`` = the assignment, ``scoreMaximum`` = its maximum points, ``resourceId`` = the assignment). A line
    item that only shares the assignment's label is never written: another tool's column, last year's (its
    ``resourceId`` ``03_softmax-2023``) or a column the instructor made by hand would take scores that are not its
@@ -244,22 +246,35 @@ class AgsClient:
         return item if isinstance(item, dict) and item.get("id") else None
 
     def find_or_create_line_item(self, assignment, maximum, resource_link_id=None, known=(), passed_over=None,
-                                 tag=None):
-        """(line item, created): the first of ``known`` (line item URLs that launches from the LMS assignment's
-        link brought) that the platform has, else the one whose resourceId is ``assignment`` (and whose ``tag``,
-        when it has one, is ``tag``: this context's, so that a line item a course copy carried from last term's
-        course is not taken), else a new one (tagged ``tag``). A line item labelled ``assignment`` that is none of
-        these is never taken: it is added to ``passed_over`` (a list, when given)."""
+                                 tag=None, ours=()):
+        """(line item, created): the first of ``known`` (line item URLs that launches from links made for
+        ``assignment`` brought) that the platform has, unless it says it is another's (its ``resourceId`` another
+        assignment); else the one whose resourceId is ``assignment`` and whose ``tag`` is ``tag`` (this context's:
+        a line item a course copy carried from last term's course has last term's), or, untagged (made before the
+        tool tagged), one this context's log shows the tool made or wrote (``ours``: line item URLs): a copied
+        untagged one was last term's; else a new one (tagged ``tag``). A line item labelled ``assignment`` that is
+        none of these is never taken: it is added to ``passed_over`` (a list, when given)."""
+        passed = [] if passed_over is None else passed_over
         for url in known:
             item = self.line_item(url)
-            if item is not None:
+            if item is not None and item.get("resourceId") in (None, "", assignment):
                 return item, False
-        found = [i for i in self.line_items(resource_id=assignment) if i.get("resourceId") == assignment
-                 and (not tag or not i.get("tag") or i.get("tag") == tag)]
+            if item is not None:
+                passed.append(item)
+        ours = set(ours)
+
+        def own(i):
+            if not tag:
+                return True
+            return i["tag"] == tag if i.get("tag") else i.get("id") in ours
+
+        found = [i for i in self.line_items(resource_id=assignment) if i.get("resourceId") == assignment and own(i)]
         if found:
             return found[0], False
         if passed_over is not None:
-            passed_over += [i for i in self.line_items() if str(i.get("label", "")).strip() == assignment]
+            taken = {i.get("id") for i in passed}
+            passed += [i for i in self.line_items() if str(i.get("label", "")).strip() == assignment
+                       and i.get("id") not in taken]
         item = {"label": assignment, "scoreMaximum": maximum, "resourceId": assignment, **({"tag": tag} if tag else {})}
         if resource_link_id:
             item["resourceLinkId"] = resource_link_id
@@ -315,6 +330,24 @@ class AgsClient:
 
 def _number(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
+
+
+def tools_line_items(log_path):
+    """The line item URLs that the log at ``log_path`` (one context's) shows the tool created or posted a score to."""
+    found = set()
+    try:
+        with open(log_path, encoding="utf-8") as f:
+            for line in f:
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(rec, dict) and ((rec.get("event") == "lineitem" and rec.get("created") is True)
+                                              or (rec.get("event") == "score" and rec.get("ok") is True)):
+                    found.add(rec.get("lineitem"))
+    except OSError:
+        pass
+    return found
 
 
 def posted_before(log_path, assignment):
@@ -401,7 +434,7 @@ def post_assignment(grades, assignment, lineitems_url, credentials, log_path, *,
     try:
         item, result.created = client.find_or_create_line_item(assignment, maximum, resource_link_id,
                                                                known=lineitem_urls, passed_over=result.passed_over,
-                                                               tag=tag)
+                                                               tag=tag, ours=tools_line_items(log_path))
     except AgsError as exc:
         log.write(event="lineitem", assignment=assignment, lineitems=lineitems_url, status=exc.status,
                   error=exc.message)

@@ -3,7 +3,6 @@ instructor of the course sent (``coursekit.lms.return_grades``, the instructor's
 LMS's line item for the assignment, to each student's LMS user id as the hub's state has it (``post_for_instructor``),
 with what it posted written to the service's log."""
 import os
-import re
 
 
 class Refusal(Exception):
@@ -28,13 +27,6 @@ def _submitted_at(value):
     return when is not None and when.tzinfo is not None and when <= datetime.now(timezone.utc) + timedelta(minutes=1)
 
 
-def names_assignment(title, assignment):
-    """Whether a resource link's ``title`` names ``assignment``: the whole title (``03_softmax``) or a word of it
-    (``Homework 3: softmax (03_softmax)``), never part of a longer name (``03_softmax-2023``, ``03_softmax_b``)."""
-    title = str(title or "").strip()
-    return title == assignment or re.search(rf"(?<![\w.-]){re.escape(assignment)}(?![\w-]|\.\w)", title) is not None
-
-
 def in_context(lineitem, lineitems):
     """Whether the line item URL ``lineitem`` is one of the context whose line items are at ``lineitems`` (its
     path under theirs, on the same host: Canvas's ``.../courses/7/line_items/3``, Moodle's
@@ -47,12 +39,14 @@ def in_context(lineitem, lineitems):
 
 def assignment_lineitems(course, assignment):
     """The line items that launches from the LMS's own assignment for ``assignment`` brought: the hub's state keeps
-    each resource link's ``lineitem`` by the link's id, with its title, and a link whose title names the assignment
-    (``names_assignment``), whatever else the title says, is that assignment's: the column the LMS made for it.
-    Only those of the course's context now (``in_context`` of its ``lineitems``): after a course copy, last term's
-    links and columns are never written."""
+    each resource link's ``lineitem`` by the link's id, with the assignment the link was made for as its launch
+    said it (``coursekit.hub.lti_claims.link_assignment``: the link's custom parameter ``assignment``, or its target
+    link URI's), and only a link made for ``assignment`` exactly is its. A link's title never counts: ``Homework 4:
+    attention (builds on 03_softmax)`` is Homework 4's, and a link retitled in the LMS keeps its assignment. Only
+    those of the course's context now (``in_context`` of its ``lineitems``): after a course copy, last term's links
+    and columns are never written."""
     return [link["lineitem"] for _, link in sorted(course.get("links", {}).items())
-            if isinstance(link, dict) and names_assignment(link.get("title"), assignment) and link.get("lineitem")
+            if isinstance(link, dict) and link.get("assignment") == assignment and link.get("lineitem")
             and in_context(link["lineitem"], course.get("lineitems"))]
 
 

@@ -211,13 +211,15 @@ class LtiPlatform:
         self.contexts[context_id] = {"label": label or context_id, "title": title or context_id, "members": {},
                                      "lineitems": [], "results": {}, "inactive": set()}
 
-    def add_assignment(self, context_id, link_id, title, maximum, due=None):
+    def add_assignment(self, context_id, link_id, title, maximum, due=None, custom=None):
         """An assignment made in the LMS that links the tool (Canvas: an External Tool assignment; Moodle: an
         External tool activity with grades): its own line item (label = its title, ``resourceLinkId`` = its link,
         no ``resourceId``), which a launch from ``link_id`` names in the AGS claim's ``lineitem``; ``due``: its
-        due date (seconds since the epoch). Returns the line item."""
+        due date (seconds since the epoch); ``custom``: the link's custom parameters (Moodle's activity "Custom
+        parameters"), which its launches carry with the tool's in the custom claim. Returns the line item."""
         item = self._create_lineitem(context_id, {"label": title, "scoreMaximum": maximum, "resourceLinkId": link_id})
-        self.contexts[context_id].setdefault("links", {})[link_id] = {"title": title, "lineitem": item["id"]}
+        self.contexts[context_id].setdefault("links", {})[link_id] = {"title": title, "lineitem": item["id"],
+                                                                      "custom": dict(custom or {})}
         if due is not None:
             self.set_due(context_id, title, due)
         return item
@@ -422,7 +424,7 @@ class LtiPlatform:
                                     "product_family_code": "coursekit-test-platform", "version": "1"},
             LTI + "launch_presentation": {"document_target": "iframe" if launch.get("framed") else "window",
                                           "return_url": self.base_url + "/return"},
-            LTI + "custom": dict(user["custom"]),
+            LTI + "custom": {**user["custom"], **context.get("links", {}).get(launch["link"], {}).get("custom", {})},
             AGS_CLAIM: {"scope": list(AGS_SCOPES), "lineitems": self.lineitems_url(context_id)},
         }
         if self.nrps:  # NRPS 2.0 section 3.6.1: the service's claim in every launch of a context that offers it

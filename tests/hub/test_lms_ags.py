@@ -17,6 +17,7 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 from gradebooks import build_gradebook
+from hypothesis import given, settings, strategies as st
 from lti_platform import ASSERTION_TYPE, AGS_SCOPES, CANVAS_SUBMISSION, LtiPlatform
 
 from coursekit.lms.ags import (AgsClient, AgsError, ToolCredentials, access_token, generate_key, load_key,
@@ -335,7 +336,8 @@ def read_grades_for(assignment):
 def test_the_hub_service_posts_to_the_column_a_launch_brought(lms, tool_key, tmp_path):
     """The hub's side, in this process: ada's and dee's launches from the LMS assignment's link (the platform's own
     id_tokens, whose signatures ltiauthenticator checks in test_hub_lti.py) pass the hub's checks and leave the
-    link's line item in the hub's state (coursekit.hub.lti.check_launch and record_launch); then posting.post_for_instructor, as
+    link's line item in the hub's state with the assignment its custom parameter names (coursekit.hub.lti.check_launch
+    and record_launch); then posting.post_for_instructor, as
     the grading service calls it for an instructor, posts the assignment of that title there, each score with its
     submission time, and creates no line item. A submission time that is no ISO 8601 time is refused (400)."""
     import jwt
@@ -344,7 +346,7 @@ def test_the_hub_service_posts_to_the_column_a_launch_brought(lms, tool_key, tmp
     from coursekit.hub.state import HubState
     from coursekit.lms.posting import Refusal, post_for_instructor
     _, _, key_path = tool_key
-    item = lms.add_assignment("course-1", "link-a", A, MAX, due=DUE.timestamp())
+    item = lms.add_assignment("course-1", "link-a", A, MAX, due=DUE.timestamp(), custom={"assignment": A})
     state = str(tmp_path / "state")
     os.makedirs(state)
     with HubState(state).change() as data:
@@ -358,7 +360,7 @@ def test_the_hub_service_posts_to_the_column_a_launch_brought(lms, tool_key, tmp
         record_launch(settings, check_launch(settings, HubState(state).read(), jwt.decode(
             token, options={"verify_signature": False})))
     course = HubState(state).read()["courses"]["enc"]
-    assert course["links"] == {"link-a": {"title": A, "lineitem": item["id"]}}
+    assert course["links"] == {"link-a": {"title": A, "lineitem": item["id"], "assignment": A}}
     assert course["students"] == {"ltiags-sub-ada": "sub-ada", "ltiags-sub-dee": "sub-dee"}
     config = {"hub_state": state, "lti": {"client_id": lms.client_id, "tool_key": str(key_path),
                                           "token_url": lms.token_url}}
@@ -387,23 +389,50 @@ def test_a_student_the_lms_no_longer_lists_is_named_and_the_others_are_posted(lm
     assert "  FAILED cy: HTTP 422: sub-cy is not in the context" in result.lines()
 
 
-def test_the_launchs_line_item_is_the_assignments_whatever_else_the_links_title_says():
-    """The hub keeps each resource link's line item by the link's id: a link titled ``Homework 3: softmax
-    (03_softmax)`` is 03_softmax's as much as one titled ``03_softmax``; a title that holds a longer name
-    (``03_softmax-2023``, ``03_softmax_b``, ``03_softmax.v2``) or none is not, nor is a link of another context
-    (last term's course). Cost: well under a second."""
+TITLES = st.text(max_size=40) | st.sampled_from([A, f"Homework 3: softmax ({A})", f"Homework 4: attention (builds on {A})",
+                                                 f"{A}-2023", ""])
+NAMED = st.sampled_from([A, "04_attention", "03_softmax-2023", None])
+
+
+@given(st.lists(st.tuples(TITLES, NAMED, st.booleans()), min_size=1, max_size=6))
+@settings(max_examples=100, deadline=None, database=None)
+def test_a_links_line_item_is_the_assignment_its_launch_names_whatever_its_title_says(links):
+    """Each resource link's line item is kept with the assignment its launch names (the link's custom parameter
+    ``assignment``, or its target link URI's ``?assignment=``): generated links, titled anything (the assignment's
+    name among other words, ``Homework 4: attention (builds on 03_softmax)``, a longer name, nothing), each made for
+    an assignment or for none: 03_softmax's line items are exactly those of the links made for it, whatever their
+    titles; a link of another context (last term's course) is never one. Cost: well under a second."""
+    from coursekit.hub.lti_claims import LTI, link_assignment
     from coursekit.lms.posting import assignment_lineitems
     items = "https://canvas.example/api/lti/courses/7/line_items"
-    titles = {"l1": "Homework 3: softmax (03_softmax)", "l2": "03_softmax-2023 (last year)", "l3": "03_softmax_b",
-              "l4": " 03_softmax ", "l5": "03_softmax.v2", "l6": "Homework 3", "l7": "03_softmax: the last one"}
-    course = {"lineitems": items, "links": {k: {"title": t, "lineitem": f"{items}/{k[1]}"} for k, t in titles.items()}}
-    course["links"]["l8"] = {"title": "03_softmax", "lineitem": None}
-    assert assignment_lineitems(course, A) == [f"{items}/1", f"{items}/4", f"{items}/7"]
+    course = {"lineitems": items, "links": {}}
+    for n, (title, named, by_target) in enumerate(links):
+        claims = {LTI + "resource_link": {"id": f"l{n}", "title": title},
+                  LTI + "target_link_uri": "https://hub.example/hub/" + (f"?assignment={named}" if named and by_target
+                                                                         else "")}
+        if named and not by_target:
+            claims[LTI + "custom"] = {"assignment": named, "canvas_user_id": "17"}
+        course["links"][f"l{n}"] = {"title": title, "lineitem": f"{items}/{n}", "assignment": link_assignment(claims)}
+    assert assignment_lineitems(course, A) == sorted(f"{items}/{n}" for n, (_, named, _) in enumerate(links)
+                                                     if named == A)
+    assert assignment_lineitems(dict(course, lineitems=items.replace("/7/", "/70/")), A) == []
     from coursekit.lms.posting import in_context  # Moodle's URLs: the line item's path under the context's
     moodle = "https://moodle.example/mod/lti/services.php/2/lineitems?type_id=1"
     assert in_context("https://moodle.example/mod/lti/services.php/2/lineitems/5/lineitem?type_id=1", moodle)
     assert not in_context("https://moodle.example/mod/lti/services.php/3/lineitems/5/lineitem?type_id=1", moodle)
-    assert not in_context(f"{items}/1", "https://canvas.example/api/lti/courses/70/line_items")
+
+
+def test_a_launchs_line_item_that_says_it_is_anothers_is_never_written(lms, tool_key, grades, tmp_path):
+    """A line item a link brought is tried only for the assignment the link was made for, and even then not when the
+    line item itself says it is another assignment's (its resourceId, which the tool wrote): it is passed over and
+    named, and 03_softmax gets its own column. Cost: about 1 s."""
+    creds, url = credentials(lms, tool_key), lms.lineitems_url("course-1")
+    other = lms._create_lineitem("course-1", {"label": "Homework 4", "scoreMaximum": 20, "resourceId": "04_attention",
+                                              "resourceLinkId": "link-4"})
+    result = post_assignment(grades, A, url, creds, str(tmp_path / "log"), lineitem_urls=[other["id"]])
+    assert result.created and result.lineitem != other["id"]
+    assert [i["id"] for i in result.passed_over] == [other["id"]]
+    assert lms.contexts["course-1"]["results"].get(other["id"], {}) == {}
 
 
 def test_a_course_copy_gets_its_own_columns_and_last_terms_are_never_written(lms, tool_key, grades, tmp_path):
@@ -412,7 +441,8 @@ def test_a_course_copy_gets_its_own_columns_and_last_terms_are_never_written(lms
     state still holds last term's link to last term's column. Posting for the new context (the hub's service tags
     what it makes with the context) creates the course's own line item, names the copied one as passed over, and
     writes neither it nor last term's column; a second run finds its own. A line item the tool made before it
-    tagged (resourceId 03_softmax, no tag) is still the assignment's. Cost: about 1 s."""
+    tagged (resourceId 03_softmax, no tag), as this context's log shows, is still the assignment's. Cost: about
+    1 s."""
     from coursekit.lms.posting import assignment_lineitems
     creds = credentials(lms, tool_key)
     last_term = lms._create_lineitem("course-1", {"label": A, "scoreMaximum": MAX, "resourceId": A,
@@ -437,6 +467,31 @@ def test_a_course_copy_gets_its_own_columns_and_last_terms_are_never_written(lms
     assert set(results[runs[0].lineitem]) == {STUDENTS[s][3] for s in runs[0].posted}
     lms.add_context("course-3", "ENC101-legacy")
     legacy = lms._create_lineitem("course-3", {"label": A, "scoreMaximum": MAX, "resourceId": A})
-    found, created = AgsClient(lms.lineitems_url("course-3"), creds).find_or_create_line_item(
-        A, MAX, tag="coursekit:course-3")
-    assert (found["id"], created) == (legacy["id"], False)
+    client = AgsClient(lms.lineitems_url("course-3"), creds)
+    found, created = client.find_or_create_line_item(A, MAX, tag="coursekit:course-3", ours={legacy["id"]})
+    assert (found["id"], created) == (legacy["id"], False)  # the tool made it (this context's log), before tagging
+
+
+def test_an_untagged_copied_line_item_is_last_terms_unless_this_contexts_log_shows_the_tool_wrote_it(
+        lms, tool_key, grades, tmp_path):
+    """A course copy of last term's course made with a tool version that set no tag: the copied line item has
+    resourceId 03_softmax and no tag. Nothing of this context's log names it, so it is last term's: passed over and
+    named, and this term's scores go to a column of the course's own. A line item this context's log shows the tool
+    made (or posted to) is still taken untagged. Cost: about 1 s."""
+    creds = credentials(lms, tool_key)
+    lms.add_context("course-4", "ENC101-copy")
+    for _, (_, _, _, sub) in STUDENTS.items():
+        if sub:
+            lms.enroll(sub, "course-4", "Learner")
+    copied = lms._create_lineitem("course-4", {"label": A, "scoreMaximum": MAX, "resourceId": A})
+    log = str(tmp_path / "log")
+    runs = [post_assignment(grades, A, lms.lineitems_url("course-4"), creds, log, tag="coursekit:course-4")
+            for _ in range(2)]
+    assert [r.created for r in runs] == [True, False] and runs[0].lineitem == runs[1].lineitem != copied["id"]
+    assert [i["id"] for i in runs[0].passed_over] == [copied["id"]]
+    assert lms.contexts["course-4"]["results"].get(copied["id"], {}) == {}
+    with open(log, "a") as f:  # the log of a tool version that made it without a tag, in this context
+        f.write(json.dumps({"event": "lineitem", "assignment": A, "lineitem": copied["id"], "created": True}) + "\n")
+    lms.contexts["course-4"]["lineitems"] = [i for i in lms.line_items("course-4") if i["id"] == copied["id"]]
+    again = post_assignment(grades, A, lms.lineitems_url("course-4"), creds, log, tag="coursekit:course-4")
+    assert (again.lineitem, again.created) == (copied["id"], False)
