@@ -11,11 +11,15 @@ into the exchange with their own shells. Each attack sits beside honest students
 * names that do not parse, a time in the future, a name carrying markup and escape sequences, a plain file and a
   link where a folder should be.
 
+A student whose folder collect would refuse (the notebook renamed) is refused at submit, with collect's sentence, and
+gets a fresh copy with `course fetch-again` in their terminal, their folder moved aside.
+
 Collect names every refusal (the folder, its owner, why), finishes for the class, exits 1, leaves every refused
 folder in the exchange, and gives the same result when run twice. What each folder of the exchange lets a student
 do is then tried as a student who knows the names of another student's submission and feedback.
 
-Cost: one release, six submissions, five graded (03_softmax, `-j 2`), one return; about 2 to 3 minutes on 2 cores.
+Cost: one release, six submissions, five graded (03_softmax, `-j 2`), one return; about 2 to 3 minutes on 2 cores
+(of which a refused submit and a `course fetch-again`, about 5 s).
 """
 import datetime
 import html
@@ -196,6 +200,22 @@ def test_the_exchange_is_untrusted_input_for_collect_grade_and_return(class_fold
         # what an honest submission looks like in the inbound: the student's and the instructors' alone
         mine = cls.shell(ANN, 'ls "$INBOUND"')
         assert mine.returncode != 0 and "Permission denied" in mine.stderr, mine
+        # a submission collect would refuse is refused at submit, with collect's sentence, and nothing is handed in;
+        # then the student's terminal gives a fresh copy, their folder moved aside (learner/handin.py, fetch_again.py)
+        handed_in = set(os.listdir(cls.inbound))
+        assert cls.shell(ANN, f'mv ~/{A}/{A}.ipynb ~/{A}/{A}-Copy1.ipynb').returncode == 0
+        refused = cls.student(ANN, "nbgrader", "submit", A, "--course", COURSE_ID, check=False)
+        assert refused.returncode != 0 and (f"the instructor would refuse it: it holds no notebook of the assignment "
+                                            f"({A}.ipynb); it holds {A}-Copy1.ipynb: the notebook must keep its name"
+                                            in refused.stderr), refused.stderr
+        assert set(os.listdir(cls.inbound)) == handed_in
+        again = cls.student(ANN, "course", "fetch-again", A)
+        home = pwd.getpwnam(ANN).pw_dir
+        aside = [n for n in os.listdir(home) if n.startswith(f"{A}.moved-")]
+        assert again.stdout.splitlines() == [f"moved your folder {A} to {aside[0]} (nothing in it was deleted)",
+                                             f"fetched a fresh copy of {A} (course {COURSE_ID}) into {A}"], again
+        assert f"{A}-Copy1.ipynb" in os.listdir(os.path.join(home, aside[0]))
+        assert nbformat.writes(nbformat.read(os.path.join(home, A, A + ".ipynb"), as_version=4)) == release_text
 
         # the attacks, each from the attacker's own shell, each a later folder than their honest one
         home_nb = f"~/{A}/{A}.ipynb"
