@@ -52,6 +52,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from ..words import counted
+from .links import OffSite, next_page
 
 AGS_CLAIM = "https://purl.imsglobal.org/spec/lti-ags/claim/endpoint"
 SCOPE_LINEITEM = "https://purl.imsglobal.org/spec/lti-ags/scope/lineitem"
@@ -66,6 +67,7 @@ ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
 CANVAS_SUBMISSION = "https://canvas.instructure.com/lti/submission"  # Canvas's score extension
 TIMEOUT = 30  # seconds for one request to the platform
 ASSERTION_BACKDATE = 60  # seconds a client assertion is dated back (a platform clock behind ours)
+MOST_PAGES = 1000  # a platform that pages for ever is not followed for ever
 
 
 class AgsError(Exception):
@@ -183,14 +185,6 @@ def scores_url(lineitem_url):
     return urllib.parse.urlunsplit(parts._replace(path=parts.path.rstrip("/") + "/scores"))
 
 
-def next_link(headers):
-    for part in (headers.get("Link") or "").split(","):
-        match = re.match(r'\s*<([^>]+)>\s*;.*rel="?next"?', part)
-        if match:
-            return match.group(1)
-    return None
-
-
 class AgsClient:
     """The line item and score services of one context (its ``lineitems`` URL)."""
     SCOPES = (SCOPE_LINEITEM, SCOPE_LINEITEM_READONLY, SCOPE_SCORE)
@@ -226,14 +220,19 @@ class AgsClient:
             split = urllib.parse.urlsplit(url)
             query = urllib.parse.parse_qsl(split.query) + sorted(filters.items())
             url = urllib.parse.urlunsplit(split._replace(query=urllib.parse.urlencode(query)))
-        items = []
-        while url:
+        items, first, pages = [], url, 0
+        while url and pages < MOST_PAGES:
             status, headers, body = self._call("GET", url, accept=LINEITEMS_TYPE)
             if status != 200:
                 raise AgsError(status, f"the platform refused its line items ({refusal_text(status, body)})")
             page = json.loads(body)
             items.extend(page if isinstance(page, list) else [])
-            url = next_link(headers)
+            try:  # a list read in part would make a second column of one the tool has
+                url, pages = next_page(headers, url, first), pages + 1
+            except OffSite as exc:
+                raise AgsError(status, f"the line items: {exc}")
+        if url:
+            raise AgsError(200, f"the line items go on past {MOST_PAGES} pages")
         return items
 
     def line_item(self, url):
@@ -297,8 +296,8 @@ class AgsClient:
             return None
         split = urllib.parse.urlsplit(lineitem_url)
         url = urllib.parse.urlunsplit(split._replace(path=split.path.rstrip("/") + "/results"))
-        held, pages = {}, 0
-        while url and pages < 1000:
+        held, pages, first = {}, 0, url
+        while url and pages < MOST_PAGES:
             status, headers, body = http_request("GET", url, timeout=self.timeout, headers={
                 "Authorization": f"Bearer {token}", "Accept": RESULTS_TYPE})
             try:
@@ -312,8 +311,11 @@ class AgsClient:
                 if isinstance(r, dict) and isinstance(r.get("userId"), str) and _number(score) and _number(most) \
                         and most > 0:
                     held[r["userId"]] = score / most
-            url, pages = next_link(headers), pages + 1
-        return held
+            try:
+                url, pages = next_page(headers, url, first), pages + 1
+            except OffSite:
+                return None  # the scores held cannot all be read: every score is posted
+        return None if url else held
 
     def post_score(self, lineitem_url, user_id, given, maximum, timestamp, submitted_at=None, new_submission=True):
         """POST one score (``timestamp``: now, when the tool changed it; ``submitted_at``: when the student

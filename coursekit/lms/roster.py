@@ -25,7 +25,8 @@ step (``sync_course``), saying what changed:
   the ``user_id``, the launch's ``sub``), is named and left to their first launch.
 
 A list takes a student out only when it is whole by the spec's own signals. Every ``next`` page is read (a page
-that fails, or a list that pages on past ``MOST_PAGES``, changes nothing). And a platform may send with the list a
+that fails, a list that pages on past ``MOST_PAGES`` or to another site, changes nothing; coursekit.lms.links reads
+the ``Link`` headers). And a platform may send with the list a
 ``Link: <...>; rel="differences"`` (NRPS 2.0 section 2.4.3: the changes in the membership since that list was
 made; a member gone since then has the status ``Deleted``, which no full list carries). The hub keeps that link,
 beside the class list's URL it came with, and at the next sync reads it too, every page, besides the full list.
@@ -50,18 +51,16 @@ is read as its string, so the same LMS user is never taken for a leaver and a jo
 import contextlib
 import json
 import os
-import re
 import subprocess
-import urllib.parse
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from .ags import TIMEOUT, AgsError, http_request, refusal_text, access_token
+from .ags import MOST_PAGES, TIMEOUT, AgsError, http_request, refusal_text, access_token
+from .links import OffSite, link, next_page, same_site
 
 NRPS_CLAIM = "https://purl.imsglobal.org/spec/lti-nrps/claim/namesroleservice"
 SCOPE_NRPS = "https://purl.imsglobal.org/spec/lti-nrps/scope/contextmembership.readonly"
 MEMBERSHIP_TYPE = "application/vnd.ims.lti-nrps.v2.membershipcontainer+json"
-MOST_PAGES = 1000  # a platform that pages for ever is not followed for ever
 SMALL_CLASS = 10  # under this many students from the LMS, a student missing from the list is kept (named)
 
 
@@ -69,22 +68,6 @@ class Members(list):
     """The members read, every page; ``differences``: the list's ``rel="differences"`` link, the first a page sent
     (on the class list's own site), else None."""
     differences = None
-
-
-def link(headers, rel):
-    """The URL of the first link of the ``Link`` headers (one or several) whose ``rel`` (a space-separated list of
-    types) has ``rel``, or None."""
-    values = headers.get_all("Link") if hasattr(headers, "get_all") else [headers.get("Link")]
-    for match in re.finditer(r'<([^>]*)>((?:\s*;\s*[^;,]*)*)', ", ".join(v for v in values or () if v)):
-        for param in re.finditer(r';\s*rel\s*=\s*(?:"([^"]*)"|([^\s;,]+))', match.group(2)):
-            if rel in (param.group(1) or param.group(2) or "").split():
-                return match.group(1)
-    return None
-
-
-def same_site(url, other):
-    a, b = urllib.parse.urlsplit(url), urllib.parse.urlsplit(other)
-    return (a.scheme, a.netloc) == (b.scheme, b.netloc)
 
 
 def read_members(url, credentials, timeout=TIMEOUT):
@@ -103,10 +86,13 @@ def read_members(url, credentials, timeout=TIMEOUT):
         if not isinstance(page, dict) or not isinstance(page.get("members"), list):
             raise AgsError(status, "a page of the class list holds no members list: nothing changed")
         members += [m for m in page["members"] if isinstance(m, dict)]
-        differences = link(headers, "differences")
+        differences = link(headers, "differences", base=url)
         if members.differences is None and differences and same_site(first, differences):
             members.differences = differences
-        url, pages = link(headers, "next"), pages + 1
+        try:
+            url, pages = next_page(headers, url, first), pages + 1
+        except OffSite as exc:  # a list that cannot be read whole changes nothing
+            raise AgsError(200, f"{exc}: nothing changed")
     if url:  # a list cut short would take everyone after the cut out of the course
         raise AgsError(200, f"the class list goes on past {MOST_PAGES} pages: nothing changed")
     return members
@@ -268,13 +254,14 @@ def read_differences(kept, url, credentials):
 
 def implausible_change(course, change):
     """Why ``change`` is too big to be believed, or None: the list would take every student of the course out, or
-    more than half of a class of ten or more at once."""
+    half of a class of ten or more, or more, at once. Half counts: a platform pages its list, often in equal pages,
+    and a list that lost one page of two misses exactly half the class, far likelier than half a class leaving."""
     known = [name for name, sub in course.get("students", {}).items() if sub]
     if not known or not change.left:
         return None
     if len(change.left) == len(known):
         return f"take {'the one student' if len(known) == 1 else f'all {len(known)} students'} out of the course"
-    if len(known) >= SMALL_CLASS and len(change.left) > len(known) / 2:
+    if len(known) >= SMALL_CLASS and 2 * len(change.left) >= len(known):  # one page of two lost is half
         return f"take {len(change.left)} of {len(known)} students out of the course at once"
     return None
 

@@ -153,10 +153,10 @@ def test_a_launch_brings_the_class_lists_url_only_from_a_platform_that_offers_it
 
 def test_a_list_that_would_empty_the_course_or_half_a_class_is_not_applied():
     """An LMS that lists no one for a moment (or a page of its list lost) must not take the class out of the course:
-    a change that takes every student out, or more than half of a class of ten or more, is refused and nothing
-    changes; an ordinary leaver goes. Members as Moodle and an older Canvas send them (short role names, numeric
+    a change that takes every student out, or half or more of a class of ten or more (a list of two pages that
+    lost one), is refused and nothing changes; an ordinary leaver goes. Members as Moodle and an older Canvas send them (short role names, numeric
     ids) count as the learners they are."""
-    from coursekit.lms.roster import implausible_change, plan
+    from coursekit.lms.roster import SMALL_CLASS, implausible_change, plan
     settings = {"username_claim": "sub", "username_prefix": PREFIX, "configured": []}
     small = {"students": {PREFIX + "a": "a", PREFIX + "b": "b", PREFIX + "c": "c"}, "instructors": []}
     empty = plan(COURSE, small, [], settings)  # a class under 10: nobody missing is taken out, each is named
@@ -174,6 +174,12 @@ def test_a_list_that_would_empty_the_course_or_half_a_class_is_not_applied():
     members = [{"user_id": n, "roles": ["Learner"]} for n in range(5)]  # numbers, short role names
     change = plan(COURSE, big, members, settings)
     assert len(change.left) == 7 and "take 7 of 12 students out of the course at once" in implausible_change(big, change)
+    for size in range(SMALL_CLASS, 40):  # exactly half (one page of two lost) is refused; one fewer is applied
+        course = {"students": {f"{PREFIX}{n}": str(n) for n in range(size)}, "instructors": []}
+        for gone, refused in (((size + 1) // 2, True), ((size + 1) // 2 - 1, False)):
+            change = plan(COURSE, course, [{"user_id": str(n), "roles": ["Learner"]} for n in range(gone, size)],
+                          settings)
+            assert len(change.left) == gone and bool(implausible_change(course, change)) == refused, (size, gone)
 
 
 @pytest.mark.parametrize("kept", [5003, "5003"])
