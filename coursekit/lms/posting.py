@@ -66,11 +66,10 @@ def post_for_instructor(config, course, body):
     submitted = body.get("submitted_at", {})
     if not (isinstance(assignment, str) and valid_student_id(assignment) and _number(maximum) and maximum > 0
             and isinstance(students, list) and all(isinstance(s, str) and valid_student_id(s) for s in students)
-            and isinstance(scores, dict) and all(s in students and _number(v) and 0 <= v <= maximum
-                                                  for s, v in scores.items())
+            and isinstance(scores, dict) and all(s in students and _number(v) and v >= 0 for s, v in scores.items())
             and isinstance(submitted, dict) and all(s in scores and _submitted_at(t) for s, t in submitted.items())):
         raise Refusal(400, "not a request to post an assignment's scores (an assignment, its maximum, the students, "
-                           "each score between 0 and the maximum, each submission's time in ISO 8601 with its zone "
+                           "each score a number of at least 0, each submission's time in ISO 8601 with its zone "
                            "and not in the future)")
     state_dir = config["hub_state"]
     cid, known = course_of_folder(HubState(state_dir).read(), course)

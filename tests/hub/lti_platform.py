@@ -144,6 +144,8 @@ class LtiPlatform:
         self.refuse_differences = None  # an HTTP status: the differences link is answered with it
         self._changes = []         # (number, context id, sub, role): each membership change, numbered in order
         self._refuse_scores = {}   # sub: status
+        self.refuse_above_maximum = False  # True: a scoreGiven above the scoreMaximum is refused (400), as a
+        #                                    gradebook that allows no extra credit may (AGS itself allows it)
         self.moodle_timestamps = False  # True: a score not later than the one on record is refused, as Moodle does
         self._launches = {}        # lti_message_hint: the launch it started
         self._nonces = []          # nonces the platform has put into tokens, in order
@@ -552,6 +554,8 @@ class LtiPlatform:
         if given is not None and (not isinstance(given, (int, float)) or given < 0 or
                                   not isinstance(maximum, (int, float)) or maximum <= 0):
             raise Refused(400, "scoreGiven needs a number >= 0 and a scoreMaximum above 0")
+        if self.refuse_above_maximum and given is not None and given > maximum:
+            raise Refused(400, "scoreGiven is above scoreMaximum")
         try:
             when = _parse_time(body["timestamp"])
         except ValueError:

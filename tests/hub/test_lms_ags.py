@@ -376,6 +376,34 @@ def test_the_hub_service_posts_to_the_column_a_launch_brought(lms, tool_key, tmp
     assert refused.value.status == 400 and "each submission's time in ISO 8601" in refused.value.message
 
 
+@pytest.mark.parametrize("refused", [False, True])
+def test_extra_credit_is_posted_and_a_platform_that_refuses_it_fails_that_student_alone(lms, tool_key, tmp_path,
+                                                                                        refused):
+    """nbgrader's extra credit gives a score above the assignment's maximum. The grading service takes it (AGS
+    allows a scoreGiven above the scoreMaximum) and posts it; a platform that refuses it (a gradebook without extra
+    credit) fails that student alone, named with its answer, and the others are posted. Cost: about 1 s."""
+    from coursekit.hub.state import HubState
+    from coursekit.lms.posting import post_for_instructor
+    _, _, key_path = tool_key
+    lms.refuse_above_maximum = refused
+    state = str(tmp_path / "state")
+    os.makedirs(state)
+    with HubState(state).change() as data:
+        data["courses"]["enc"] = {"folder": "/srv/enc", "context_id": "course-1", "instructors": [], "links": {},
+                                  "students": {"ada": "sub-ada", "bob": "sub-bob"},
+                                  "lineitems": lms.lineitems_url("course-1")}
+    config = {"hub_state": state, "lti": {"client_id": lms.client_id, "tool_key": str(key_path),
+                                          "token_url": lms.token_url}}
+    answer = post_for_instructor(config, "/srv/enc", {"assignment": A, "maximum": MAX, "students": ["ada", "bob"],
+                                                      "scores": {"ada": MAX + 1, "bob": 2.5}})
+    if refused:
+        assert answer["posted"] == {"bob": 2.5}
+        assert answer["failed"] == {"ada": "HTTP 400: scoreGiven is above scoreMaximum"}
+    else:
+        assert answer["posted"] == {"ada": MAX + 1, "bob": 2.5} and answer["failed"] == {}
+        assert lms.recorded("course-1", A)["sub-ada"] == (MAX + 1, MAX)
+
+
 def test_a_student_the_lms_no_longer_lists_is_named_and_the_others_are_posted(lms, tool_key, grades, tmp_path):
     """One rule for who gets a score: a student who submitted is posted their points; one who did not, 0 (as the
     export files give them); one the LMS no longer has in the course (cy, unenrolled since) is refused by the
