@@ -107,6 +107,7 @@ class RosterChange:
     unnamed: dict = field(default_factory=dict)   # {LMS user id: why}
     back: list = field(default_factory=list)      # the joiners who are the hub's users of the same LMS user before
     kept: dict = field(default_factory=dict)      # {name: why}: missing from the list of a small class, kept
+    also: dict = field(default_factory=dict)      # {name: roles}: students the LMS lists in another role too, kept
 
     def lines(self):
         """What changed, one line each (an LMS user id or name shown inert)."""
@@ -120,6 +121,8 @@ class RosterChange:
         out += [f"  kept {n}: {why}" for n, why in sorted(self.kept.items())]
         out += [f"  role {n}: {role} in the LMS now; an instructor at their next launch" for n, role in
                 sorted(self.roles.items())]
+        out += [f"  still a student {n}: {role} in the LMS; kept a student here, where a user is an instructor or a "
+                f"student, not both (a launch as an instructor is refused)" for n, role in sorted(self.also.items())]
         out += [f"  not added {u!r}: {why}" for u, why in sorted(self.unnamed.items())]
         return [inert(line) for line in out]
 
@@ -136,6 +139,17 @@ def user_id(value):
     return value if isinstance(value, str) and value else None
 
 
+def _status(value):
+    """An NRPS member's status as the spec spells it (Active, Inactive, Deleted), whatever its case."""
+    return value.capitalize() if isinstance(value, str) else "Active"
+
+
+def learns(roles):
+    """Whether a member's roles hold a student's role (Learner), whatever else they hold."""
+    from ..hub.lti_claims import role_of
+    return any(role_of([r]) == "student" for r in roles) if isinstance(roles, list) else False
+
+
 def plan(course_id, course, members, settings, data=None, marks=(), unsure=None):
     """The RosterChange that keeps ``course`` (the hub's state of it; ``data``: the whole state) in step with
     ``members``, the full list. ``marks``: the members the LMS's differences since the last list give (a student
@@ -147,22 +161,25 @@ def plan(course_id, course, members, settings, data=None, marks=(), unsure=None)
     change = RosterChange(course_id)
     claim, prefix = settings["username_claim"], settings["username_prefix"]
     learners, others = {}, {}  # LMS user id: member
+    current_subs = {user_id(s): name for name, s in course.get("students", {}).items() if user_id(s)}  # id: name
     for m in members:
         sub = user_id(m.get("user_id"))  # an older Canvas's numbers compared and kept as their strings
         if sub is None:
             continue
         m = {**m, "user_id": sub}
-        role = role_of(m.get("roles"))
-        if m.get("status", "Active") == "Active" and role == "student":
-            learners[sub] = m
+        role, status = role_of(m.get("roles")), _status(m.get("status", "Active"))
+        if status == "Active" and (role == "student" or learns(m.get("roles"))):
+            learners[sub] = m  # a Learner listed as a TeachingAssistant too is still the course's student
+            if role != "student" and user_id(current_subs.get(sub)) is not None:
+                change.also[current_subs[sub]] = "/".join(role_names(m.get("roles")))
         else:
-            others[sub] = (m, role, role_names(m.get("roles")), m.get("status", "Active"))
+            others[sub] = (m, role, role_names(m.get("roles")), status)
     since = {}  # LMS user id: (member, role, role names, status) the differences mark, the list lacking them
     for m in marks:
         sub = user_id(m.get("user_id"))
         if sub is None or sub in learners or sub in others:
             continue
-        role, status = role_of(m.get("roles")), m.get("status", "Active")
+        role, status = role_of(m.get("roles")), _status(m.get("status", "Active"))
         if status != "Active" or role != "student":
             since[sub] = ({**m, "user_id": sub}, role, role_names(m.get("roles")), status)
     current = course.get("students", {})
@@ -176,6 +193,10 @@ def plan(course_id, course, members, settings, data=None, marks=(), unsure=None)
                                   f"join at their first launch"
         elif name is None:
             change.unnamed[sub] = "their LMS user id gives no valid Unix user name (refused at launch too)"
+        elif name in course.get("instructors", []) and user_id(data.get("users", {}).get(name, {}).get("sub")) == sub:
+            change.unnamed[sub] = (f"{name} is this course's instructor here and the LMS now lists them as a Learner "
+                                   f"only: not made a student (a user is an instructor or a student here, not both; "
+                                   f"the hub's administrator changes it)")
         elif name in current or name in course.get("instructors", []):
             change.unnamed[sub] = f"{name} is already someone else's here"
         elif name in data.get("users", {}):
@@ -300,7 +321,7 @@ def _apply(settings, state, course_id, course, change, differences=None):
     with os.fdopen(fd, "a") as f:
         f.write(json.dumps({"time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                             "joined": sorted(change.joined), "left": change.left, "roles": change.roles,
-                            "unnamed": change.unnamed, "kept": change.kept}) + "\n")
+                            "unnamed": change.unnamed, "kept": change.kept, "also": change.also}) + "\n")
 
 
 def _text(value, most=200):

@@ -18,6 +18,7 @@ import sys
 
 import jwt
 import pytest
+from hypothesis import given, settings, strategies as st
 from gradebooks import build_gradebook
 from hub_helpers import remove_users
 from lti_platform import NRPS_CLAIM, NRPS_PAGE, LtiPlatform
@@ -180,6 +181,35 @@ def test_a_list_that_would_empty_the_course_or_half_a_class_is_not_applied():
             change = plan(COURSE, course, [{"user_id": str(n), "roles": ["Learner"]} for n in range(gone, size)],
                           settings)
             assert len(change.left) == gone and bool(implausible_change(course, change)) == refused, (size, gone)
+
+
+MEMBERSHIP = "http://purl.imsglobal.org/vocab/lis/v2/membership"
+LEARNER = st.sampled_from(["Learner", f"{MEMBERSHIP}#Learner"])
+TA = st.sampled_from(["TeachingAssistant", f"{MEMBERSHIP}/Instructor#TeachingAssistant",
+                      f"{MEMBERSHIP}/instructor#TeachingAssistant"])
+STATUS = st.sampled_from(["Active", "active", "ACTIVE", None])
+
+
+@given(LEARNER, TA, STATUS, st.booleans())
+@settings(max_examples=60, deadline=None, database=None)
+def test_role_changes_are_said_as_they_are(learner, ta, status, ta_first):
+    """A student the LMS lists as a Learner and a TeachingAssistant at once stays the course's student (their grades
+    go on to the LMS) and is named as such; an instructor of the course the LMS now lists as a Learner only is named
+    as that, not as "someone else's"; a status in any case is the status the spec names. Generated role forms
+    (full URIs, Canvas's lower-case sub-role, short names) and orders. Cost: well under a second."""
+    from coursekit.lms.roster import plan
+    settings_ = {"username_claim": "sub", "username_prefix": PREFIX, "configured": []}
+    course = {"students": {PREFIX + "a": "a", PREFIX + "b": "b"}, "instructors": [PREFIX + "t"]}
+    data = {"users": {PREFIX + "t": {"sub": "t"}, PREFIX + "a": {"sub": "a"}, PREFIX + "b": {"sub": "b"}}}
+    both = [ta, learner] if ta_first else [learner, ta]
+    members = [{"user_id": "a", "roles": both, **({"status": status} if status else {})},
+               {"user_id": "b", "roles": [learner], "status": status or "Active"},
+               {"user_id": "t", "roles": [learner]}]
+    change = plan(COURSE, course, members, settings_, data)
+    assert change.left == {} and change.joined == {} and change.roles == {}
+    assert list(change.also) == [PREFIX + "a"]
+    assert any(line.startswith(f"  still a student {PREFIX}a: ") for line in change.lines())
+    assert "is this course's instructor here and the LMS now lists them as a Learner only" in change.unnamed["t"]
 
 
 @pytest.mark.parametrize("kept", [5003, "5003"])
