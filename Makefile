@@ -150,9 +150,15 @@ grade: system-for-grading bytecode
 ## node/: the hub's proxy, configurable-http-proxy as pinned in node/package-lock.json, and the course's JupyterLab
 ## plugin for the hub (node/hub-lab/src), built by JupyterLab's own extension builder (@jupyter/builder, pinned in
 ## node/hub-lab/package-lock.json) against this install's JupyterLab into node/share/jupyter, which is on every hub
-## user's JUPYTER_PATH. Again only when a lock, a source file or the install changed. (`make proxy` is the same.)
+## user's JUPYTER_PATH, with MathJax 2 (npm's mathjax, pinned there too: what nbgrader's formgrader pages call) beside
+## it, which the formgrader serves itself. Again only when a lock, a source file or the install changed. (`make proxy`
+## is the same.)
 HUB_PROXY := node/node_modules/.bin/configurable-http-proxy
 HUB_LAB   := node/share/jupyter/labextensions/@attention-course/hub-lab
+# MathJax's TeX input and CommonHTML output with their TeX fonts, extensions and languages (not the HTML-CSS and SVG
+# outputs' 17 MB, nor its unminified copy)
+MATHJAX   := MathJax.js LICENSE config/TeX-AMS_CHTML-full.js config/Safe.js extensions localization jax/element \
+             jax/input/TeX jax/output/CommonHTML jax/output/PreviewHTML jax/output/NativeMML fonts/HTML-CSS/TeX/woff
 LAB_CORE  := $(VENV)/share/jupyter/lab/static/package.json
 node: $(HUB_PROXY) $(HUB_LAB)/package.json
 proxy: node
@@ -182,6 +188,8 @@ $(HUB_LAB)/package.json: node/hub-lab/node_modules/.package-lock.json node/hub-l
                          $(STAMP)
 	rm -rf $(HUB_LAB)
 	$(BIN)/jupyter-builder build node/hub-lab --core-package-file $(LAB_CORE) || { rm -rf $(HUB_LAB); exit 1; }
+	mkdir -p $(HUB_LAB)/mathjax && cd node/hub-lab/node_modules/mathjax \
+	    && cp -R --parents $(MATHJAX) $(CURDIR)/$(HUB_LAB)/mathjax/ || { rm -rf $(CURDIR)/$(HUB_LAB); exit 1; }
 	@touch $@
 
 ## instructors: a JupyterHub for the class on this machine, as root (README: "A class on a JupyterHub");

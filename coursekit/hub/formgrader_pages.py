@@ -21,7 +21,12 @@ formgrader runs on the instructor's Jupyter server, whose API opens a terminal a
   nbgrader's menu frames the formgrader). nbgrader's pages keep their inline scripts, so escaping is the defence
   and the policy what stops the rest.
 
-nbgrader's MathJax comes from a CDN, which the policy refuses: the maths of a submission's page show as TeX.
+nbgrader's page of a submission loads MathJax 2 from a CDN, which the policy refuses (and a hub may have no
+internet): its maths showed as TeX. The page loads it from this server instead (``/formgrader/mathjax/``: npm's
+``mathjax`` 2.7.9, which `make node` copies beside the course's lab plugin), through the same template macro, with
+nbconvert's settings and the ``Safe`` extension (no ``javascript:`` link or style from a submission's TeX); its
+configuration is a plain script, not a ``text/x-mathjax-config`` block, which MathJax would ``eval`` (the policy has
+no ``'unsafe-eval'``).
 """
 import functools
 import html
@@ -112,7 +117,7 @@ class EscapedSubmission:
 
 
 def escape_pages(web_app):
-    """The formgrader's pages escaped, once nbgrader's extension has made its environment and exporter; False when
+    """The formgrader's pages escaped (and MathJax loaded from this server), once nbgrader's extension has made its environment and exporter; False when
     it has not yet."""
     env = web_app.settings.get("nbgrader_jinja2_env")
     if env is None:
@@ -125,6 +130,7 @@ def escape_pages(web_app):
             env.cache.clear()
     exporter = web_app.settings.get("nbgrader_exporter")
     if exporter is not None and not isinstance(exporter, EscapedSubmission):
+        local_mathjax(exporter, web_app.settings.get("base_url", "/"), mathjax_folder() is not None)
         web_app.settings["nbgrader_exporter"] = EscapedSubmission(exporter)
     return True
 
@@ -142,6 +148,60 @@ def escape_when_made():
         escape_pages(webapp)
     init_tornado_settings.escapes_pages = True
     FormgradeExtension.init_tornado_settings = init_tornado_settings
+
+
+# ------------------------------------------------------------------ MathJax, from this server
+MATHJAX_URL = "/formgrader/mathjax/"
+MATHJAX_PARTS = ("labextensions", "@attention-course", "hub-lab", "mathjax")  # under a JUPYTER_PATH folder
+# nbconvert's MathJax macro (its base template's mathjax.html.j2, which nbgrader's page of a submission calls with
+# the CDN's address), its settings kept, MathJax loaded from ``src``
+MATHJAX_MACRO = """{%- macro mathjax(url=None) -%}
+<script>
+window.MathJax = {
+  TeX: {equationNumbers: {autoNumber: "AMS", useLabelIds: true}},
+  tex2jax: {inlineMath: [["$", "$"], ["\\\\(", "\\\\)"]], displayMath: [["$$", "$$"], ["\\\\[", "\\\\]"]],
+            processEscapes: true, processEnvironments: true},
+  displayAlign: "center", messageStyle: "none", CommonHTML: {linebreaks: {automatic: true}}
+};
+</script>
+<script src="SRC"></script>
+{%- endmacro %}
+"""
+NO_MATHJAX = "{%- macro mathjax(url=None) -%}{%- endmacro %}"
+
+
+def mathjax_folder():
+    """The copy of MathJax that `make node` puts beside the course's lab plugin, found where JupyterLab finds the
+    plugin (the server's JUPYTER_PATH); None when it is not built."""
+    from jupyter_core.paths import jupyter_path
+    for folder in jupyter_path(*MATHJAX_PARTS):
+        if os.path.isfile(os.path.join(folder, "MathJax.js")):
+            return folder
+    return None
+
+
+def local_mathjax(exporter, base_url, found=True):
+    """nbgrader's exporter of a submission's page, its MathJax macro loading this server's copy (``found``), or
+    nothing (no copy: no request to a CDN the policy refuses)."""
+    src = base_url.rstrip("/") + MATHJAX_URL + "MathJax.js?config=TeX-AMS_CHTML-full,Safe"
+    macro = MATHJAX_MACRO.replace("SRC", html.escape(src)) if found else NO_MATHJAX
+    if not any(getattr(loader, "course_mathjax", False) for loader in exporter.extra_loaders):
+        loader = jinja2.DictLoader({"mathjax.html.j2": macro})
+        loader.course_mathjax = True
+        exporter.extra_loaders = [loader, *exporter.extra_loaders]  # tried first; the environment is made again
+
+
+def serve_mathjax(serverapp):
+    """``/formgrader/mathjax/`` serving the copy of ``mathjax_folder``; the folder, or None (said in the log)."""
+    folder = mathjax_folder()
+    if folder is None:
+        serverapp.log.warning("coursekit.hub.formgrader_tab: MathJax is not built (make node): the formgrader shows "
+                              "a submission's maths as TeX")
+        return None
+    base = serverapp.web_app.settings.get("base_url", "/").rstrip("/")
+    serverapp.web_app.default_router.rules.insert(0, Rule(PathMatches(base + MATHJAX_URL + "(.*)"),
+                                                          web.StaticFileHandler, {"path": folder}))
+    return folder
 
 
 # ------------------------------------------------------------------ the policy and the one course
@@ -238,6 +298,7 @@ def protect(serverapp, script_patches=()):
     """All of the above, on ``serverapp`` (the extension's load), with ``script_patches`` of the caller's applied
     beside the course's own. Returns the patches nbgrader's files no longer match (said in the server's log)."""
     protect_handlers()
+    serve_mathjax(serverapp)
     if not escape_pages(serverapp.web_app):  # nbgrader's extension is not loaded yet
         escape_when_made()
     texts, missing = patched_scripts(tuple(script_patches) + SCRIPT_PATCHES)

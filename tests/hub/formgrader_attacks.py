@@ -4,7 +4,8 @@ paths nbgrader reflects, a ``?path=`` naming a folder of theirs (whose nbgrader_
 whose names (students' ids and names, assignments, notebooks, one notebook's file missing) are markup. Each payload,
 if it ran, would set ``window.__pwned``; ``try_the_formgrader`` asserts none did, that what a page's script holds
 is the link's value exactly (a JavaScript string, not one cut short), that the names are shown as text, that every
-answer carries the formgrader's Content-Security-Policy, and that nbgrader's own pages broke no rule of it."""
+answer carries the formgrader's Content-Security-Policy, that nbgrader's own pages broke no rule of it, and that a
+submission's maths is typeset by the server's own MathJax, with nothing asked of another machine."""
 import os
 import shutil
 import urllib.parse
@@ -47,6 +48,10 @@ REFLECTED = {
     "api/submission/{0}/{0}": ("data", {}),
 }
 KEYWORDS = {"'self'", "'none'", "'unsafe-inline'", "data:"}
+# a submitted notebook's maths, inline and displayed, which the formgrader typesets with the server's own MathJax
+MATHS = "Scaled by $\\sqrt{d_k}$: $$\\mathrm{softmax}(x)_i = \\frac{e^{x_i}}{\\sum_j e^{x_j}}$$"
+TYPESET = """() => [document.querySelectorAll('.text_cell_render .MathJax_CHTML').length,
+    [...document.querySelectorAll('.text_cell_render')].map(c => c.innerText).filter(t => t.includes('$'))]"""
 
 
 def fill_gradebook(course, student):
@@ -64,7 +69,8 @@ def fill_gradebook(course, student):
             gb.update_or_create_grade_cell("q1", nb, ASSIGNMENT, max_score=1, cell_type="code")  # lists need one
         gb.update_or_create_student(student, first_name=FIRST, last_name=LAST)
         gb.update_or_create_student(STUDENT, first_name=FIRST, last_name=LAST)
-        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("A submitted notebook.")])
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("A submitted notebook."),
+                                             nbformat.v4.new_markdown_cell(MATHS)])
         for sid in (student, STUDENT):
             gb.add_submission(ASSIGNMENT, sid)
         for folder in [os.path.join(course, "autograded", sid, ASSIGNMENT) for sid in (student, STUDENT)] + [
@@ -122,8 +128,11 @@ def try_the_formgrader(page, base, frame_ancestors, folder, student, submission_
     """All of the above against the formgrader at ``base`` (``.../formgrader``), in ``page`` (logged in to its
     server). ``frame_ancestors``: the server's own rule for framing; ``folder``: where a student's evil folder may
     be made; ``student``: the student of ``fill_gradebook``; ``shots``: where to leave a screenshot of a failure."""
-    violations = []
+    violations, elsewhere = [], []
     page.on("console", lambda m: violations.append((page.url, m.text)) if "Content Security Policy" in m.text else None)
+    origin = urllib.parse.urlsplit(base)
+    page.on("request", lambda r: elsewhere.append(r.url) if r.url.startswith("http") and urllib.parse.urlsplit(
+        r.url).netloc != origin.netloc else None)
     quoted = urllib.parse.quote(LINK, safe="")
     try:
         # every reflected path, a script in it
@@ -160,6 +169,9 @@ def try_the_formgrader(page, base, frame_ancestors, folder, student, submission_
             assert not_run(page) is None, (path, page.content()[:3000])
             assert_policy(answer.headers.get("content-security-policy"), frame_ancestors, "page", path)
         assert f"{LAST}, {FIRST}" in text_of(page) and LAST not in page.content()  # the submission's page: text
+        # its maths typeset by MathJax from this server (the machine may have no internet; nothing is asked of one)
+        page.wait_for_function(f"() => ({TYPESET})()[0] >= 2", timeout=60_000)
+        assert page.evaluate(TYPESET)[1] == [], page.evaluate(TYPESET)
         # the formgrader's dialog of an error, given a message with markup (a failed request names its student)
         page.goto(f"{base}/manage_assignments")
         page.evaluate("m => createModal('course-test-modal', 'Error', m)", markup("dialog"))
@@ -180,11 +192,11 @@ def try_the_formgrader(page, base, frame_ancestors, folder, student, submission_
         except Exception:
             pass
         raise
-    # nbgrader's own pages under the policy: nothing refused but the CDN's MathJax on a submission's page (on the
-    # API's JSON, opened as a page, the policy refusing the markup in it is the point)
-    refused = [(url, text) for url, text in violations
-               if "/formgrader/api/" not in url and "cdnjs.cloudflare.com/ajax/libs/mathjax" not in text]
+    # nbgrader's own pages under the policy: nothing refused, MathJax included (on the API's JSON, opened as a page,
+    # the policy refusing the markup in it is the point), and nothing asked of another machine
+    refused = [(url, text) for url, text in violations if "/formgrader/api/" not in url]
     assert refused == [], refused
+    assert elsewhere == [], elsewhere
 
 
 def q(value):
