@@ -185,7 +185,7 @@ node/hub-lab/node_modules/.package-lock.json: node/hub-lab/package.json node/hub
 	@touch $@
 
 $(HUB_LAB)/package.json: node/hub-lab/node_modules/.package-lock.json node/hub-lab/src $(wildcard node/hub-lab/src/*) \
-                         $(STAMP)
+                         $(wildcard node/hub-lab/style/*) $(STAMP)
 	rm -rf $(HUB_LAB)
 	$(BIN)/jupyter-builder build node/hub-lab --core-package-file $(LAB_CORE) || { rm -rf $(HUB_LAB); exit 1; }
 	mkdir -p $(HUB_LAB)/mathjax && cd node/hub-lab/node_modules/mathjax \

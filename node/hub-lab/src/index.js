@@ -20,6 +20,7 @@
 //    out either: the frame may not open a window unless the instructor trusts the file (no allow-popups). Here a
 //    click on a report's link to a file of this server opens that file in the lab instead (a page in the HTML
 //    viewer, anything else as the lab opens it); every other link, and every other page, is left as it was.
+// Its style (style/index.css) wraps the long lines of nbgrader's Validate dialog.
 import { Notification } from '@jupyterlab/apputils';
 import { PageConfig, URLExt } from '@jupyterlab/coreutils';
 import { IHTMLViewerTracker } from '@jupyterlab/htmlviewer';
