@@ -52,6 +52,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from ..words import counted
+from .cells import user_id
 from .links import OffSite, next_page
 
 AGS_CLAIM = "https://purl.imsglobal.org/spec/lti-ags/claim/endpoint"
@@ -308,9 +309,9 @@ class AgsClient:
                 return None
             for r in page:
                 score, most = (r.get("resultScore"), r.get("resultMaximum")) if isinstance(r, dict) else (None, None)
-                if isinstance(r, dict) and isinstance(r.get("userId"), str) and _number(score) and _number(most) \
-                        and most > 0:
-                    held[r["userId"]] = score / most
+                uid = user_id(r.get("userId")) if isinstance(r, dict) else None  # an older Canvas's JSON numbers
+                if uid is not None and _number(score) and _number(most) and most > 0:
+                    held[uid] = score / most
             try:
                 url, pages = next_page(headers, url, first), pages + 1
             except OffSite:

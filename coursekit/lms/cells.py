@@ -63,3 +63,15 @@ def canvas_reads(cell):
         return None
     last = parts.pop()
     return f"{''.join(parts)}.{last}" if parts else last
+
+
+def user_id(value):
+    """An LMS user id as the string it is compared and kept as: a string as it is, an integral JSON number as its
+    digits (``5003`` and ``5003.0``: ``"5003"``); None for anything else (a bool, a fraction, empty)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, int):
+        return str(value)
+    return value if isinstance(value, str) and value else None

@@ -180,7 +180,7 @@ def roster_keys(path):
     (``id,name,lms_user_id``); {} when there is no such file or header."""
     if not path or not os.path.isfile(path):
         return {}
-    with open(path, newline="", encoding="utf-8") as f:
+    with open(path, newline="", encoding="utf-8-sig") as f:  # a spreadsheet may save it with a BOM
         rows = [row for row in csv.reader(f) if row and "".join(row).strip()]
     header = [h.strip().lower() for h in rows[0]] if rows else []
     if not header or header[0] != "id":

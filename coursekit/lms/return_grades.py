@@ -9,7 +9,10 @@ is an instructor's of this course. The service posts them with the key and the p
 to the line items URL that the course's last launch brought, and to each student's LMS user id as their own launch
 gave it (the hub's state, not the request); it writes what it posted to its log (``STATE/lms/<course id>.jsonl``,
 root's) and sends back the result, which the command prints (a line per failure, naming the student), appends to
-the course's own log (``<course>/lms/ags_log.jsonl``) and turns into its exit status: 1 when a post failed.
+the course's own log (``<course>/lms/ags_log.jsonl``) and turns into its exit status: 1 when a post failed. A
+student the class list from the LMS took out of the course (``lms/departed.json``) is not sent: the LMS no longer
+has them, so nothing can be posted, which is no failure (exit 0 when every other score went where it belongs); each
+run names them among those not posted.
 
 This module is the instructor's side; the service's (root's) is ``coursekit.lms.posting``.
 """
@@ -44,12 +47,14 @@ def post_scores(course_root, assignment, out=print, err=print):
     except NoGrades as exc:
         err(f"course return --lms: {exc}")
         return 2
+    from ..hub.enrol import read_departed
+    departed = read_departed(root)  # the class list took them out: the LMS has them no more, nothing to post to
+    here = [s for s in grades.students if s.id not in departed]
     maximum = dict(grades.assignments)[assignment]
     body = {"course": root, "assignment": assignment, "maximum": maximum,
-            "students": [s.id for s in grades.students],
-            "scores": {s.id: grades.score(s.id, assignment) for s in grades.students
-                       if grades.submitted(s.id, assignment)},
-            "submitted_at": {s.id: grades.submitted_at[(s.id, assignment)] for s in grades.students
+            "students": [s.id for s in here],
+            "scores": {s.id: grades.score(s.id, assignment) for s in here if grades.submitted(s.id, assignment)},
+            "submitted_at": {s.id: grades.submitted_at[(s.id, assignment)] for s in here
                              if (s.id, assignment) in grades.submitted_at}}
     request = urllib.request.Request(service_url(url, "/lms/scores", root), data=json.dumps(body).encode(),
                                      method="POST",
@@ -73,4 +78,8 @@ def post_scores(course_root, assignment, out=print, err=print):
                         answer.get("unchanged", {}))
     for line in result.lines():
         out(line)
+    for s in grades.students:  # not a failure: nothing was placed wrongly, and the LMS would refuse them anyway
+        if s.id in departed:
+            out(f"  not posted {s.id}: {departed[s.id]}; the LMS no longer has them in the course (enter their grade "
+                f"there by hand if it is still wanted)")
     return 0 if result.ok else 1

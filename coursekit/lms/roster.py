@@ -56,6 +56,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from .ags import MOST_PAGES, TIMEOUT, AgsError, http_request, refusal_text, access_token
+from .cells import user_id
 from .links import OffSite, link, next_page, same_site
 
 NRPS_CLAIM = "https://purl.imsglobal.org/spec/lti-nrps/claim/namesroleservice"
@@ -125,18 +126,6 @@ class RosterChange:
                 f"student, not both (a launch as an instructor is refused)" for n, role in sorted(self.also.items())]
         out += [f"  not added {u!r}: {why}" for u, why in sorted(self.unnamed.items())]
         return [inert(line) for line in out]
-
-
-def user_id(value):
-    """An LMS user id as the string it is compared and kept as: a string as it is, an integral JSON number as its
-    digits (``5003`` and ``5003.0``: ``"5003"``); None for anything else (a bool, a fraction, empty)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, float) and value.is_integer():
-        value = int(value)
-    if isinstance(value, int):
-        return str(value)
-    return value if isinstance(value, str) and value else None
 
 
 def _status(value):

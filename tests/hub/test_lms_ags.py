@@ -523,3 +523,75 @@ def test_an_untagged_copied_line_item_is_last_terms_unless_this_contexts_log_sho
     lms.contexts["course-4"]["lineitems"] = [i for i in lms.line_items("course-4") if i["id"] == copied["id"]]
     again = post_assignment(grades, A, lms.lineitems_url("course-4"), creds, log, tag="coursekit:course-4")
     assert (again.lineitem, again.created) == (copied["id"], False)
+
+
+@given(st.lists(st.tuples(st.integers(min_value=1, max_value=10 ** 12), st.booleans(), st.sampled_from([1, 2.5, 16])),
+                min_size=1, max_size=6, unique_by=lambda t: t[0]))
+@settings(max_examples=50, deadline=None, database=None)
+def test_results_whose_user_ids_are_json_numbers_are_read_as_their_strings(held):
+    """An older Canvas sends a result's ``userId`` as a JSON number: each is read as its digits, the string the hub
+    keeps and posts to, so a score the LMS holds already is not posted again (and a re-post after a lost log is no
+    new attempt). Generated ids, as numbers or strings. Cost: well under a second (no platform: the answer is
+    given to the client in this process)."""
+    import email.message
+
+    from coursekit.lms import ags
+    page = [{"userId": uid if as_number else str(uid), "resultScore": score, "resultMaximum": 16}
+            for uid, as_number, score in held]
+    original = ags.http_request, ags.access_token
+    ags.http_request = lambda method, url, **kwargs: (200, email.message.Message(), json.dumps(page).encode())
+    ags.access_token = lambda *a, **k: "token"
+    try:
+        read = AgsClient("https://lms.example/items", None).results("https://lms.example/items/1")
+    finally:
+        ags.http_request, ags.access_token = original
+    assert read == {str(uid): score / 16 for uid, _, score in held}
+
+
+def test_a_student_the_class_list_took_out_is_named_and_not_a_failure(tmp_path, monkeypatch):
+    """A student the class list from the LMS took out of the course (lms/departed.json) who had submitted: `course
+    return --lms` sends no score for them (the LMS has them no more), names them among those not posted, and exits
+    0 when the others are posted; a real failure still exits 1. The hub's grading service is a small server here
+    that answers as post_for_instructor does for a course whose students are ada and bob. Cost: about 1 s."""
+    import http.server
+    import threading
+
+    from coursekit.hub.enrol import departed_here
+    from coursekit.lms.return_grades import post_scores
+    root = str(tmp_path / "course")
+    os.makedirs(root)
+    build_gradebook(root, CELLS, {s: STUDENTS[s] for s in ("ada", "bob", "cy")},
+                    {s: SCORES[s] for s in ("ada", "bob", "cy")})
+    departed_here(root, {"cy": "left the LMS course: no longer in the LMS course"}, [])
+    asked, refuse = [], {}
+
+    class Service(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            asked.append(body)
+            failed = {s: "no LMS user id" for s in body["scores"] if s not in ("ada", "bob")}
+            failed.update({s: why for s, why in refuse.items() if s in body["scores"]})
+            answer = json.dumps({"lineitem": "https://lms.example/items/1", "failed": failed, "log": [],
+                                 "posted": {s: v for s, v in body["scores"].items() if s not in failed}}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(answer)))
+            self.end_headers()
+            self.wfile.write(answer)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Service)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("COURSE_GRADING_URL", f"http://127.0.0.1:{server.server_port}")
+    monkeypatch.setenv("JUPYTERHUB_API_TOKEN", "t")
+    try:
+        said = []
+        assert post_scores(root, A, out=said.append, err=said.append) == 0
+        assert "cy" not in asked[0]["students"] and "cy" not in asked[0]["scores"]
+        assert [line for line in said if "cy" in line] == [
+            "  not posted cy: left the LMS course: no longer in the LMS course; the LMS no longer has them in the "
+            "course (enter their grade there by hand if it is still wanted)"]
+        refuse["bob"] = "HTTP 422"
+        assert post_scores(root, A, out=said.append, err=said.append) == 1
+    finally:
+        server.shutdown()
