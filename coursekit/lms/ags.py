@@ -335,39 +335,36 @@ def _number(value):
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
 
 
-def tools_line_items(log_path):
-    """The line item URLs that the log at ``log_path`` (one context's) shows the tool created or posted a score to."""
-    found = set()
+def log_records(log_path):
+    """Each record (a JSON object a line) of the log at ``log_path``; none when it is missing, lines that are not
+    one skipped."""
     try:
         with open(log_path, encoding="utf-8") as f:
-            for line in f:
-                try:
-                    rec = json.loads(line)
-                except ValueError:
-                    continue
-                if isinstance(rec, dict) and ((rec.get("event") == "lineitem" and rec.get("created") is True)
-                                              or (rec.get("event") == "score" and rec.get("ok") is True)):
-                    found.add(rec.get("lineitem"))
+            lines = f.readlines()
     except OSError:
-        pass
-    return found
+        return []
+    records = []
+    for line in lines:
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict):
+            records.append(rec)
+    return records
+
+
+def tools_line_items(log_path):
+    """The line item URLs that the log at ``log_path`` (one context's) shows the tool created or posted a score to."""
+    return {rec.get("lineitem") for rec in log_records(log_path)
+            if (rec.get("event") == "lineitem" and rec.get("created") is True)
+            or (rec.get("event") == "score" and rec.get("ok") is True)}
 
 
 def posted_before(log_path, assignment):
     """{(line item, LMS user id, submitted_at)} of the scores of ``assignment`` the platform took before (the log)."""
-    found = set()
-    try:
-        with open(log_path, encoding="utf-8") as f:
-            for line in f:
-                try:
-                    rec = json.loads(line)
-                except ValueError:
-                    continue
-                if rec.get("event") == "score" and rec.get("assignment") == assignment and rec.get("ok"):
-                    found.add((rec.get("lineitem"), rec.get("userId"), rec.get("submitted_at")))
-    except OSError:
-        pass
-    return found
+    return {(rec.get("lineitem"), rec.get("userId"), rec.get("submitted_at")) for rec in log_records(log_path)
+            if rec.get("event") == "score" and rec.get("assignment") == assignment and rec.get("ok")}
 
 
 # ------------------------------------------------------------------ one assignment to the LMS

@@ -8,7 +8,6 @@ The hub tests need root (the hub starts each user's server as that user), Node w
 course's lab plugin for the hub built (``make node``, which ``make test`` and so .ci/run do) and /usr/bin/chromium:
 a missing one fails the test, it never skips.
 """
-import contextlib
 import json
 import os
 import pwd
@@ -25,6 +24,8 @@ import urllib.request
 import uuid
 
 import pytest
+
+from unix_users import python_reachable  # noqa: F401 (the hub tests' import of it)
 
 from coursekit.hub.setup import PROXY, free_port
 
@@ -60,22 +61,6 @@ def hub_lab_build():
                     f"(make test and make hub build it from node/hub-lab)")
     scripts = sorted(glob.glob(os.path.join(folder, "static", "*.js")))
     return meta, "\n".join(open(path).read() for path in scripts)
-
-
-@contextlib.contextmanager
-def python_reachable():
-    """Every user may run this install's Python while the block runs (a machine's administrator does this once,
-    `course hub` says how: here the folders above a Python built under /root are opened with o+x, and closed
-    again after)."""
-    from coursekit.hub.access import closed_folders
-    closed = {d: os.stat(d).st_mode for d in closed_folders(sys.executable)}
-    for d, mode in closed.items():
-        os.chmod(d, stat.S_IMODE(mode) | 0o001)
-    try:
-        yield
-    finally:
-        for d, mode in closed.items():
-            os.chmod(d, stat.S_IMODE(mode))
 
 
 def remove_users(names):

@@ -4,7 +4,6 @@ name that is no assignment's, one not released, a link or a file where the folde
 with a sentence and nothing changed. The command itself runs once as a real Unix user (nobody).
 
 Cost: about 4 s (in-process fetches; one `course` process as nobody; a 64 kB tmpfs mounted where root may)."""
-import contextlib
 import datetime
 import hashlib
 import os
@@ -16,6 +15,7 @@ import tempfile
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
+from unix_users import python_reachable
 
 from learner.fetch_again import FetchRefused, fetch_again, run_fetch_again
 
@@ -44,21 +44,6 @@ def class_of(base, release_bytes=10):
         f.write(f"c = get_config()\nc.Exchange.root = {root!r}\nc.CourseDirectory.course_id = {COURSE!r}\n"
                 f"c.ExchangeFactory.fetch_assignment = 'learner.submit.CourseFetch'\n")
     return root, home
-
-
-@contextlib.contextmanager
-def python_reachable():
-    """Every user may run this install's Python while the block runs (as tests/hub/hub_helpers.py does: the
-    folders above a Python built under /root opened with o+x, and closed again after)."""
-    from coursekit.hub.access import closed_folders
-    closed = {d: os.stat(d).st_mode for d in closed_folders(sys.executable)}
-    for d, mode in closed.items():
-        os.chmod(d, stat.S_IMODE(mode) | 0o001)
-    try:
-        yield
-    finally:
-        for d, mode in closed.items():
-            os.chmod(d, stat.S_IMODE(mode))
 
 
 def tree(path):
