@@ -205,6 +205,29 @@ def ensure_group(group, members, out=print):
     return added
 
 
+def not_listed(group, wanted):
+    """[(user, group)] for each member of ``group`` not among ``wanted`` (none where there is no such group): on a
+    hub, an instructors' group holds its instructors alone, so a teaching assistant taken off the list keeps nothing."""
+    try:
+        members = set(grp.getgrnam(group).gr_mem)
+    except KeyError:
+        return []
+    return [(name, group) for name in sorted(members - set(wanted))]
+
+
+def take_out(stale, out=print):
+    """As root: each (user, group) of ``stale`` taken out of that group (``gpasswd -d``), and said."""
+    for name, group in stale:
+        subprocess.run(["gpasswd", "-d", name, group], check=True, capture_output=True)
+        out(f"{name} taken out of the group {group}: no longer an instructor there")
+
+
+def stale_problems(stale):
+    """A sentence for each (user, group) of ``stale`` and the command that fixes it."""
+    return ([f"{name} is in the group {group} but is no instructor there: they could read what only instructors "
+             f"may" for name, group in stale], [f"gpasswd -d {name} {group}" for name, group in stale])
+
+
 def give_to_staff(course, instructors, reference=REFERENCE_FOLDER, out=print, group=None):
     """As root: the instructors' group (made if missing, the instructors added), the course folder the first
     instructor's and the group's (closed to others), the reference answers the group's to read (closed to others).

@@ -41,8 +41,9 @@ from dataclasses import dataclass, field
 from .root_files import listed, load_toml, write_atomic
 from .setup import (LAB_EXTENSIONS, as_root, exchange_for_class, hub_command, machine_problems,
                     close_state, role_settings, setuid_warning, student_nbgrader_config, write_config)
-from .access import (REFERENCE_FOLDER, UNIX_NAME, HubError, own_tree, course_problems, enrol_roster, ensure_group, ensure_users,
-                     give_to_staff, read_roster, staff_group, users_python)
+from .access import (REFERENCE_FOLDER, UNIX_NAME, HubError, own_tree, course_problems, enrol_roster, ensure_group,
+                     ensure_users, give_to_staff, not_listed, read_roster, stale_problems, staff_group, take_out,
+                     users_python)
 from ..groups import REFERENCE_GROUP, group_members, students_group
 from ..words import counted
 from .state import HubState, add_launched, instructor_course, record_courses
@@ -180,6 +181,15 @@ def set_up_course(course, out=print):
     ensure_group(students_group(course.id), course.students + course.instructors, out)
 
 
+def not_instructors(courses):
+    """[(user, group)]: the members of a course's instructors' group (its folder's) or of the reference answers'
+    group who are not that course's instructors (or no course's): a teaching assistant taken off a course's list
+    keeps none of its rights."""
+    every = {i for c in courses for i in c.instructors}
+    return [s for c in courses for s in not_listed(staff_group(c.folder), c.instructors)] + not_listed(
+        REFERENCE_GROUP, every)
+
+
 def _course_fixes(courses):
     lines = []
     for c in courses:
@@ -224,10 +234,15 @@ def prepare_courses(args, out=print):
         for c in courses:
             set_up_course(c, out)
         give_reference(instructors, out)
+    stale = not_instructors(courses)
+    if create:
+        take_out(stale, out)
+        stale = []
+    stale_said, stale_fixes = stale_problems(stale)
     problems = [p for c in courses for p in course_problems(c.folder, c.instructors, c.students)]
-    problems += _group_problems(courses)
+    problems += _group_problems(courses) + stale_said
     if problems:
-        fixes = "\n".join(f"    {line}" for line in _course_fixes(courses))
+        fixes = "\n".join(f"    {line}" for line in _course_fixes(courses) + stale_fixes)
         raise HubError(listed(problems) + f"\nas root, either run `course hub` with --create-users, which does "
                                            f"this itself, or:\n{fixes}")
     for c in courses:

@@ -41,8 +41,8 @@ from ..paths import ROOT
 from ..words import counted
 from . import formgrader_tab
 from .root_files import listed, write_atomic
-from .access import (REFERENCE_FOLDER, HubError, commands_giving_course, course_problems, enrol_roster, ensure_users, give_to_staff, read_roster,
-                     staff_group, users_python)
+from .access import (REFERENCE_FOLDER, HubError, commands_giving_course, course_problems, enrol_roster, ensure_users,
+                     give_to_staff, not_listed, read_roster, stale_problems, take_out, staff_group, users_python)
 
 PROXY = os.path.join(ROOT, "node", "node_modules", ".bin", "configurable-http-proxy")
 
@@ -417,11 +417,16 @@ def prepare_one_course(args, out=print):
         raise HubError(listed(problems))
     ensure_users(list(args.instructor) + students, create=args.create_users, out=out,
                  passwords=os.path.join(os.path.abspath(args.state), PASSWORDS))
+    stale = not_listed(staff_group(course), args.instructor)  # a teaching assistant no longer named --instructor
     if args.create_users:
         give_to_staff(course, args.instructor, out=out)
-    problems = course_problems(course, args.instructor, students)
+        take_out(stale, out)
+        stale = []
+    stale_said, stale_fixes = stale_problems(stale)
+    problems = course_problems(course, args.instructor, students) + stale_said
     if problems:
-        fixes = "\n".join(f"    {c}" for c in commands_giving_course(course, args.instructor, staff_group(course), REFERENCE_FOLDER))
+        fixes = "\n".join(f"    {c}" for c in commands_giving_course(course, args.instructor, staff_group(course),
+                                                                     REFERENCE_FOLDER) + stale_fixes)
         raise HubError(listed(problems) + f"\nas root, either run `course hub` with --create-users, which does "
                                            f"this itself, or:\n{fixes}")
     enrol_roster(course, roster, out=out)

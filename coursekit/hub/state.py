@@ -71,7 +71,8 @@ def add_launched(courses, data):
         before = data["courses"].get(c.id)
         if not before or before.get("folder") != c.folder:
             continue
-        c.instructors = list(dict.fromkeys(c.instructors + before.get("instructors", [])))
+        if c.context_id:  # an LTI course: its instructors come by launch too; elsewhere the file alone names them
+            c.instructors = list(dict.fromkeys(c.instructors + before.get("instructors", [])))
         try:
             owner = pwd.getpwuid(os.stat(c.folder).st_uid).pw_name
         except KeyError:
@@ -85,7 +86,8 @@ def add_launched(courses, data):
 
 def record_courses(data, courses):
     """The courses of the file in the hub's state: what the file says, with the members that launches brought
-    (kept across restarts); a course no longer in the file is dropped."""
+    (kept across restarts); a course no longer in the file is dropped, and so is an instructor (a teaching
+    assistant, say) no longer in a course's list on a hub without LTI, where the file is what names them."""
     before = data["courses"]
     data["courses"] = {}
     for c in courses:
@@ -94,7 +96,8 @@ def record_courses(data, courses):
         for sid in c.students:
             students.setdefault(sid, "")
         data["courses"][c.id] = {"folder": c.folder, "context_id": c.context_id,
-                                 "instructors": list(dict.fromkeys(c.instructors + old.get("instructors", []))),
+                                 "instructors": list(dict.fromkeys(c.instructors + (old.get("instructors", [])
+                                                                                    if c.context_id else []))),
                                  "students": students, "lineitems": old.get("lineitems"),
                                  "links": old.get("links", {}),
                                  **{k: old[k] for k in ("memberships", "memberships_differences", "roster_sync")

@@ -4,16 +4,19 @@ each refuses in words, and `course hub --courses FILE` (Unix passwords) started 
 In-process (no hub): a courses file and an LTI file with problems, each named; the roles an LMS sends; the user name
 rule and every refusal of a verified launch; `course return --lms` away from a hub, and the grading service asked to
 post on a hub without LTI. The hub's launches themselves, in a browser and not: test_hub_lti.py.
-Cost: in-process about 2 s; `course hub --courses` (two courses, a login by password, no user's server) about 15 s.
+Cost: in-process about 2 s; `course hub --courses` (two courses, a login by password, the teaching assistant's
+server) about 15 s, and 20 s more for that server and a restart.
 """
 import grp
 import json
 import os
+import pwd
 import re
 import stat
 import subprocess
 import sys
 import textwrap
+import urllib.error
 
 import pytest
 
@@ -307,7 +310,10 @@ def test_course_hub_with_a_courses_file(class_folder):
     """`course hub --courses FILE --create-users` as the README writes it, for two courses: each course's
     instructors' group and students' group, its folder and its folder in the exchange (the outbound its students'
     alone), the grading service's settings naming both, the students' settings naming no course; a student of both
-    logs in with their Unix password. A file with a problem is refused whole, nothing made."""
+    logs in with their Unix password. A teaching assistant listed among one course's instructors gets that course's
+    formgrader (their server's lists its students) and nothing of the other's (its folder closed to them, the
+    grading service's settings naming them for theirs alone); taken off the list, a restart takes it all back. A file
+    with a problem is refused whole, nothing made."""
     import requests
     from hub_helpers import COURSE_BIN, HERE, Hub, modes_of, remove_users, restore_modes
     from lti_hub import course_folder
@@ -316,8 +322,10 @@ def test_course_hub_with_a_courses_file(class_folder):
     from coursekit.hub.setup import PUBLIC_STATE
     from coursekit.hub.access import REFERENCE_FOLDER
     teach = {"ckc-enc": "ckc-alice", "ckc-dec": "ckc-bob"}
+    ta = "ckc-tara"  # enc's teaching assistant: its second instructor
+    staff = {"ckc-enc": [teach["ckc-enc"], ta], "ckc-dec": [teach["ckc-dec"]]}
     students = {"ckc-enc": ["ckc-ann", "ckc-sam"], "ckc-dec": ["ckc-sam"]}
-    users = [*teach.values(), "ckc-ann", "ckc-sam"]
+    users = [*teach.values(), ta, "ckc-ann", "ckc-sam"]
     groups = [g for cid in teach for g in (f"{cid}-staff", students_group(cid))] + ["course-reference"]
     hub = Hub(class_folder, instructor=None, students=[])
     reference_modes = modes_of(REFERENCE_FOLDER)
@@ -329,8 +337,8 @@ def test_course_hub_with_a_courses_file(class_folder):
                 f.write("".join(f"{s},Student {s}\n" for s in students[cid]))
         path = os.path.join(class_folder, "courses.toml")
         with open(path, "w") as f:
-            f.write("".join(f'[[course]]\nfolder = "{cid}"\ninstructors = ["{teach[cid]}"]\nroster = "{cid}.csv"\n'
-                            for cid in teach))
+            f.write("".join(f'[[course]]\nfolder = "{cid}"\ninstructors = {json.dumps(staff[cid])}\n'
+                            f'roster = "{cid}.csv"\n' for cid in teach))
         command = [COURSE_BIN, "hub", "--courses", path, "--create-users", "--port", str(hub.port), "--exchange",
                    hub.exchange, "--state", hub.state, "--extra-config", os.path.join(HERE, "hub_test_config.py")]
         hub.command = lambda *extra, create_users=True: command
@@ -348,15 +356,16 @@ def test_course_hub_with_a_courses_file(class_folder):
         for cid, instructor in teach.items():
             folder = os.path.join(class_folder, cid)
             assert grp.getgrgid(os.stat(folder).st_gid).gr_name == f"{cid}-staff"
-            assert instructor in grp.getgrnam(f"{cid}-staff").gr_mem
-            assert sorted(grp.getgrnam(students_group(cid)).gr_mem) == sorted(students[cid] + [instructor])
+            assert pwd.getpwuid(os.stat(folder).st_uid).pw_name == instructor  # the first instructor's
+            assert sorted(grp.getgrnam(f"{cid}-staff").gr_mem) == sorted(staff[cid])
+            assert sorted(grp.getgrnam(students_group(cid)).gr_mem) == sorted(students[cid] + staff[cid])
             outbound = os.stat(os.path.join(hub.exchange, cid, "outbound"))
             assert stat.S_IMODE(outbound.st_mode) == 0o2750
             assert grp.getgrgid(outbound.st_gid).gr_name == students_group(cid)
         assert grp.getgrgid(os.stat(REFERENCE_FOLDER).st_gid).gr_name == "course-reference"
         grading = json.load(open(os.path.join(hub.state, "grading.json")))
-        assert {f: c["instructors"] for f, c in grading["courses"].items()} == {
-            os.path.join(class_folder, cid): [i] for cid, i in teach.items()}
+        assert {f: sorted(c["instructors"]) for f, c in grading["courses"].items()} == {
+            os.path.join(class_folder, cid): sorted(staff[cid]) for cid in teach}
         state = HubState(hub.state).read()
         assert {cid: sorted(c["students"]) for cid, c in state["courses"].items()} == students
         student_config = open(os.path.join(hub.state, "courses", "students", "jupyter", "student",
@@ -387,6 +396,31 @@ def test_course_hub_with_a_courses_file(class_folder):
                               capture_output=True, text=True, timeout=60)
         assert made.returncode != 0 and "Permission denied" in made.stderr, made
         assert (os.stat(hub.exchange).st_uid, stat.S_IMODE(os.stat(hub.exchange).st_mode)) == (0, 0o755)
+        # the teaching assistant: enc's formgrader in their own server, on enc's folder; dec's folder closed to them
+        hub.spawn(ta)
+        hub.wait_ready(ta)
+        token = hub.user_token(ta)
+        listed = {s["id"] for s in hub.server(ta, "GET", "/formgrader/api/students", token=token)}
+        assert listed == set(students["ckc-enc"]), listed  # enc's roster (dec's has no ckc-ann)
+        for cid, allowed in (("ckc-enc", True), ("ckc-dec", False)):
+            gradebook = os.path.join(class_folder, cid, "gradebook.db")
+            read = subprocess.run(["runuser", "-u", ta, "--", "head", "-c", "1", gradebook], capture_output=True,
+                                  timeout=60)
+            assert (read.returncode == 0) == allowed, (cid, read.stderr)
+        with pytest.raises(urllib.error.HTTPError) as other:  # another instructor's server is not theirs
+            hub.server(teach["ckc-dec"], "GET", "/formgrader/api/students", token=token)
+        assert other.value.code in (403, 404), other.value.code
+        # taken off enc's list and the hub started again: an instructor of nothing, in none of the groups
+        hub.stop()
+        text = open(path).read()
+        with open(path, "w") as f:
+            f.write(text.replace(f', "{ta}"', ""))
+        hub.start()
+        assert HubState(hub.state).read()["courses"]["ckc-enc"]["instructors"] == [teach["ckc-enc"]]
+        assert all(ta not in grp.getgrnam(g).gr_mem for g in ("ckc-enc-staff", "course-reference"))
+        read = subprocess.run(["runuser", "-u", ta, "--", "head", "-c", "1",
+                               os.path.join(class_folder, "ckc-enc", "gradebook.db")], capture_output=True, timeout=60)
+        assert read.returncode != 0, "the former teaching assistant still reads enc's gradebook"
     finally:
         hub.stop()
         restore_modes(reference_modes)
