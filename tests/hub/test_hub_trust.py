@@ -1,7 +1,7 @@
 """What the hub does as root with a course folder its instructors write: it reads the course id without running
 their nbgrader_config.py, gives the folder to the instructors without following a link, and enrols the roster by a
-process of the folder's owner (coursekit/exchange/commands.py, coursekit/hub/access.py, coursekit/hub/enrol.py). Cost: about
-5 s, as root (the tests that give files to another user are skipped otherwise)."""
+process of the folder's owner, and keeps an instructors' group to its instructors (coursekit/exchange/commands.py,
+coursekit/hub/access.py, coursekit/hub/enrol.py). Cost: about 7 s, as root (the tests that give files to another user are skipped otherwise)."""
 import os
 import sqlite3
 import shutil
@@ -167,3 +167,30 @@ def enrolled_by_owner(tmp_path):
         enrol_roster(str(course), [("s4", "Di")], out=lambda s: None)
     with sqlite3.connect(other) as con:
         assert [r[0] for r in con.execute("select name from sqlite_master")] == ["t"]
+
+
+@as_root
+def test_an_instructors_group_holds_its_instructors_alone():
+    """A teaching assistant who is no longer an instructor (``--instructor`` or a course's ``instructors``) but is
+    still in the course's staff group is named with the command that fixes it, and taken out by ``take_out`` (what
+    `course hub --create-users` does), the others left in."""
+    from coursekit.hub.access import not_listed, stale_problems, take_out
+    group, users = "ckt-staff", ["ckt-alice", "ckt-tara"]
+    try:
+        subprocess.run(["groupadd", group], check=True, capture_output=True)
+        for name in users:
+            subprocess.run(["useradd", "--no-create-home", "-G", group, name], check=True, capture_output=True)
+        stale = not_listed(group, ["ckt-alice"])
+        assert stale == [("ckt-tara", group)]
+        said, fixes = stale_problems(stale)
+        assert said == [f"ckt-tara is in the group {group} but is no instructor there: they could read what only "
+                        f"instructors may"] and fixes == [f"gpasswd -d ckt-tara {group}"]
+        told = []
+        take_out(stale, out=told.append)
+        assert not_listed(group, ["ckt-alice"]) == [] and not_listed(group, []) == [("ckt-alice", group)]
+        assert told == [f"ckt-tara taken out of the group {group}: no longer an instructor there"]
+        assert not_listed("ckt-no-such-group", []) == []
+    finally:
+        for name in users:
+            subprocess.run(["userdel", name], capture_output=True)
+        subprocess.run(["groupdel", group], capture_output=True)
