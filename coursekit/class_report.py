@@ -190,7 +190,8 @@ def assignment_report(course_root, assignment):
 
     from learner.syllabus import NOTEBOOKS
     from grader.seeds import recorded
-    from grader.late import extension_only, lateness_of
+    from grader.late import extension_only, lateness_of, policy_or_none, submission_total
+    policy = policy_or_none(course_root)
     scores, max_points, students, totals, max_total = defaultdict(dict), {}, [], {}, 0.0
     late, penalties = {}, {}
     with gradebook(course_root) as gb:
@@ -204,7 +205,6 @@ def assignment_report(course_root, assignment):
                 continue
             students.append(student)
             late[student] = lateness_of(gb, assignment, student)
-            penalties[student] = sub.late_submission_penalty or 0.0
             per_item, per_max = defaultdict(float), defaultdict(float)
             for g in sub.grades:
                 item = g.name.rsplit("_", 1)[0]
@@ -213,7 +213,8 @@ def assignment_report(course_root, assignment):
             max_points.update(per_max)
             for item, score in per_item.items():
                 scores[item][student] = score
-            totals[student] = sub.score - penalties[student]  # as the feedback and the LMS export count it
+            totals[student] = submission_total(sub, policy)  # the one total: the export and the LMS count it so
+            penalties[student] = float(sub.score or 0.0) - totals[student]  # what was taken from the score now
             max_total = sub.max_score
     entry = NOTEBOOKS.get(assignment)
     questions = frozenset(entry.questions) if entry else frozenset()
@@ -384,7 +385,7 @@ def as_table(report):
     for student in report.students:
         minutes, extension, penalty = report.late_columns(student)
         if minutes or extension:
-            lines.append(f"  late     {one_line_text(student)}: {minutes} minutes past their due date"
+            lines.append(f"  late     {one_line_text(student)}: {counted(minutes, 'minute')} past their due date"
                          + (f" (extension {extension})" if extension else "") + f", penalty {num(penalty)}")
     return "\n".join(lines)
 
@@ -414,7 +415,8 @@ def class_overview(course_root, assignments=None):
     penalty."""
     from nbgrader.api import MissingEntry
 
-    from grader.late import extension_only
+    from grader.late import extension_only, policy_or_none, submission_total
+    policy = policy_or_none(course_root)
     with gradebook(course_root) as gb:
         names = _names(gb)
         known = {a.name: a for a in gb.assignments}
@@ -428,7 +430,7 @@ def class_overview(course_root, assignments=None):
                 except MissingEntry:
                     continue
                 if not extension_only(sub):  # a row of `course extend` alone is no submission
-                    scores[(student, a)] = sub.score - (sub.late_submission_penalty or 0.0)
+                    scores[(student, a)] = submission_total(sub, policy)
     return Overview(course_root, assignments, sorted(names), names, scores, max_scores)
 
 

@@ -45,13 +45,17 @@ class LatePolicy:
         student's due date (extension included); None when nothing is taken."""
         if seconds_late <= 0 or self.kind == "none":
             return None
-        if self.close_after_hours is not None and seconds_late > self.close_after_hours * 3600:
+        if self.closed(seconds_late):
             return score
         if self.kind == "close":
             return None
         units = math.ceil(seconds_late / UNIT_SECONDS[self.kind])
         share = min(self.cap, self.percent * units) / 100.0
         return min(score, round(share * max_score, 6))
+
+    def closed(self, seconds_late):
+        """True for work handed in past the hard close (``close_after_hours`` past the student's due date)."""
+        return self.close_after_hours is not None and (seconds_late or 0) > self.close_after_hours * 3600
 
     def describe(self):
         """The policy in one sentence, as students read it."""
@@ -159,6 +163,49 @@ class CourseLatePolicy(LateSubmissionPlugin):
         penalty = policy.penalty(score, notebook.max_score or 0.0, total_seconds_late)
         self.log.info("Late policy %s: penalty %s", policy, penalty)
         return penalty
+
+
+# ------------------------------------------------------------------ a submission's total
+def total_after_penalty(score, penalty, seconds_late=0.0, policy=None):
+    """The one total every reader shows (report, who-failed-what, overview, export, AGS): ``score`` less the late
+    ``penalty`` nbgrader's ``AssignLatePenalties`` wrote, never below 0; and 0 past the ``policy``'s hard close
+    whatever the score is now (a score raised in the formgrader after grading stays closed)."""
+    if policy is not None and policy.closed(seconds_late):
+        return 0.0
+    return max(0.0, float(score or 0.0) - float(penalty or 0.0))
+
+
+def submission_total(sub, policy=None):
+    """``total_after_penalty`` of nbgrader's ``SubmittedAssignment`` or ``SubmittedNotebook`` ``sub``."""
+    row = getattr(sub, "assignment", None) if not hasattr(sub, "total_seconds_late") else sub
+    return total_after_penalty(sub.score, sub.late_submission_penalty, row.total_seconds_late if row else 0.0, policy)
+
+
+def policy_or_none(course_root):
+    """The course's ``LatePolicy`` for a reader of grades, or None where it does not parse (grading refuses it; a
+    reader then shows the penalties as nbgrader wrote them)."""
+    try:
+        return read_policy(course_root)
+    except PolicyError:
+        return None
+
+
+def not_yet_due(gb, assignment, student, now=None):
+    """True when ``student`` has no submission of ``assignment`` (none, or ``course extend``'s row alone) and their
+    own due date (the assignment's plus their extension) has not passed: no 0 for them yet."""
+    from nbgrader.api import MissingEntry
+    now = now or datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+    try:
+        a = gb.find_assignment(assignment)
+    except MissingEntry:
+        return False
+    if a.duedate is None:
+        return False
+    try:
+        sub = gb.find_submission(assignment, student)
+    except MissingEntry:
+        return a.duedate > now
+    return extension_only(sub) and sub.duedate > now
 
 
 # ------------------------------------------------------------------ a student's due date

@@ -454,6 +454,9 @@ def post_assignment(grades, assignment, lineitems_url, credentials, log_path, *,
     seen = {}  # LMS user id: the student posted for it (one score per LMS user)
     for s in grades.students:
         submitted_any = grades.submitted(s.id, assignment)
+        if grades.score(s.id, assignment) is None:  # their own due date, extension included, has not passed
+            result.not_posted[s.id] = "not yet due: no submission, and their due date has not passed"
+            continue
         if not submitted_any:  # one rule with the export files: no submission scores 0 (nbgrader's)
             result.not_posted[s.id] = "no submission: 0"
             if not s.lms_user_id:

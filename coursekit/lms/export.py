@@ -9,8 +9,10 @@ writes the same file (``MoodleExport``, ``GenericExport`` likewise) and, like ``
 it leaves out (nbgrader's log, on stderr: ``LEFT OUT ...``) and then exits 1.
 
 Every file holds points, never percentages: a student's score on an assignment is nbgrader's, the sum of its graded
-cells less any late penalty (never below 0), and a student with no submission scores 0, as in nbgrader's own CSV
-export. The formats, as each platform reads them:
+cells less any late penalty (never below 0; 0 past the late policy's hard close: ``grader.late.submission_total``),
+and a student with no submission scores 0, as in nbgrader's own CSV export, once their own due date (extension
+included) has passed: before it their cell is blank, "not yet due" (a blank cell changes nothing in Canvas or Moodle).
+The formats, as each platform reads them:
 
 Each platform's importer finds the student of a row by a key, and a row it cannot match by key goes to someone
 else: Canvas falls back to the name (two students of one name swap grades), Moodle gives a row whose key is blank to
@@ -118,16 +120,25 @@ class ClassGrades:
     left_out: list = field(default_factory=list)   # assignments of the gradebook with no grades (not asked for)
     submitted_at: dict = field(default_factory=dict)  # {(student id, assignment): ISO 8601 UTC} when they submitted
     keys: dict = field(default_factory=dict)       # {student id: {key: value}}: ROSTER_KEYS from the LMS or roster
+    not_due: set = field(default_factory=set)      # {(student id, assignment)}: no submission, own due date to come
 
     def score(self, student, assignment):
-        """``student``'s points on ``assignment``: 0 when they submitted nothing (nbgrader's rule)."""
+        """``student``'s points on ``assignment``: 0 when they submitted nothing (nbgrader's rule), None (no grade
+        yet: a blank cell, nothing posted) while their own due date, extension included, has not passed."""
+        if (student, assignment) in self.not_due:
+            return None
         return self.points.get((student, assignment), 0.0)
+
+    def cell(self, student, assignment):
+        """The file's cell of ``score``: its number, or blank while it is not yet due."""
+        score = self.score(student, assignment)
+        return "" if score is None else number(score)
 
     def submitted(self, student, assignment):
         return (student, assignment) in self.points
 
     def total(self, student):
-        return sum(self.score(student, a) for a, _ in self.assignments)
+        return sum(self.score(student, a) or 0.0 for a, _ in self.assignments)
 
     @property
     def max_total(self):
@@ -138,7 +149,9 @@ def read_grades(gb, assignments=(), students=()):
     """The grades of ``assignments`` (default: every assignment with grades, in the gradebook's order) for
     ``students`` (default: all) from nbgrader's ``Gradebook`` ``gb``. Raises ``NoGrades`` naming each asked
     assignment that has none (and when no assignment has any)."""
-    from grader.late import extension_only
+    from grader.late import extension_only, not_yet_due, policy_or_none, submission_total
+    database = gb.engine.url.database  # the course folder's gradebook.db: its late policy is beside it
+    policy = policy_or_none(os.path.dirname(database)) if database and database != ":memory:" else None
     in_gradebook = {a.name: a for a in gb.assignments}
     graded = [name for name, a in in_gradebook.items() if any(not extension_only(s) for s in a.submissions)]
     asked = [str(a) for a in assignments]
@@ -160,10 +173,10 @@ def read_grades(gb, assignments=(), students=()):
     for a in chosen:
         for sub in in_gradebook[a].submissions:
             if sub.student_id in ids and not extension_only(sub):  # `course extend`'s row alone: no submission
-                penalty = sub.late_submission_penalty or 0.0
-                grades.points[(sub.student_id, a)] = max(0.0, float(sub.score or 0.0) - penalty)
+                grades.points[(sub.student_id, a)] = submission_total(sub, policy)  # the report's total
                 if sub.timestamp is not None:  # nbgrader keeps it in UTC, without its zone
                     grades.submitted_at[(sub.student_id, a)] = iso_utc(sub.timestamp)
+        grades.not_due.update((s, a) for s in ids if (s, a) not in grades.points and not_yet_due(gb, a, s))
     return grades
 
 
@@ -260,7 +273,7 @@ def canvas_rows(grades, cells):
     for s in grades.students:
         if s.id in cells:
             yield (["", *cells[s.id], ""]  # no name: Canvas would match a row it cannot find by id by its name
-                   + [number(grades.score(s.id, a)) for a in names])
+                   + [grades.cell(s.id, a) for a in names])
 
 
 def moodle_rows(grades, cells):
@@ -269,7 +282,7 @@ def moodle_rows(grades, cells):
     for s in grades.students:
         if s.id in cells:
             yield ([cells[s.id][0], text(s.first_name), text(s.last_name)]
-                   + [number(grades.score(s.id, a)) for a in names])
+                   + [grades.cell(s.id, a) for a in names])
 
 
 def generic_header(name, maximum):
@@ -285,7 +298,7 @@ def generic_rows(grades, cells=None):
            + [generic_header("Total", grades.max_total)])
     for s in grades.students:
         yield ([text(s.id), text(s.first_name), text(s.last_name), text(s.email), text(s.lms_user_id)]
-               + [number(grades.score(s.id, a)) for a in names] + [number(grades.total(s.id))])
+               + [grades.cell(s.id, a) for a in names] + [number(grades.total(s.id))])
 
 
 ROWS = {"canvas": canvas_rows, "moodle": moodle_rows, "generic": generic_rows}
@@ -345,9 +358,13 @@ def summary(grades, platform, path, left_out=None):
     lines = [f"{platform}: {counted(written, 'student')} x {counted(len(grades.assignments), 'assignment')} -> {path}"]
     for a, maximum in grades.assignments:
         submitted = sum(grades.submitted(s.id, a) for s in grades.students)
-        missing = len(grades.students) - submitted
+        waiting = sorted(s.id for s in grades.students if (s.id, a) in grades.not_due)
+        missing = len(grades.students) - submitted - len(waiting)
         lines.append(f"  {a}: out of {number(maximum)}, {submitted} of {len(grades.students)} submitted"
                      + (f" ({missing} without a submission score 0)" if missing else ""))
+        if waiting:
+            lines.append(f"  {a}: not yet due (their own due date, extension included, has not passed), left blank: "
+                         + ", ".join(waiting))
     if platform == "canvas":
         lines.append("  the Student column is left empty, so that Canvas never matches a row by name: a row it finds "
                      "by no id is a missing student on its import page (`course export --lms generic` pairs names "
@@ -356,7 +373,7 @@ def summary(grades, platform, path, left_out=None):
         lines.append("  Moodle keeps the maximum on the grade item: set each item's Maximum grade as above "
                      "(a new grade item is out of 100); map from User ID to userid")
         over = [a for a, _ in grades.assignments
-                if any(grades.score(s.id, a) > MOODLE_MOST for s in grades.students if s.id not in left_out)]
+                if any((grades.score(s.id, a) or 0) > MOODLE_MOST for s in grades.students if s.id not in left_out)]
         if over:
             lines.append(f"  Moodle refuses the whole import when a grade is above {MOODLE_MOST} ({', '.join(over)}), "
                          f"unless the site allows unlimited grades (Site administration > Grades > General "

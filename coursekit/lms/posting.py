@@ -64,10 +64,12 @@ def post_for_instructor(config, course, body):
     assignment, maximum = body.get("assignment"), body.get("maximum")
     students, scores = body.get("students"), body.get("scores")
     submitted = body.get("submitted_at", {})
+    not_due = body.get("not_due", [])  # no submission and their own due date to come: nothing posted
     if not (isinstance(assignment, str) and valid_student_id(assignment) and _number(maximum) and maximum > 0
             and isinstance(students, list) and all(isinstance(s, str) and valid_student_id(s) for s in students)
             and isinstance(scores, dict) and all(s in students and _number(v) and v >= 0 for s, v in scores.items())
-            and isinstance(submitted, dict) and all(s in scores and _submitted_at(t) for s, t in submitted.items())):
+            and isinstance(submitted, dict) and all(s in scores and _submitted_at(t) for s, t in submitted.items())
+            and isinstance(not_due, list) and all(s in students and s not in scores for s in not_due)):
         raise Refusal(400, "not a request to post an assignment's scores (an assignment, its maximum, the students, "
                            "each score a number of at least 0, each submission's time in ISO 8601 with its zone "
                            "and not in the future)")
@@ -83,7 +85,8 @@ def post_for_instructor(config, course, body):
     grades = ClassGrades([(assignment, float(maximum))],
                          [Student(sid, lms_user_id=subs.get(sid) or "") for sid in students],
                          {(sid, assignment): float(v) for sid, v in scores.items()},
-                         submitted_at={(sid, assignment): t for sid, t in submitted.items()})
+                         submitted_at={(sid, assignment): t for sid, t in submitted.items()},
+                         not_due={(sid, assignment) for sid in not_due})
     try:
         credentials = ToolCredentials(lti["client_id"], load_key(lti["tool_key"]), lti["token_url"])
     except (OSError, ValueError) as exc:

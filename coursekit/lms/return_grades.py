@@ -54,6 +54,7 @@ def post_scores(course_root, assignment, out=print, err=print):
     body = {"course": root, "assignment": assignment, "maximum": maximum,
             "students": [s.id for s in here],
             "scores": {s.id: grades.score(s.id, assignment) for s in here if grades.submitted(s.id, assignment)},
+            "not_due": [s.id for s in here if (s.id, assignment) in grades.not_due],
             "submitted_at": {s.id: grades.submitted_at[(s.id, assignment)] for s in here
                              if (s.id, assignment) in grades.submitted_at}}
     request = urllib.request.Request(service_url(url, "/lms/scores", root), data=json.dumps(body).encode(),
