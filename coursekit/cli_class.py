@@ -1,7 +1,7 @@
 """The `course` commands of a class with nbgrader's exchange: ``course hub`` (a JupyterHub on this machine, as root:
 coursekit/hub/setup.py, and several courses or LTI login: coursekit/hub/courses.py, lti.py), ``course release``, ``collect``
-and ``return`` (coursekit/exchange/commands.py), ``course extend`` (nbgrader's extension: coursekit/extend.py) and
-``course instructor-lab``. coursekit/cli.py adds them to ``course``."""
+and ``return`` (coursekit/exchange/commands.py), ``course extend`` (nbgrader's extension) and ``course late`` (the
+late penalties worked out again; both coursekit/extend.py) and ``course instructor-lab``. coursekit/cli.py adds them to ``course``."""
 import os
 import sys
 
@@ -52,6 +52,11 @@ def add_class_commands(sub):
     when.add_argument("--remove", action="store_true", help="take their extension away")
     p.add_argument("--course", default=None, help="the course folder (default: $COURSE_ROOT or course/)")
     p.set_defaults(func=cmd_extend)
+    p = sub.add_parser("late", help="instructors: the late penalties of an assignment worked out again (after a "
+                                    "new due date or late policy), and the feedback made again; no regrading")
+    p.add_argument("assignment")
+    p.add_argument("--course", default=None, help="the course folder (default: $COURSE_ROOT or course/)")
+    p.set_defaults(func=cmd_late)
     p = sub.add_parser("instructor-lab", help="instructors: JupyterLab on the course folder with the formgrader")
     p.add_argument("--course", default=None, help="the course folder (default: $COURSE_ROOT or course/)")
     p.add_argument("--exchange", default=None, help="nbgrader's exchange (default: the course's setting)")
@@ -137,6 +142,17 @@ def cmd_extend(args):
                remove=args.remove)
     except ExtendRefused as exc:
         print(f"course extend: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def cmd_late(args):
+    """`course late A`: every graded submission's late penalty worked out again (coursekit/extend.py late_again)."""
+    from .extend import ExtendRefused, late_again
+    try:
+        late_again(os.path.abspath(args.course), args.assignment)
+    except ExtendRefused as exc:
+        print(f"course late: {exc}", file=sys.stderr)
         return 2
     return 0
 

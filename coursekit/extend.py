@@ -4,7 +4,11 @@ The extension is nbgrader's own (``Gradebook.grant_extension``): a student's due
 (``SubmittedAssignment.duedate``), and everything that computes lateness reads it there: nbgrader's late penalty
 (with the course's policy, ``grader.late``), `course collect`, the feedback page, the class report, the LMS export.
 nbgrader keeps an extension on the student's submission row; for a student who has not submitted yet the row is made
-now, holding nothing else (``grader.late.extension_only``: the readers of grades count it as no submission).
+now, holding nothing else (``grader.late.extension_only``: the readers of grades and the formgrader,
+``coursekit.formgrader_api``, count it as no submission), and ``--remove`` takes it away again; ``--remove`` for a
+student without an extension writes nothing. nbgrader keeps the extension, not the date, so a new due date for the
+assignment moves every student's date with it; ``late_again`` (`course late A`) works every graded submission's
+penalty out again after such a change, or a new policy.
 
 Every input is checked before anything is written: an assignment or a student the gradebook does not know, an
 assignment without a due date, a date that does not parse, one in the past or not after the assignment's due date,
@@ -16,6 +20,7 @@ policy) and a new feedback page.
 import datetime
 import math
 import os
+import re
 import warnings
 
 from grader.late import PolicyError, duration, extension_only, read_policy, utc
@@ -24,6 +29,7 @@ from .pipeline import course_config, gradebook
 from .words import counted
 
 LONGEST = datetime.timedelta(days=366)
+SHORTEST = datetime.timedelta(minutes=1)
 
 
 class ExtendRefused(ValueError):
@@ -35,6 +41,9 @@ def parse_until(text, now):
     UTC, as nbgrader takes it) as a naive UTC datetime later than ``now``."""
     raw = text.strip()
     body = raw[:-len(" UTC")] if raw.upper().endswith(" UTC") else raw
+    if re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", body):
+        raise ExtendRefused(f"the date {text!r} has no time: write one, as {body} 23:59 (UTC) or {body}T23:59+01:00 "
+                            f"(a date alone would be its midnight, the start of the day)")
     try:
         when = datetime.datetime.fromisoformat(body)
     except ValueError:
@@ -59,6 +68,9 @@ def parse_hours(text):
         raise ExtendRefused(f"--by {text!r} is not a number of hours (write 48 or 1.5)") from None
     if not math.isfinite(hours) or hours <= 0:
         raise ExtendRefused(f"--by {text!r}: an extension is a positive number of hours")
+    if hours * 60 < 1:
+        raise ExtendRefused(f"--by {text!r} is less than a minute: an extension is at least one minute (1/60 hour); "
+                            f"write 0.5 for half an hour")
     if hours > LONGEST.total_seconds() / 3600:
         raise ExtendRefused(f"--by {text!r}: an extension of more than a year is refused; give the assignment a new "
                             f"due date instead")
@@ -103,17 +115,29 @@ def extend(course_root, assignment, students, until=None, hours=None, remove=Fal
             extension = datetime.timedelta(hours=parse_hours(hours))
         else:
             extension = parse_until(until, now) - due
-            if extension <= datetime.timedelta(0):
-                raise ExtendRefused(f"{utc(due + extension)} is not after {assignment}'s own due date, {utc(due)}: "
-                                    f"an extension gives a later date")
+            if extension < SHORTEST:
+                raise ExtendRefused(f"{utc(due + extension)} is not a minute after {assignment}'s own due date, "
+                                    f"{utc(due)}: an extension gives a later date")
             if extension > LONGEST:
                 raise ExtendRefused(f"{utc(due + extension)} is more than a year after {assignment}'s due date; give "
                                     f"the assignment a new due date instead")
         graded, done = [], {}
+        from nbgrader.api import MissingEntry
         from sqlalchemy.exc import SAWarning
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SAWarning)  # add_submission's own autoflush notes; nothing is lost
             for student in dict.fromkeys(students):
+                if remove:
+                    try:
+                        sub = gb.find_submission(assignment, student)
+                    except MissingEntry:  # no row, so no extension: nothing to write
+                        done[student] = due
+                        continue
+                    if extension_only(sub):  # the row held the extension alone: back to no row, as before it
+                        gb.remove_submission(assignment, student)
+                    if extension_only(sub) or not sub.extension:  # (or it has none: nothing to change)
+                        done[student] = due
+                        continue
                 sub = gb.update_or_create_submission(assignment, student)
                 gb.grant_extension(assignment, student, minutes=extension.total_seconds() / 60)
                 done[student] = sub.duedate
@@ -125,11 +149,41 @@ def extend(course_root, assignment, students, until=None, hours=None, remove=Fal
         else:
             past = " (already past: it excuses work handed in before now)" if when <= now else ""
             out(f"{assignment}: {student} due {utc(when)}{past}, an extension of {duration(extension)} past "
-                f"{utc(due)}")
+                f"{utc(due)}, the assignment's due date now (nbgrader keeps the extension, not the date: a new due "
+                f"date for the assignment moves this one, and the LMS's date must follow)")
     for student in graded:
         for line in _penalties_again(course_root, assignment, student):
             out(line)
     return done
+
+
+def late_again(course_root, assignment, out=print):
+    """`course late A`: every graded submission's late penalty of ``assignment`` worked out again from the gradebook
+    as it is now (the assignment's due date, each student's extension, the course's late policy, the current score)
+    by nbgrader's ``AssignLatePenalties``, without grading again, and each feedback page made again; run it after
+    moving the due date or changing the policy. Raises ``ExtendRefused`` (nothing changed) for a policy that does not
+    parse or an assignment the gradebook does not know; returns the students worked out again."""
+    from nbgrader.api import MissingEntry
+    try:
+        read_policy(course_root)
+    except PolicyError as exc:
+        raise ExtendRefused(str(exc)) from None
+    if not os.path.isfile(os.path.join(course_root, "gradebook.db")):
+        raise ExtendRefused(f"there is no gradebook in {course_root}: nothing was graded yet")
+    with gradebook(course_root) as gb:
+        try:
+            a = gb.find_assignment(assignment)
+        except MissingEntry:
+            raise ExtendRefused(f"there is no assignment {assignment!r} in the gradebook of {course_root} (it has: "
+                                f"{', '.join(sorted(x.name for x in gb.assignments)) or 'none'})") from None
+        students = sorted(s.student_id for s in a.submissions if not extension_only(s))
+        due = a.duedate
+    out(f"{assignment}: due {utc(due) if due else '(no due date)'}; late penalties worked out again for "
+        f"{counted(len(students), 'graded submission')}")
+    for student in students:
+        for line in _penalties_again(course_root, assignment, student):
+            out(line)
+    return students
 
 
 def _penalties_again(course_root, assignment, student):

@@ -50,15 +50,18 @@ def save_grades(nb, resources, parent=None):
     them (configured by ``parent``, a preprocessor of that autograde, where there is one). The one writer of a graded
     submission's row, for `course grade` (``coursekit.grading.client.write_graded``) and the formgrader's Autograde on the
     hub (``coursekit.hub.service_client``'s GradedByHub). ``nb`` None: the submission could not be graded, and every
-    cell of its row scores 0 (as nbgrader scores a missing notebook), so no earlier submission's scores stand for it;
-    the row must exist (nbgrader's autograde and `course grade` make it first)."""
+    cell of its row scores 0 (as nbgrader scores a missing notebook) and its late penalty is reset, so no earlier
+    submission's scores or penalty stand for it; the row must exist (nbgrader's autograde and `course grade` make it
+    first)."""
     from nbgrader.preprocessors import AssignLatePenalties, SaveAutoGrades
     if nb is None:
         info = resources["nbgrader"]
         with gradebook(os.path.dirname(info["db_url"][len("sqlite:///"):])) as gb:
-            for grade in gb.find_submission_notebook(info["notebook"], info["assignment"], info["student"]).grades:
+            notebook = gb.find_submission_notebook(info["notebook"], info["assignment"], info["student"])
+            for grade in notebook.grades:
                 grade.auto_score = 0
                 grade.needs_manual_grade = False
+            notebook.late_submission_penalty = None  # nothing to take from: no earlier grading's penalty stays
             gb.db.commit()
         return nb, resources
     # without a parent (`course grade`), the course folder's own configuration: the late policy's plugin it names
@@ -104,11 +107,11 @@ CLASS_GRADING_ENV = {"COURSE_MAX_TRAIN_STEPS": "20", "COURSE_TRAIN_THREADS": "1"
 def nbgrader_api(root):
     """nbgrader's API on the course folder ``root``, configured by its ``nbgrader_config.py`` (every path in it is
     absolute, so the current folder does not matter)."""
-    from nbgrader.apps import NbGraderAPI
     from nbgrader.coursedir import CourseDirectory
     from traitlets.config.loader import PyFileConfigLoader
     config = PyFileConfigLoader("nbgrader_config.py", path=root).load_config()
-    return NbGraderAPI(coursedir=CourseDirectory(config=config, root=root), config=config)
+    from .formgrader_api import CourseAPI  # nbgrader's, with `course extend`'s rows alone counted as no submission
+    return CourseAPI(coursedir=CourseDirectory(config=config, root=root), config=config)
 
 
 def generate_release(root, assignment):

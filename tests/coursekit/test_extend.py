@@ -94,6 +94,37 @@ def test_an_extension_moves_the_students_due_date_everywhere_lateness_is_read(co
     code, said = _extend(course, A, "alice", "--remove", capsys=capsys)
     assert code == 0 and "alice has no extension" in said.out
     assert due_dates(course, A)[1] == {"bob": DUE + datetime.timedelta(hours=6)}
+    with gradebook(course) as gb:  # her row held the extension alone: gone with it, as before `course extend`
+        assert [s.student_id for s in gb.find_assignment(A).submissions] == ["bob"]
+
+
+def test_the_formgrader_counts_an_extension_alone_as_no_submission(course, capsys):
+    """nbgrader's API as the formgrader's handlers get it (``coursekit.formgrader_api.install`` gives them
+    ``CourseAPI``; ``coursekit.pipeline.nbgrader_api`` the same): alice, given an extension before she submitted, is
+    not among the submissions, her submission says "submitted": False as nbgrader's does for a missing one, and the
+    assignment's and the notebook's averages and counts are bob's alone."""
+    import nbgrader.server_extensions.formgrader.base as base
+
+    from coursekit.formgrader_api import CourseAPI, install
+    from coursekit.pipeline import nbgrader_api
+    os.makedirs(os.path.join(course, "source", A))
+    assert _extend(course, A, "alice", "--by", "48", capsys=capsys)[0] == 0
+    api = nbgrader_api(course)
+    assert isinstance(api, CourseAPI)
+    assert [s["student"] for s in api.get_submissions(A)] == ["bob"]
+    alice = api.get_submission(A, "alice")
+    assert alice["submitted"] is False and alice["autograded"] is False
+    assert {s["name"]: s["submitted"] for s in api.get_student_submissions("alice")}[A] is False
+    assert api.get_assignment(A)["average_score"] == 8.0
+    (notebook,) = api.get_notebooks(A)
+    assert notebook["average_score"] == 8.0 and notebook["num_submissions"] == 1
+    assert "alice" not in [nb.get("student") for nb in api.get_notebook_submissions(A, A)]
+    original = base.NbGraderAPI
+    try:
+        install()
+        assert base.NbGraderAPI is CourseAPI
+    finally:
+        base.NbGraderAPI = original
 
 
 IDS = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=1, max_size=12).filter(
@@ -115,9 +146,21 @@ HOURS = st.one_of(st.sampled_from(["0", "-1", "nan", "inf", "-inf", "1e300", "90
     ([A, "alice", "--until", "tomorrow"], "the date 'tomorrow' does not parse"),
     ([A, "alice", "--by", "-2"], "a positive number of hours"),
     ([A, "alice", "--by", "two"], "not a number of hours"),
+    ([A, "alice", "--by", "1e-300"], "less than a minute: an extension is at least one minute"),
+    ([A, "alice", "--by", "0.00001"], "less than a minute"),
+    ([A, "alice", "--until", f"{DUE + datetime.timedelta(days=2):%Y-%m-%d}"], "has no time: write one, as"),
+    ([A, "alice", "--until", f"{DUE + datetime.timedelta(seconds=30):%Y-%m-%dT%H:%M:%S}"], "is not a minute after"),
+    ([A, "bob", "alice", "--remove"], "nothing"),
     ([A, "alice", "--by", "2", "policy"], "late_policy.toml: kind = 'weekly' is not one of"),
 ])
 def test_bad_input_is_refused_with_a_sentence_naming_it_and_nothing_changes(course, capsys, args, named):
+    """Each refused with exit 2 and a sentence naming it; `--remove` for students without an extension (bob's row
+    has none, alice has no row) is no refusal, and changes nothing either: no row is made."""
+    if named == "nothing":
+        before = _rows(course)
+        code, said = _extend(course, *args, capsys=capsys)
+        assert code == 0 and "alice has no extension" in said.out and _rows(course) == before, said
+        return
     if args[-1] == "policy":
         args = args[:-1]
         with open(os.path.join(course, "late_policy.toml"), "w") as f:
@@ -152,8 +195,9 @@ def test_generated_bad_input_is_refused_with_a_sentence_and_the_gradebook_stays_
     elif bad_people:
         assert "no student" in said.err
     else:
-        assert any(why in said.err for why in ("does not parse", "is in the past", "is not after", "more than a year",
-                                               "positive number of hours", "not a number of hours", "out of range")), \
+        assert any(why in said.err for why in ("does not parse", "is in the past", "is not a minute after",
+                                               "more than a year", "positive number of hours", "less than a minute",
+                                               "not a number of hours", "out of range", "has no time")), \
             said.err
 
 
