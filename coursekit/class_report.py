@@ -142,6 +142,7 @@ class AssignmentReport:
     course_root: str = ""
     late: dict = field(default_factory=dict)             # {student: grader.late.Lateness}, nbgrader's due date
     penalties: dict = field(default_factory=dict)        # {student: late penalty taken from the total}
+    stale: list = field(default_factory=list)            # students whose penalty the gradebook's dates now change
 
     def late_columns(self, student):
         """(minutes late past the student's own due date, their extension in words or "", the late penalty)."""
@@ -184,6 +185,16 @@ class AssignmentReport:
         return sum(self.totals.values()) / len(self.totals) if self.totals else 0.0
 
 
+def _stale(policy, notebook):
+    """True when the penalty nbgrader's ``AssignLatePenalties`` wrote for ``notebook`` (a ``SubmittedNotebook``) is
+    not the one the course's ``policy`` gives it now (a due date, an extension or the policy changed since): `course
+    late` works it out again. nbgrader keeps a penalty between 0 and the score."""
+    score = float(notebook.score or 0.0)
+    now = min(score, max(0.0, policy.penalty(score, notebook.max_score or 0.0,
+                                             notebook.assignment.total_seconds_late) or 0.0))
+    return abs(now - float(notebook.late_submission_penalty or 0.0)) > 1e-6
+
+
 def assignment_report(course_root, assignment):
     """The report of ``assignment`` from the gradebook, the autograded notebooks and the grading log."""
     from nbgrader.api import MissingEntry
@@ -193,7 +204,7 @@ def assignment_report(course_root, assignment):
     from grader.late import extension_only, lateness_of, policy_or_none, submission_total
     policy = policy_or_none(course_root)
     scores, max_points, students, totals, max_total = defaultdict(dict), {}, [], {}, 0.0
-    late, penalties = {}, {}
+    late, penalties, stale = {}, {}, []
     with gradebook(course_root) as gb:
         names = _names(gb)
         for student in sorted(names):
@@ -215,13 +226,16 @@ def assignment_report(course_root, assignment):
                 scores[item][student] = score
             totals[student] = submission_total(sub, policy)  # the one total: the export and the LMS count it so
             penalties[student] = float(sub.score or 0.0) - totals[student]  # what was taken from the score now
+            if policy is not None and _stale(policy, sub):
+                stale.append(student)
             max_total = sub.max_score
     entry = NOTEBOOKS.get(assignment)
     questions = frozenset(entry.questions) if entry else frozenset()
     seeds = {s: seed for (s, a), seed in recorded(course_root).items() if a == assignment and s in totals}
     report = AssignmentReport(assignment, students, dict(scores), max_points, questions=questions,
                               names={s: names[s] for s in students}, seeds=seeds, totals=totals,
-                              max_total=max_total, course_root=course_root, late=late, penalties=penalties)
+                              max_total=max_total, course_root=course_root, late=late, penalties=penalties,
+                              stale=stale)
     who = defaultdict(list)
     for student in students:
         path = os.path.join(course_root, "autograded", student, assignment, assignment + ".ipynb")
@@ -387,6 +401,10 @@ def as_table(report):
         if minutes or extension:
             lines.append(f"  late     {one_line_text(student)}: {counted(minutes, 'minute')} past their due date"
                          + (f" (extension {extension})" if extension else "") + f", penalty {num(penalty)}")
+    if report.stale:
+        lines += textwrap.wrap(f"  STALE    the late penalty of {', '.join(one_line_text(s) for s in report.stale)} "
+                               f"was worked out before the due date, an extension or the late policy changed: run "
+                               f"`course late {one_line_text(report.assignment)}`", 110, subsequent_indent="    ")
     return "\n".join(lines)
 
 

@@ -1,7 +1,8 @@
 """The `course` commands of a class with nbgrader's exchange: ``course hub`` (a JupyterHub on this machine, as root:
 coursekit/hub/setup.py, and several courses or LTI login: coursekit/hub/courses.py, lti.py), ``course release``, ``collect``
 and ``return`` (coursekit/exchange/commands.py), ``course extend`` (nbgrader's extension) and ``course late`` (the
-late penalties worked out again; both coursekit/extend.py) and ``course instructor-lab``. coursekit/cli.py adds them to ``course``."""
+late penalties worked out again; both coursekit/extend.py) and ``course instructor-lab``. coursekit/cli.py adds them
+to ``course``."""
 import os
 import sys
 

@@ -76,6 +76,7 @@ def test_the_hard_close_holds_on_the_score_the_formgrader_raised(tmp_path, capsy
 
 
 def test_course_late_works_the_penalties_out_again_after_the_due_date_moved(tmp_path, capsys):
+    from coursekit.class_report import as_table, assignment_report
     from coursekit.pipeline import gradebook
     due = NOW - datetime.timedelta(days=5)
     root = _course(str(tmp_path / "c"), due, 'kind = "per_day"\npercent = 10\n')
@@ -83,11 +84,14 @@ def test_course_late_works_the_penalties_out_again_after_the_due_date_moved(tmp_
     said = capsys.readouterr().out
     assert "late penalties worked out again for 1 graded submission" in said
     assert "bob's graded 03_softmax: late penalty 2 points" in said and _totals(root) == {6.0}
+    assert assignment_report(root, A).stale == []
     with gradebook(root) as gb:  # the due date moved a day and a half later: bob is on time
         gb.update_or_create_assignment(A, duedate=due + datetime.timedelta(hours=36))
+    report = assignment_report(root, A)  # lateness is read live, the penalty is grading's: the report says so
+    assert report.stale == ["bob"] and "run `course late 03_softmax`" in as_table(report)
     assert main(["late", "--course", root, A]) == 0
     assert "late penalty 0 points (was 2)" in capsys.readouterr().out
-    assert _penalty(root) is None and _totals(root) == {8.0}
+    assert _penalty(root) is None and _totals(root) == {8.0} and assignment_report(root, A).stale == []
     assert main(["late", "--course", root, "nope"]) == 2
     assert "no assignment 'nope'" in capsys.readouterr().err
 
