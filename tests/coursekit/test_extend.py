@@ -123,8 +123,43 @@ def test_the_formgrader_counts_an_extension_alone_as_no_submission(course, capsy
     try:
         install()
         assert base.NbGraderAPI is CourseAPI
+        assert [s["student"] for s in _formgrader_answer(course, A)] == ["bob"]
     finally:
         base.NbGraderAPI = original
+
+
+def _formgrader_answer(root, assignment):
+    """What the formgrader's ``GET /formgrader/api/submissions/<assignment>`` answers (its handler's own code, past
+    its login and XSRF checks), its API built as every formgrader handler builds it (``BaseHandler.api``)."""
+    import inspect
+    import json
+    import logging
+
+    from nbgrader.auth import Authenticator
+    from nbgrader.coursedir import CourseDirectory
+    from nbgrader.server_extensions.formgrader import apihandlers, base
+    from traitlets.config import LoggingConfigurable
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("nbgrader_config.py", path=root).load_config()
+
+    class App(LoggingConfigurable):
+        def load_config_file(self):
+            pass
+
+    class Handler:
+        log = logging.getLogger("formgrader")
+        coursedir = CourseDirectory(config=config, root=root, parent=App(config=config))
+        authenticator = Authenticator(config=config)
+        api = property(base.BaseHandler.api.fget)
+        answer = None
+
+        def write(self, text):
+            self.answer = json.loads(text)
+
+    handler = Handler()
+    inspect.unwrap(apihandlers.SubmissionCollectionHandler.get)(handler, assignment)
+    return handler.answer
 
 
 IDS = st.text(st.characters(codec="utf-8", exclude_categories=["Cs"]), min_size=1, max_size=12).filter(
