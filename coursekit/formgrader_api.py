@@ -12,8 +12,8 @@ is not in ``get_submissions`` (nbgrader lists the students it has rows or submit
 row scores 0 in every cell (nbgrader's ``score`` sums them, none set), so an average over the real submissions is
 nbgrader's average times the rows over the real submissions.
 
-Every formgrader handler gets its API from ``nbgrader.server_extensions.formgrader.base.NbGraderAPI``: ``install``
-(run by ``coursekit.hub.formgrader_tab`` when the server loads it) puts ``CourseAPI`` there, and
+Every formgrader handler gets its API from ``nbgrader.server_extensions.formgrader.base.NbGraderAPI``:
+``install_course_api`` (run by ``coursekit.hub.formgrader_tab`` when the server loads it) puts ``CourseAPI`` there, and
 ``coursekit.pipeline.nbgrader_api`` gives it to the ``course`` commands.
 """
 from nbgrader.apps import NbGraderAPI
@@ -92,7 +92,7 @@ class CourseAPI(NbGraderAPI):
                 if nb.get("student") not in waiting]
 
 
-def install():
+def install_course_api():
     """Every formgrader handler of this server gets ``CourseAPI`` (``BaseHandler.api`` builds its API from the name
     ``NbGraderAPI`` of its module)."""
     import nbgrader.server_extensions.formgrader.base as base

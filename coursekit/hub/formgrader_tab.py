@@ -85,6 +85,6 @@ def _quiet_dialogs():
 
 def _load_jupyter_server_extension(serverapp):
     _quiet_dialogs()
-    from ..formgrader_api import install
-    install()  # `course extend`'s rows alone are no submission in the formgrader's lists and averages
+    from ..formgrader_api import install_course_api
+    install_course_api()  # `course extend`'s rows alone are no submission in the formgrader's lists and averages
     formgrader_pages.protect(serverapp, LINKS)

@@ -99,13 +99,13 @@ def test_an_extension_moves_the_students_due_date_everywhere_lateness_is_read(co
 
 
 def test_the_formgrader_counts_an_extension_alone_as_no_submission(course, capsys):
-    """nbgrader's API as the formgrader's handlers get it (``coursekit.formgrader_api.install`` gives them
+    """nbgrader's API as the formgrader's handlers get it (``coursekit.formgrader_api.install_course_api`` gives them
     ``CourseAPI``; ``coursekit.pipeline.nbgrader_api`` the same): alice, given an extension before she submitted, is
     not among the submissions, her submission says "submitted": False as nbgrader's does for a missing one, and the
     assignment's and the notebook's averages and counts are bob's alone."""
     import nbgrader.server_extensions.formgrader.base as base
 
-    from coursekit.formgrader_api import CourseAPI, install
+    from coursekit.formgrader_api import CourseAPI, install_course_api
     from coursekit.pipeline import nbgrader_api
     os.makedirs(os.path.join(course, "source", A))
     assert _extend(course, A, "alice", "--by", "48", capsys=capsys)[0] == 0
@@ -121,7 +121,7 @@ def test_the_formgrader_counts_an_extension_alone_as_no_submission(course, capsy
     assert "alice" not in [nb.get("student") for nb in api.get_notebook_submissions(A, A)]
     original = base.NbGraderAPI
     try:
-        install()
+        install_course_api()
         assert base.NbGraderAPI is CourseAPI
         assert [s["student"] for s in _formgrader_answer(course, A)] == ["bob"]
     finally:
