@@ -2,7 +2,7 @@
 table, the class overview and the LMS export agree after a failed grading (the penalty is reset with the scores),
 after a score raised in the formgrader past the hard close (still 0), and after the due date moved (`course late`
 works every penalty out again without grading); a student whose own due date has not passed gets no 0 in the
-export (a blank cell, "not yet due"). A real SQLite gradebook (tests/gradebooks.py); about 10 s."""
+export (a blank cell, "not yet due"). A real SQLite gradebook (tests/gradebooks.py); about 20 s on 2 shared cores."""
 import datetime
 import os
 import shutil
