@@ -2,7 +2,8 @@
 collect (``coursekit.exchange.inbound``, ``coursekit.exchange.classes.CourseCollect``), which copies a submission
 out of the exchange's inbound, and by the student's submit (``learner.submit.PrivateSubmit``), which runs the same
 reader over the student's folder without writing anything (``check_folder``) and refuses, when it is made, a
-submission that collect would refuse, with the sentence collect would print.
+submission that collect would refuse, with the sentence collect would print; then copies it into the inbound with
+that same reader, so what arrives is what the check counted.
 
 The reader opens every folder and file relative to its parent's descriptor with ``O_NOFOLLOW`` and checks the open
 file's type (and, for collect, its owner) with ``fstat``: a link is never followed, wherever it stands, even one
@@ -22,6 +23,9 @@ from dataclasses import dataclass, field
 WRITTEN_BY_COLLECT = ("timestamp.txt",)
 ADDED_BY_SUBMIT = {"submission_secret.txt": 128}  # what else nbgrader's submit writes at the top: name, bytes
 NOTEBOOKS_NAMED = 3  # the other notebooks a refusal names, past them a count
+# the end of a submission's folder name in the inbound while the student's submit writes it: the folder takes its own
+# name (nbgrader's student+assignment+time+random) when it is complete, and collect never takes one with this ending
+BEING_WRITTEN = ".incomplete"
 
 
 @dataclass(frozen=True)
@@ -128,7 +132,7 @@ def copy_submission(inbound_fd, name, uid, dest, limits=LIMITS, ignore=(), skip_
     try:
         top = os.open(name, flags, dir_fd=inbound_fd)
     except OSError as exc:
-        raise RefusedSubmission(os_reason(exc, "its folder")) from None
+        raise RefusedSubmission(os_reason(exc, "its folder", uid)) from None
     out = Copied()
     try:
         st = os.fstat(top)
@@ -166,8 +170,8 @@ def _copy_dir(src_fd, dest, rel, depth, uid, limits, ignore, skip_names, out, st
         names = sorted(set(os.listdir(src_fd)) | set(added or ()))
     except OSError as exc:
         if not rel:
-            raise RefusedSubmission(os_reason(exc, "its folder")) from None
-        out.left_out.append((rel + "/", os_reason(exc, "this folder")))
+            raise RefusedSubmission(os_reason(exc, "its folder", uid)) from None
+        out.left_out.append((rel + "/", os_reason(exc, "this folder", uid)))
         return
     for name in names:
         path = f"{rel}/{name}" if rel else name
@@ -190,7 +194,7 @@ def _copy_dir(src_fd, dest, rel, depth, uid, limits, ignore, skip_names, out, st
         try:
             lst = os.stat(name, dir_fd=src_fd, follow_symlinks=False)
         except OSError as exc:
-            out.left_out.append((path, os_reason(exc, "it")))
+            out.left_out.append((path, os_reason(exc, "it", uid)))
             continue
         if stat.S_ISDIR(lst.st_mode):
             if depth + 1 > limits.depth:
@@ -209,7 +213,7 @@ def _copy_child_dir(src_fd, name, dest, path, depth, uid, limits, ignore, skip_n
     try:
         fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=src_fd)
     except OSError as exc:
-        out.left_out.append((path + "/", os_reason(exc, "this folder")))
+        out.left_out.append((path + "/", os_reason(exc, "this folder", uid)))
         return
     try:
         st = os.fstat(fd)
@@ -229,7 +233,7 @@ def _copy_file(src_fd, name, target, path, uid, limits, out):
         # O_NONBLOCK: a pipe swapped in after the lstat would otherwise block the open
         fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=src_fd)
     except OSError as exc:
-        out.left_out.append((path, os_reason(exc, "it")))
+        out.left_out.append((path, os_reason(exc, "it", uid)))
         return
     try:
         st = os.fstat(fd)
@@ -278,12 +282,15 @@ def _read_at_most(fd, most):
             return None
 
 
-def os_reason(exc, what):
-    """Why ``what`` could not be opened or read, as a sentence."""
+def os_reason(exc, what, uid=-1):
+    """Why ``what`` could not be opened or read, as a sentence: for collect (``uid`` the student's), or for the
+    student's own submit (``uid`` None), where a file the student cannot read is theirs to make readable."""
     if exc.errno == errno.ELOOP:
         return f"{what} is a link, never followed"
     if exc.errno == errno.ENOTDIR:  # O_DIRECTORY | O_NOFOLLOW on what is now a link or a file
         return f"{what} is no longer a folder (a link or a file took its place), never followed"
+    if exc.errno in (errno.EACCES, errno.EPERM) and uid is None:
+        return f"{what} cannot be read (permission denied): make it readable (chmod u+r) and submit again"
     if exc.errno in (errno.EACCES, errno.EPERM):
         return f"{what} cannot be read by the instructor (permission denied): the student can submit again"
     if exc.errno == errno.ENOENT:

@@ -13,24 +13,31 @@ who is not in the course's staff group) is refused.
 
 nbgrader's own submit copies the assignment into the inbound with the student's umask (files 0644, folders 0755)
 and then opens the submission's folder to everyone (0777, "so the instructor can delete later"): whoever learns its
-name could read it or write into it. Here the copy is made private first (folders 0700, files 0600, nothing else
-can enter while it is written) and only then opened to the inbound's group, the instructors (folders 0770, files
-0640: the inbound gives new entries its group). Everything else is nbgrader's: the names, the time, the secret, the
-cache in the student's home.
+name could read it or write into it; and a failure half-way (a pipe, a file the student cannot read) leaves a part of
+a submission in the inbound, which collect would take as the latest. Here the submission is copied by collect's own
+reader (``learner.handin.copy_submission``: no link followed, only regular files and folders, the same limits, what
+it leaves out named in the log), private while it is written (folders 0700, files 0600, under the name
+``<its name>.incomplete``, which collect never takes), with nbgrader's secret and time, and the copy in the student's
+cache made from it; only then is it opened to the inbound's group, the instructors (folders 0770, files 0640: the
+inbound gives new entries its group), and renamed to its own name in one step. On any failure nothing of it is left
+in the inbound or the cache, and the student reads a sentence. The names, the time, the secret and the cache are
+nbgrader's.
 """
 import errno
 import fnmatch
 import grp
 import os
 import pwd
+import secrets
 import shutil
 import stat
 
 from nbgrader.auth.base import BaseAuthPlugin
 from nbgrader.exchange.default import ExchangeFetchAssignment, ExchangeFetchFeedback, ExchangeList, ExchangeSubmit
-from nbgrader.utils import check_directory, ignore_patterns
+from nbgrader.utils import check_directory
 
-from .handin import InboundLimits, RefusedSubmission, check_folder, one_line
+from .handin import (ADDED_BY_SUBMIT, BEING_WRITTEN, InboundLimits, RefusedSubmission, check_folder, copy_submission,
+                     no_notebook, one_line)
 from .syllabus import NOTATION
 
 COURSES_ENV = "COURSE_IDS"  # the student's courses, comma-separated, as the hub's state gives them
@@ -38,26 +45,6 @@ MAX_DEPTH = 8  # folders nested deeper than this in a release are left out
 
 FOLDER_MODE = 0o770
 FILE_MODE = 0o640
-
-
-def private_copy(src, dest, ignore):
-    """Copy the student's folder ``src`` into the new folder ``dest``, private while it is written (links to folders
-    are not entered; a file is read with the student's own rights)."""
-    os.mkdir(dest, 0o700)
-    for here, dirs, files in os.walk(src):
-        rel = os.path.relpath(here, src)
-        target = dest if rel == "." else os.path.join(dest, rel)
-        skipped = set(ignore(here, dirs + files))
-        dirs[:] = [d for d in dirs if d not in skipped and not os.path.islink(os.path.join(here, d))]
-        for d in dirs:
-            os.mkdir(os.path.join(target, d), 0o700)
-        for name in files:
-            if name in skipped or not os.path.isfile(os.path.join(here, name)):
-                continue
-            out = os.open(os.path.join(target, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-            with open(os.path.join(here, name), "rb") as r, os.fdopen(out, "wb") as w:
-                while chunk := r.read(1 << 20):
-                    w.write(chunk)
 
 
 def open_to_group(dest):
@@ -259,40 +246,84 @@ class PrivateSubmit(HubRoot, ExchangeSubmit):
         except ExchangeRefused as exc:
             self.fail(str(exc))
 
+    def notebooks(self):
+        names = sorted(n for n in os.listdir(self.release_path) if n.endswith(".ipynb"))
+        return names or [self.coursedir.assignment_id + ".ipynb"]
+
     def check_filename_diff(self):
         """nbgrader's check of the notebooks (a warning, unless ``strict``), then collect's rules
         (``learner.handin``): a submission the instructor's collect would refuse is refused here, with collect's
-        sentence, before anything reaches the exchange; what collect would leave out is named in the log."""
+        sentence, before anything reaches the exchange."""
         super().check_filename_diff()
-        names = sorted(n for n in os.listdir(self.release_path) if n.endswith(".ipynb"))
         try:
-            copied = check_folder(self.src_path, names or [self.coursedir.assignment_id + ".ipynb"],
-                                  InboundLimits.of(self.coursedir), self.coursedir.ignore)
+            check_folder(self.src_path, self.notebooks(), InboundLimits.of(self.coursedir), self.coursedir.ignore)
         except RefusedSubmission as exc:
             self.fail(one_line(f"the instructor would refuse it: {exc}"))
         except OSError as exc:
             self.fail(one_line(f"your folder {self.src_path} cannot be read ({exc.strerror})"))
-        for path, why in copied.left_out:
-            self.log.warning("The instructor will not get %s: %s", one_line(path), why)
-
-    def do_copy(self, src, dest, log=None):
-        ignore = ignore_patterns(exclude=self.coursedir.ignore, include=self.coursedir.include,
-                                 max_file_size=self.coursedir.max_file_size, log=self.log)
-        if not dest.startswith(self.inbound_path + os.sep):
-            # the cache in the student's own home: nbgrader's copy, without nbgrader's size of the whole folder
-            # (ignored files too), which would fail a submission already in the inbound: the size that counts is
-            # collect's, checked before (check_filename_diff)
-            return shutil.copytree(src, dest, ignore=ignore)
-        private_copy(src, dest, ignore)
-
-    def set_perms(self, dest, fileperms, dirperms):
-        if dest.startswith(self.inbound_path + os.sep):
-            return open_to_group(dest)
-        return super().set_perms(dest, fileperms, dirperms)
 
     def copy_files(self):
-        super().copy_files()
-        # nbgrader opens the submission's folder to everyone after set_perms (0777): close it again
+        """nbgrader's submit (``ExchangeSubmit.copy_files``: the inbound, then the cache in the student's home, the
+        same secret and time in both), with the submission written as the module says: checked, copied by collect's
+        reader under a name collect never takes, and renamed into place only when it and the cache are complete."""
+        self.init_release()
+        secret = secrets.token_hex(64)
         dest = os.path.join(self.inbound_path, self.assignment_filename)
-        if stat.S_IMODE(os.stat(dest).st_mode) != FOLDER_MODE:
-            os.chmod(dest, FOLDER_MODE)
+        writing = dest + BEING_WRITTEN
+        cache = os.path.join(self.cache_path, self.assignment_filename.rsplit("+", 1)[0] if self.add_random_string
+                             else self.assignment_filename)
+        self.log.info("Source: %s", self.src_path)
+        self.log.info("Destination: %s", dest)
+        self.check_filename_diff()
+        made = []  # what this submit wrote, removed again unless the submission is complete
+        try:
+            copied = self._write(writing, cache, secret, made)
+            if os.path.lexists(dest):
+                raise FileExistsError(errno.EEXIST, "a folder of its name is already there", dest)
+            os.rename(writing, dest)
+        except RefusedSubmission as exc:  # the folder changed since it was checked
+            self._remove(made)
+            self.fail(one_line(f"the instructor would refuse it: {exc}"))
+        except OSError as exc:
+            self._remove(made)
+            self.fail(one_line(f"nothing was handed in: {exc.filename or dest} could not be written or read "
+                               f"({exc.strerror or exc}); submit again"))
+        except BaseException:
+            self._remove(made)
+            raise
+        for path, why in copied.left_out:
+            self.log.warning("The instructor will not get %s: %s", one_line(path), why)
+        self.log.info("Submitted as: %s %s %s", self.coursedir.course_id, self.coursedir.assignment_id,
+                      self.timestamp)
+
+    def _write(self, writing, cache, secret, made):
+        """The submission into the inbound's folder ``writing`` (made 0700: nobody else enters it while it is written)
+        by collect's reader, nbgrader's time and secret in it, and its copy in the cache: the ``Copied``."""
+        parent = os.open(os.path.dirname(self.src_path), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            made.append(writing)
+            notebooks = self.notebooks()
+            skip = tuple(sorted(n[:-len(".ipynb")] + ".html" for n in notebooks))
+            copied = copy_submission(parent, os.path.basename(self.src_path), None, writing,
+                                     InboundLimits.of(self.coursedir), self.coursedir.ignore, skip,
+                                     added=ADDED_BY_SUBMIT)
+        finally:
+            os.close(parent)
+        refused = no_notebook(notebooks, copied)
+        if refused:
+            raise RefusedSubmission(refused)
+        for name, text in (("timestamp.txt", self.timestamp), ("submission_secret.txt", secret)):
+            fd = os.open(os.path.join(writing, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+            with os.fdopen(fd, "w") as f:
+                f.write(text)
+        os.makedirs(self.cache_path, exist_ok=True)
+        if os.path.lexists(cache):  # never one of an earlier submit's, which this one's failure would remove
+            raise FileExistsError(errno.EEXIST, "a folder of its name is already there", cache)
+        made.append(cache)
+        shutil.copytree(writing, cache)  # the student's record of what was handed in, from the private copy
+        open_to_group(writing)
+        return copied
+
+    def _remove(self, made):
+        for path in made:
+            shutil.rmtree(path, ignore_errors=True)

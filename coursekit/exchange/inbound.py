@@ -14,6 +14,8 @@ instructor's rights, so nothing there is taken on trust:
 * limits per file and per submission, on the number of entries and on the depth;
   the copy, its limits and its sentences are ``learner.handin``'s, the one rule set that the student's submit also
   runs over their folder before anything reaches the exchange;
+* a folder whose name ends in ``.incomplete`` (``learner.handin.BEING_WRITTEN``) is one the student's submit is
+  still writing, or one it stopped writing: never collected, and named;
 * the time: the one in the folder's name, unless the folder's contents changed after it (their ctimes, which nobody
   but root can set back), and never one in the future. ``timestamp.txt`` is not read: collect writes its own.
 
@@ -29,7 +31,7 @@ from dataclasses import dataclass
 
 from grader.plain import inert
 from learner.handin import (  # noqa: F401 (the reader and its limits: one rule set with the student's submit)
-    Copied, InboundLimits, RefusedSubmission, copy_submission, kind_of, os_reason, owner_name)
+    BEING_WRITTEN, Copied, InboundLimits, RefusedSubmission, copy_submission, kind_of, os_reason, owner_name)
 
 # A student id: what nbgrader's exchange and this course accept in a folder name and build paths from. Unix user
 # names (useradd's rule) are a subset; a '+', a '/', a leading '.', spaces and markup are never part of one.
@@ -104,11 +106,17 @@ def scan(inbound_fd, assignment, roster=None, others=(), now=None):
         if len(parts) > 1 and parts[1] in others:
             continue  # another assignment's, however broken: named when that one is collected
         entry = _owned(Found(name), inbound_fd)
-        parsed = parse_name(name)
+        incomplete = name.endswith(BEING_WRITTEN)
+        parsed = parse_name(name[:-len(BEING_WRITTEN)] if incomplete else name)
         if isinstance(parsed, str):
             found.append(entry.refuse(parsed))
             continue
         entry.student, entry.assignment, entry.claimed = parsed
+        if incomplete:  # the student's submit writes it, or stopped before it was complete (learner.submit)
+            found.append(entry.refuse("it is not complete: a submit is writing it, or stopped before it was done "
+                                      "(it takes its own name when it is complete); the student's latest complete "
+                                      "submission is collected"))
+            continue
         if entry.assignment != assignment:
             found.append(entry.refuse(f"{entry.assignment!r} is no assignment of this course"))
             continue

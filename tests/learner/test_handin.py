@@ -1,13 +1,18 @@
 """A submission the instructor's collect would refuse is refused when it is made (learner/handin.py, the one rule set
 of the student's submit, learner.submit.PrivateSubmit, and of collect, coursekit.exchange): with nbgrader's real
 submit into a real exchange folder, the sentence the student gets is collect's for the same folder, nothing reaches
-the inbound, and what the submit lets through collect takes. Folders with generated names, sizes and notebooks.
+the inbound, and what the submit lets through collect takes: exactly the files and bytes the check counted, links,
+pipes and unreadable files left out by both. A submit that fails half-way leaves nothing. Folders with generated
+names, sizes, links, pipes and notebooks.
 
-Cost: about 3 s (a few dozen submits in-process, as the user running the tests)."""
+Cost: about 7 s (a hundred submits in-process, as the user running the tests)."""
+import errno
 import os
 import re
 import shutil
 import subprocess
+import types
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
@@ -20,7 +25,9 @@ from traitlets.config.loader import PyFileConfigLoader
 from coursekit.exchange.classes import CourseCollect
 from coursekit.hub.setup import student_nbgrader_config
 from coursekit.paths import COURSE_DIR
-from learner.handin import LIMITS, InboundLimits, RefusedSubmission, copy_submission, no_notebook
+from learner import handin, submit as submit_module
+from learner.handin import (LIMITS, InboundLimits, RefusedSubmission, check_folder, copy_submission, no_notebook,
+                            one_line)
 from learner.submit import PrivateSubmit
 
 A = "A"
@@ -195,3 +202,166 @@ def test_the_students_notification_shows_the_whole_sentence(tmp_path, monkeypatc
                            input=answer["value"], capture_output=True, text=True, check=True).stdout
     assert shown == ("ExchangeError: the instructor would refuse it: it holds no notebook of the assignment "
                      "(A.ipynb); it holds A-Copy1.ipynb: the notebook must keep its name")
+
+
+def files_in(folder):
+    """{relative path: bytes} of the regular files under ``folder``."""
+    out = {}
+    for here, _, names in os.walk(folder):
+        for name in names:
+            path = os.path.join(here, name)
+            with open(path, "rb") as f:
+                out[os.path.relpath(path, folder)] = f.read()
+    return out
+
+
+# what a student's folder may hold besides files and folders: links to a file (outside the folder or in it), to a
+# folder, to nothing, and named pipes; the reader takes none of them, and the submit's copy is that same reader
+entries = st.one_of(st.tuples(st.just("file"), st.integers(0, 2500)), st.tuples(st.just("link"), st.integers(0, 2500)),
+                    st.tuples(st.sampled_from(["link to A.ipynb", "link to a folder", "dangling link", "pipe"]),
+                              st.just(0)))
+mixed = st.dictionaries(st.sampled_from(["A.ipynb", "a.ipynb", "data.csv", "notes.txt", "A.html", "sub/x.txt",
+                                         "sub/A.ipynb", "sub/deeper/y.bin", "submission_secret.txt"]),
+                        entries, max_size=7)
+
+
+def build(folder, spec, elsewhere):
+    """The folder ``spec`` describes: {path: (what, bytes)}, links pointing into ``elsewhere``."""
+    for name, (what, size) in spec.items():
+        path = os.path.join(folder, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        if what == "file":
+            with open(path, "wb") as f:
+                f.write(b"x" * size)
+        elif what == "link":
+            target = os.path.join(elsewhere, name.replace("/", "_"))
+            os.makedirs(elsewhere, exist_ok=True)
+            with open(target, "wb") as f:
+                f.write(b"y" * size)
+            os.symlink(target, path)
+        elif what == "link to A.ipynb":
+            os.symlink(os.path.join(folder, "A.ipynb"), path)
+        elif what == "link to a folder":
+            os.makedirs(elsewhere, exist_ok=True)
+            os.symlink(elsewhere, path)
+        elif what == "dangling link":
+            os.symlink(os.path.join(elsewhere, "nothing"), path)
+        else:
+            os.mkfifo(path)
+
+
+@settings(max_examples=40, deadline=None, database=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(spec=mixed)
+def test_what_reaches_the_inbound_is_what_the_check_counted_and_collect_takes_it(tmp_path_factory, spec):
+    """Links, pipes, files and folders mixed: the submit's verdict is collect's for the same folder; what reaches the
+    inbound is exactly the files and the bytes the check counted (nbgrader's secret and time added), no link's
+    target among them, the cache holds the same, and collect takes it whole."""
+    tmp = str(tmp_path_factory.mktemp("mixed"))
+    root, home = exchange(tmp)
+    folder = os.path.join(home, A)
+    os.makedirs(folder)
+    build(folder, spec, os.path.join(tmp, "elsewhere"))
+    as_handed_in = os.path.join(tmp, "as-handed-in")
+    os.makedirs(as_handed_in)
+    build(as_handed_in, spec, os.path.join(tmp, "elsewhere-too"))
+    secret = os.path.join(as_handed_in, "submission_secret.txt")  # nbgrader's submit writes it, in place of any
+    if os.path.lexists(secret):
+        os.remove(secret)
+    with open(secret, "w") as f:
+        f.write("0" * 128)
+    expected = collect_would(as_handed_in)
+    try:
+        counted = check_folder(folder, [A + ".ipynb"], SMALL, CourseDirectory().ignore)
+    except RefusedSubmission as exc:
+        counted = exc
+    said = submit(root, home)
+    inbound = os.path.join(root, COURSE, "inbound")
+    if expected is not None:
+        assert said == one_line("the instructor would refuse it: " + expected) and os.listdir(inbound) == []
+        assert str(counted) == expected
+        return
+    assert said is None, said
+    [name] = os.listdir(inbound)
+    got = files_in(os.path.join(inbound, name))
+    assert len(got.pop("timestamp.txt")) > 0
+    assert sorted(got) == sorted(counted.taken) and sum(map(len, got.values())) == counted.bytes
+    assert not any(b"y" in data for data in got.values())  # no link's target
+    [cached] = os.listdir(os.path.join(home, ".cache", COURSE))
+    assert files_in(os.path.join(home, ".cache", COURSE, cached)) == dict(got, **{"timestamp.txt": mock.ANY})
+    parent = os.open(inbound, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        collected = copy_submission(parent, name, os.geteuid(), os.path.join(tmp, "collected"), SMALL,
+                                    ignore=CourseDirectory().ignore, skip_names=(A + ".html",))
+    finally:
+        os.close(parent)
+    assert no_notebook([A + ".ipynb"], collected) is None and collected.left_out == []
+    assert collected.bytes == counted.bytes
+
+
+def unreadable(monkeypatch, *names):
+    """The student cannot read ``names`` (as chmod 000 makes them for the student; the tests run as root, whom no
+    mode stops): the reader's open of them fails as the kernel's would."""
+    proxy = types.ModuleType("os")
+    proxy.__dict__.update(os.__dict__)
+
+    def student_open(path, flags, *args, **kwargs):
+        if path in names and "dir_fd" in kwargs:
+            raise PermissionError(errno.EACCES, "Permission denied")
+        return os.open(path, flags, *args, **kwargs)
+    proxy.open = student_open
+    monkeypatch.setattr(handin, "os", proxy)
+
+
+def test_a_file_the_student_cannot_read_is_left_out_and_named_and_an_unreadable_notebook_refused(tmp_path, monkeypatch,
+                                                                                                  caplog):
+    root, home = exchange(str(tmp_path))
+    folder = os.path.join(home, A)
+    os.makedirs(folder)
+    for name in (A + ".ipynb", "locked.csv"):
+        with open(os.path.join(folder, name), "w") as f:
+            f.write("{}")
+    os.mkfifo(os.path.join(folder, "pipe"))
+    unreadable(monkeypatch, "locked.csv")
+    assert submit(root, home) is None
+    [name] = os.listdir(os.path.join(root, COURSE, "inbound"))
+    assert sorted(files_in(os.path.join(root, COURSE, "inbound", name))) == [A + ".ipynb", "submission_secret.txt",
+                                                                           "timestamp.txt"]
+    assert ("The instructor will not get locked.csv: it cannot be read (permission denied): make it readable "
+            "(chmod u+r) and submit again") in caplog.text
+    assert "The instructor will not get pipe: a pipe, not a regular file" in caplog.text
+    unreadable(monkeypatch, A + ".ipynb")
+    assert submit(root, home) == ("the instructor would refuse it: it holds no notebook of the assignment (A.ipynb); "
+                                  "left out: A.ipynb: it cannot be read (permission denied): make it readable "
+                                  "(chmod u+r) and submit again")
+    assert os.listdir(os.path.join(root, COURSE, "inbound")) == [name]
+
+
+@pytest.mark.parametrize("fails", ["the copy", "the cache", "the permissions", "the rename", "an interrupt"])
+def test_a_submit_that_fails_half_way_leaves_nothing_and_the_earlier_submission_stays_the_latest(tmp_path,
+                                                                                               monkeypatch, fails):
+    root, home = exchange(str(tmp_path))
+    folder = os.path.join(home, A)
+    os.makedirs(folder)
+    with open(os.path.join(folder, A + ".ipynb"), "w") as f:
+        f.write("{}")
+    assert submit(root, home) is None
+    inbound, cache = os.path.join(root, COURSE, "inbound"), os.path.join(home, ".cache", COURSE)
+    before = (os.listdir(inbound), os.listdir(cache))
+    full = OSError(errno.ENOSPC, "No space left on device")
+    if fails == "the copy":
+        monkeypatch.setattr(handin, "_read_at_most", mock.Mock(side_effect=full))
+    elif fails == "the cache":
+        monkeypatch.setattr(submit_module.shutil, "copytree", mock.Mock(side_effect=shutil.Error("a named pipe")))
+    elif fails == "the permissions":
+        monkeypatch.setattr(submit_module, "open_to_group", mock.Mock(side_effect=full))
+    elif fails == "the rename":
+        monkeypatch.setattr(submit_module.os, "rename", mock.Mock(side_effect=full))
+    else:
+        monkeypatch.setattr(submit_module, "open_to_group", mock.Mock(side_effect=KeyboardInterrupt))
+    if fails == "an interrupt":
+        with pytest.raises(KeyboardInterrupt):
+            submit(root, home)
+    else:
+        said = submit(root, home)
+        assert said is not None and said.startswith("nothing was handed in: ") and said.endswith("; submit again")
+    assert (os.listdir(inbound), os.listdir(cache)) == before

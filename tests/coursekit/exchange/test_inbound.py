@@ -70,6 +70,13 @@ def test_scan_keeps_only_folders_their_student_owns_and_names_every_other_entry(
     assert found["ghost+A+2026-12-06 11:00:00 UTC"].owner == "nobody"
     assert found["root+Z+2026-12-06 11:00:00 UTC"].problem == "'Z' is no assignment of this course"
     assert "root+B+2026-12-06 11:00:00 UTC" not in found
+    # a later folder that a submit is still writing, or stopped writing (learner.submit): named, never collected,
+    # so the student's complete one stays the latest
+    (root / "root+A+2026-12-06 11:40:00.000000 UTC+r3.incomplete").mkdir()
+    found = {e.name: e for e in scan(fd, "A", roster={"root", "nobody"}, others={"B"}, now=NOW)}
+    assert found["root+A+2026-12-06 11:40:00.000000 UTC+r3.incomplete"].problem.startswith(
+        "it is not complete: a submit is writing it, or stopped before it was done")
+    assert [name for name, e in found.items() if e.problem is None] == [ok]
     # with no roster, a name with no Unix account behind it cannot have been written by its student
     (root / "nosuchuser-ck+A+2026-12-06 11:00:00 UTC").mkdir()
     found = {e.name: e for e in scan(fd, "A", roster=set(), others={"B"}, now=NOW)}
