@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from nbgrader.utils import capture_log, temp_attrs
 
+from grader.late import duration
 from grader.plain import inert
 
 from .inbound import shown
@@ -197,7 +198,7 @@ def collect(course_root, assignment, roster=None, out=print):
         count = result["counts"].get(student, 1)
         extra = f"; {count} submissions, the latest collected" if count > 1 else ""
         own = extended.get(student, due)
-        late = f"; LATE by {stamp - own}" if own is not None and stamp > own else ""
+        late = f"; LATE by {duration(stamp - own)}" if own is not None and stamp > own else ""  # as feedback says
         late += f" (extended to {own:%Y-%m-%d %H:%M} UTC)" if student in extended else ""
         history = (f"; the earlier one kept in submitted_history/{student}/{assignment}/" if state == "updated"
                    else "")

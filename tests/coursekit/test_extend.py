@@ -311,7 +311,7 @@ def test_the_release_and_the_feedback_tell_the_student_their_due_date_and_the_la
     lines = []
     exchange.collect(cc.root, a, out=lines.append)
     mine = [line for line in lines if line.lstrip().startswith(me + " ")]
-    assert len(mine) == 1 and "; LATE by 1 day, 23:5" in mine[0] and "extended" not in mine[0], lines
+    assert len(mine) == 1 and "; LATE by 1 day 23 hours 59 minutes" in mine[0] and "extended" not in mine[0], lines
     assert main(["extend", "--course", cc.root, a, me, "--by", "72"]) == 0
     lines = []
     exchange.collect(cc.root, a, out=lines.append)
