@@ -234,10 +234,7 @@ class SandboxedExecute(Execute):
             cut_before = cell_index in budget.cut
             if not budget.take(cell_index, content_bytes(msg) * self._copies(msg)):
                 if not cut_before:
-                    whole = budget.cut[cell_index]
-                    cap = (budget.notebook_bytes if whole else budget.cell_bytes) / MB
-                    cell.outputs.append(nbformat.v4.new_output("stream", name="stdout",
-                                                               text=cut_line(cell_index, cap, whole)))
+                    self._say_cut(cell, cell_index)
                     self._stop_flood(cell_index)
                 return None
         try:
@@ -247,6 +244,30 @@ class SandboxedExecute(Execute):
             # nbclient would stop the whole grading of the submission; it is dropped
             self.log.warning("dropped a malformed message from cell %s: %s", cell_index, type(exc).__name__)
             return None
+
+    def _say_cut(self, cell, index):
+        """The line that says which cap cut cell ``index``, added once to its outputs."""
+        whole = self._budget.cut[index]
+        cap = (self._budget.notebook_bytes if whole else self._budget.cell_bytes) / MB
+        cell.outputs.append(nbformat.v4.new_output("stream", name="stdout", text=cut_line(index, cap, whole)))
+
+    def on_cell_executed(self, **kwargs):
+        """nbgrader's (an error the cell's reply gives that its outputs lack is added to them), with that error
+        counted against the caps too: it came on the shell channel, past the output budget, up to one message's
+        size a cell. A cut cell gets none: its line says what stopped it (the interrupt's KeyboardInterrupt, or
+        whatever the student raised past the cap)."""
+        cell, index = kwargs["cell"], kwargs.get("cell_index")
+        before = len(cell.outputs)
+        super().on_cell_executed(**kwargs)
+        added = cell.outputs[before:]
+        del cell.outputs[before:]
+        for out in added:
+            if index in self._budget.cut:
+                return
+            if self._budget.take(index, content_bytes({"content": out})):
+                cell.outputs.append(out)
+            else:
+                self._say_cut(cell, index)
 
     def _stop_flood(self, index):
         """The kernel interrupted once a cell's output passes a cap: whatever it still meant to print would only be

@@ -135,12 +135,31 @@ def test_a_cell_past_its_cap_is_stopped_and_the_next_cells_run(tmp_path):
     nb, faults = run(tmp_path, f"import time\nfor i in range({pieces}):\n    print('x' * 2 ** 20, flush=True)\n"
                                f"    time.sleep(0.01)", "print('after', i)", "print('and', 1 + 1)")
     assert cut_lines(nb.cells[0]), nb.cells[0].outputs
+    assert [o for o in nb.cells[0].outputs if o.output_type == "error"] == [], "the interrupt's error shown past the cut"
     reached = int("".join(o.get("text", "") for o in nb.cells[1].outputs).split()[1])
     assert CELL_MB - 1 <= reached < 200, f"the loop went on to piece {reached} of {pieces} past a cap of {CELL_MB} MB"
     assert "".join(o.get("text", "") for o in nb.cells[2].outputs) == "and 2\n", nb.cells[2].outputs
     said = [words for kind, words in faults if kind == "output"]
     assert said == [f"cell 0: its output passed the cap of {CELL_MB} MB a cell; the cell was stopped, the rest of its "
                     f"output not kept"], faults
+
+
+@pytest.mark.pipeline
+def test_an_error_a_cell_raises_past_its_cap_is_not_kept_past_the_caps(tmp_path):
+    """The error of a cell's reply reaches the notebook outside the iopub messages (nbgrader adds it when the outputs
+    lack it): raised after the cell's own cut (the interrupt caught), it is not kept; in cells under the cap, it is
+    counted against the notebook's cap like any output."""
+    flood_then_raise = ("import time\ntry:\n    for _ in range(40):\n        print('x' * 2 ** 20, flush=True)\n"
+                        "        time.sleep(0.01)\nexcept KeyboardInterrupt:\n    pass\n"
+                        "raise ValueError('v' * 900_000)")
+    nb, faults = run(tmp_path, *[flood_then_raise] * 4)
+    for cell in nb.cells:
+        assert cut_lines(cell) and not [o for o in cell.outputs if o.output_type == "error"], cell.outputs
+    assert sum(kept(c) for c in nb.cells) <= NOTEBOOK_MB * MB + 4 * 4096, [kept(c) for c in nb.cells]
+    raised = "raise ValueError('w' * 700_000)"  # 1.4 MB a cell with its traceback: the fourth passes the 5 MB
+    nb, faults = run(tmp_path, *[raised] * 4)
+    assert sum(kept(c) for c in nb.cells) <= NOTEBOOK_MB * MB + 4096, [kept(c) for c in nb.cells]
+    assert cut_lines(nb.cells[3]), [o.get("ename") for o in nb.cells[3].outputs]
 
 
 @pytest.mark.pipeline
