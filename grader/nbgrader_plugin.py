@@ -18,11 +18,11 @@
 * ``ShortenTracebacks`` keeps feedback to the messages.
 """
 import ast
-import asyncio
 import functools
 import json
 import logging
 import os
+import queue
 import shutil
 import subprocess
 import tempfile
@@ -31,7 +31,6 @@ import time
 import nbformat
 import nbgrader.api
 from jupyter_client.manager import AsyncKernelManager
-from jupyter_core.utils import ensure_async
 from nbclient.exceptions import CellTimeoutError, DeadKernelError
 from nbclient.util import run_sync
 from nbgrader.preprocessors import Execute, NbGraderPreprocessor
@@ -181,6 +180,7 @@ class SandboxedExecute(Execute):
 
     def preprocess(self, nb, resources=None, km=None):
         self._dead = None
+        self._interrupts = set()  # the ids of interrupts sent to a cell past its cap, not yet answered
         self._budget = OutputBudget(self.max_cell_output_mb * MB, self.max_notebook_output_mb * MB)
         try:
             nb, resources = super().preprocess(nb, resources, km)
@@ -272,13 +272,27 @@ class SandboxedExecute(Execute):
     def _stop_flood(self, index):
         """The kernel interrupted once a cell's output passes a cap: whatever it still meant to print would only be
         made, sent and thrown away (2 GB of it cost minutes of both processes' time). Its grade is not at stake: the
-        checks run the cells again, apart. An interrupt that arrives once the cell is over is ignored (ipykernel
-        ignores SIGINT between cells), and the next cell is sent only after this one's last message is read."""
-        if self.km is None:
+        checks run the cells again, apart. The interrupt goes over the control channel, and the next cell waits for
+        its reply (``_interrupted``): by then the kernel has sent itself the SIGINT, which it ignores between cells,
+        so it cannot land on the next cell (it did, on a busy machine, when the next cell was sent first)."""
+        if self.kc is None:
             return
-        interrupted = asyncio.ensure_future(ensure_async(self.km.interrupt_kernel()))
-        interrupted.add_done_callback(lambda done: done.cancelled() or done.exception() is None or self.log.warning(
-            "could not interrupt cell %s past its output cap: %s", index, type(done.exception()).__name__))
+        msg = self.kc.session.msg("interrupt_request", {})
+        self.kc.control_channel.send(msg)
+        self._interrupts.add(msg["header"]["msg_id"])
+
+    def _interrupted(self, seconds=10):
+        """Wait (``seconds`` at most) for the replies to the interrupts ``_stop_flood`` sent."""
+        end = time.monotonic() + seconds
+        while self._interrupts and time.monotonic() < end:
+            try:
+                msg = run_sync(self.kc.control_channel.get_msg)(timeout=max(0.1, end - time.monotonic()))
+            except queue.Empty:
+                break
+            self._interrupts.discard((msg.get("parent_header") or {}).get("msg_id"))
+        if self._interrupts:
+            self.log.warning("no reply to the interrupt of a cell past its output cap within %s s", seconds)
+        self._interrupts.clear()
 
     def preprocess_cell(self, cell, resources, index):
         if self._dead:
@@ -291,6 +305,8 @@ class SandboxedExecute(Execute):
         started = time.monotonic()
         try:
             cell, resources = super().preprocess_cell(cell, resources, index)
+            if self._interrupts:
+                self._interrupted()
             if self._message_dropped(index):
                 return self._cut_off(cell), resources
             if any(out.get("ename") == "CellTimeoutError" for out in cell.get("outputs", [])):

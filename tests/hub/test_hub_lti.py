@@ -610,10 +610,14 @@ def test_grade_posts_the_platform_refuses_are_named_per_student(lti_class):
                      (TEACH_DEC, f"{hub.user(TEACH_DEC)} is not an instructor of {hub.courses[ENC]}")):
         status, answer = service_post(hub, hub.user_token(hub.user(who)), body)
         assert status == 403 and why in answer, (status, answer)
-    # a score above the maximum is no request to post
+    # a score above the maximum (nbgrader's extra credit) is posted as given; a negative one is no request to post
     status, answer = service_post(hub, hub.user_token(hub.user(TEACH_ENC)),
                                   dict(body, scores={hub.user(BOB): 11}))
-    assert status == 400 and "each score between 0 and the maximum" in answer, (status, answer)
+    assert status == 200 and answer["posted"][hub.user(BOB)] == 11, (status, answer)
+    assert lms.recorded(CONTEXTS[ENC], "02_dot_products")[BOB] == (11, 10)
+    status, answer = service_post(hub, hub.user_token(hub.user(TEACH_ENC)),
+                                  dict(body, scores={hub.user(BOB): -1}))
+    assert status == 400 and "each score a number of at least 0" in answer, (status, answer)
 
 
 def test_a_restart_keeps_what_the_launches_brought(lti_class):
