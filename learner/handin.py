@@ -147,14 +147,14 @@ def copy_submission(inbound_fd, name, uid, dest, limits=LIMITS, ignore=(), skip_
     return out
 
 
-def check_folder(path, notebooks, limits=LIMITS, ignore=()):
+def check_folder(path, notebooks, limits=LIMITS, ignore=(), dest=None):
     """What collect would make of the folder ``path`` if it were handed in as it is, read by the same reader
-    without writing anything: a ``Copied``, or ``RefusedSubmission`` with the sentence collect would print (over a
-    limit, or no notebook of the assignment: ``notebooks``)."""
+    (writing nothing, or its copy into the folder ``dest``): a ``Copied``, or ``RefusedSubmission`` with the sentence
+    collect would print (over a limit, or no notebook of the assignment: ``notebooks``)."""
     parent = os.open(os.path.dirname(os.path.abspath(path)) or "/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         skip = tuple(sorted(n[:-len(".ipynb")] + ".html" for n in notebooks))
-        copied = copy_submission(parent, os.path.basename(os.path.abspath(path)), None, None, limits, ignore, skip,
+        copied = copy_submission(parent, os.path.basename(os.path.abspath(path)), None, dest, limits, ignore, skip,
                                  added=ADDED_BY_SUBMIT)
     finally:
         os.close(parent)

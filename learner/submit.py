@@ -36,8 +36,7 @@ from nbgrader.auth.base import BaseAuthPlugin
 from nbgrader.exchange.default import ExchangeFetchAssignment, ExchangeFetchFeedback, ExchangeList, ExchangeSubmit
 from nbgrader.utils import check_directory
 
-from .handin import (ADDED_BY_SUBMIT, BEING_WRITTEN, InboundLimits, RefusedSubmission, check_folder, copy_submission,
-                     no_notebook, one_line)
+from .handin import BEING_WRITTEN, InboundLimits, RefusedSubmission, check_folder, one_line
 from .syllabus import NOTATION
 
 COURSES_ENV = "COURSE_IDS"  # the student's courses, comma-separated, as the hub's state gives them
@@ -299,19 +298,9 @@ class PrivateSubmit(HubRoot, ExchangeSubmit):
     def _write(self, writing, cache, secret, made):
         """The submission into the inbound's folder ``writing`` (made 0700: nobody else enters it while it is written)
         by collect's reader, nbgrader's time and secret in it, and its copy in the cache: the ``Copied``."""
-        parent = os.open(os.path.dirname(self.src_path), os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            made.append(writing)
-            notebooks = self.notebooks()
-            skip = tuple(sorted(n[:-len(".ipynb")] + ".html" for n in notebooks))
-            copied = copy_submission(parent, os.path.basename(self.src_path), None, writing,
-                                     InboundLimits.of(self.coursedir), self.coursedir.ignore, skip,
-                                     added=ADDED_BY_SUBMIT)
-        finally:
-            os.close(parent)
-        refused = no_notebook(notebooks, copied)
-        if refused:
-            raise RefusedSubmission(refused)
+        made.append(writing)
+        copied = check_folder(self.src_path, self.notebooks(), InboundLimits.of(self.coursedir), self.coursedir.ignore,
+                              dest=writing)
         for name, text in (("timestamp.txt", self.timestamp), ("submission_secret.txt", secret)):
             fd = os.open(os.path.join(writing, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
             with os.fdopen(fd, "w") as f:
