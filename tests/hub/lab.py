@@ -98,32 +98,29 @@ def button_in(page, list_id, label):
     return page.locator(f"#{list_id}:visible button", has_text=re.compile(f"^{label}$"))
 
 
-def press_in_assignments(page, list_id, label, timeout=120):
-    """Press a button of the Assignments tab, bringing the tab to the front again if something else took it (after an
-    upload, JupyterLab opens the uploaded notebook a few seconds later, in front)."""
+def in_assignments(page, list_id, label, act, timeout=120):
+    """``act`` (a locator's ``click`` or ``wait_for``) on a button of the Assignments tab, bringing the tab to the
+    front again while it fails: after an upload, JupyterLab opens the uploaded notebook seconds later, in front of
+    it (on a busy machine after the Submit too)."""
     end = time.monotonic() + timeout
     while True:
         open_assignments(page)
         try:
-            button_in(page, list_id, label).click(timeout=5_000)
+            getattr(button_in(page, list_id, label), act)(timeout=5_000)
             return
         except Exception:
             if time.monotonic() > end:
                 raise
+
+
+def press_in_assignments(page, list_id, label, timeout=120):
+    """Press a button of the Assignments tab (``in_assignments``)."""
+    in_assignments(page, list_id, label, "click", timeout)
 
 
 def wait_in_assignments(page, list_id, label, timeout=120):
-    """Wait until the Assignments tab shows a button, bringing the tab to the front again while waiting (the notebook
-    uploaded just before may open in front of it seconds later, on a busy machine after the Submit)."""
-    end = time.monotonic() + timeout
-    while True:
-        open_assignments(page)
-        try:
-            button_in(page, list_id, label).wait_for(timeout=5_000)
-            return
-        except Exception:
-            if time.monotonic() > end:
-                raise
+    """Wait until the Assignments tab shows a button (``in_assignments``)."""
+    in_assignments(page, list_id, label, "wait_for", timeout)
 
 
 def open_folder(page, name):
