@@ -17,6 +17,8 @@ import io
 import re
 import unicodedata
 
+from learner.plain import ACTING, escaped, inert  # noqa: F401 (inert: grader.plain's own, for its callers)
+
 _ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]"            # CSI: colours, cursor moves, erasing
                       r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC: window titles, hyperlinks
                       r"|\x1b[PX^_][^\x1b]*(?:\x1b\\)?"       # DCS, SOS, PM, APC strings
@@ -36,33 +38,8 @@ def plain(text, one_line=False):
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
 
 
-_SHORT = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-# what a terminal, a log reader or a spreadsheet acts on rather than shows: control characters (C0, DEL, C1), format
-# characters (direction overrides, zero-width joiners), line and paragraph separators, and lone surrogates (bytes of
-# a name that are not UTF-8, kept by surrogateescape)
-_ACTING = {"Cc", "Cf", "Zl", "Zp", "Cs"}
-
-
-def _escaped(ch):
-    if ch in _SHORT:
-        return _SHORT[ch]
-    code = ord(ch)
-    if 0xDC80 <= code <= 0xDCFF:  # a byte that was not UTF-8 (surrogateescape)
-        return f"\\x{code - 0xDC00:02x}"
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
-def inert(text):
-    """``text`` (a name, an id, a field a student wrote) as one inert line: every character that a terminal, a log
-    reader or a CSV reader would act on (control, format and separator characters) shown escaped, the rest kept."""
-    text = str(text)
-    if not any(unicodedata.category(ch) in _ACTING for ch in text):
-        return text
-    return "".join(_escaped(ch) if unicodedata.category(ch) in _ACTING else ch for ch in text)
-
-
 def _guarded(text):
-    return "".join(ch if ch in "\n\t" or unicodedata.category(ch) not in _ACTING else _escaped(ch) for ch in text)
+    return "".join(ch if ch in "\n\t" or unicodedata.category(ch) not in ACTING else escaped(ch) for ch in text)
 
 
 class InertStream(io.TextIOBase):

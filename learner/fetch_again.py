@@ -20,7 +20,7 @@ import stat
 import sys
 import tempfile
 
-from .handin import one_line
+from .plain import inert
 
 ASSIGNMENT_NAME = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}\Z")
 ASIDE_NAME = "{name}.moved-{time}"  # where the student's folder goes, beside it
@@ -70,28 +70,28 @@ def fetch_again(assignment_id, course_id=None, where=None, now=None):
     (see the module). Returns the lines to print; raises ``FetchRefused`` with nothing changed."""
     from nbgrader.exchange import ExchangeError
     if not isinstance(assignment_id, str) or not ASSIGNMENT_NAME.match(assignment_id) or ".." in assignment_id:
-        raise FetchRefused(f"{one_line(repr(assignment_id))} is not an assignment's name (letters, digits, '_', '.' "
+        raise FetchRefused(f"{inert(repr(assignment_id))} is not an assignment's name (letters, digits, '_', '.' "
                            f"and '-'): nothing was fetched")
     where = os.path.abspath(where or os.path.expanduser("~"))
     fetch = student_fetch(assignment_id, course_id, where)
     courses = fetch.authenticator.get_student_courses(fetch.coursedir.student_id)  # None: any (off a hub)
-    yours = f" (yours: {one_line(', '.join(courses))})" if courses else ""
+    yours = f" (yours: {inert(', '.join(courses))})" if courses else ""
     if not fetch.coursedir.course_id:  # a student in several courses (the hub names none in their settings)
         raise FetchRefused(f"name the course with --course-id{yours}: nothing was fetched")
     if not fetch.authenticator.has_access(fetch.coursedir.student_id, fetch.coursedir.course_id):
-        raise FetchRefused(f"you are not in the course {one_line(fetch.coursedir.course_id)}{yours}: nothing was "
+        raise FetchRefused(f"you are not in the course {inert(fetch.coursedir.course_id)}{yours}: nothing was "
                            f"fetched")
     try:
         fetch.set_timestamp()
         fetch.init_src()  # the course: the student's, the hub's (CourseFetch); the assignment: released
     except ExchangeError as exc:
-        raise FetchRefused(_not_released(fetch, assignment_id) or f"{one_line(str(exc))}: nothing was fetched") \
+        raise FetchRefused(_not_released(fetch, assignment_id) or f"{inert(str(exc))}: nothing was fetched") \
             from None
     course = fetch.coursedir.course_id
     rel = os.path.join(course, assignment_id) if fetch.path_includes_course else assignment_id
     dest = os.path.join(fetch.assignment_dir, rel)
     parent = os.path.dirname(dest)
-    shown = one_line(os.path.relpath(dest, where) if dest.startswith(where + os.sep) else dest)
+    shown = inert(os.path.relpath(dest, where) if dest.startswith(where + os.sep) else dest)
     try:
         st = os.lstat(dest)
     except FileNotFoundError:
@@ -110,7 +110,7 @@ def fetch_again(assignment_id, course_id=None, where=None, now=None):
     except (ExchangeError, OSError) as exc:
         shutil.rmtree(fresh, ignore_errors=True)  # the half-made copy, ours; the student's folder is untouched
         why = exc.strerror if isinstance(exc, OSError) else str(exc).replace(fresh, shown)
-        raise FetchRefused(f"no fresh copy of {assignment_id} could be made ({one_line(why)}): {shown} is as it "
+        raise FetchRefused(f"no fresh copy of {assignment_id} could be made ({inert(why)}): {shown} is as it "
                            f"was") from None
     lines = []
     if st is not None:
@@ -120,14 +120,14 @@ def fetch_again(assignment_id, course_id=None, where=None, now=None):
             shutil.rmtree(fresh, ignore_errors=True)
             raise FetchRefused(f"{shown} could not be moved aside ({exc.strerror}): it is as it was, and nothing was "
                                f"fetched") from None
-        lines.append(f"moved your folder {shown} to {one_line(os.path.relpath(aside, where))} (nothing in it was "
+        lines.append(f"moved your folder {shown} to {inert(os.path.relpath(aside, where))} (nothing in it was "
                      f"deleted)")
     try:
         os.rename(fresh, dest)
     except OSError as exc:  # something took the folder's place meanwhile: the fresh copy stays where it was made
         raise FetchRefused(f"the fresh copy could not be put at {shown} ({exc.strerror}): it is in "
-                           f"{one_line(os.path.relpath(fresh, where))}; " + "; ".join(lines)) from None
-    lines.append(f"fetched a fresh copy of {assignment_id} (course {one_line(course)}) into {shown}")
+                           f"{inert(os.path.relpath(fresh, where))}; " + "; ".join(lines)) from None
+    lines.append(f"fetched a fresh copy of {assignment_id} (course {inert(course)}) into {shown}")
     return lines
 
 
@@ -153,7 +153,7 @@ def _not_released(fetch, assignment_id):
         released = sorted(n for n in os.listdir(outbound) if ASSIGNMENT_NAME.match(n))
     except OSError:
         released = []
-    return (f"{assignment_id} is not released in the course {one_line(fetch.coursedir.course_id)} (released: "
+    return (f"{assignment_id} is not released in the course {inert(fetch.coursedir.course_id)} (released: "
             f"{', '.join(released) or 'none yet'}): nothing was fetched")
 
 

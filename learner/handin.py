@@ -19,6 +19,8 @@ import pwd
 import stat
 from dataclasses import dataclass, field
 
+from .plain import inert
+
 # what nbgrader's submit writes and collect replaces or checks itself
 WRITTEN_BY_COLLECT = ("timestamp.txt",)
 ADDED_BY_SUBMIT = {"submission_secret.txt": 128}  # what else nbgrader's submit writes at the top: name, bytes
@@ -86,12 +88,6 @@ def no_notebook(notebooks, copied):
         more = f" and {len(others) - NOTEBOOKS_NAMED} more" if len(others) > NOTEBOOKS_NAMED else ""
         return why + f"; it holds {', '.join(others[:NOTEBOOKS_NAMED])}{more}: the notebook must keep its name"
     return why
-
-
-def one_line(text):
-    """``text`` as one line, every character that is not printable (newlines, escapes, format characters) shown
-    escaped: a refusal naming a student's file reaches a notification or a log whole."""
-    return "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text)
 
 
 def owner_name(uid):

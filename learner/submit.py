@@ -36,7 +36,8 @@ from nbgrader.auth.base import BaseAuthPlugin
 from nbgrader.exchange.default import ExchangeFetchAssignment, ExchangeFetchFeedback, ExchangeList, ExchangeSubmit
 from nbgrader.utils import check_directory
 
-from .handin import BEING_WRITTEN, InboundLimits, RefusedSubmission, check_folder, one_line
+from .handin import BEING_WRITTEN, InboundLimits, RefusedSubmission, check_folder
+from .plain import inert
 from .syllabus import NOTATION
 
 COURSES_ENV = "COURSE_IDS"  # the student's courses, comma-separated, as the hub's state gives them
@@ -257,9 +258,9 @@ class PrivateSubmit(HubRoot, ExchangeSubmit):
         try:
             check_folder(self.src_path, self.notebooks(), InboundLimits.of(self.coursedir), self.coursedir.ignore)
         except RefusedSubmission as exc:
-            self.fail(one_line(f"the instructor would refuse it: {exc}"))
+            self.fail(inert(f"the instructor would refuse it: {exc}"))
         except OSError as exc:
-            self.fail(one_line(f"your folder {self.src_path} cannot be read ({exc.strerror})"))
+            self.fail(inert(f"your folder {self.src_path} cannot be read ({exc.strerror})"))
 
     def copy_files(self):
         """nbgrader's submit (``ExchangeSubmit.copy_files``: the inbound, then the cache in the student's home, the
@@ -282,16 +283,16 @@ class PrivateSubmit(HubRoot, ExchangeSubmit):
             os.rename(writing, dest)
         except RefusedSubmission as exc:  # the folder changed since it was checked
             self._remove(made)
-            self.fail(one_line(f"the instructor would refuse it: {exc}"))
+            self.fail(inert(f"the instructor would refuse it: {exc}"))
         except OSError as exc:
             self._remove(made)
-            self.fail(one_line(f"nothing was handed in: {exc.filename or dest} could not be written or read "
+            self.fail(inert(f"nothing was handed in: {exc.filename or dest} could not be written or read "
                                f"({exc.strerror or exc}); submit again"))
         except BaseException:
             self._remove(made)
             raise
         for path, why in copied.left_out:
-            self.log.warning("The instructor will not get %s: %s", one_line(path), why)
+            self.log.warning("The instructor will not get %s: %s", inert(path), why)
         self.log.info("Submitted as: %s %s %s", self.coursedir.course_id, self.coursedir.assignment_id,
                       self.timestamp)
 

@@ -26,8 +26,8 @@ from coursekit.exchange.classes import CourseCollect
 from coursekit.hub.setup import student_nbgrader_config
 from coursekit.paths import COURSE_DIR
 from learner import handin, submit as submit_module
-from learner.handin import (LIMITS, InboundLimits, RefusedSubmission, check_folder, copy_submission, no_notebook,
-                            one_line)
+from learner.handin import LIMITS, InboundLimits, RefusedSubmission, check_folder, copy_submission, no_notebook
+from learner.plain import inert
 from learner.submit import PrivateSubmit
 
 A = "A"
@@ -277,7 +277,7 @@ def test_what_reaches_the_inbound_is_what_the_check_counted_and_collect_takes_it
     said = submit(root, home)
     inbound = os.path.join(root, COURSE, "inbound")
     if expected is not None:
-        assert said == one_line("the instructor would refuse it: " + expected) and os.listdir(inbound) == []
+        assert said == inert("the instructor would refuse it: " + expected) and os.listdir(inbound) == []
         assert str(counted) == expected
         return
     assert said is None, said
