@@ -22,7 +22,6 @@ from learner.fetch_again import FetchRefused, fetch_again, run_fetch_again
 A = "A"
 COURSE = "c1"
 NOW = datetime.datetime(2026, 12, 7, 9, 15, 0, tzinfo=datetime.timezone.utc)
-as_root = pytest.mark.skipif(os.geteuid() != 0, reason="runs as another user, mounts a tmpfs: as root (make test)")
 
 
 def class_of(base, release_bytes=10):
@@ -145,7 +144,8 @@ def test_a_link_or_a_file_where_the_folder_should_be_is_refused_and_nothing_chan
     assert tree(str(tmp_path)) == before
 
 
-@as_root
+@pytest.mark.pipeline  # it changes the machine for a moment: make test runs it, never the fast loop
+@pytest.mark.skipif(os.geteuid() != 0, reason="as root (make test): it mounts a tmpfs or runs as another user")
 def test_with_no_room_for_a_fresh_copy_the_folder_stays_as_it_was(tmp_path):
     root, _ = class_of(str(tmp_path), release_bytes=200_000)
     home = tmp_path / "full"
@@ -165,7 +165,8 @@ def test_with_no_room_for_a_fresh_copy_the_folder_stays_as_it_was(tmp_path):
         subprocess.run(["umount", str(home)], check=True)
 
 
-@as_root
+@pytest.mark.pipeline  # it changes the machine for a moment: make test runs it, never the fast loop
+@pytest.mark.skipif(os.geteuid() != 0, reason="as root (make test): it mounts a tmpfs or runs as another user")
 def test_a_student_runs_it_in_their_terminal_as_themselves():
     """`course fetch-again` as a real Unix user (nobody) in a home of theirs: the moved folder and the fresh copy are
     theirs (one process: the command's refusals are the function's, below)."""
