@@ -21,6 +21,7 @@ as_root = pytest.mark.skipif(os.geteuid() != 0, reason="creates a Unix user: run
 
 
 @as_root
+@pytest.mark.pipeline  # makes Unix users or opens folders outside the clone: make test, not the fast loop
 def test_the_users_the_hub_creates_get_a_first_password_that_pam_accepts(tmp_path):
     import pamela
     name = "ckpw-" + secrets.token_hex(3)

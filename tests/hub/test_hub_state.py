@@ -36,6 +36,7 @@ print(" ".join(sorted(read)))
 
 
 @as_root
+@pytest.mark.pipeline  # makes Unix users or opens folders outside the clone: make test, not the fast loop
 def test_nothing_of_the_state_is_readable_by_a_student_even_while_it_is_written():
     """A student's process reads by name, over and over, the files the hub writes, while the hub writes its state
     300 times: it never gets a byte (writing a known temporary name and making it private afterwards lost 13 of 300

@@ -134,6 +134,7 @@ def open_tmp():
 
 
 @as_root
+@pytest.mark.pipeline  # changes the machine for a moment: make test runs it, never the fast loop
 @pytest.mark.xdist_group("hub")  # opens the folders above this install's Python to other users while it runs
 def test_the_roster_is_enrolled_by_the_folders_owner_never_through_a_link(open_tmp):
     from hub_helpers import python_reachable
@@ -170,6 +171,7 @@ def enrolled_by_owner(tmp_path):
 
 
 @as_root
+@pytest.mark.pipeline  # makes Unix users and a group for a moment: make test runs it, never the fast loop
 def test_an_instructors_group_holds_its_instructors_alone():
     """A teaching assistant who is no longer an instructor (``--instructor`` or a course's ``instructors``) but is
     still in the course's staff group is named with the command that fixes it, and taken out by ``take_out`` (what

@@ -64,6 +64,7 @@ def test_the_class_list_is_read_page_by_page(lms):
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="groups and users need root (the hub tests run as root)")
+@pytest.mark.pipeline  # makes Unix users or opens folders outside the clone: make test, not the fast loop
 def test_joiners_leavers_and_a_role_change_are_said_and_followed(lms, tmp_path):
     platform, credentials = lms
     folder = str(tmp_path / "course")

@@ -52,6 +52,7 @@ HOSTILE = st.one_of(
 
 @given(HOSTILE)
 @settings(max_examples=200, deadline=None, database=None)  # no .hypothesis folder in the tree
+@pytest.mark.pipeline  # makes Unix users or opens folders outside the clone: make test, not the fast loop
 def test_an_lms_user_id_gives_a_unix_name_exactly_when_useradd_would_take_it(value):
     name = unix_name(value, PREFIX)
     assert (name is not None) == useradds_rule(PREFIX + value), repr(value)
@@ -60,6 +61,7 @@ def test_an_lms_user_id_gives_a_unix_name_exactly_when_useradd_would_take_it(val
         assert name == PREFIX + value
 
 
+@pytest.mark.pipeline  # makes Unix users or opens folders outside the clone: make test, not the fast loop
 def test_a_final_newline_is_no_valid_name():
     """The regression of the issue: `$` matches before a final newline, so "bob\\n" passed and useradd failed."""
     assert unix_name("bob\n", "") is None and UNIX_NAME.match("bob\n") is None
@@ -92,6 +94,7 @@ def test_an_id_ending_in_a_newline_is_refused_with_a_sentence_naming_it(hub_stat
 
 
 @root
+@pytest.mark.pipeline  # makes Unix users or opens folders outside the clone: make test, not the fast loop
 def test_an_account_another_install_made_is_not_taken(hub_state):
     """An account with the comment every install of the course writes (`useradd --comment attention-course`), made
     outside this hub: the launch whose id names it is refused, and the hub's state does not list it."""
@@ -111,6 +114,7 @@ def test_an_account_another_install_made_is_not_taken(hub_state):
 
 
 @root
+@pytest.mark.pipeline  # makes Unix users or opens folders outside the clone: make test, not the fast loop
 def test_an_account_this_hub_made_is_recorded_and_taken_again(hub_state):
     """The first launch: no account, so it is admitted; ``provision`` makes it and records it in the hub's state.
     The next launch of the same user finds an existing account, which this hub made: admitted."""
