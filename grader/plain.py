@@ -17,7 +17,7 @@ import io
 import re
 import unicodedata
 
-from learner.plain import ACTING, escaped, inert  # noqa: F401 (inert: grader.plain's own, for its callers)
+from learner.inert_text import ACTING, escaped, inert  # noqa: F401 (inert: grader.plain's own, for its callers)
 
 _ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]"            # CSI: colours, cursor moves, erasing
                       r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?"  # OSC: window titles, hyperlinks

@@ -20,7 +20,7 @@ import stat
 import sys
 import tempfile
 
-from .plain import inert
+from .inert_text import inert
 
 ASSIGNMENT_NAME = re.compile(r"\A[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}\Z")
 ASIDE_NAME = "{name}.moved-{time}"  # where the student's folder goes, beside it

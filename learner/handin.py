@@ -19,7 +19,7 @@ import pwd
 import stat
 from dataclasses import dataclass, field
 
-from .plain import inert
+from .inert_text import inert
 
 # what nbgrader's submit writes and collect replaces or checks itself
 WRITTEN_BY_COLLECT = ("timestamp.txt",)

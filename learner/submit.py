@@ -37,7 +37,7 @@ from nbgrader.exchange.default import ExchangeFetchAssignment, ExchangeFetchFeed
 from nbgrader.utils import check_directory
 
 from .handin import BEING_WRITTEN, InboundLimits, RefusedSubmission, check_folder
-from .plain import inert
+from .inert_text import inert
 from .syllabus import NOTATION
 
 COURSES_ENV = "COURSE_IDS"  # the student's courses, comma-separated, as the hub's state gives them

@@ -102,6 +102,7 @@ def test_the_instructors_server_starts_in_the_course_folder_where_a_terminal_ope
     assert amy.notebook_dir == "~" and amy.cmd == [sys.executable, "-m", "jupyterhub.singleuser"]
 
 
+@pytest.mark.pipeline  # reads the lab plugin `make node` builds (make test does; the fast loop does not)
 def test_a_students_nbgrader_menu_has_no_formgrader_entry(tmp_path):
     """nbgrader's menu lists Formgrader whenever a plugin registers its command; on the hub the course's hub-lab
     extension registers it (a tab of its own): a student's lab disables that plugin, by the id the extension gives

@@ -27,7 +27,7 @@ from coursekit.hub.setup import student_nbgrader_config
 from coursekit.paths import COURSE_DIR
 from learner import handin, submit as submit_module
 from learner.handin import LIMITS, InboundLimits, RefusedSubmission, check_folder, copy_submission, no_notebook
-from learner.plain import inert
+from learner.inert_text import inert
 from learner.submit import PrivateSubmit
 
 A = "A"
