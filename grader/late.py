@@ -211,7 +211,8 @@ def not_yet_due(gb, assignment, student, now=None):
 # ------------------------------------------------------------------ a student's due date
 def extension_only(submission):
     """True for a gradebook row that holds only an extension (``course extend`` before the student submitted):
-    no time of submission and no score, auto or manual, in any cell. Readers of grades count it as no submission."""
+    no time of submission and no score, auto or manual, in any cell. Readers of grades count it as no submission. Every submission this course collects has a time (collect writes
+    ``timestamp.txt``, nbgrader's autograde reads it into the row), so a row without one was not collected."""
     if submission.timestamp is not None:
         return False
     return all(g.auto_score is None and g.manual_score is None for nb in submission.notebooks for g in nb.grades)

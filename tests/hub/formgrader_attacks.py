@@ -6,6 +6,7 @@ if it ran, would set ``window.__pwned``; ``try_the_formgrader`` asserts none did
 is the link's value exactly (a JavaScript string, not one cut short), that the names are shown as text, that every
 answer carries the formgrader's Content-Security-Policy, that nbgrader's own pages broke no rule of it, and that a
 submission's maths is typeset by the server's own MathJax, with nothing asked of another machine."""
+import datetime
 import os
 import shutil
 import urllib.parse
@@ -71,8 +72,8 @@ def fill_gradebook(course, student):
         gb.update_or_create_student(STUDENT, first_name=FIRST, last_name=LAST)
         nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("A submitted notebook."),
                                              nbformat.v4.new_markdown_cell(MATHS)])
-        for sid in (student, STUDENT):
-            gb.add_submission(ASSIGNMENT, sid)
+        for sid in (student, STUDENT):  # collected: the course's collect always writes the time (a row without one
+            gb.add_submission(ASSIGNMENT, sid, timestamp=datetime.datetime(2026, 9, 1, 12))  # is `course extend`'s)
         for folder in [os.path.join(course, "autograded", sid, ASSIGNMENT) for sid in (student, STUDENT)] + [
                 os.path.join(course, "source", ASSIGNMENT)]:  # the source: Manage Assignments lists its folders
             os.makedirs(folder, exist_ok=True)

@@ -83,10 +83,18 @@ class Terminal:
         return self.wait_for(re.compile(r"\n[^\n]*[$#] *(\n *)*$"), timeout)
 
 
-def open_assignments(page):
-    """The Assignments tab (Nbgrader > Assignment List), in front."""
-    menu(page, "Nbgrader", "Assignment List")
-    page.locator("#released_assignments_list:visible").wait_for(timeout=60_000)
+def open_assignments(page, timeout=120):
+    """The Assignments tab (Nbgrader > Assignment List), in front: the menu again while it is not (a notebook
+    JupyterLab opens after an upload can come in front of it between the menu and the wait)."""
+    end = time.monotonic() + timeout
+    while True:
+        try:
+            menu(page, "Nbgrader", "Assignment List")
+            page.locator("#released_assignments_list:visible").wait_for(timeout=15_000)
+            return
+        except Exception:
+            if time.monotonic() > end:
+                raise
 
 
 def close_current_tab(page):
@@ -104,8 +112,8 @@ def in_assignments(page, list_id, label, act, timeout=120):
     it (on a busy machine after the Submit too)."""
     end = time.monotonic() + timeout
     while True:
-        open_assignments(page)
         try:
+            open_assignments(page, timeout=0)
             getattr(button_in(page, list_id, label), act)(timeout=5_000)
             return
         except Exception:
