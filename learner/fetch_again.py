@@ -194,3 +194,19 @@ def _umask():
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
+
+
+def main(argv=None):
+    """``python -m learner.fetch_again ASSIGNMENT [--course-id ID] [--dir FOLDER]``: what `course fetch-again` runs,
+    and what the Assignments tab's "Fresh copy" runs (``learner.lab_server``) where only the learner's side is."""
+    import argparse
+    p = argparse.ArgumentParser(prog="course fetch-again")
+    p.add_argument("assignment")
+    p.add_argument("--course-id", default=None)
+    p.add_argument("--dir", default=None)
+    args = p.parse_args(argv)
+    return run_fetch_again(args.assignment, args.course_id, args.dir)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

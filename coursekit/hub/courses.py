@@ -378,7 +378,7 @@ def spawn_hook(settings):
             # the courses the hub's state gives this student: the Assignments tab's, and no other (learner.submit)
             mine = [c for c, course in sorted(data.get("courses", {}).items()) if name in course.get("students", [])]
             env.update(JUPYTER_CONFIG_PATH=settings["student_config"], PYTHONPATH=settings["packages"],
-                       COURSE_IDS=",".join(mine))
+                       COURSE_IDS=",".join(mine), COURSE_GRADING_URL=settings["grading_url"])  # their due dates
             spawner.notebook_dir = "~"
         spawner.environment = env
     return course_environment

@@ -83,7 +83,70 @@ def _quiet_dialogs():
     api.capture_log = quiet_capture_log
 
 
+EXTEND_LIMIT = 600  # seconds `course extend` may take (it regrades the late penalty of graded submissions)
+
+
+def extend_in_a_process(root, asked):
+    """`course extend` in the course folder ``root`` as the lab's Extension dialog asks it (``asked``: assignment,
+    students, and one of until, hours, remove): {success, lines} or {success: False, message}."""
+    import subprocess
+    import sys
+    students = asked.get("students")
+    if not (isinstance(asked.get("assignment"), str) and isinstance(students, list) and students
+            and all(isinstance(s, str) and s for s in students)):
+        return {"success": False, "message": "name an assignment and at least one student"}
+    when = [(flag, asked.get(key)) for key, flag in (("until", "--until"), ("hours", "--by"))
+            if isinstance(asked.get(key), str) and asked.get(key).strip()]
+    if asked.get("remove") is True:
+        when.append(("--remove", None))
+    if len(when) != 1:
+        return {"success": False, "message": "give one of: a date (until), a number of hours, or remove"}
+    flag, value = when[0]
+    command = [sys.executable, "-m", "coursekit", "extend", flag if value is None else f"{flag}={value.strip()}",
+               "--course", root, asked["assignment"], "--", *students]
+    try:
+        done = subprocess.run(command, cwd=root, capture_output=True, timeout=EXTEND_LIMIT, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return {"success": False, "message": f"course extend did not finish within {EXTEND_LIMIT} s"}
+    said = [line for line in done.stdout.decode("utf-8", "replace").splitlines() if line.strip()]
+    if done.returncode == 0:
+        return {"success": True, "lines": said}
+    why = [line for line in done.stderr.decode("utf-8", "replace").splitlines() if line.strip()]
+    message = why[-1] if why else f"course extend ended with status {done.returncode}"
+    return {"success": False, "message": message.removeprefix("course extend: ")}
+
+
+def _extend_handler(root):
+    import asyncio
+    import json
+
+    from jupyter_server.base.handlers import APIHandler
+    from tornado import web
+
+    class Extend(APIHandler):
+        """POST <base>course/extend: `course extend` from the lab (Nbgrader > Extension...)."""
+
+        @web.authenticated
+        async def post(self):
+            try:
+                asked = json.loads(self.request.body or b"{}")
+                assert isinstance(asked, dict)
+            except (ValueError, AssertionError):
+                raise web.HTTPError(400, "not a request for an extension") from None
+            answer = await asyncio.get_running_loop().run_in_executor(None, extend_in_a_process, root, asked)
+            self.set_header("Content-Type", "application/json")
+            self.finish(json.dumps(answer))
+
+    return Extend
+
+
 def _load_jupyter_server_extension(serverapp):
+    import os
+
+    from jupyter_server.utils import url_path_join
+    root = os.environ.get("COURSE_ROOT") or serverapp.root_dir
+    serverapp.web_app.add_handlers(".*$", [(url_path_join(serverapp.web_app.settings["base_url"], "course/extend"),
+                                            _extend_handler(os.path.abspath(root)))])
     _quiet_dialogs()
     from ..formgrader_api import install_course_api
     install_course_api()  # `course extend`'s rows alone are no submission in the formgrader's lists and averages

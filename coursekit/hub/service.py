@@ -97,8 +97,9 @@ def authorise(config, api_url, header, course):
 
 def make_app(config, client, api_url, config_path=None):
     """The service's web application: POST /grade, one submission; POST /lms/scores, an assignment's scores to the
-    LMS (``coursekit.lms.return_grades``). With ``config_path`` the settings are read again whenever that file changes (an
-    LTI launch adds an instructor to a course).
+    LMS (``coursekit.lms.return_grades``); GET /due, the asker's own due dates (``due_dates_of``). With
+    ``config_path`` the settings are read again whenever that file changes (an LTI launch adds an instructor to a
+    course).
 
     Who asks is checked before the body is read: the course is in the URL (``?course=FOLDER``) and the token in the
     header, so a request from anyone but an instructor of that course is refused (403) and its connection closed
@@ -198,7 +199,58 @@ def make_app(config, client, api_url, config_path=None):
             self.set_header("Content-Type", "application/json")
             self.finish(json.dumps(answer))
 
-    return web.Application([(r"/grade", Grade), (r"/lms/scores", PostScores)])
+    class Due(web.RequestHandler):
+        """GET /due: the due dates of whoever's token it is (a student's server asks, ``learner.lab_server``), in
+        every course of this hub whose gradebook lists them (``due_dates_of``)."""
+
+        async def get(self):
+            header = self.request.headers.get(TOKEN_HEADER) or ""
+            token = header[len("token "):].strip() if header.startswith("token ") else ""
+            loop = asyncio.get_running_loop()
+            user = await loop.run_in_executor(None, whoami, api_url, token) if token else None
+            if user is None or not valid_student_id(user):
+                self.set_status(403)
+                self.set_header("Content-Type", "text/plain; charset=utf-8")
+                self.finish("no valid JupyterHub token")
+                return
+            courses = sorted(current()["courses"])
+            answer = await loop.run_in_executor(None, due_dates_of, courses, user)
+            self.set_header("Content-Type", "application/json")
+            self.finish(json.dumps({"value": answer}))
+
+    return web.Application([(r"/grade", Grade), (r"/lms/scores", PostScores), (r"/due", Due)])
+
+
+def due_dates_of(courses, student):
+    """``student``'s due dates in each course folder of ``courses`` whose gradebook lists them: each read by the
+    gradebook's owner in a process of theirs (``coursekit.student_due``), never by root. A course that cannot be read
+    (no gradebook, one of root's, a reader that fails or takes over a minute) is left out and named in the log."""
+    import subprocess
+    out = []
+    for folder in courses:
+        try:
+            st = os.stat(os.path.join(folder, "gradebook.db"))
+        except OSError:
+            continue  # no gradebook yet: no due date to show
+        if st.st_uid == 0:
+            log.warning("due dates of %s not read: its gradebook is root's", inert(folder))
+            continue
+        env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "HOME": "/nonexistent",
+               **{k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ}}
+        try:
+            done = subprocess.run([sys.executable, "-m", "coursekit.student_due", folder, student], env=env,
+                                  cwd="/", user=st.st_uid, group=st.st_gid, extra_groups=[], capture_output=True,
+                                  timeout=60, stdin=subprocess.DEVNULL)
+            if done.returncode == 0:
+                found = json.loads(done.stdout)
+                if found["assignments"]:
+                    out.append(found)
+                continue
+            why = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [f"exit {done.returncode}"]
+        except (subprocess.TimeoutExpired, OSError, ValueError, KeyError, TypeError) as exc:
+            why = [type(exc).__name__]
+        log.warning("due dates of %s for %s not read: %s", inert(folder), inert(student), inert(why[0]))
+    return out
 
 
 def read_config(path):

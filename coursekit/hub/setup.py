@@ -138,7 +138,8 @@ def role_settings(state, exchange, course):
             server["ServerApp"] = {"jpserver_extensions": {formgrader_tab.EXTENSION: True},
                                    "terminado_settings": terminal}
         if role == "student":
-            server["ServerApp"] = {"jpserver_extensions": {n: False for n in STUDENT_OFF_SERVER_EXTENSIONS},
+            server["ServerApp"] = {"jpserver_extensions": {**{n: False for n in STUDENT_OFF_SERVER_EXTENSIONS},
+                                                           "learner.lab_server": True},  # due dates, fresh copy
                                    "terminado_settings": terminal}
             hidden.update({n: True for n in STUDENT_HIDDEN_PLUGINS})
             from ..exchange.course_id import course_id_of  # the course's own id: its folder in the exchange
@@ -260,7 +261,8 @@ def course_environment(spawner):
         # the file browser's top is asked for "", which jupyter_server_terminals resolves against that folder
         spawner.cmd = IN_COURSE_FOLDER + SERVER
     else:
-        env.update(JUPYTER_CONFIG_PATH=ROLE_CONFIG["student"], PYTHONPATH=STUDENT_PACKAGES, COURSE_IDS=COURSE_IDS)
+        env.update(JUPYTER_CONFIG_PATH=ROLE_CONFIG["student"], PYTHONPATH=STUDENT_PACKAGES, COURSE_IDS=COURSE_IDS,
+                   COURSE_GRADING_URL=GRADING_URL)  # their due dates (learner.lab_server asks GET /due)
         spawner.notebook_dir = "~"
     spawner.environment = env
 

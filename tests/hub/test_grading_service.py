@@ -97,7 +97,8 @@ def test_ten_big_requests_without_a_valid_token_are_refused_unread(tmp_path):
 # ---------------------------------------------------------------- what an asker with a token may send
 def test_the_service_refuses_other_courses_and_malformed_requests_and_logs_them_inert():
     """The service's application in this process, with a stand-in hub API that knows four tokens: a student's, an
-    instructor's of course A, another course's instructor's, and one whose user name carries escapes. Refusals come
+    instructor's of course A, another course's instructor's, and one whose user name carries escapes. ``/due``
+    answers a student's own token and refuses no token, a made-up one and a name that is no student id. Refusals come
     before anything is graded: a student or another course's instructor (403, as plain text), a body naming another
     course than the URL, a body that is not a grading request, a time limit that is not a number of seconds above 0
     (400; ``nan`` got through ``min()`` before). Nothing reaches the grading client, and every line the service logs
@@ -130,8 +131,8 @@ def test_the_service_refuses_other_courses_and_malformed_requests_and_logs_them_
     config = {"courses": {a: {"instructors": ["alice"]}, b: {"instructors": ["carol"]}}}
 
     def request(port, path, token, body):
-        data = json.dumps(body).encode() if not isinstance(body, bytes) else body
-        head = (f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(data)}\r\n"
+        data = b"" if body is None else json.dumps(body).encode() if not isinstance(body, bytes) else body
+        head = (f"{'GET' if body is None else 'POST'} {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {len(data)}\r\n"
                 + (f"Authorization: token {token}\r\n" if token else "") + "\r\n")
         with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
             s.sendall(head.encode() + data)
@@ -163,6 +164,10 @@ def test_the_service_refuses_other_courses_and_malformed_requests_and_logs_them_
         ("an escaped student id", f"/grade?course={a}", "inst", dict(grading, task=dict(task, student="s\x1b[2J\n")),
          400),
         ("not JSON", f"/grade?course={a}", "inst", b"\x00{not json", 400),
+        ("due dates, no token", "/due", None, None, 403),
+        ("due dates, a made-up token", "/due", "made-up", None, 403),
+        ("due dates of a user name with escapes", "/due", "evil", None, 403),
+        ("a student's own due dates (no gradebook here: none)", "/due", "stud", None, 200),
     ]
     said = io.StringIO()
     handler = logging.StreamHandler(said)

@@ -103,6 +103,16 @@ def toc_entry_moves_the_page(page):
         page.set_viewport_size(TALL)
 
 
+def dialog(page, text):
+    """Answer the lab's input dialog in front: ``text`` typed into it (None: its choice as it is), then OK."""
+    box = page.locator(".jp-Dialog").last
+    box.wait_for(timeout=60_000)
+    if text is not None:
+        box.locator("input").fill(text)
+    box.locator("button.jp-mod-accept").click()
+    box.wait_for(state="detached", timeout=30_000)
+
+
 def test_a_class_on_the_hub_as_its_people_use_it(class_folder):
     from playwright.sync_api import sync_playwright
     users = [INSTRUCTOR, *STUDENTS]
@@ -169,6 +179,35 @@ def test_a_class_on_the_hub_as_its_people_use_it(class_folder):
                 button_in(pages[name], "released_assignments_list", "Fetch").click()
                 button_in(pages[name], "fetched_assignments_list", "Submit").wait_for(timeout=120_000)
             phase("fetched")
+            # a due date (in the instructor's terminal, as docs/term.md says), then an extension for one student
+            # from the instructor's lab (Nbgrader > Extension...): each student's Assignments tab shows their own
+            said = terminal.run(f"nbgrader db assignment add {A} --duedate='2031-01-10 17:00:00 UTC'",
+                                r"Creating/updating assignment|rror", timeout=300)
+            assert "Creating/updating assignment" in said, said
+            menu(teach, "Nbgrader", "Extension...")
+            dialog(teach, None)  # the one assignment, chosen already
+            dialog(teach, HONEST)
+            dialog(teach, "+48")
+            teach.locator(".Toastify__toast", has_text=f"{A}: {HONEST} due 2031-01-12 17:00 UTC").wait_for(
+                timeout=300_000)
+            for name, told in ((HONEST, "Your due date: 2031-01-12 17:00 UTC, with your extension of 2 days (the "
+                                        "assignment's: 2031-01-10 17:00 UTC)."), (FORK, "Due: 2031-01-10 17:00 UTC.")):
+                open_assignments(pages[name])
+                pages[name].locator("#refresh_assignments_list").click()
+                note = pages[name].locator("#fetched_assignments_list .course-due", has_text=told)
+                note.wait_for(timeout=120_000)
+                assert "Late policy:" in note.inner_text(), note.inner_text()
+            phase("an extension from the lab, each student's due date in their Assignments tab")
+            # a student who lost their notebook: "Fresh copy" beside Submit moves their folder aside and fetches again
+            home = os.path.expanduser(f"~{FORK}")
+            os.remove(os.path.join(home, A, f"{A}.ipynb"))  # as the student deletes it
+            button_in(pages[FORK], "fetched_assignments_list", "Fresh copy").click()
+            pages[FORK].locator(".jp-Dialog button.jp-mod-accept", has_text="Fresh copy").click()
+            pages[FORK].locator(".Toastify__toast", has_text=f"fetched a fresh copy of {A}").wait_for(timeout=120_000)
+            aside = [n for n in os.listdir(home) if n.startswith(f"{A}.moved-")]
+            assert len(aside) == 1 and os.path.isfile(os.path.join(home, A, f"{A}.ipynb")), os.listdir(home)
+            assert os.stat(os.path.join(home, A, f"{A}.ipynb")).st_uid == os.stat(home).st_uid  # the student's own
+            phase("a lost notebook fetched afresh from the Assignments tab")
             # the untouched notebook opens unmodified (the release carries the kernel's language_info) and closes
             # without a question
             page = pages[HONEST]

@@ -20,10 +20,19 @@
 //    out either: the frame may not open a window unless the instructor trusts the file (no allow-popups). Here a
 //    click on a report's link to a file of this server opens that file in the lab instead (a page in the HTML
 //    viewer, anything else as the lab opens it); every other link, and every other page, is left as it was.
+// 5. The Assignments tab, for a student on the hub: under each assignment, their due date (their extension
+//    included) and the course's late policy, as the student's server has them from the hub's grading service
+//    (<base>course/due, learner/lab_server.py); and beside each downloaded assignment's Submit, "Fresh copy"
+//    (<base>course/fetch-again: `course fetch-again`, their folder moved aside, never deleted), which says in a
+//    notification where their folder went. A server without these routes (one machine, an instructor) shows neither.
+// 6. Nbgrader > Extension... in an instructor's lab: `course extend` for some students (<base>course/extend,
+//    coursekit/hub/formgrader_tab.py), what it did or why not in a notification.
 // Its style (style/index.css) wraps the long lines of nbgrader's Validate dialog.
-import { Notification } from '@jupyterlab/apputils';
+import { Dialog, InputDialog, Notification, showDialog } from '@jupyterlab/apputils';
 import { PageConfig, URLExt } from '@jupyterlab/coreutils';
 import { IHTMLViewerTracker } from '@jupyterlab/htmlviewer';
+import { IMainMenu } from '@jupyterlab/mainmenu';
+import { ServerConnection } from '@jupyterlab/services';
 
 const NAME = '@attention-course/hub-lab';
 
@@ -235,4 +244,197 @@ const reportLinks = {
   }
 };
 
-export default [formgrader, feedback, submitted, reportLinks];
+// ------------------------------------------------------------------ 5. the Assignments tab: due dates, a fresh copy
+// a JSON request to this server (its login and XSRF check, as every request of the lab); the answer, or null when
+// the server has no such route (404) or cannot be reached
+async function askServer(path, init) {
+  const settings = ServerConnection.makeSettings();
+  try {
+    const response = await ServerConnection.makeRequest(URLExt.join(settings.baseUrl, path), init || {}, settings);
+    return response.ok ? await response.json() : null;
+  } catch (err) {
+    return null;
+  }
+}
+
+const LISTS = ['released_assignments_list', 'fetched_assignments_list', 'submitted_assignments_list'];
+
+// each top row of the tab's lists: {row, list, course, assignment}
+function assignmentRows() {
+  const rows = [];
+  LISTS.forEach(list => {
+    document.querySelectorAll(`#${list} > .list_item`).forEach(row => {
+      const name = row.querySelector('.item_name');
+      const course = row.querySelector('.item_course');
+      if (name && !row.classList.contains('nested_list_item')) {
+        rows.push({ row, list, assignment: name.textContent.trim(), course: course ? course.textContent.trim() : '' });
+      }
+    });
+  });
+  return rows;
+}
+
+function refreshTab() {
+  const button = document.getElementById('refresh_assignments_list');
+  if (button) {
+    button.click();
+  }
+}
+
+async function freshCopy(course, assignment) {
+  const asked = await showDialog({
+    title: `A fresh copy of ${assignment}?`,
+    body: `Your folder ${assignment} is moved aside (renamed, with the time), nothing in it deleted, and the ` +
+      'assignment as released is fetched in its place.',
+    buttons: [Dialog.cancelButton(), Dialog.okButton({ label: 'Fresh copy' })]
+  });
+  if (!asked.button.accept) {
+    return;
+  }
+  const answer = await askServer('course/fetch-again', {
+    method: 'POST', body: JSON.stringify({ course_id: course, assignment_id: assignment })
+  });
+  if (answer && answer.success) {
+    Notification.success((answer.lines || []).join('. '), { autoClose: false });
+  } else {
+    const why = answer ? answer.message : 'your server did not answer';
+    Notification.error(`No fresh copy of ${assignment}: ${why}`, { autoClose: false });
+  }
+  refreshTab();
+}
+
+const assignmentsTab = {
+  id: NAME + ':assignments-tab',
+  description: 'Shows a student their due dates in the Assignments tab, and a Fresh copy button for a lost notebook.',
+  autoStart: true,
+  activate: () => {
+    let due = null;
+    let since = 0;
+    let routes = null; // whether this server has the routes (a student's on the hub)
+    const dueDates = () => {
+      if (!due || Date.now() - since > 30000) {
+        since = Date.now();
+        due = askServer('course/due').then(answer => {
+          routes = answer !== null;
+          const found = new Map();
+          ((answer && answer.value) || []).forEach(course => (course.assignments || []).forEach(a =>
+            found.set(`${course.course_id}/${a.assignment_id}`, a)));
+          return found;
+        });
+      }
+      return due;
+    };
+    const decorate = async () => {
+      const rows = assignmentRows();
+      if (!rows.length) {
+        return;
+      }
+      const found = await dueDates();
+      if (!routes) {
+        return;
+      }
+      rows.forEach(({ row, list, course, assignment }) => {
+        const dates = found.get(`${course}/${assignment}`);
+        const text = dates ? dates.lines.join(' ') : '';
+        let note = row.querySelector(':scope > .course-due');
+        if (text && (!note || note.textContent !== text)) {
+          if (!note) {
+            note = document.createElement('div');
+            note.className = 'course-due col-md-12';
+            row.appendChild(note);
+          }
+          note.textContent = text;
+        }
+        const status = row.querySelector('.item_status');
+        if (list === 'fetched_assignments_list' && status && !status.querySelector('.course-fresh-copy')) {
+          const button = document.createElement('button');
+          button.className = 'course-fresh-copy btn btn-default btn-xs';
+          button.textContent = 'Fresh copy';
+          button.title = 'Move your folder aside (nothing deleted) and fetch the assignment again';
+          button.onclick = () => freshCopy(course, assignment);
+          status.appendChild(button);
+        }
+      });
+    };
+    let pending = false;
+    new MutationObserver(() => {
+      if (!pending) {
+        pending = true;
+        window.setTimeout(() => {
+          pending = false;
+          decorate().catch(err => console.error(err));
+        }, 200);
+      }
+    }).observe(document.body, { childList: true, subtree: true });
+  }
+};
+
+// ------------------------------------------------------------------ 6. an extension from the lab
+const extension = {
+  id: NAME + ':extension',
+  description: 'Nbgrader > Extension...: `course extend` for some students, from an instructor\'s lab.',
+  autoStart: true,
+  optional: [IMainMenu],
+  activate: async (app, mainMenu) => {
+    // only an instructor's server has the route (a GET is refused with 405 there, 404 elsewhere)
+    const settings = ServerConnection.makeSettings();
+    let status = 404;
+    try {
+      status = (await ServerConnection.makeRequest(URLExt.join(settings.baseUrl, 'course/extend'), {}, settings)).status;
+    } catch (err) {
+      return;
+    }
+    if (status !== 405) {
+      return;
+    }
+    const id = 'course:extend';
+    app.commands.addCommand(id, {
+      label: 'Extension...',
+      caption: 'A later due date for some students (course extend)',
+      execute: async () => {
+        const assignments = (await askServer('formgrader/api/assignments')) || [];
+        const names = assignments.map(a => a.name).filter(n => n);
+        const assignment = await InputDialog.getItem({ title: 'Extension: which assignment?', items: names });
+        if (!assignment.button.accept || !assignment.value) {
+          return;
+        }
+        const students = await InputDialog.getText({
+          title: `Extension for ${assignment.value}: which students?`, placeholder: 'student ids, separated by spaces'
+        });
+        if (!students.button.accept) {
+          return;
+        }
+        const until = await InputDialog.getText({
+          title: 'Until when?',
+          placeholder: '2026-12-10 17:00 (UTC), or +48 for hours past the due date, or remove'
+        });
+        if (!until.button.accept) {
+          return;
+        }
+        const when = (until.value || '').trim();
+        const asked = { assignment: assignment.value, students: (students.value || '').split(/[\s,]+/).filter(s => s) };
+        if (when === 'remove') {
+          asked.remove = true;
+        } else if (when.startsWith('+')) {
+          asked.hours = when.slice(1);
+        } else {
+          asked.until = when;
+        }
+        const answer = await askServer('course/extend', { method: 'POST', body: JSON.stringify(asked) });
+        if (answer && answer.success) {
+          Notification.success((answer.lines || []).join('\n'), { autoClose: false });
+        } else {
+          Notification.error(`No extension given: ${answer ? answer.message : 'the server did not answer'}`,
+            { autoClose: false });
+        }
+      }
+    });
+    await app.restored;
+    const menu = mainMenu && mainMenu.menus.find(m => m.id === 'jp-mainmenu-nbgrader');
+    if (menu) {
+      menu.addItem({ command: id });
+    }
+  }
+};
+
+export default [formgrader, feedback, submitted, reportLinks, assignmentsTab, extension];

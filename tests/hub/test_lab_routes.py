@@ -1,0 +1,201 @@
+"""What the course's lab plugin asks of a server, on real Jupyter servers over HTTP with their token:
+
+* an instructor's (`course instructor-lab`, the hub's instructor servers): ``POST course/extend`` is `course extend`,
+  with its refusals as the command's and the gradebook unchanged by one;
+* a student's (``learner.lab_server``, as the hub's student servers load it): ``POST course/fetch-again`` is `course
+  fetch-again` in the server's folder, ``GET course/due`` is empty with no grading service to ask;
+* a student's due dates as the hub's grading service reads them (``coursekit.hub.service.due_dates_of``): by the
+  gradebook's owner, a real Unix user, never root; and ``coursekit.student_due`` itself: released assignments only,
+  each with the student's own extension, nothing for a student the gradebook does not list.
+
+The buttons and menus themselves are walked in Chromium by test_hub_class.py. Cost: about 40 s (two servers' start).
+"""
+import datetime
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+from lab import instructor_lab
+from unix_users import python_reachable
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "learner"))
+sys.path.insert(0, os.path.dirname(os.path.dirname(__file__)))
+from gradebooks import build_gradebook  # noqa: E402
+from test_fetch_again import A as RELEASED, COURSE as EXCHANGE_COURSE, class_of  # noqa: E402
+
+from coursekit.hub.setup import free_port  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+A = "03_softmax"
+DUE = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None, second=0, microsecond=0) + \
+    datetime.timedelta(days=3)
+
+
+def course_folder(root):
+    """A course folder whose gradebook has 03_softmax (due in 3 days, released) and 04_masks (not released), alice
+    and bob, none submitted."""
+    os.makedirs(root)
+    shutil.copy(os.path.join(ROOT, "course", "nbgrader_config.py"), root)
+    build_gradebook(root, {A: {"softmax_basic": 10}, "04_masks": {"mask_basic": 2}},
+                    {"alice": ("Alice", "A", "", ""), "bob": ("Bob", "B", "", "")}, {})
+    from coursekit.pipeline import gradebook
+    with gradebook(root) as gb:
+        gb.update_or_create_assignment(A, duedate=DUE)
+    os.makedirs(os.path.join(root, "release", A))
+    return root
+
+
+def ask(url, token, body=None):
+    """(status, parsed JSON or text) of a request with the server's token."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, headers={"Authorization": f"token {token}"},
+                                 method="GET" if body is None else "POST")
+    try:
+        with urllib.request.urlopen(req, timeout=600) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode("utf-8", "replace")
+
+
+def extension_of(root, student):
+    from nbgrader.api import MissingEntry
+
+    from coursekit.pipeline import gradebook
+    with gradebook(root) as gb:
+        try:
+            return gb.find_submission(A, student).extension
+        except MissingEntry:
+            return None
+
+
+@pytest.mark.pipeline
+def test_an_instructor_gives_an_extension_from_the_lab_as_course_extend_does(tmp_path):
+    root = course_folder(str(tmp_path / "course"))
+    env = {k: v for k, v in os.environ.items() if k != "COURSE_EXCHANGE"}
+    with instructor_lab(root, tmp_path / "lab.log", env) as (base, token):
+        assert ask(f"{base}/course/extend", token)[0] == 405  # how the plugin knows an instructor's server
+        status, answer = ask(f"{base}/course/extend", token, {"assignment": A, "students": ["alice"], "hours": "48"})
+        assert status == 200 and answer["success"], answer
+        assert any(line.startswith(f"{A}: alice due {DUE + datetime.timedelta(hours=48):%Y-%m-%d %H:%M} UTC")
+                   for line in answer["lines"]), answer
+        assert extension_of(root, "alice") == datetime.timedelta(hours=48)
+        # refused as the command refuses, each with its sentence; the gradebook as it was
+        for asked, named in (({"assignment": A, "students": ["mallory"], "hours": "1"}, "no student 'mallory'"),
+                             ({"assignment": "09_nope", "students": ["bob"], "hours": "1"}, "09_nope"),
+                             ({"assignment": A, "students": ["bob"], "until": "2001-01-01 10:00"}, "in the past"),
+                             ({"assignment": A, "students": ["bob"], "hours": "-3"}, "-3"),
+                             ({"assignment": A, "students": ["bob"], "hours": "1", "remove": True}, "one of"),
+                             ({"assignment": A, "students": []}, "at least one student"),
+                             ({"assignment": A, "students": ["--remove"], "hours": "1"}, "--remove")):
+            status, answer = ask(f"{base}/course/extend", token, asked)
+            assert status == 200 and not answer["success"] and named in answer["message"], (asked, answer)
+            assert extension_of(root, "bob") is None and extension_of(root, "alice") == datetime.timedelta(hours=48)
+        status, answer = ask(f"{base}/course/extend", token, {"assignment": A, "students": ["alice"], "remove": True})
+        assert answer["success"] and extension_of(root, "alice") is None, answer
+        assert ask(f"{base}/course/extend", "not-the-token", {"assignment": A, "students": ["bob"], "hours": "1"})[0] \
+            == 403
+        assert extension_of(root, "bob") is None
+
+
+@pytest.mark.pipeline
+def test_a_students_server_fetches_a_fresh_copy_and_has_no_due_dates_without_the_service(tmp_path):
+    root_of_exchange, home = class_of(str(tmp_path))
+    os.makedirs(os.path.join(home, RELEASED))
+    with open(os.path.join(home, RELEASED, RELEASED + ".ipynb"), "w") as f:
+        f.write("mine, broken")
+    port, token = free_port(), secrets.token_hex(16)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("COURSE_", "JUPYTER"))}
+    env.update(HOME=home, PYTHONPATH=ROOT, JUPYTER_CONFIG_DIR=str(tmp_path / "config"),
+               JUPYTER_RUNTIME_DIR=str(tmp_path / "runtime"))
+    os.makedirs(env["JUPYTER_CONFIG_DIR"])
+    with open(os.path.join(env["JUPYTER_CONFIG_DIR"], "jupyter_server_config.json"), "w") as f:
+        json.dump({"ServerApp": {"jpserver_extensions": {"learner.lab_server": True}}}, f)  # as the hub's settings
+    log_path = tmp_path / "server.log"
+    with open(log_path, "w") as log:
+        server = subprocess.Popen([sys.executable, "-m", "jupyter_server", "--no-browser", f"--port={port}",
+                                   f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={home}",
+                                   "--allow-root"],  # make test runs as root; the hub runs it as the student
+                                  env=env, cwd=home, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        end = time.monotonic() + 180
+        while True:
+            assert server.poll() is None, open(log_path).read()
+            try:
+                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=30).read()
+                break
+            except OSError:
+                assert time.monotonic() < end, open(log_path).read()
+                time.sleep(0.5)
+        assert ask(f"{base}/course/due", token) == (200, {"value": []})
+        status, answer = ask(f"{base}/course/fetch-again", token,
+                             {"course_id": EXCHANGE_COURSE, "assignment_id": RELEASED})
+        assert status == 200 and answer["success"], (answer, open(log_path).read())
+        aside = [n for n in os.listdir(home) if n.startswith(f"{RELEASED}.moved-")]
+        assert answer["lines"] == [f"moved your folder {RELEASED} to {aside[0]} (nothing in it was deleted)",
+                                   f"fetched a fresh copy of {RELEASED} (course {EXCHANGE_COURSE}) into {RELEASED}"]
+        assert open(os.path.join(home, aside[0], RELEASED + ".ipynb")).read() == "mine, broken"
+        for asked, named in (({"course_id": EXCHANGE_COURSE, "assignment_id": "../x"}, "is not an assignment's name"),
+                             ({"course_id": EXCHANGE_COURSE, "assignment_id": "B"}, "B"),
+                             ({"course_id": EXCHANGE_COURSE, "assignment_id": ["A"]}, "not an assignment's name")):
+            before = sorted(os.listdir(home))
+            status, answer = ask(f"{base}/course/fetch-again", token, asked)
+            assert status == 200 and not answer["success"] and named in answer["message"], (asked, answer)
+            assert sorted(os.listdir(home)) == before
+        assert ask(f"{base}/course/fetch-again", "wrong", {"assignment_id": RELEASED})[0] == 403
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait(timeout=30)
+
+
+def test_a_students_due_dates_are_their_own_and_only_the_released_assignments(tmp_path):
+    from coursekit.extend import extend
+    from coursekit.student_due import student_due_dates
+    root = course_folder(str(tmp_path / "course"))
+    extend(root, A, ["alice"], hours="48", out=lambda line: None)
+    alice = student_due_dates(root, "alice")
+    assert [a["assignment_id"] for a in alice["assignments"]] == [A]  # 04_masks: not released, not named
+    due = DUE + datetime.timedelta(hours=48)
+    assert alice["assignments"][0]["due"] == f"{due:%Y-%m-%d %H:%M} UTC" and alice["assignments"][0]["extension"]
+    assert alice["assignments"][0]["lines"][0] == (f"Your due date: {due:%Y-%m-%d %H:%M} UTC, with your extension of "
+                                                   f"2 days (the assignment's: {DUE:%Y-%m-%d %H:%M} UTC).")
+    bob = student_due_dates(root, "bob")["assignments"]
+    assert bob[0]["lines"][0] == f"Due: {DUE:%Y-%m-%d %H:%M} UTC." and not bob[0]["extension"]
+    assert student_due_dates(root, "mallory")["assignments"] == []
+    os.makedirs(os.path.join(root, "release", "04_masks"))
+    assert student_due_dates(root, "bob")["assignments"][1]["lines"] == ["This assignment has no due date."]
+
+
+@pytest.mark.pipeline  # it opens the folders above this Python to every user for a moment: never the fast loop
+@pytest.mark.skipif(os.geteuid() != 0, reason="as root (make test): it reads as another Unix user")
+def test_the_grading_service_reads_due_dates_as_the_gradebooks_owner_never_as_root():
+    from coursekit.hub.service import due_dates_of
+    base = tempfile.mkdtemp(prefix="course-due-", dir="/tmp")  # pytest's folders are closed to nobody
+    try:
+        os.chmod(base, 0o755)
+        mine, roots = course_folder(os.path.join(base, "mine")), course_folder(os.path.join(base, "roots"))
+        for here, dirs, files in os.walk(mine):
+            for name in [here] + [os.path.join(here, f) for f in files]:
+                os.chown(name, 65534, 65534)
+        os.chmod(os.path.join(mine, "gradebook.db"), 0o600)  # the owner alone reads it
+        with python_reachable():
+            answer = due_dates_of([mine, roots, os.path.join(base, "none")], "alice")
+        # the course of nobody's, read by nobody; root's gradebook and a folder without one: left out
+        assert [c["course_id"] for c in answer] == ["attention-course"], answer
+        assert answer[0]["assignments"][0]["assignment_id"] == A
+        with python_reachable():
+            assert due_dates_of([mine], "mallory") == []
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
