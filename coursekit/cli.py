@@ -3,23 +3,21 @@
     course lab        build your workspace (never overwriting your notebooks) and open JupyterLab on it
     course workspace  only build the workspace
     course update     bring your notebooks up to the current release: answers carried over, old files kept
-    course fetch-again  students: a fresh copy of a released assignment from the exchange, the folder you
-                      had moved aside (never deleted)
+    course fetch-again  students: a fresh copy of a released assignment, your folder moved aside (never deleted)
     course demo       headless run of the whole pipeline: release, sample submissions, autograde, feedback
     course grade      instructors: release, grade every submission in course/submitted in parallel (Dask), feedback,
                       grades.csv, a summary naming every problem
     course sync       create what learner/syllabus.py adds, rewrite the answer and test cells (--check: report drift)
     course expected   rebuild the checks' shipped expected outputs (--check: report stale files)
     course validate   learners: run a notebook's checks; exits 1 when one fails (nbgrader validate exits 0)
+    course progress   learners: every notebook's checks in seconds, no training: points so far, what is left
     course bundle     instructors: the student bundle (released notebooks + a package without the answers)
-    course report     instructors: the class report per assignment and the class overview (HTML and CSV in
-                      course/report/, and tables here)
+    course report     instructors: the class report per assignment and the class overview (HTML, CSV, tables)
     course export     instructors: the grades as an LMS imports them (--lms canvas|moodle|generic; points)
     course hub        instructors: a JupyterHub for the class on this machine (as root; coursekit/hub/setup.py)
     course release    instructors: generate an assignment and release it to nbgrader's exchange
     course collect    instructors: collect each student's latest submission from the exchange (earlier ones kept)
-    course return     instructors: generate the feedback and release it to the exchange (--lms: and post the
-                      scores to the LMS, on a hub with LTI login)
+    course return     instructors: the feedback, released to the exchange (--lms: and the scores posted to the LMS)
     course instructor-lab  instructors: JupyterLab on the course folder, with the formgrader and the exchange ready
 """
 import argparse
@@ -231,6 +229,11 @@ def cmd_sync(args):
     for path in sync():
         print("rewrote", os.path.relpath(path, ROOT))
     return 0
+
+
+def cmd_progress(args):  # every notebook's visible checks on the learner's answers, no other cell (learner/progress.py)
+    from learner.progress import main as progress
+    return progress(["--dir", args.dir, "--jobs", str(args.jobs)] + (["--json"] if args.json else []))
 
 
 def cmd_validate(args):
@@ -447,6 +450,11 @@ def main(argv=None):
     p.add_argument("notebooks", nargs="+")
     p.add_argument("--timeout", type=int, default=900, help="seconds a cell may run (training cells need minutes)")
     p.set_defaults(func=cmd_validate)
+    p = sub.add_parser("progress", help="learners: where you stand in the whole course, in seconds (no training)")
+    p.add_argument("--dir", default=os.path.join(ROOT, "workspace"), help="your workspace (default: workspace/)")
+    p.add_argument("--json", action="store_true", help="the report as JSON")
+    p.add_argument("-j", "--jobs", type=int, default=min(2, os.cpu_count() or 1), help="notebooks at a time")
+    p.set_defaults(func=cmd_progress)
     p = sub.add_parser("bundle", help="instructors: the student bundle, without the answers")
     p.add_argument("--out", default=os.path.join(ROOT, "student-bundle"))
     p.set_defaults(func=cmd_bundle)

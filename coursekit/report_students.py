@@ -1,12 +1,12 @@
 """Who failed what: one assignment's student x exercise table, for the instructor (`course report`).
 
-A row per student who submitted: their points in each exercise and question (its graded cells summed), the known
-mistake the checks named for them in it (the grader's message in their autograded notebook, as the class report
-reads it), their total after the late penalty, and their lateness as the class report reads it from nbgrader's
-gradebook (``grader.late.lateness_of``): minutes past their own due date (``SubmittedAssignment.total_seconds_late``,
-which counts the extension), the extension itself (``SubmittedAssignment.extension``, what
-``Gradebook.grant_extension`` writes) and the late penalty (``late_submission_penalty``). Nothing here computes
-lateness a second way.
+A row per student of the gradebook (one who has not handed it in: "no submission" or "not yet due"): their points in
+each exercise and question (its graded cells summed), the known mistake the checks named for them in it (the
+grader's message in their autograded notebook, as the class report reads it), their total after the late penalty,
+and their lateness as the class report reads it from nbgrader's gradebook (``grader.late.lateness_of``): minutes
+past their own due date (``SubmittedAssignment.total_seconds_late``, which counts the extension), the extension
+itself (``SubmittedAssignment.extension``, what ``Gradebook.grant_extension`` writes) and the late penalty
+(``late_submission_penalty``). Nothing here computes lateness a second way.
 
 The pages carry no script (the class report's Content-Security-Policy forbids one), so the table is sorted without
 one: ``<assignment>-students.html`` is sorted by student, and ``<assignment>-students-by-<column>.html`` by each
@@ -33,6 +33,7 @@ TABLE_STYLE = ("td.lost{background:#fde8e8} td.late{background:#fff3cd} td.ext{w
                ".why{display:block;font-size:85%;color:#7a1f1f;max-width:22em;white-space:normal;text-align:left} "
                "th a{color:inherit} th.sorted{background:#eef}")
 SLUG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
+SUBMITTED, NO_SUBMISSION, NOT_YET_DUE = "submitted", "no submission", "not yet due"
 
 
 @dataclass
@@ -46,6 +47,7 @@ class StudentRow:
     extension: object = None                        # a datetime.timedelta, or None
     due: object = None                              # their due date, extension included (naive UTC), or None
     penalty: float = 0.0
+    status: str = SUBMITTED                         # or NO_SUBMISSION, NOT_YET_DUE: a student of the gradebook's
 
 
 @dataclass
@@ -73,8 +75,31 @@ def student_table(report):
                                {item: report.scores[item].get(s, 0.0) for item in report.scores},
                                {item: sorted(named.get((s, item), [])) for item in report.scores},
                                report.totals.get(s, 0.0), minutes, late and late.extension, late and late.due, penalty))
+    rows += _not_submitted(report)
     return StudentTable(report.assignment, list(report.scores), {i: report.kind(i) for i in report.scores},
                         dict(report.max_points), report.max_total, rows, report.course_root)
+
+
+def _not_submitted(report):
+    """A row for each student of the gradebook with no submission of the assignment (none, or `course extend`'s row
+    alone): no points, their extension if they have one, and whether their own due date has passed ("no
+    submission", a 0 in the total as the grade export gives it) or not ("not yet due", no total yet)."""
+    from grader.late import lateness_of, not_yet_due
+
+    from .pipeline import gradebook
+    if not report.course_root or not os.path.isfile(os.path.join(report.course_root, "gradebook.db")):
+        return []
+    rows, have = [], set(report.students)
+    with gradebook(report.course_root) as gb:
+        for student in sorted(gb.students, key=lambda s: s.id):
+            if student.id in have:
+                continue
+            late = lateness_of(gb, report.assignment, student.id)
+            waiting = not_yet_due(gb, report.assignment, student.id)
+            rows.append(StudentRow(student.id, " ".join(p for p in (student.first_name, student.last_name) if p),
+                                   {item: 0.0 for item in report.scores}, {item: [] for item in report.scores}, 0.0,
+                                   0, late.extension, late.due, 0.0, NOT_YET_DUE if waiting else NO_SUBMISSION))
+    return rows
 
 
 # ------------------------------------------------------------------ the orders
@@ -115,6 +140,13 @@ def table_html(table, key, out_dir=None):
     for r in sorted(table.rows, key=by):
         link = out_dir and feedback_link(table.course_root, out_dir, r.student, table.assignment)
         cells = [f"<td>{esc(r.student)}</td>", f"<td>{esc(r.name)}</td>"]
+        if r.status != SUBMITTED:  # a student of the gradebook's who has not handed it in
+            cells += [f'<td class="n{" lost" if r.status == NO_SUBMISSION else ""}">—</td>'] * len(table.items)
+            cells.append(f'<td class="n{" lost" if r.status == NO_SUBMISSION else ""}">{esc(r.status)}</td><td></td>')
+            cells.append(f'<td class="ext">{esc(duration(r.extension)) if r.extension else ""}'
+                         + (f" (due {esc(utc(r.due))})" if r.extension and r.due else "") + "</td>")
+            rows.append("<tr>" + "".join(cells) + "</tr>")
+            continue
         for item in table.items:
             lost = r.points[item] < table.max_points[item]
             why = "".join(f'<span class="why">{esc(m)}</span>' for m in r.mistakes[item])
@@ -128,14 +160,18 @@ def table_html(table, key, out_dir=None):
         cells.append(f'<td class="ext">{esc(duration(r.extension)) if r.extension else ""}'
                      + (f" (due {esc(utc(r.due))})" if r.extension and r.due else "") + "</td>")
         rows.append("<tr>" + "".join(cells) + "</tr>")
-    n = len(table.rows)
+    n = sum(r.status == SUBMITTED for r in table.rows)
+    missing = len(table.rows) - n
+    without = f", {missing} without" if missing else ""
     body = f"""<p><a href="index.html">class overview</a> ·
 <a href="{_href(table.assignment + '.html')}">{esc(table.assignment)}'s report</a> ·
 <a href="{_href(table.assignment + '-students.csv')}">this table as CSV</a></p>
-<h1>{esc(table.assignment)}: who failed what ({counted(n, 'student')})</h1>
+<h1>{esc(table.assignment)}: who failed what ({counted(n, 'submission')}{without})</h1>
 <p>Each column's heading sorts the table by it (points: fewest first; lateness and extensions: most first). A shaded
 score lost points; under it, the known mistake the checks named. Late: whole minutes past the student's own due date
-(their extension included), as nbgrader's gradebook counts them. Each total links to the student's feedback.</p>
+(their extension included), as nbgrader's gradebook counts them. Each total links to the student's feedback. A
+student of the gradebook who has not handed it in is listed with "no submission" (0, as the grade export gives it)
+or, while their own due date has not passed, "not yet due".</p>
 <table><tr>{heads}</tr>{"".join(rows) or f'<tr><td colspan={len(known)}>no submission</td></tr>'}</table>"""
     return page_html(f"{table.assignment}: who failed what", body, TABLE_STYLE)
 
@@ -144,16 +180,18 @@ def table_rows_csv(table):
     """The CSV's rows: a header (each text cell as the grade export writes one), the points of each item, then a
     row per student in the order of the student id. Numbers are written as numbers (``num``: 1.5, 2)."""
     header = ["student", "name", *table.items, *(f"{item}: mistake" for item in table.items),
-              "total", "of", "late minutes", "late penalty", "extension minutes", "due"]
+              "total", "of", "late minutes", "late penalty", "extension minutes", "due", "status"]
     rows = [[csv_text(h) for h in header],
             ["", "points of", *(num(table.max_points[i]) for i in table.items), *([""] * len(table.items)),
-             "", num(table.max_total), "", "", "", ""]]
+             "", num(table.max_total), "", "", "", "", ""]]
     for r in table.rows:
-        rows.append([csv_text(r.student), csv_text(r.name), *(num(r.points[i]) for i in table.items),
-                     *(csv_text("; ".join(r.mistakes[i])) for i in table.items), num(r.total), num(table.max_total),
-                     r.late_minutes, num(r.penalty),
+        done = r.status == SUBMITTED
+        rows.append([csv_text(r.student), csv_text(r.name), *(num(r.points[i]) if done else "" for i in table.items),
+                     *(csv_text("; ".join(r.mistakes[i])) for i in table.items),
+                     num(r.total) if r.status != NOT_YET_DUE else "", num(table.max_total),
+                     r.late_minutes if done else "", num(r.penalty) if done else "",
                      math.ceil(r.extension.total_seconds() / 60) if r.extension else "",
-                     utc(r.due) if r.extension and r.due else ""])
+                     utc(r.due) if r.extension and r.due else "", r.status])
     return rows
 
 
@@ -172,7 +210,10 @@ def write_student_table(table, out_dir):
 def summary_line(table):
     """The terminal's line about the table: its size, and who was late."""
     late = [r for r in table.rows if r.late_minutes]
-    return (f"  who failed what: {counted(len(table.rows), 'student')} x {counted(len(table.items), 'item')}; "
+    missing = [r for r in table.rows if r.status != SUBMITTED]
+    return (f"  who failed what: {counted(len(table.rows) - len(missing), 'submission')} x "
+            f"{counted(len(table.items), 'item')}"
+            + (f", {counted(len(missing), 'student')} without one" if missing else "") + "; "
             f"{counted(len(late), 'late submission')}"
             + (": " + ", ".join(f"{one_line_text(r.student)} ({r.late_minutes} min)" for r in late[:10])
                + (f", and {len(late) - 10} more" if len(late) > 10 else "") if late else ""))

@@ -22,14 +22,12 @@ import urllib.request
 from .fetch_again import ASSIGNMENT_NAME
 from .inert_text import inert
 
-EXTENSION = "learner.lab_server"
-TOKEN_HEADER = "Authorization"
 FETCH_LIMIT = 300  # seconds a fresh copy may take
 
 
 def ask_due(url, token):
     """The grading service's answer to GET /due for ``token``'s owner: a list, one entry per course."""
-    req = urllib.request.Request(url.rstrip("/") + "/due", headers={TOKEN_HEADER: f"token {token}"})
+    req = urllib.request.Request(url.rstrip("/") + "/due", headers={"Authorization": f"token {token}"})
     with urllib.request.urlopen(req, timeout=90) as resp:
         answer = json.loads(resp.read())
     value = answer.get("value") if isinstance(answer, dict) else None
@@ -93,7 +91,7 @@ def _handlers():
 
 
 def _jupyter_server_extension_points():
-    return [{"module": EXTENSION}]
+    return [{"module": "learner.lab_server"}]
 
 
 def _load_jupyter_server_extension(serverapp):

@@ -129,7 +129,7 @@ def test_the_table_and_its_csv_hold_the_gradebooks_numbers(course):
     assert "(penalty 1)" in rows["bob"][3 + len(ITEMS)] and float(lines["bob"][header.index("late penalty")]) == 1.0
     assert rows["cy"][4 + len(ITEMS)] == "2 days (due 2026-12-03 17:00 UTC)"
     assert rows["dee"][4 + len(ITEMS)] == "1 hour (due 2026-12-01 18:00 UTC)"
-    assert "who failed what: 5 students x 3 items; 2 late submissions: bob (96 min), dee (120 min)" in printed
+    assert "who failed what: 5 submissions x 3 items; 2 late submissions: bob (96 min), dee (120 min)" in printed
 
 
 def test_the_mistake_named_for_a_student_is_in_their_cell(course):
@@ -199,8 +199,8 @@ def test_a_class_of_one_is_one_student(tmp_path):
     with contextlib.redirect_stdout(out):
         assert main(["report", "--course", str(tmp_path)]) == 0
     assert f"{A}: 1 student, class mean" in out.getvalue() and "1 students" not in out.getvalue()
-    assert "who failed what: 1 student x 3 items; 0 late submissions" in out.getvalue()
-    assert "who failed what (1 student)" in open(tmp_path / "report" / page_name(A, "student")).read()
+    assert "who failed what: 1 submission x 3 items; 0 late submissions" in out.getvalue()
+    assert "who failed what (1 submission)" in open(tmp_path / "report" / page_name(A, "student")).read()
 
 
 HOSTILE = st.text(alphabet=st.sampled_from(list("<>&\"'=+-@/\\;, aZé\t\r\n\x1b\x07\u202e\u200b\x00"))
@@ -234,3 +234,33 @@ def test_drawn_names_are_text_in_every_page_and_inert_in_the_csv(ids, names, ite
     assert [line[0] for line in read[2:]] == [csv_text(s) for s in ids]
     assert [line[1] for line in read[2:]] == [csv_text(n) for n in names[:len(ids)]]
 
+
+
+def test_a_student_who_has_not_handed_it_in_is_a_row_no_submission_or_not_yet_due(tmp_path):
+    """The gradebook's students without a submission are rows too: "no submission" (0 in the total, as the grade
+    export gives it) once their own due date has passed, "not yet due" (no total) while an extension runs."""
+    from coursekit.extend import extend
+    from coursekit.pipeline import gradebook
+    root = str(tmp_path)
+    build_gradebook(root, CELLS, {"ada": STUDENTS["ada"], "bob": STUDENTS["bob"], "cy": STUDENTS["cy"]},
+                    {"ada": {A: dict(zip(CELLS[A], POINTS["ada"]))}})
+    now = datetime.datetime.now(datetime.timezone.utc).replace(tzinfo=None)
+    with gradebook(root) as gb:
+        gb.update_or_create_assignment(A, duedate=now - datetime.timedelta(hours=1))
+    extend(root, A, ["cy"], hours="48", out=lambda line: None)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(["report", "--course", root]) == 0
+    assert "who failed what: 1 submission x 3 items, 2 students without one; 0 late submissions" in out.getvalue()
+    page = Page(open(os.path.join(root, "report", page_name(A, "student"))).read())
+    rows = {r[0]: r for r in page.rows[1:]}
+    assert rows["ada"][2 + len(ITEMS)] == "6 / 6"
+    assert rows["bob"][2:3 + len(ITEMS)] == ["—"] * len(ITEMS) + ["no submission"]
+    assert rows["cy"][2 + len(ITEMS)] == "not yet due" and rows["cy"][4 + len(ITEMS)].startswith("2 days (due ")
+    with open(os.path.join(root, "report", A + "-students.csv"), newline="") as f:
+        table = list(csv.reader(f))
+    header, lines = table[0], {r[0]: r for r in table[2:]}
+    status, total = header.index("status"), header.index("total")
+    assert [(s, lines[s][status], lines[s][total]) for s in ("ada", "bob", "cy")] == [
+        ("ada", "submitted", "6"), ("bob", "no submission", "0"), ("cy", "not yet due", "")]
+    assert lines["bob"][2:2 + len(ITEMS)] == [""] * len(ITEMS)

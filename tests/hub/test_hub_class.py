@@ -105,8 +105,9 @@ def toc_entry_moves_the_page(page):
 
 def dialog(page, text):
     """Answer the lab's input dialog in front: ``text`` typed into it (None: its choice as it is), then OK."""
-    box = page.locator(".jp-Dialog").last
-    box.wait_for(timeout=60_000)
+    page.locator(".jp-Dialog").last.wait_for(timeout=60_000)
+    title = page.locator(".jp-Dialog .jp-Dialog-header").last.inner_text().strip()
+    box = page.locator(".jp-Dialog", has=page.locator(".jp-Dialog-header", has_text=title))  # the next has another
     if text is not None:
         box.locator("input").fill(text)
     box.locator("button.jp-mod-accept").click()
@@ -195,7 +196,12 @@ def test_a_class_on_the_hub_as_its_people_use_it(class_folder):
                 open_assignments(pages[name])
                 pages[name].locator("#refresh_assignments_list").click()
                 note = pages[name].locator("#fetched_assignments_list .course-due", has_text=told)
-                note.wait_for(timeout=120_000)
+                try:
+                    note.wait_for(timeout=120_000)
+                except Exception as exc:  # what the servers and the grading service said about it
+                    exc.add_note("\n".join(line for line in hub.log_tail(200_000).splitlines()
+                                           if re.search(r"due|lab_server|course/|Traceback|Error", line))[-6000:])
+                    raise
                 assert "Late policy:" in note.inner_text(), note.inner_text()
             phase("an extension from the lab, each student's due date in their Assignments tab")
             # a student who lost their notebook: "Fresh copy" beside Submit moves their folder aside and fetches again

@@ -375,66 +375,71 @@ const extension = {
   description: 'Nbgrader > Extension...: `course extend` for some students, from an instructor\'s lab.',
   autoStart: true,
   optional: [IMainMenu],
-  activate: async (app, mainMenu) => {
-    // only an instructor's server has the route (a GET is refused with 405 there, 404 elsewhere)
-    const settings = ServerConnection.makeSettings();
-    let status = 404;
-    try {
-      status = (await ServerConnection.makeRequest(URLExt.join(settings.baseUrl, 'course/extend'), {}, settings)).status;
-    } catch (err) {
-      return;
-    }
-    if (status !== 405) {
-      return;
-    }
-    const id = 'course:extend';
-    app.commands.addCommand(id, {
-      label: 'Extension...',
-      caption: 'A later due date for some students (course extend)',
-      execute: async () => {
-        const assignments = (await askServer('formgrader/api/assignments')) || [];
-        const names = assignments.map(a => a.name).filter(n => n);
-        const assignment = await InputDialog.getItem({ title: 'Extension: which assignment?', items: names });
-        if (!assignment.button.accept || !assignment.value) {
-          return;
-        }
-        const students = await InputDialog.getText({
-          title: `Extension for ${assignment.value}: which students?`, placeholder: 'student ids, separated by spaces'
-        });
-        if (!students.button.accept) {
-          return;
-        }
-        const until = await InputDialog.getText({
-          title: 'Until when?',
-          placeholder: '2026-12-10 17:00 (UTC), or +48 for hours past the due date, or remove'
-        });
-        if (!until.button.accept) {
-          return;
-        }
-        const when = (until.value || '').trim();
-        const asked = { assignment: assignment.value, students: (students.value || '').split(/[\s,]+/).filter(s => s) };
-        if (when === 'remove') {
-          asked.remove = true;
-        } else if (when.startsWith('+')) {
-          asked.hours = when.slice(1);
-        } else {
-          asked.until = when;
-        }
-        const answer = await askServer('course/extend', { method: 'POST', body: JSON.stringify(asked) });
-        if (answer && answer.success) {
-          Notification.success((answer.lines || []).join('\n'), { autoClose: false });
-        } else {
-          Notification.error(`No extension given: ${answer ? answer.message : 'the server did not answer'}`,
-            { autoClose: false });
-        }
-      }
-    });
-    await app.restored;
-    const menu = mainMenu && mainMenu.menus.find(m => m.id === 'jp-mainmenu-nbgrader');
-    if (menu) {
-      menu.addItem({ command: id });
-    }
+  activate: (app, mainMenu) => {
+    // not awaited: the lab restores its layout only once every plugin's activate has returned
+    addExtensionCommand(app, mainMenu).catch(err => console.error(err));
   }
 };
+
+async function addExtensionCommand(app, mainMenu) {
+  // only an instructor's server has the route (a GET is refused with 405 there, 404 elsewhere)
+  const settings = ServerConnection.makeSettings();
+  let status = 404;
+  try {
+    status = (await ServerConnection.makeRequest(URLExt.join(settings.baseUrl, 'course/extend'), {}, settings)).status;
+  } catch (err) {
+    return;
+  }
+  if (status !== 405) {
+    return;
+  }
+  const id = 'course:extend';
+  app.commands.addCommand(id, {
+    label: 'Extension...',
+    caption: 'A later due date for some students (course extend)',
+    execute: async () => {
+      const assignments = (await askServer('formgrader/api/assignments')) || [];
+      const names = assignments.map(a => a.name).filter(n => n);
+      const assignment = await InputDialog.getItem({ title: 'Extension: which assignment?', items: names });
+      if (!assignment.button.accept || !assignment.value) {
+        return;
+      }
+      const students = await InputDialog.getText({
+        title: `Extension for ${assignment.value}: which students?`, placeholder: 'student ids, separated by spaces'
+      });
+      if (!students.button.accept) {
+        return;
+      }
+      const until = await InputDialog.getText({
+        title: 'Until when?',
+        placeholder: '2026-12-10 17:00 (UTC), or +48 for hours past the due date, or remove'
+      });
+      if (!until.button.accept) {
+        return;
+      }
+      const when = (until.value || '').trim();
+      const asked = { assignment: assignment.value, students: (students.value || '').split(/[\s,]+/).filter(s => s) };
+      if (when === 'remove') {
+        asked.remove = true;
+      } else if (when.startsWith('+')) {
+        asked.hours = when.slice(1);
+      } else {
+        asked.until = when;
+      }
+      const answer = await askServer('course/extend', { method: 'POST', body: JSON.stringify(asked) });
+      if (answer && answer.success) {
+        Notification.success((answer.lines || []).join('\n'), { autoClose: false });
+      } else {
+        Notification.error(`No extension given: ${answer ? answer.message : 'the server did not answer'}`,
+          { autoClose: false });
+      }
+    }
+  });
+  await app.restored;
+  const menu = mainMenu && mainMenu.menus.find(m => m.id === 'jp-mainmenu-nbgrader');
+  if (menu) {
+    menu.addItem({ command: id });
+  }
+}
 
 export default [formgrader, feedback, submitted, reportLinks, assignmentsTab, extension];

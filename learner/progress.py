@@ -1,0 +1,386 @@
+"""`course progress`: where a learner stands in the whole course, in seconds, without running a training cell.
+
+For each notebook of the course (``learner.syllabus``) in a workspace, only what the checks need is run: the
+read-only set-up cell, the learner's answer cells (the functions they wrote), then each graded cell's visible check,
+as the notebook runs it. No other cell runs, so no model is trained and no figure is drawn: every check of the course
+needs only its exercise's answer, the answers it calls and the set-up (``tests/learner/test_progress.py`` holds the
+course to that). Each notebook runs in a process of its own, forked from one that imported torch and the checks
+once, two at a time on two cores (``--jobs``).
+
+What it says, per notebook: the points of the visible checks that pass, out of the notebook's points; each
+exercise passed, failing (with the check's first line), or not started (still the stub); each question answered
+and right; then the course's points so far and what is left. The hidden cases count only when the course is graded,
+so these points are an upper bound of the grade.
+
+A learner's function that hangs costs one call's limit (``learner.check.safe``: 10 s), is named, and the rest of
+its exercise's checks are skipped; an answer cell whose own code does not finish within ``CELL_LIMIT`` is stopped
+and named; a notebook that is missing, renamed, not a notebook, or has an answer cell with a syntax error is named
+with what to do, and the rest is reported.
+"""
+import ast
+import contextlib
+import io
+import json
+import os
+import re
+import signal
+import sys
+import time
+
+from .syllabus import NOTEBOOKS
+
+CELL_LIMIT = 30        # seconds an answer cell's own code may take to define its functions
+NOTEBOOK_LIMIT = 600   # seconds a notebook's checks may take in all (each call is bounded on its own)
+PRINT_LIMIT = 1 << 16  # characters of a learner's printed text kept (and dropped): nothing reads them
+TIMED_OUT = "did not finish within"
+STUB = "is not implemented yet"
+PASS, FAIL, STUB_LEFT, SKIPPED = "pass", "fail", "stub", "skipped"
+
+
+class Unreadable(Exception):
+    """The notebook cannot be read; the message says what to do."""
+
+
+# ------------------------------------------------------------------ the notebook's cells
+def graded_parts(folder):
+    """[(exercise, cell, points)] of notebook ``folder``, as the course grades it (``learner.syllabus``)."""
+    from .check import cells_of
+    from .syllabus import cell_points
+    return [(ex, cell, cell_points(ex, cell)) for ex in NOTEBOOKS[folder].exercises for cell in cells_of(ex)]
+
+
+def notebook_path(workspace, folder):
+    """The notebook's path, or raises ``Unreadable`` naming what is there instead."""
+    path = os.path.join(workspace, folder, folder + ".ipynb")
+    if os.path.isfile(path):
+        return path
+    where = os.path.join(workspace, folder)
+    others = sorted(n for n in os.listdir(where) if n.endswith(".ipynb")) if os.path.isdir(where) else []
+    if others:
+        raise Unreadable(f"no {folder}.ipynb in {folder}/ (there is {', '.join(others)}: rename yours to "
+                         f"{folder}.ipynb)")
+    raise Unreadable(f"no notebook {folder}/{folder}.ipynb (`course workspace` makes a fresh one; `course update` "
+                     f"keeps your answers)")
+
+
+def read_cells(path):
+    """(the set-up cell's source, [(exercise, source) of each answer cell], [(exercise, part, source) of each graded
+    cell]) of the notebook at ``path``, by nbgrader's metadata."""
+    import nbformat
+    try:
+        nb = nbformat.read(path, as_version=4)
+    except Exception as exc:  # not JSON, not a notebook: nbformat's many errors
+        raise Unreadable(f"{os.path.basename(path)} cannot be read as a notebook ({type(exc).__name__}); "
+                         f"`course workspace` makes a fresh one after you move it aside") from None
+    setup, answers, graded = None, [], []
+    for cell in nb.cells:
+        meta = cell.get("metadata", {}).get("nbgrader", {})
+        if cell.get("cell_type") != "code" or not meta:
+            continue
+        gid, source = str(meta.get("grade_id", "")), cell.get("source", "")
+        if gid == "setup":
+            setup = source
+        elif meta.get("solution") and not meta.get("grade"):
+            answers.append((gid, source))
+        elif meta.get("grade"):
+            name, part = _checked(source, gid)
+            graded.append((name, part, source))
+    if setup is None:
+        raise Unreadable(f"{os.path.basename(path)} has no set-up cell (its first code cell, read-only): `course "
+                         f"workspace` makes a fresh notebook after you move this one aside")
+    return setup, answers, graded
+
+
+def _checked(source, grade_id):
+    """(exercise, part) that a graded cell's ``check(...)`` names; else from its grade id (``softmax_basic``)."""
+    try:
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "check" and node.args and \
+                    isinstance(node.args[0], ast.Constant):
+                part = next((k.value.value for k in node.keywords if k.arg == "part"
+                             and isinstance(k.value, ast.Constant)), "basic")
+                return str(node.args[0].value), str(part)
+    except SyntaxError:
+        pass
+    name, _, part = grade_id.rpartition("_")
+    return name, part
+
+
+# ------------------------------------------------------------------ one notebook, in a process of its own
+class _Capped(io.TextIOBase):
+    """A learner's printed text, kept up to ``PRINT_LIMIT`` characters."""
+
+    def __init__(self):
+        self.kept = []
+        self.size = 0
+
+    def write(self, text):
+        if self.size < PRINT_LIMIT:
+            self.kept.append(text[:PRINT_LIMIT - self.size])
+        self.size += len(text)
+        return len(text)
+
+    def text(self):
+        return "".join(self.kept)
+
+
+class _CellTimeout(BaseException):
+    pass
+
+
+def _on_alarm(signum, frame):
+    raise _CellTimeout()
+
+
+def _first_line(text):
+    lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+    return lines[0] if lines else ""
+
+
+def _summary(exc):
+    """One line of a failed check: its first line and, past it, the known mistake it names."""
+    text = str(exc)
+    line = _first_line(text)
+    named = re.search(r"This looks like a known mistake: (.*)", text)
+    first = re.search(r"First failure, case \d+: .*\n\s*(.*)", text)
+    if first:
+        line += " " + first.group(1).strip()
+    if named:
+        line += " Known mistake: " + named.group(1).strip()
+    return line
+
+
+def run_notebook(path, report=lambda what: None):
+    """The checks of the notebook at ``path`` (see the module): {"answers": {exercise: problem}, "results":
+    [(exercise, part, status, message)]}. ``report`` is told each cell before it runs."""
+    setup, answers, graded = read_cells(path)
+    os.chdir(os.path.dirname(os.path.abspath(path)))
+    namespace = {"__name__": "__main__"}
+    problems, results, stopped = {}, [], set()
+    printed = _Capped()
+    old = signal.signal(signal.SIGALRM, _on_alarm)
+    try:
+        with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(printed):
+            report("the set-up cell")
+            try:
+                exec(compile(setup, "<set-up cell>", "exec"), namespace)
+            except BaseException as exc:  # a broken install, or a set-up cell edited
+                raise Unreadable(f"its set-up cell failed ({type(exc).__name__}: {_first_line(exc)[:200]}): "
+                                 f"`course workspace` makes a fresh notebook after you move this one aside") from None
+            checker = namespace.get("check")  # the course's, from the set-up: an answer cell may not replace it
+            for name, source in answers:
+                report(f"the answer cell of {name}")
+                try:
+                    code = compile(source, f"<answer cell of {name}>", "exec")
+                except SyntaxError as exc:
+                    problems[name] = f"a syntax error in its answer cell, line {exc.lineno}: {exc.msg}"
+                    continue
+                signal.setitimer(signal.ITIMER_REAL, CELL_LIMIT)
+                try:
+                    exec(code, namespace)
+                except _CellTimeout:
+                    problems[name] = f"its answer cell's own code {TIMED_OUT} {CELL_LIMIT} s and was stopped"
+                except BaseException as exc:  # SystemExit and KeyboardInterrupt too: the cell stopped there
+                    problems[name] = f"its answer cell raised {type(exc).__name__}: {_first_line(exc)[:200]}"
+                finally:
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+            for name, part, source in graded:
+                report(f"the check of {name} [{part}]")
+                namespace["check"] = checker
+                if name in problems or name in stopped:
+                    results.append((name, part, SKIPPED, problems.get(name) or stopped_message(name)))
+                    continue
+                try:
+                    exec(compile(source, f"<check of {name}>", "exec"), namespace)
+                    results.append((name, part, PASS, ""))
+                except AssertionError as exc:  # a failed check (CheckFailed)
+                    text = str(exc)
+                    status = STUB_LEFT if STUB in text else FAIL
+                    if TIMED_OUT in text:
+                        stopped.add(name)
+                    results.append((name, part, status, _summary(text)))
+                except NameError as exc:
+                    results.append((name, part, FAIL, f"its answer cell does not define it ({_first_line(exc)})"))
+                except BaseException as exc:  # raised by the learner's code the check ran, SystemExit included
+                    results.append((name, part, FAIL, f"{type(exc).__name__}: {_first_line(exc)[:200]}"))
+    finally:
+        signal.signal(signal.SIGALRM, old)
+    return {"answers": problems, "results": results}
+
+
+def stopped_message(name):
+    return f"skipped: `{name}` {TIMED_OUT} its time limit in an earlier check"
+
+
+def _child(path, conn):
+    """In the forked process: run one notebook, send what it is doing and then the outcome."""
+    try:
+        import torch
+        torch.set_num_threads(1)  # one notebook per core
+        outcome = run_notebook(path, report=lambda what: conn.send(("cell", what)))
+        conn.send(("done", outcome))
+    except Unreadable as exc:
+        conn.send(("unreadable", str(exc)))
+    finally:
+        conn.close()
+
+
+# ------------------------------------------------------------------ the whole course
+def _preload():
+    """What every notebook's set-up imports, imported once before the notebooks' processes are forked."""
+    os.environ.setdefault("MPLBACKEND", "Agg")
+    import matplotlib
+    matplotlib.use("Agg")
+    import nbformat  # noqa: F401
+    import torch  # noqa: F401
+    import torch.nn.functional  # noqa: F401
+
+    from . import blocks, plots  # noqa: F401
+    from .check import check  # noqa: F401
+
+
+def course_progress(workspace, jobs=2, limit=NOTEBOOK_LIMIT):
+    """{folder: {"error": text} or run_notebook's outcome} for every notebook of the course in ``workspace``."""
+    import multiprocessing
+    from multiprocessing.connection import wait
+    _preload()
+    ctx = multiprocessing.get_context("fork")
+    out, waiting, running = {}, [], {}
+    for folder in NOTEBOOKS:
+        try:
+            waiting.append((folder, notebook_path(workspace, folder)))
+        except Unreadable as exc:
+            out[folder] = {"error": str(exc)}
+    while waiting or running:
+        while waiting and len(running) < max(1, jobs):
+            folder, path = waiting.pop(0)
+            mine, theirs = ctx.Pipe(duplex=False)
+            proc = ctx.Process(target=_child, args=(path, theirs), daemon=True)
+            proc.start()
+            theirs.close()
+            running[mine] = [folder, proc, time.monotonic(), "its start"]
+        for conn in wait(list(running), timeout=1.0):
+            folder, proc, started, doing = running[conn]
+            try:
+                kind, value = conn.recv()
+            except (EOFError, OSError):
+                proc.join(5)
+                out[folder] = {"error": f"its checks' process ended while running {doing} (exit "
+                                        f"{proc.exitcode}): run the notebook to see why"}
+                del running[conn]
+                continue
+            if kind == "cell":
+                running[conn][3] = value
+                continue
+            out[folder] = {"error": value} if kind == "unreadable" else value
+            proc.join(30)
+            del running[conn]
+        for conn, (folder, proc, started, doing) in list(running.items()):
+            if time.monotonic() - started > limit:
+                proc.kill()
+                proc.join(5)
+                out[folder] = {"error": f"stopped after {limit} s, in {doing}"}
+                del running[conn]
+    return {folder: out[folder] for folder in NOTEBOOKS}
+
+
+def summary(workspace, outcome):
+    """{"notebooks": [...], "points", "max_points", "to_do"}: per notebook its points, exercises and questions."""
+    notebooks, points, most, to_do = [], 0.0, 0.0, 0
+    for folder, got in outcome.items():
+        parts = graded_parts(folder)
+        worth = {(ex, cell): p for ex, cell, p in parts}
+        nb_max = sum(worth.values())
+        most += nb_max
+        entry = {"notebook": folder, "max_points": nb_max, "points": 0.0, "exercises": [], "questions": []}
+        if "error" in got:
+            entry["error"] = got["error"]
+            to_do += len(NOTEBOOKS[folder].exercises)
+            notebooks.append(entry)
+            continue
+        by_exercise = {}
+        for name, part, status, message in got["results"]:
+            by_exercise.setdefault(name, []).append((part, status, message))
+            if status == PASS:
+                entry["points"] += worth.get((name, part), 0)
+        for name in NOTEBOOKS[folder].exercises:
+            seen = by_exercise.get(name, [])
+            question = name in NOTEBOOKS[folder].questions
+            problem = got["answers"].get(name)
+            if seen and all(s == PASS for _, s, _ in seen):
+                state = "right" if question else "passes"
+            elif problem:
+                state = "broken"
+            elif not seen or all(s == STUB_LEFT for _, s, _ in seen):
+                state = "not answered" if question else "not started"
+            else:
+                state = "wrong" if question else "failing"
+            failing = next(((p, m) for p, s, m in seen if s not in (PASS,)), None)
+            item = {"name": name, "state": state,
+                    "points": sum(worth.get((name, p), 0) for p, s, _ in seen if s == PASS),
+                    "max_points": sum(v for (ex, _), v in worth.items() if ex == name),
+                    "message": problem or (f"[{failing[0]}] {failing[1]}" if failing and state in ("failing", "wrong")
+                                           else "")}
+            entry["questions" if question else "exercises"].append(item)
+            to_do += state not in ("passes", "right")
+        points += entry["points"]
+        notebooks.append(entry)
+    return {"workspace": os.path.abspath(workspace), "notebooks": notebooks, "points": points, "max_points": most,
+            "to_do": to_do}
+
+
+def _num(x):
+    return f"{x:g}"
+
+
+def lines_of(report):
+    """What `course progress` prints."""
+    from .inert_text import inert as plain
+    out = [f"course progress: {plain(report['workspace'])}"]
+    for nb in report["notebooks"]:
+        head = f"{nb['notebook']:<20} {_num(nb['points']):>3} / {_num(nb['max_points']):<3}"
+        if "error" in nb:
+            out.append(f"{head} {plain(nb['error'])}")
+            continue
+        ex, qs = nb["exercises"], nb["questions"]
+        done = [e for e in ex if e["state"] == "passes"]
+        answered = [q for q in qs if q["state"] != "not answered"]
+        right = [q for q in qs if q["state"] == "right"]
+        out.append(f"{head} exercises {len(done)} of {len(ex)} pass; questions {len(answered)} of {len(qs)} "
+                   f"answered, {len(right)} right")
+        for item in ex + qs:
+            if item["state"] in ("passes", "right"):
+                continue
+            message = f": {plain(item['message'])[:300]}" if item["message"] else ""
+            out.append(f"    {item['name']}: {item['state']}{message}")
+    out.append(f"the course: {_num(report['points'])} / {_num(report['max_points'])} points from the visible checks "
+               f"(the hidden cases count when it is graded); "
+               + (f"{report['to_do']} exercises and questions to go" if report["to_do"] else "everything passes"))
+    return out
+
+
+def main(argv=None):
+    """``course progress [--dir WORKSPACE] [--json] [-j N]``."""
+    import argparse
+    p = argparse.ArgumentParser(prog="course progress")
+    p.add_argument("--dir", default="workspace")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("-j", "--jobs", type=int, default=min(2, os.cpu_count() or 1))
+    args = p.parse_args(argv)
+    if not os.path.isdir(args.dir):
+        print(f"course progress: no workspace at {args.dir} (`course workspace` makes one)", file=sys.stderr)
+        return 2
+    t0 = time.monotonic()
+    report = summary(args.dir, course_progress(os.path.abspath(args.dir), jobs=args.jobs))
+    report["seconds"] = round(time.monotonic() - t0, 1)
+    if args.json:
+        json.dump(report, sys.stdout)
+        print()
+    else:
+        for line in lines_of(report):
+            print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
