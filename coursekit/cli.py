@@ -32,6 +32,7 @@ from .paths import COURSE_DIR, ROOT, SOURCE_DIR
 from .words import counted
 from .cli_class import add_class_commands, course_default, write_json
 from .hub.service_client import GRADING_TIMEOUT
+from learner.progress import from_args as cmd_progress  # the learner's side: students on the hub have it
 
 
 def _workspace(target):
@@ -100,7 +101,8 @@ def learner_settings(env):
     write_json(os.path.join(config, "labconfig", "page_config.json"),
                 {"disabledExtensions": {name: True for name in LEARNER_HIDDEN_PLUGINS}})
     write_json(os.path.join(config, "jupyter_server_config.json"),
-                {"ServerApp": {"jpserver_extensions": {name: False for name in LEARNER_OFF_SERVER_EXTENSIONS}},
+                {"ServerApp": {"jpserver_extensions": {**{n: False for n in LEARNER_OFF_SERVER_EXTENSIONS},
+                                                       "learner.lab_server": True}},  # /course/progress.html
                  "LabApp": {"check_for_updates_class": "jupyterlab.NeverCheckForUpdate"}})
     settings = os.path.join(os.path.dirname(config), "lab-settings")
     news = os.path.join(settings, "@jupyterlab", "apputils-extension", "notification.jupyterlab-settings")
@@ -118,7 +120,7 @@ def cmd_lab(args):
            f"--ServerApp.port={args.port}", f"--ServerApp.open_browser={args.browser}", *args.jupyter_args]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")  # containers and CI machines often run as root
-    print("starting JupyterLab on", target, "- open the URL it prints; stop it with Ctrl-C", flush=True)
+    print(f"starting JupyterLab on {target}: open the URL it prints (and course/progress.html)", flush=True)
     os.execve(sys.executable, cmd, env)  # become the server: stopping this process stops JupyterLab
 
 
@@ -229,11 +231,6 @@ def cmd_sync(args):
     for path in sync():
         print("rewrote", os.path.relpath(path, ROOT))
     return 0
-
-
-def cmd_progress(args):  # every notebook's visible checks on the learner's answers, no other cell (learner/progress.py)
-    from learner.progress import main as progress
-    return progress(["--dir", args.dir, "--jobs", str(args.jobs)] + (["--json"] if args.json else []))
 
 
 def cmd_validate(args):

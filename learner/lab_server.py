@@ -9,11 +9,20 @@
   as the student, in a process of its own, in the server's folder: the student's folder moved aside, a fresh copy
   fetched; it answers ``{success, lines}`` (what was done) or ``{success: false, message}`` (why nothing was).
 
-Both need the server's login (and its XSRF check for the POST), as every route of the server does.
+* ``GET <base>course/progress`` (JSON) and ``<base>course/progress.html`` (a page with no script): `course progress`
+  (``learner.progress``) on the notebooks in the server's folder, in a process of the student's, again only when a
+  notebook changed since. The Assignments tab shows each assignment's line; the page the whole.
+
+* ``GET <base>course/returned``: what was returned to the student, read from the newest feedback page of each
+  assignment folder (``<assignment>/feedback/<time>/*.html``, as nbgrader's Fetch Feedback puts it): its score and the
+  graded parts that lost points. The Assignments tab shows it under each submitted assignment.
+
+All need the server's login (and its XSRF check for the POST), as every route of the server does.
 """
 import asyncio
 import json
 import os
+import re
 import subprocess
 import sys
 import urllib.error
@@ -56,6 +65,98 @@ def fetch_again_in_a_process(root, course_id, assignment_id):
     return {"success": False, "message": message.removeprefix("course fetch-again: ")}
 
 
+PROGRESS_LIMIT = 900  # seconds the whole course's checks may take (each call and answer cell is bounded on its own)
+_progress = {}  # {folder of the server: (the notebooks' times of change, the report)}
+
+
+def _changes(root):
+    from .syllabus import NOTEBOOKS
+    out = []
+    for folder in NOTEBOOKS:
+        try:
+            out.append(os.stat(os.path.join(root, folder, folder + ".ipynb")).st_mtime_ns)
+        except OSError:
+            out.append(os.path.isdir(os.path.join(root, folder)))
+    return tuple(out)
+
+
+def progress_of(root):
+    """`course progress --json --present` on ``root``, again only when a notebook there changed."""
+    stamp = _changes(root)
+    kept = _progress.get(root)
+    if kept and kept[0] == stamp:
+        return kept[1]
+    done = subprocess.run([sys.executable, "-m", "learner.progress", "--json", "--present", "--dir", root], cwd=root,
+                          capture_output=True, timeout=PROGRESS_LIMIT, stdin=subprocess.DEVNULL)
+    if done.returncode != 0:
+        why = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [f"exit {done.returncode}"]
+        raise ValueError(why[0])
+    report = json.loads(done.stdout)
+    _progress[root] = (stamp, report)
+    return report
+
+
+def _feedback_of(page):
+    """(score, out of, [the labels of the graded parts that lost points]) of a feedback page of the course's
+    (grader/templates/course_feedback), or None."""
+    from html.parser import HTMLParser
+
+    class Reader(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.heading, self.lost, self.where, self.text = None, [], None, []
+
+        def handle_starttag(self, tag, attrs):
+            attrs = dict(attrs)
+            if tag == "h4" and self.heading is None:
+                self.where, self.text = "h4", []
+            elif tag == "li" and "course-failed" in (attrs.get("class") or "").split():
+                self.where, self.text = "li", []
+            elif tag == "label" and self.where == "li":
+                self.where = "label"
+
+        def handle_data(self, data):
+            if self.where in ("h4", "label"):
+                self.text.append(data)
+
+        def handle_endtag(self, tag):
+            if tag == "h4" and self.where == "h4":
+                self.heading, self.where = "".join(self.text), None
+            elif tag == "label" and self.where == "label":
+                self.lost.append(" ".join("".join(self.text).split()))
+                self.where = None
+
+    reader = Reader()
+    reader.feed(page[:2_000_000])
+    found = re.search(r"\(Score: ([0-9.]+) / ([0-9.]+)\)", reader.heading or "")
+    return (float(found.group(1)), float(found.group(2)), reader.lost) if found else None
+
+
+def returned(root):
+    """{assignment folder: {"time", "score", "max_score", "lost"}} of the newest feedback page in each folder of
+    ``root`` (see the module); folders without one are left out."""
+    out = {}
+    for name in sorted(os.listdir(root)):
+        feedback = os.path.join(root, name, "feedback")
+        if name.startswith(".") or not os.path.isdir(feedback) or os.path.islink(feedback):
+            continue
+        times = sorted(t for t in os.listdir(feedback) if os.path.isdir(os.path.join(feedback, t)))
+        for when in reversed(times):
+            pages = sorted(p for p in os.listdir(os.path.join(feedback, when)) if p.endswith(".html"))
+            read = []
+            for page in pages:
+                path = os.path.join(feedback, when, page)
+                if not os.path.islink(path) and os.path.getsize(path) < 50_000_000:
+                    with open(path, encoding="utf-8", errors="replace") as f:
+                        read.append(_feedback_of(f.read()))
+            read = [r for r in read if r]
+            if read:
+                out[name] = {"time": when, "score": sum(r[0] for r in read), "max_score": sum(r[1] for r in read),
+                             "lost": [label for r in read for label in r[2]]}
+                break
+    return out
+
+
 def _handlers():
     from jupyter_server.base.handlers import APIHandler
     from tornado import web
@@ -87,7 +188,43 @@ def _handlers():
             self.set_header("Content-Type", "application/json")
             self.finish(json.dumps(answer))
 
-    return [("course/due", Due), ("course/fetch-again", FetchAgain)]
+    from jupyter_server.base.handlers import JupyterHandler
+
+    from .progress import PAGE_POLICY, page_of
+
+    async def progress(handler):
+        root = os.path.expanduser(handler.settings.get("server_root_dir") or os.getcwd())
+        try:
+            return await asyncio.get_running_loop().run_in_executor(None, progress_of, root)
+        except (subprocess.TimeoutExpired, OSError, ValueError) as exc:
+            raise web.HTTPError(500, f"your progress could not be worked out ({inert(str(exc))[:300]})") from None
+
+    class Progress(APIHandler):
+        @web.authenticated
+        async def get(self):
+            report = await progress(self)
+            self.set_header("Content-Type", "application/json")
+            self.finish(json.dumps(report))
+
+    class ProgressPage(JupyterHandler):
+        @web.authenticated
+        async def get(self):
+            report = await progress(self)
+            self.set_header("Content-Type", "text/html; charset=utf-8")
+            self.set_header("Content-Security-Policy", PAGE_POLICY)
+            self.finish(page_of(report))
+
+    class Returned(APIHandler):
+        @web.authenticated
+        async def get(self):
+            root = os.path.expanduser(self.settings.get("server_root_dir") or os.getcwd())
+            found = await asyncio.get_running_loop().run_in_executor(None, returned, root)
+            self.set_header("Content-Type", "application/json")
+            self.finish(json.dumps({"value": found}))
+
+    return [("course/due", Due), ("course/fetch-again", FetchAgain), ("course/returned", Returned),
+            ("course/progress", Progress),
+            ("course/progress.html", ProgressPage)]
 
 
 def _jupyter_server_extension_points():

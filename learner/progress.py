@@ -49,7 +49,7 @@ def graded_parts(folder):
     return [(ex, cell, cell_points(ex, cell)) for ex in NOTEBOOKS[folder].exercises for cell in cells_of(ex)]
 
 
-def notebook_path(workspace, folder):
+def notebook_file(workspace, folder):
     """The notebook's path, or raises ``Unreadable`` naming what is there instead."""
     path = os.path.join(workspace, folder, folder + ".ipynb")
     if os.path.isfile(path):
@@ -59,8 +59,8 @@ def notebook_path(workspace, folder):
     if others:
         raise Unreadable(f"no {folder}.ipynb in {folder}/ (there is {', '.join(others)}: rename yours to "
                          f"{folder}.ipynb)")
-    raise Unreadable(f"no notebook {folder}/{folder}.ipynb (`course workspace` makes a fresh one; `course update` "
-                     f"keeps your answers)")
+    raise Unreadable(f"no notebook {folder}/{folder}.ipynb (on the hub: Fresh copy in the Assignments tab; on your "
+                     f"machine: `course workspace` makes a fresh one)")
 
 
 def read_cells(path):
@@ -239,16 +239,18 @@ def _preload():
     from .check import check  # noqa: F401
 
 
-def course_progress(workspace, jobs=2, limit=NOTEBOOK_LIMIT):
-    """{folder: {"error": text} or run_notebook's outcome} for every notebook of the course in ``workspace``."""
+def course_progress(workspace, jobs=2, limit=NOTEBOOK_LIMIT, present=False):
+    """{folder: {"error": text} or run_notebook's outcome} for every notebook of the course in ``workspace`` (with
+    ``present``, only those whose folder is there: a student on the hub has the released ones)."""
     import multiprocessing
     from multiprocessing.connection import wait
     _preload()
     ctx = multiprocessing.get_context("fork")
     out, waiting, running = {}, [], {}
-    for folder in NOTEBOOKS:
+    folders = [f for f in NOTEBOOKS if not present or os.path.isdir(os.path.join(workspace, f))]
+    for folder in folders:
         try:
-            waiting.append((folder, notebook_path(workspace, folder)))
+            waiting.append((folder, notebook_file(workspace, folder)))
         except Unreadable as exc:
             out[folder] = {"error": str(exc)}
     while waiting or running:
@@ -281,10 +283,10 @@ def course_progress(workspace, jobs=2, limit=NOTEBOOK_LIMIT):
                 proc.join(5)
                 out[folder] = {"error": f"stopped after {limit} s, in {doing}"}
                 del running[conn]
-    return {folder: out[folder] for folder in NOTEBOOKS}
+    return {folder: out[folder] for folder in folders}
 
 
-def summary(workspace, outcome):
+def progress_report(workspace, outcome):
     """{"notebooks": [...], "points", "max_points", "to_do"}: per notebook its points, exercises and questions."""
     notebooks, points, most, to_do = [], 0.0, 0.0, 0
     for folder, got in outcome.items():
@@ -359,6 +361,34 @@ def lines_of(report):
     return out
 
 
+PAGE_POLICY = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
+
+
+def page_of(report):
+    """The report as a page with no script (the learner's server serves it: ``learner.lab_server``)."""
+    from html import escape
+    rows = []
+    for nb in report["notebooks"]:
+        head = f"<h2>{escape(nb['notebook'])}: {_num(nb['points'])} / {_num(nb['max_points'])}</h2>"
+        if "error" in nb:
+            rows.append(f"{head}<p class=bad>{escape(nb['error'])}</p>")
+            continue
+        items = "".join(
+            f"<tr class={'ok' if i['state'] in ('passes', 'right') else 'bad'}><td>{escape(i['name'])}</td>"
+            f"<td>{escape(i['state'])}</td><td>{_num(i['points'])} / {_num(i['max_points'])}</td>"
+            f"<td>{escape(i['message'])}</td></tr>" for i in nb["exercises"] + nb["questions"])
+        rows.append(f"{head}<table><tr><th>exercise or question</th><th>state</th><th>points</th><th>what the check "
+                    f"said</th></tr>{items}</table>")
+    total = (f"{_num(report['points'])} / {_num(report['max_points'])} points from the visible checks (the hidden "
+             f"cases count when it is graded); {report['to_do']} exercises and questions to go")
+    return (f'<!DOCTYPE html><html><head><meta charset="utf-8"><meta http-equiv="Content-Security-Policy" '
+            f'content="{PAGE_POLICY}"><title>Your progress</title><style>body{{font-family:sans-serif;margin:2em}}'
+            f"td,th{{padding:2px 8px;text-align:left;vertical-align:top}}tr.bad td:nth-child(2){{color:#a00}}"
+            f"tr.ok td:nth-child(2){{color:#070}}p.bad{{color:#a00}}</style></head><body><h1>Your progress</h1>"
+            f"<p>{escape(total)}. Only your answer cells and the checks ran (no training), in "
+            f"{report.get('seconds', 0):g} s.</p>{''.join(rows)}</body></html>")
+
+
 def main(argv=None):
     """``course progress [--dir WORKSPACE] [--json] [-j N]``."""
     import argparse
@@ -366,12 +396,14 @@ def main(argv=None):
     p.add_argument("--dir", default="workspace")
     p.add_argument("--json", action="store_true")
     p.add_argument("-j", "--jobs", type=int, default=min(2, os.cpu_count() or 1))
+    p.add_argument("--present", action="store_true", help="only the notebooks whose folder is there")
     args = p.parse_args(argv)
     if not os.path.isdir(args.dir):
         print(f"course progress: no workspace at {args.dir} (`course workspace` makes one)", file=sys.stderr)
         return 2
     t0 = time.monotonic()
-    report = summary(args.dir, course_progress(os.path.abspath(args.dir), jobs=args.jobs))
+    outcome = course_progress(os.path.abspath(args.dir), jobs=args.jobs, present=args.present)
+    report = progress_report(args.dir, outcome)
     report["seconds"] = round(time.monotonic() - t0, 1)
     if args.json:
         json.dump(report, sys.stdout)
@@ -380,6 +412,11 @@ def main(argv=None):
         for line in lines_of(report):
             print(line)
     return 0
+
+
+def from_args(args):
+    """`course progress` (coursekit/cli.py): its arguments as ``main``'s."""
+    return main(["--dir", args.dir, "--jobs", str(args.jobs)] + (["--json"] if args.json else []))
 
 
 if __name__ == "__main__":

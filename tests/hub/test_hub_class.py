@@ -214,6 +214,19 @@ def test_a_class_on_the_hub_as_its_people_use_it(class_folder):
             assert len(aside) == 1 and os.path.isfile(os.path.join(home, A, f"{A}.ipynb")), os.listdir(home)
             assert os.stat(os.path.join(home, A, f"{A}.ipynb")).st_uid == os.stat(home).st_uid  # the student's own
             phase("a lost notebook fetched afresh from the Assignments tab")
+            # the learner's progress: a line under the assignment, and the whole course's page from the menu
+            pages[FORK].locator("#refresh_assignments_list").click()
+            line = pages[FORK].locator("#fetched_assignments_list .course-progress",
+                                       has_text=f"Your notebook: 0 / {total:g} points from the visible checks; to do:")
+            line.wait_for(timeout=300_000)
+            assert "softmax (not started)" in line.inner_text(), line.inner_text()
+            with pages[FORK].context.expect_page() as opened:
+                menu(pages[FORK], "Nbgrader", "Your Progress")
+            mine = opened.value
+            mine.get_by_text(f"{A}: 0 / {total:g}").wait_for(timeout=300_000)
+            assert mine.evaluate("() => document.scripts.length") == 0
+            mine.close()
+            phase("the learner's progress in the Assignments tab and on its page")
             # the untouched notebook opens unmodified (the release carries the kernel's language_info) and closes
             # without a question
             page = pages[HONEST]
@@ -337,6 +350,16 @@ def test_a_class_on_the_hub_as_its_people_use_it(class_folder):
                 if name == HONEST:
                     with screenshot_on_failure(page, "feedback-toc"):
                         toc_entry_moves_the_page(page)
+                # what was returned, under the assignment in the tab: the page's score, the parts that lost points
+                open_assignments(page)
+                page.locator("#refresh_assignments_list:visible").click()
+                got = page.locator("#submitted_assignments_list .course-returned")
+                got.wait_for(timeout=120_000)
+                said = got.inner_text()
+                assert f": {float(score.group(1)):g} / {total:g}; " in said, (said, header)
+                parts = [re.fullmatch(r"(.*\S) ([\d.]+) / ([\d.]+)", line.strip()) for line in toc.splitlines()]
+                lost = [m.group(1) for m in parts if m and float(m.group(2)) < float(m.group(3))]
+                assert all(label in said for label in lost) and ("every point" in said) == (not lost), (said, toc)
             phase("feedback read in the lab")
 
             # a student's terminal: the reference is out of reach, and the grading service refuses their token

@@ -3,7 +3,8 @@
 * an instructor's (`course instructor-lab`, the hub's instructor servers): ``POST course/extend`` is `course extend`,
   with its refusals as the command's and the gradebook unchanged by one;
 * a student's (``learner.lab_server``, as the hub's student servers load it): ``POST course/fetch-again`` is `course
-  fetch-again` in the server's folder, ``GET course/due`` is empty with no grading service to ask;
+  fetch-again` in the server's folder, ``GET course/due`` is empty with no grading service to ask, ``GET
+  course/progress`` is `course progress` on the notebooks there, again after a change, and its page has no script;
 * a student's due dates as the hub's grading service reads them (``coursekit.hub.service.due_dates_of``): by the
   gradebook's owner, a real Unix user, never root; and ``coursekit.student_due`` itself: released assignments only,
   each with the student's own extension, nothing for a student the gradebook does not list.
@@ -11,6 +12,7 @@
 The buttons and menus themselves are walked in Chromium by test_hub_class.py. Cost: about 40 s (two servers' start).
 """
 import datetime
+import html
 import json
 import os
 import secrets
@@ -22,6 +24,7 @@ import time
 import urllib.error
 import urllib.request
 
+import nbformat
 import pytest
 from lab import instructor_lab
 from unix_users import python_reachable
@@ -30,6 +33,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "lea
 sys.path.insert(0, os.path.dirname(os.path.dirname(__file__)))
 from gradebooks import build_gradebook  # noqa: E402
 from test_fetch_again import A as RELEASED, COURSE as EXCHANGE_COURSE, class_of  # noqa: E402
+from test_progress import released  # noqa: E402
 
 from coursekit.hub.setup import free_port  # noqa: E402
 
@@ -151,6 +155,20 @@ def test_a_students_server_fetches_a_fresh_copy_and_has_no_due_dates_without_the
             assert status == 200 and not answer["success"] and named in answer["message"], (asked, answer)
             assert sorted(os.listdir(home)) == before
         assert ask(f"{base}/course/fetch-again", "wrong", {"assignment_id": RELEASED})[0] == 403
+        # the learner's progress: the notebooks there, worked out again after a change
+        os.makedirs(os.path.join(home, "03_softmax"))
+        nbformat.write(released("03_softmax", True), os.path.join(home, "03_softmax", "03_softmax.ipynb"))
+        status, report = ask(f"{base}/course/progress", token)
+        assert status == 200 and [nb["notebook"] for nb in report["notebooks"]] == ["03_softmax"], report
+        assert report["points"] == report["max_points"] > 0, report
+        nbformat.write(released("03_softmax", False), os.path.join(home, "03_softmax", "03_softmax.ipynb"))
+        status, report = ask(f"{base}/course/progress", token)
+        assert report["points"] == 0 and {i["state"] for i in report["notebooks"][0]["exercises"]} == {"not started"}
+        page = urllib.request.urlopen(urllib.request.Request(f"{base}/course/progress.html",
+                                                             headers={"Authorization": f"token {token}"}), timeout=600)
+        assert page.headers["Content-Security-Policy"].startswith("default-src 'none'")
+        text = page.read().decode()
+        assert "<h2>03_softmax: 0 / " in text and "<script" not in text
     finally:
         server.terminate()
         try:
@@ -199,3 +217,27 @@ def test_the_grading_service_reads_due_dates_as_the_gradebooks_owner_never_as_ro
             assert due_dates_of([mine], "mallory") == []
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_what_was_returned_is_the_newest_feedback_pages_score_and_lost_parts(tmp_path):
+    """The newest feedback folder of each assignment, its page's score and the parts listed as having lost points
+    (the markup of grader/templates/course_feedback); a link where the folder should be is not followed."""
+    from learner.lab_server import returned
+    template = open(os.path.join(ROOT, "grader", "templates", "course_feedback", "index.html.j2")).read()
+    assert "(Score: {{" in template and "course-failed" in template  # the markup read below is the template's
+
+    def page(score, lost):
+        items = "".join(f'<li class="course-failed"><label class="course-link" for="go-x">{html.escape(label)}'
+                        f"</label> 0 / 1</li>" for label in lost)
+        return (f"<html><body><h4>03_softmax (Score: {score} / 16.0)</h4><div id='toc'><ol>"
+                f'<li class="course-passed"><label class="course-link" for="go-y">softmax · basic</label> 2 / 2</li>'
+                f"{items}</ol></div></body></html>")
+    for when, score, lost in (("2026-12-01 10:00:00.000000 UTC", 9.0, ["softmax · edge", "log_softmax · basic"]),
+                              ("2026-12-02 10:00:00.000000 UTC", 15.0, ["Question 2 · <b>why</b>"])):
+        folder = tmp_path / "03_softmax" / "feedback" / when
+        folder.mkdir(parents=True)
+        (folder / "03_softmax.html").write_text(page(score, lost))
+    (tmp_path / "04_masks_attention").mkdir()
+    os.symlink(tmp_path / "03_softmax" / "feedback", tmp_path / "04_masks_attention" / "feedback")
+    assert returned(str(tmp_path)) == {"03_softmax": {"time": "2026-12-02 10:00:00.000000 UTC", "score": 15.0,
+                                                      "max_score": 16.0, "lost": ["Question 2 · <b>why</b>"]}}

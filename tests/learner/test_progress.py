@@ -50,7 +50,7 @@ def answer_cell(nb, name):
 
 def test_every_check_needs_only_the_set_up_and_the_answers_and_reference_answers_get_every_point(reference):
     """No training cell, no teaching cell: the set-up, the answers and the checks give every visible point."""
-    report = progress.summary(reference, progress.course_progress(reference))
+    report = progress.progress_report(reference, progress.course_progress(reference))
     assert report["max_points"] == COURSE_POINTS and report["points"] == COURSE_POINTS, progress.lines_of(report)
     assert report["to_do"] == 0
     for nb in report["notebooks"]:
@@ -60,7 +60,7 @@ def test_every_check_needs_only_the_set_up_and_the_answers_and_reference_answers
 
 def test_an_untouched_workspace_is_every_exercise_not_started(tmp_path):
     base = workspace(str(tmp_path), False)
-    report = progress.summary(base, progress.course_progress(base))
+    report = progress.progress_report(base, progress.course_progress(base))
     assert report["points"] == 0 and report["max_points"] == COURSE_POINTS
     assert report["to_do"] == sum(len(nb.exercises) for nb in NOTEBOOKS.values())
     for nb in report["notebooks"]:
@@ -93,7 +93,7 @@ def test_a_broken_workspace_names_each_problem_and_reports_the_rest(reference, t
     monkeypatch.setattr(progress, "CELL_LIMIT", 2)
     from learner.check import safe
     monkeypatch.setattr(safe, "DEFAULT_TIME_LIMIT", 2.0)
-    report = progress.summary(base, progress.course_progress(base))
+    report = progress.progress_report(base, progress.course_progress(base))
     nbs = {nb["notebook"]: nb for nb in report["notebooks"]}
     items = {i["name"]: i for nb in nbs.values() for i in nb.get("exercises", []) + nb.get("questions", [])}
     assert "course workspace" in nbs["01_tokens"]["error"]

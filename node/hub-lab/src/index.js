@@ -25,6 +25,10 @@
 //    (<base>course/due, learner/lab_server.py); and beside each downloaded assignment's Submit, "Fresh copy"
 //    (<base>course/fetch-again: `course fetch-again`, their folder moved aside, never deleted), which says in a
 //    notification where their folder went. A server without these routes (one machine, an instructor) shows neither.
+//    Under each downloaded assignment, the learner's progress in it (<base>course/progress, `course progress`), and
+//    Nbgrader > Your Progress opens the whole course's (<base>course/progress.html, a page with no script); under
+//    each submitted assignment, what was returned (<base>course/returned: the fetched feedback's score and the
+//    parts that lost points).
 // 6. Nbgrader > Extension... in an instructor's lab: `course extend` for some students (<base>course/extend,
 //    coursekit/hub/formgrader_tab.py), what it did or why not in a notification.
 // Its style (style/index.css) wraps the long lines of nbgrader's Validate dialog.
@@ -303,49 +307,104 @@ async function freshCopy(course, assignment) {
   refreshTab();
 }
 
+// the learner's progress (course/progress: `course progress` on their notebooks, again only after a change), one
+// line under each downloaded assignment: its points from the visible checks and what is left
+let progressAsked = null;
+
+function progressLine(nb) {
+  if (nb.error) {
+    return `Your notebook: ${nb.error}`;
+  }
+  const left = [...nb.exercises, ...nb.questions].filter(i => i.state !== 'passes' && i.state !== 'right');
+  return `Your notebook: ${nb.points} / ${nb.max_points} points from the visible checks; ` +
+    (left.length ? `to do: ${left.map(i => `${i.name} (${i.state})`).join(', ')}` : 'every check passes') + '.';
+}
+
+async function showProgress(row, assignment) {
+  if (!progressAsked) {
+    progressAsked = askServer('course/progress').finally(() => {
+      window.setTimeout(() => {
+        progressAsked = null;
+      }, 2000);
+    });
+  }
+  const report = await progressAsked;
+  const nb = report && (report.notebooks || []).find(n => n.notebook === assignment);
+  if (!nb || row.querySelector(':scope > .course-progress')) {
+    return;
+  }
+  const line = document.createElement('div');
+  line.className = 'course-progress col-md-12';
+  line.textContent = progressLine(nb);
+  row.appendChild(line);
+}
+
+// what was returned (course/returned: the newest feedback page fetched into each assignment's folder), one line
+// under each submitted assignment: its score and the parts that lost points
+let returnedAsked = null;
+
+async function showReturned(row, assignment) {
+  if (!returnedAsked) {
+    returnedAsked = askServer('course/returned').finally(() => {
+      window.setTimeout(() => {
+        returnedAsked = null;
+      }, 2000);
+    });
+  }
+  const answer = await returnedAsked;
+  const got = answer && answer.value && answer.value[assignment];
+  if (!got || row.querySelector(':scope > .course-returned')) {
+    return;
+  }
+  const line = document.createElement('div');
+  line.className = 'course-returned col-md-12';
+  line.textContent = `Returned (${got.time}): ${got.score} / ${got.max_score}; ` +
+    (got.lost.length ? `points lost in: ${got.lost.join(', ')}` : 'every point') + '.';
+  row.appendChild(line);
+}
+
 const assignmentsTab = {
   id: NAME + ':assignments-tab',
   description: 'Shows a student their due dates in the Assignments tab, and a Fresh copy button for a lost notebook.',
   autoStart: true,
   activate: () => {
-    let due = null;
-    let since = 0;
-    let routes = null; // whether this server has the routes (a student's on the hub)
-    const dueDates = () => {
-      if (!due || Date.now() - since > 30000) {
-        since = Date.now();
-        due = askServer('course/due').then(answer => {
-          routes = answer !== null;
-          const found = new Map();
-          ((answer && answer.value) || []).forEach(course => (course.assignments || []).forEach(a =>
-            found.set(`${course.course_id}/${a.assignment_id}`, a)));
-          return found;
-        });
-      }
-      return due;
-    };
+    // nbgrader makes every row anew when the tab loads or is refreshed: new rows, new due dates (an extension may
+    // have come since), asked once for all the rows that appeared together
+    const seen = new WeakSet();
+    let asking = null;
     const decorate = async () => {
-      const rows = assignmentRows();
+      const rows = assignmentRows().filter(r => !seen.has(r.row));
       if (!rows.length) {
         return;
       }
-      const found = await dueDates();
-      if (!routes) {
-        return;
+      rows.forEach(r => seen.add(r.row));
+      if (!asking) {
+        asking = askServer('course/due').finally(() => {
+          asking = null;
+        });
       }
+      const answer = await asking;
+      if (answer === null) {
+        return; // no such route here: not a student's server on the hub
+      }
+      const found = new Map();
+      (answer.value || []).forEach(course => (course.assignments || []).forEach(a =>
+        found.set(`${course.course_id}/${a.assignment_id}`, a)));
       rows.forEach(({ row, list, course, assignment }) => {
         const dates = found.get(`${course}/${assignment}`);
-        const text = dates ? dates.lines.join(' ') : '';
-        let note = row.querySelector(':scope > .course-due');
-        if (text && (!note || note.textContent !== text)) {
-          if (!note) {
-            note = document.createElement('div');
-            note.className = 'course-due col-md-12';
-            row.appendChild(note);
-          }
-          note.textContent = text;
+        if (dates && !row.querySelector(':scope > .course-due')) {
+          const note = document.createElement('div');
+          note.className = 'course-due col-md-12';
+          note.textContent = dates.lines.join(' ');
+          row.appendChild(note);
         }
         const status = row.querySelector('.item_status');
+        if (list === 'fetched_assignments_list') {
+          showProgress(row, assignment);
+        }
+        if (list === 'submitted_assignments_list') {
+          showReturned(row, assignment);
+        }
         if (list === 'fetched_assignments_list' && status && !status.querySelector('.course-fresh-copy')) {
           const button = document.createElement('button');
           button.className = 'course-fresh-copy btn btn-default btn-xs';
@@ -368,6 +427,36 @@ const assignmentsTab = {
     }).observe(document.body, { childList: true, subtree: true });
   }
 };
+
+// the whole course's progress, a page of the student's server with no script, in a browser tab of its own
+const progressPage = {
+  id: NAME + ':progress-page',
+  description: 'Nbgrader > Your Progress: the points of every notebook so far, and what is left.',
+  autoStart: true,
+  optional: [IMainMenu],
+  activate: (app, mainMenu) => {
+    addProgressCommand(app, mainMenu).catch(err => console.error(err));
+  }
+};
+
+async function addProgressCommand(app, mainMenu) {
+  const settings = ServerConnection.makeSettings();
+  const probe = await ServerConnection.makeRequest(URLExt.join(settings.baseUrl, 'course/fetch-again'), {}, settings);
+  if (probe.status !== 405) {
+    return; // not a student's server with the course's routes
+  }
+  const id = 'course:progress';
+  app.commands.addCommand(id, {
+    label: 'Your Progress',
+    caption: 'Every notebook\'s checks on your answers (no training): points so far and what is left',
+    execute: () => window.open(URLExt.join(PageConfig.getBaseUrl(), 'course', 'progress.html'), '_blank')
+  });
+  await app.restored;
+  const menu = mainMenu && mainMenu.menus.find(m => m.id === 'jp-mainmenu-nbgrader');
+  if (menu) {
+    menu.addItem({ command: id });
+  }
+}
 
 // ------------------------------------------------------------------ 6. an extension from the lab
 const extension = {
@@ -442,4 +531,4 @@ async function addExtensionCommand(app, mainMenu) {
   }
 }
 
-export default [formgrader, feedback, submitted, reportLinks, assignmentsTab, extension];
+export default [formgrader, feedback, submitted, reportLinks, assignmentsTab, progressPage, extension];
