@@ -86,8 +86,18 @@ def progress_of(root):
     kept = _progress.get(root)
     if kept and kept[0] == stamp:
         return kept[1]
-    done = subprocess.run([sys.executable, "-m", "learner.progress", "--json", "--present", "--dir", root], cwd=root,
-                          capture_output=True, timeout=PROGRESS_LIMIT, stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen([sys.executable, "-m", "learner.progress", "--json", "--present", "--dir", root], cwd=root,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                            start_new_session=True)  # its group, killed with all it started
+    try:
+        out, err = proc.communicate(timeout=PROGRESS_LIMIT)
+    finally:
+        try:
+            os.killpg(proc.pid, 9)
+        except OSError:
+            pass
+        proc.wait()
+    done = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
     if done.returncode != 0:
         why = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [f"exit {done.returncode}"]
         raise ValueError(why[0])

@@ -213,8 +213,10 @@ def stopped_message(name):
 
 
 def _child(path, conn):
-    """In the forked process: run one notebook, send what it is doing and then the outcome."""
+    """In the forked process: run one notebook, send what it is doing and then the outcome. It leads a process group
+    of its own, which the parent kills once it is done: nothing the learner's code started outlives it."""
     try:
+        os.setpgid(0, 0)
         import torch
         torch.set_num_threads(1)  # one notebook per core
         outcome = run_notebook(path, report=lambda what: conn.send(("cell", what)))
@@ -237,6 +239,14 @@ def _preload():
 
     from . import blocks, plots  # noqa: F401
     from .check import check  # noqa: F401
+
+
+def _end_group(proc):
+    """Kill what is left of a notebook's process group (the learner's code may have started processes)."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass  # the group is gone already
 
 
 def course_progress(workspace, jobs=2, limit=NOTEBOOK_LIMIT, present=False):
@@ -267,6 +277,7 @@ def course_progress(workspace, jobs=2, limit=NOTEBOOK_LIMIT, present=False):
                 kind, value = conn.recv()
             except (EOFError, OSError):
                 proc.join(5)
+                _end_group(proc)
                 out[folder] = {"error": f"its checks' process ended while running {doing} (exit "
                                         f"{proc.exitcode}): run the notebook to see why"}
                 del running[conn]
@@ -276,10 +287,11 @@ def course_progress(workspace, jobs=2, limit=NOTEBOOK_LIMIT, present=False):
                 continue
             out[folder] = {"error": value} if kind == "unreadable" else value
             proc.join(30)
+            _end_group(proc)
             del running[conn]
         for conn, (folder, proc, started, doing) in list(running.items()):
             if time.monotonic() - started > limit:
-                proc.kill()
+                _end_group(proc)
                 proc.join(5)
                 out[folder] = {"error": f"stopped after {limit} s, in {doing}"}
                 del running[conn]

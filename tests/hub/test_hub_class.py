@@ -216,6 +216,7 @@ def test_a_class_on_the_hub_as_its_people_use_it(class_folder):
             phase("a lost notebook fetched afresh from the Assignments tab")
             # the learner's progress: a line under the assignment, and the whole course's page from the menu
             pages[FORK].locator("#refresh_assignments_list").click()
+            button_in(pages[FORK], "fetched_assignments_list", "Progress").click()
             line = pages[FORK].locator("#fetched_assignments_list .course-progress",
                                        has_text=f"Your notebook: 0 / {total:g} points from the visible checks; to do:")
             line.wait_for(timeout=300_000)

@@ -44,6 +44,14 @@ def reference(tmp_path_factory):
     return workspace(str(tmp_path_factory.mktemp("reference")), True)
 
 
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return not any(line.startswith("State:") and "Z" in line.split()[1] for line in f)
+    except FileNotFoundError:
+        return False
+
+
 def answer_cell(nb, name):
     return next(c for c in nb.cells if c.metadata.get("nbgrader", {}).get("grade_id") == name)
 
@@ -90,6 +98,12 @@ def test_a_broken_workspace_names_each_problem_and_reports_the_rest(reference, t
     edit("07_decoder", {"rope": "import os\nos._exit(0)\n"})                                       # ends the process
     edit("08_encoder_decoder", {"cross_attention": "def check(*args, **kwargs):\n    pass\n"      # a check of its own
                                                    "def cross_attention(*args, **kwargs):\n    return None\n"})
+    pid_file = tmp_path / "sleeper.pid"
+    path = os.path.join(base, "10_capstone", "10_capstone.ipynb")
+    nb = nbformat.read(path, as_version=4)
+    answer_cell(nb, "prefix_lm_mask").source += (f"\nimport subprocess as _sp\nopen({str(pid_file)!r}, 'w')"
+                                                 f".write(str(_sp.Popen(['sleep', '300']).pid))\n")
+    nbformat.write(nb, path)
     monkeypatch.setattr(progress, "CELL_LIMIT", 2)
     from learner.check import safe
     monkeypatch.setattr(safe, "DEFAULT_TIME_LIMIT", 2.0)
@@ -109,6 +123,8 @@ def test_a_broken_workspace_names_each_problem_and_reports_the_rest(reference, t
     assert "process ended while running the answer cell of rope" in nbs["07_decoder"]["error"]
     assert items["cross_attention"]["state"] == "failing"  # the course's check ran, not the answer cell's
     assert nbs["09_kv_cache"]["points"] == nbs["09_kv_cache"]["max_points"]
+    assert nbs["10_capstone"]["points"] == nbs["10_capstone"]["max_points"]
+    assert not alive(int(pid_file.read_text()))  # what an answer cell started did not outlive its notebook's run
     printed = "\n".join(progress.lines_of(report))
     assert "    softmax: broken: a syntax error in its answer cell, line 1" in printed
 

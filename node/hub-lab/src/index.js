@@ -25,7 +25,8 @@
 //    (<base>course/due, learner/lab_server.py); and beside each downloaded assignment's Submit, "Fresh copy"
 //    (<base>course/fetch-again: `course fetch-again`, their folder moved aside, never deleted), which says in a
 //    notification where their folder went. A server without these routes (one machine, an instructor) shows neither.
-//    Under each downloaded assignment, the learner's progress in it (<base>course/progress, `course progress`), and
+//    Beside Submit, Progress puts the learner's progress in it under the assignment (<base>course/progress: `course
+//    progress`, which runs their answer cells, so only when asked), and
 //    Nbgrader > Your Progress opens the whole course's (<base>course/progress.html, a page with no script); under
 //    each submitted assignment, what was returned (<base>course/returned: the fetched feedback's score and the
 //    parts that lost points).
@@ -307,8 +308,8 @@ async function freshCopy(course, assignment) {
   refreshTab();
 }
 
-// the learner's progress (course/progress: `course progress` on their notebooks, again only after a change), one
-// line under each downloaded assignment: its points from the visible checks and what is left
+// the learner's progress (course/progress: `course progress` on their notebooks, again only after a change), when
+// they press Progress: one line under the downloaded assignment, its points from the visible checks and what is left
 let progressAsked = null;
 
 function progressLine(nb) {
@@ -320,23 +321,25 @@ function progressLine(nb) {
     (left.length ? `to do: ${left.map(i => `${i.name} (${i.state})`).join(', ')}` : 'every check passes') + '.';
 }
 
-async function showProgress(row, assignment) {
+async function showProgress(row, assignment, button) {
+  button.disabled = true;
+  button.textContent = 'Checking...';
   if (!progressAsked) {
     progressAsked = askServer('course/progress').finally(() => {
-      window.setTimeout(() => {
-        progressAsked = null;
-      }, 2000);
+      progressAsked = null;
     });
   }
   const report = await progressAsked;
+  button.disabled = false;
+  button.textContent = 'Progress';
   const nb = report && (report.notebooks || []).find(n => n.notebook === assignment);
-  if (!nb || row.querySelector(':scope > .course-progress')) {
-    return;
+  let line = row.querySelector(':scope > .course-progress');
+  if (!line) {
+    line = document.createElement('div');
+    line.className = 'course-progress col-md-12';
+    row.appendChild(line);
   }
-  const line = document.createElement('div');
-  line.className = 'course-progress col-md-12';
-  line.textContent = progressLine(nb);
-  row.appendChild(line);
+  line.textContent = nb ? progressLine(nb) : 'Your progress could not be worked out: open Nbgrader > Your Progress.';
 }
 
 // what was returned (course/returned: the newest feedback page fetched into each assignment's folder), one line
@@ -399,9 +402,6 @@ const assignmentsTab = {
           row.appendChild(note);
         }
         const status = row.querySelector('.item_status');
-        if (list === 'fetched_assignments_list') {
-          showProgress(row, assignment);
-        }
         if (list === 'submitted_assignments_list') {
           showReturned(row, assignment);
         }
@@ -412,6 +412,13 @@ const assignmentsTab = {
           button.title = 'Move your folder aside (nothing deleted) and fetch the assignment again';
           button.onclick = () => freshCopy(course, assignment);
           status.appendChild(button);
+          // the learner's progress runs their answer cells: only when they ask
+          const check = document.createElement('button');
+          check.className = 'course-progress-button btn btn-default btn-xs';
+          check.textContent = 'Progress';
+          check.title = 'Run the checks on your answers in this notebook (no training): points so far, what is left';
+          check.onclick = () => showProgress(row, assignment, check);
+          status.appendChild(check);
         }
       });
     };
