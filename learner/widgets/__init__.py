@@ -44,8 +44,9 @@ How it is built, so that it stays reliable in a real browser:
   feed batches, other ``dim`` values, padding and float64; a failure is shown in
   the check's own words.
 * The reference side is PyTorch's own (``torch.softmax``,
-  ``torch.nn.functional.scaled_dot_product_attention``). It never comes from the
-  ``solutions`` package, which learners do not have.
+  ``torch.nn.functional.scaled_dot_product_attention``, ``torch.topk`` and ``torch.sort`` for the
+  sampling explorer's top-k and top-p). It never comes from the ``solutions`` package, which learners
+  do not have.
 * The learner's function runs through ``base.call_for_widget`` (time limit, prints
   and warnings kept off the notebook). If it is still the stub, raises, or
   returns garbage, the widget says so in words and draws the reference alone.

@@ -1,5 +1,6 @@
 """The widgets' reference sides, written with PyTorch's built-ins (never the ``solutions`` package, which
-learners do not have): softmax with a temperature, the masks of notebook 04, and masked attention.
+learners do not have): softmax with a temperature, the masks of notebook 04, masked attention, and the
+top-k and top-p filters of notebook 07 (as the sets of tokens they keep).
 
 The course's convention holds throughout: a row with nothing allowed (every logit -inf, or every key
 blocked) gets zero probabilities, zero weights and a zero output, never NaN.
@@ -61,3 +62,31 @@ def reference_masked_attention(Q, K, V, mask):
     out = F.scaled_dot_product_attention(Q, K, V, attn_mask=mask)
     out = out.masked_fill(~mask.any(dim=-1, keepdim=True), 0.0)
     return out, attention_weights(Q, K, mask)
+
+
+def reference_top_k(z, k):
+    """What top-k keeps of the logits ``z`` (..., V): a bool (..., V), True = kept, from ``torch.topk``.
+
+    Notebook 07's rule: the ``k`` largest logits of each row, and every logit equal to the k-th largest (a tie
+    at the boundary keeps them all); ``k`` >= V keeps every token. A -inf logit is never kept.
+    """
+    if k >= z.shape[-1]:
+        return torch.isfinite(z)
+    kth = z.topk(k, dim=-1).values[..., -1:]  # (..., 1): the k-th largest logit of each row
+    return (z >= kth) & torch.isfinite(z)
+
+
+def reference_top_p(z, p, crossing=True):
+    """What top-p keeps of the logits ``z`` (..., V): a bool (..., V), True = kept, from ``torch.sort``.
+
+    Notebook 07's rule: the tokens in order of softmax(z), from high to low (a stable sort: among equal
+    probabilities the lower index first), kept while the mass ranked above them is below ``p``; so the token
+    that crosses ``p`` is kept, the most probable token always, and ``p`` = 1 keeps every token. A -inf logit
+    (probability 0) is never kept. ``crossing=False`` models a known mistake: the token that crosses ``p`` removed.
+    """
+    probs = torch.softmax(z.to(torch.float64), dim=-1)  # (..., V)
+    sorted_probs, order = probs.sort(dim=-1, descending=True, stable=True)
+    mass = sorted_probs.cumsum(dim=-1)  # (..., V): the mass of each token and of those ranked above it
+    above = mass - sorted_probs if crossing else mass  # the mass ranked above each token (the mistake: with it)
+    keep = torch.zeros_like(above, dtype=torch.bool).scatter(-1, order, (above < p) | (p >= 1))
+    return keep & torch.isfinite(z)

@@ -37,6 +37,7 @@ PRESETS = {
     "two keys blocked (-inf)": (["k1", "k2", "k3", "k4", "k5"], [1.2, NINF, 2.0, NINF, 0.3]),
     "huge logits (no overflow)": (["a", "b", "c"], [1000.0, 999.0, 998.0]),
 }
+CUSTOM = "custom (the logits typed)"  # what the preset menu shows once the logits are no preset's
 
 
 # ====================================================================== input
@@ -196,7 +197,8 @@ class TemperaturePlot:
         return self.canvas
 
     def _build(self, rec):
-        """Bars of both sides, the τ → ∞ (uniform) and τ → 0 (argmax) limits, −∞ marks under blocked entries."""
+        """Bars of both sides, the τ → ∞ (uniform over the finite logits) and τ → 0 (argmax) limits, −∞
+        marks under blocked entries."""
         values, learner, k = rec.logits, rec.learner, rec.readouts["allowed"]
         fig = new_figure(8.2, 3.6, dpi=85)
         fig.subplots_adjust(left=0.08, right=0.76, top=0.9, bottom=0.1)
@@ -216,7 +218,7 @@ class TemperaturePlot:
                     ha="center", va="top", color="#7a1f1f", fontsize=9)
         canvas.animate(*self.learner_bars, *self.reference_bars)
         if k > 0:
-            ax.axhline(1.0 / k, ls="--", lw=1.2, color="tab:green", label=f"τ → ∞: uniform, 1/{k}")
+            ax.axhline(1.0 / k, ls="--", lw=1.2, color="tab:green", label=uniform_words(len(values), k))
             best = max(v for v in values if v != NINF)
             top = [j for j in xs if values[j] == best]
             canvas.animate(ax.scatter(top, [1.0 / len(top)] * len(top), marker="v", s=70, color="tab:red",
@@ -233,6 +235,19 @@ class TemperaturePlot:
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False)
 
 
+def uniform_words(n, k):
+    """The legend of the dashed line, the τ → ∞ limit of ``n`` logits of which ``k`` are finite: a -inf logit
+    keeps probability 0 at every τ, so the line is at 1/k, the share of each finite logit."""
+    if k == n:
+        return f"τ → ∞: uniform, 1/{n}"
+    return f"τ → ∞: 1/{k} on {'each of ' * (k > 1)}the\n{finite_logits(k)} (−∞ stays 0)"
+
+
+def finite_logits(k):
+    """The words for ``k`` finite logits: "3 finite logits", "1 finite logit"."""
+    return f"{k} finite logit{'s' * (k != 1)}"
+
+
 def draw(rec):
     """The explorer's picture of ``rec`` as a new Figure."""
     return TemperaturePlot().render(rec).fig
@@ -243,9 +258,10 @@ def readout(rec):
     """The table under the plot: entropy and max probability of both sides with their limits, and a verdict."""
     r, k = rec.readouts, rec.readouts["allowed"]
     log_k = f"log {k} = {math.log(k):.3f}" if k > 0 else "0"
-    rows = [("entropy H (nats)", r["learner_entropy"], r["entropy"], f"0 (argmax) … {log_k} (uniform)"),
+    uniform = "uniform" if k == len(rec.logits) else f"uniform over the {finite_logits(k)}"
+    rows = [("entropy H (nats)", r["learner_entropy"], r["entropy"], f"0 (argmax) … {log_k} ({uniform})"),
             ("max probability", r["learner_max_prob"], r["max_prob"],
-             f"1/{k} = {1 / k:.3f} (uniform) … 1 (argmax)" if k else "no allowed entry: all zeros")]
+             f"1/{k} = {1 / k:.3f} ({uniform}) … 1 (argmax)" if k else "no allowed entry: all zeros")]
     td = '<td style="padding:1px 12px 1px 0">'
     table = "".join(f"<tr>{td}{a}</td>{td}<b>{fmt(b)}</b></td>{td}{fmt(c)}</td>{td}{d}</td></tr>"
                     for a, b, c, d in rows)
@@ -278,6 +294,7 @@ class TemperatureExplorer(Explorer):
             raise ValueError(f"unknown preset {preset!r}; known: {', '.join(PRESETS)}")
         words, values = PRESETS[preset]
         if logits is not None:
+            preset = CUSTOM
             values = [float(v) for v in (logits.tolist() if torch.is_tensor(logits) else logits)]
             words = list(labels) if labels is not None else [f"x{j + 1}" for j in range(len(values))]
             if len(words) != len(values):
@@ -285,7 +302,7 @@ class TemperatureExplorer(Explorer):
         tau = parse_temperature(temperature)
         parse_logits(", ".join(map(str, values)))  # same rules as typed logits
 
-        self.preset = W.Dropdown(options=list(PRESETS), value=preset, description="preset",
+        self.preset = W.Dropdown(options=[*PRESETS, CUSTOM], value=preset, description="preset",
                                  style={"description_width": "initial"})
         self.preset.add_class("ck-temperature-preset")
         self.logits_box = W.Text(value=", ".join(f"{v:g}" for v in values), description="logits",
@@ -317,16 +334,19 @@ class TemperatureExplorer(Explorer):
 
     # ------------------------------------------------------------ handlers
     def _on_preset(self, name):
+        if name == CUSTOM:  # the logits typed are the custom ones: nothing to load
+            return
         words, values = PRESETS[name]
         self._update(values, list(words), self.temperature)
         self._set(self.logits_box, ", ".join(f"{v:g}" for v in values))
 
     def _on_logits(self, text):
+        """Typed logits: the words stay when the count does; the menu says custom unless they are its preset's."""
         values = parse_logits(text)
-        words = PRESETS[self.preset.value][0]
-        if len(words) != len(values):
-            words = self.labels if len(self.labels) == len(values) else [f"x{j + 1}" for j in range(len(values))]
+        words = self.labels if len(self.labels) == len(values) else [f"x{j + 1}" for j in range(len(values))]
         self._update(values, list(words), self.temperature)
+        if self.preset.value != CUSTOM and values != list(PRESETS[self.preset.value][1]):
+            self._set(self.preset, CUSTOM)
 
     def _on_slider(self, tau):
         if abs(math.log10(float(tau)) - math.log10(self.temperature)) < 0.5 * TAU_STEP + 1e-9:
