@@ -20,9 +20,11 @@
 All need the server's login (and its XSRF check for the POST), as every route of the server does.
 """
 import asyncio
+import http.client
 import json
 import os
 import re
+import stat
 import subprocess
 import sys
 import urllib.error
@@ -49,8 +51,10 @@ def fetch_again_in_a_process(root, course_id, assignment_id):
     """``course fetch-again`` of ``assignment_id`` in ``root``: {success, lines} or {success: False, message}."""
     if not isinstance(assignment_id, str) or not ASSIGNMENT_NAME.match(assignment_id):
         return {"success": False, "message": f"{inert(repr(assignment_id))} is not an assignment's name"}
-    command = [sys.executable, "-m", "learner.fetch_again", assignment_id, "--dir", root]
+    command = [sys.executable, "-P", "-m", "learner.fetch_again", assignment_id, "--dir", root]  # -P: not the folder's
     if isinstance(course_id, str) and course_id:
+        if not ASSIGNMENT_NAME.match(course_id):
+            return {"success": False, "message": f"{inert(repr(course_id))} is not a course id"}
         command += ["--course-id", course_id]
     try:
         done = subprocess.run(command, cwd=root, capture_output=True, timeout=FETCH_LIMIT, stdin=subprocess.DEVNULL)
@@ -86,7 +90,8 @@ def progress_of(root):
     kept = _progress.get(root)
     if kept and kept[0] == stamp:
         return kept[1]
-    proc = subprocess.Popen([sys.executable, "-m", "learner.progress", "--json", "--present", "--dir", root], cwd=root,
+    command = [sys.executable, "-P", "-m", "learner.progress", "--json", "--present", "--dir", root]
+    proc = subprocess.Popen(command, cwd=root,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
                             start_new_session=True)  # its group, killed with all it started
     try:
@@ -136,10 +141,44 @@ def _feedback_of(page):
                 self.lost.append(" ".join("".join(self.text).split()))
                 self.where = None
 
+    start = page.find("<h4")  # the score and the contents come first in the body, after the page's own style
+    if start < 0:
+        return None
     reader = Reader()
-    reader.feed(page[:2_000_000])
+    reader.feed(page[start:start + 262_144])
     found = re.search(r"\(Score: ([0-9.]+) / ([0-9.]+)\)", reader.heading or "")
     return (float(found.group(1)), float(found.group(2)), reader.lost) if found else None
+
+
+PAGE_LIMIT = 2_000_000  # bytes of a feedback page read
+_pages = {}  # {path: ((time of change, size), what it says)}
+
+
+def _page(path):
+    """``_feedback_of`` the page at ``path``: a regular file (no link, no pipe), its first ``PAGE_LIMIT`` bytes, kept
+    while it is unchanged; None for anything else or a page that cannot be read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        key = (st.st_mtime_ns, st.st_size)
+        if path in _pages and _pages[path][0] == key:
+            return _pages[path][1]
+        text = os.read(fd, PAGE_LIMIT).decode("utf-8", "replace")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    try:
+        found = _feedback_of(text)
+    except Exception:  # html.parser's own errors on a page that is not one of the course's
+        found = None
+    _pages[path] = (key, found)
+    return found
 
 
 def returned(root):
@@ -150,15 +189,16 @@ def returned(root):
         feedback = os.path.join(root, name, "feedback")
         if name.startswith(".") or not os.path.isdir(feedback) or os.path.islink(feedback):
             continue
-        times = sorted(t for t in os.listdir(feedback) if os.path.isdir(os.path.join(feedback, t)))
+        try:
+            times = sorted(t for t in os.listdir(feedback) if os.path.isdir(os.path.join(feedback, t)))
+        except OSError:
+            continue  # a folder it may not read: nothing returned to show
         for when in reversed(times):
-            pages = sorted(p for p in os.listdir(os.path.join(feedback, when)) if p.endswith(".html"))
-            read = []
-            for page in pages:
-                path = os.path.join(feedback, when, page)
-                if not os.path.islink(path) and os.path.getsize(path) < 50_000_000:
-                    with open(path, encoding="utf-8", errors="replace") as f:
-                        read.append(_feedback_of(f.read()))
+            try:
+                pages = sorted(p for p in os.listdir(os.path.join(feedback, when)) if p.endswith(".html"))
+            except OSError:
+                continue
+            read = [_page(os.path.join(feedback, when, page)) for page in pages]
             read = [r for r in read if r]
             if read:
                 out[name] = {"time": when, "score": sum(r[0] for r in read), "max_score": sum(r[1] for r in read),
@@ -179,7 +219,7 @@ def _handlers():
             if url and token:
                 try:
                     answer["value"] = await asyncio.get_running_loop().run_in_executor(None, ask_due, url, token)
-                except (urllib.error.URLError, OSError, ValueError) as exc:
+                except (urllib.error.URLError, OSError, ValueError, http.client.HTTPException) as exc:
                     answer["message"] = f"the due dates could not be read ({type(exc).__name__})"
             self.set_header("Content-Type", "application/json")
             self.finish(json.dumps(answer))

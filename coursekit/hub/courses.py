@@ -325,7 +325,7 @@ def write_hub_config(state, courses, exchange, lti, args, hub_state):
                         instructors=instructors, ip=args.ip, port=args.port, extra_config=None)
     from . import service
     grading = service.read_config(os.path.join(state, "grading.json"))
-    extra = {"hub_state": state}
+    extra = {"hub_state": state, "exchange": exchange}
     if lti:
         extra["lti"] = {"client_id": lti.client_id, "token_url": lti.token_url, "tool_key": lti.tool_key}
     service.write_service_config(state, grading["port"], grading["hub_api"],

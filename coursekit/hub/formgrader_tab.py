@@ -91,23 +91,30 @@ def extend_in_a_process(root, asked):
     students, and one of until, hours, remove): {success, lines} or {success: False, message}."""
     import subprocess
     import sys
-    students = asked.get("students")
-    if not (isinstance(asked.get("assignment"), str) and isinstance(students, list) and students
+    import re
+    students, assignment = asked.get("students"), asked.get("assignment")
+    if not (isinstance(assignment, str) and isinstance(students, list) and students
             and all(isinstance(s, str) and s for s in students)):
         return {"success": False, "message": "name an assignment and at least one student"}
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}", assignment):
+        return {"success": False, "message": f"{assignment[:100]!r} is not an assignment's name"}
+    if len(students) > 5000 or any("\0" in s or len(s) > 200 for s in students):
+        return {"success": False, "message": "at most 5,000 student ids of at most 200 characters each"}
     when = [(flag, asked.get(key)) for key, flag in (("until", "--until"), ("hours", "--by"))
             if isinstance(asked.get(key), str) and asked.get(key).strip()]
     if asked.get("remove") is True:
         when.append(("--remove", None))
-    if len(when) != 1:
+    if len(when) != 1 or any("\0" in v for _, v in when if v):
         return {"success": False, "message": "give one of: a date (until), a number of hours, or remove"}
     flag, value = when[0]
-    command = [sys.executable, "-m", "coursekit", "extend", flag if value is None else f"{flag}={value.strip()}",
-               "--course", root, asked["assignment"], "--", *students]
+    command = [sys.executable, "-P", "-m", "coursekit", "extend", flag if value is None else f"{flag}={value.strip()}",
+               "--course", root, "--", assignment, *students]
     try:
         done = subprocess.run(command, cwd=root, capture_output=True, timeout=EXTEND_LIMIT, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         return {"success": False, "message": f"course extend did not finish within {EXTEND_LIMIT} s"}
+    except (OSError, ValueError) as exc:
+        return {"success": False, "message": f"course extend could not be started ({type(exc).__name__})"}
     said = [line for line in done.stdout.decode("utf-8", "replace").splitlines() if line.strip()]
     if done.returncode == 0:
         return {"success": True, "lines": said}
@@ -130,9 +137,10 @@ def _extend_handler(root):
         async def post(self):
             try:
                 asked = json.loads(self.request.body or b"{}")
-                assert isinstance(asked, dict)
-            except (ValueError, AssertionError):
-                raise web.HTTPError(400, "not a request for an extension") from None
+            except ValueError:
+                asked = None
+            if not isinstance(asked, dict):
+                raise web.HTTPError(400, "not a request for an extension")
             answer = await asyncio.get_running_loop().run_in_executor(None, extend_in_a_process, root, asked)
             self.set_header("Content-Type", "application/json")
             self.finish(json.dumps(answer))

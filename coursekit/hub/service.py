@@ -97,7 +97,7 @@ def authorise(config, api_url, header, course):
 
 def make_app(config, client, api_url, config_path=None):
     """The service's web application: POST /grade, one submission; POST /lms/scores, an assignment's scores to the
-    LMS (``coursekit.lms.return_grades``); GET /due, the asker's own due dates (``due_dates_of``). With
+    LMS (``coursekit.lms.return_grades``); GET /due, the asker's own due dates (``coursekit.hub.due_service``). With
     ``config_path`` the settings are read again whenever that file changes (an LTI launch adds an instructor to a
     course).
 
@@ -199,58 +199,40 @@ def make_app(config, client, api_url, config_path=None):
             self.set_header("Content-Type", "application/json")
             self.finish(json.dumps(answer))
 
+    from .due_service import DueDates
+    due_dates = DueDates(current)
+
+    @web.stream_request_body
     class Due(web.RequestHandler):
         """GET /due: the due dates of whoever's token it is (a student's server asks, ``learner.lab_server``), in
-        every course of this hub whose gradebook lists them (``due_dates_of``)."""
+        each course of theirs (``coursekit.hub.due_service``). A request with a body is refused before it is read."""
+
+        def prepare(self):
+            if self.request.headers.get("Transfer-Encoding") or self.request.headers.get("Content-Length", "0") != "0":
+                self.set_status(400)
+                self.set_header("Content-Type", "text/plain; charset=utf-8")
+                self.finish("a request for due dates has no body")
+                return
+            self.request.connection.set_max_body_size(0)
+
+        def data_received(self, chunk):
+            pass  # refused above: what still arrives is dropped while the connection closes
 
         async def get(self):
             header = self.request.headers.get(TOKEN_HEADER) or ""
             token = header[len("token "):].strip() if header.startswith("token ") else ""
             loop = asyncio.get_running_loop()
-            user = await loop.run_in_executor(None, whoami, api_url, token) if token else None
+            user = await loop.run_in_executor(due_dates.pool, whoami, api_url, token) if token else None
             if user is None or not valid_student_id(user):
                 self.set_status(403)
                 self.set_header("Content-Type", "text/plain; charset=utf-8")
                 self.finish("no valid JupyterHub token")
                 return
-            courses = sorted(current()["courses"])
-            answer = await loop.run_in_executor(None, due_dates_of, courses, user)
+            answer = await asyncio.wrap_future(due_dates.ask(user))
             self.set_header("Content-Type", "application/json")
             self.finish(json.dumps({"value": answer}))
 
     return web.Application([(r"/grade", Grade), (r"/lms/scores", PostScores), (r"/due", Due)])
-
-
-def due_dates_of(courses, student):
-    """``student``'s due dates in each course folder of ``courses`` whose gradebook lists them: each read by the
-    gradebook's owner in a process of theirs (``coursekit.student_due``), never by root. A course that cannot be read
-    (no gradebook, one of root's, a reader that fails or takes over a minute) is left out and named in the log."""
-    import subprocess
-    out = []
-    for folder in courses:
-        try:
-            st = os.stat(os.path.join(folder, "gradebook.db"))
-        except OSError:
-            continue  # no gradebook yet: no due date to show
-        if st.st_uid == 0:
-            log.warning("due dates of %s not read: its gradebook is root's", inert(folder))
-            continue
-        env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "HOME": "/nonexistent",
-               **{k: os.environ[k] for k in ("PYTHONPATH",) if k in os.environ}}
-        try:
-            done = subprocess.run([sys.executable, "-m", "coursekit.student_due", folder, student], env=env,
-                                  cwd="/", user=st.st_uid, group=st.st_gid, extra_groups=[], capture_output=True,
-                                  timeout=60, stdin=subprocess.DEVNULL)
-            if done.returncode == 0:
-                found = json.loads(done.stdout)
-                if found["assignments"]:
-                    out.append(found)
-                continue
-            why = done.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [f"exit {done.returncode}"]
-        except (subprocess.TimeoutExpired, OSError, ValueError, KeyError, TypeError) as exc:
-            why = [type(exc).__name__]
-        log.warning("due dates of %s for %s not read: %s", inert(folder), inert(student), inert(why[0]))
-    return out
 
 
 def read_config(path):

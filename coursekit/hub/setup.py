@@ -325,7 +325,7 @@ def write_config(state, *, course, exchange, students, instructors, ip, port, ex
     from . import service
     grading_port, hub_port = free_port(), free_port()
     grading_config = service.write_service_config(state, grading_port, f"http://127.0.0.1:{hub_port}/hub/api",
-                                              {course: instructors})
+                                              {course: instructors}, extra={"exchange": exchange})
     text = HUB_CONFIG.format(
         grading_config=grading_config, grading_url=f"http://127.0.0.1:{grading_port}", state=state,
         grading_env={k: v for k, v in os.environ.items() if k.startswith(GRADING_SETTINGS)},

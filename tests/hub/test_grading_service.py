@@ -31,9 +31,9 @@ def peak_mb(pid):
         return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:")) / 1024
 
 
-def send_big(port, token, outcome):
+def send_big(port, token, outcome, request=f"POST /grade?course={COURSE}"):
     """One request of ``BODY`` bytes; records (status line or None, bytes the service let us send)."""
-    head = (f"POST /grade?course={COURSE} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+    head = (f"{request} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             f"Content-Length: {BODY}\r\n" + (f"Authorization: token {token}\r\n" if token else "") + "\r\n")
     sent, status = 0, None
     with socket.create_connection(("127.0.0.1", port), timeout=120) as s:
@@ -72,9 +72,12 @@ def test_ten_big_requests_without_a_valid_token_are_refused_unread(tmp_path):
                 assert time.monotonic() < deadline, "the grading service did not start in 120 s"
                 time.sleep(0.2)
         before = peak_mb(proc.pid)
-        outcome = []
+        outcome, due = [], []
         senders = [threading.Thread(target=send_big, args=(port, None if i % 2 else f"made-up-{i}", outcome))
                    for i in range(REQUESTS)]
+        # and as many to GET /due, which has no body to read: refused before any of it is
+        senders += [threading.Thread(target=send_big, args=(port, None if i % 2 else f"made-up-{i}", due, "GET /due"))
+                    for i in range(REQUESTS)]
         for t in senders:
             t.start()
         for t in senders:
@@ -92,6 +95,8 @@ def test_ten_big_requests_without_a_valid_token_are_refused_unread(tmp_path):
     assert sum(status is not None for status, _ in outcome) >= REQUESTS // 2, outcome  # the refusal is said
     assert peak < PEAK_MB, f"the service's memory peaked at {peak:.0f} MB (it started at {before:.0f} MB)"
     assert said.count("refused a grading request from an unknown token") == REQUESTS, said[-3000:]
+    assert len(due) == REQUESTS and all(status is None or status.endswith("400 Bad Request") for status, _ in due), due
+    assert all(sent < BODY // 4 for _, sent in due), due
 
 
 # ---------------------------------------------------------------- what an asker with a token may send

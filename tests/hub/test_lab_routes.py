@@ -5,8 +5,8 @@
 * a student's (``learner.lab_server``, as the hub's student servers load it): ``POST course/fetch-again`` is `course
   fetch-again` in the server's folder, ``GET course/due`` is empty with no grading service to ask, ``GET
   course/progress`` is `course progress` on the notebooks there, again after a change, and its page has no script;
-* a student's due dates as the hub's grading service reads them (``coursekit.hub.service.due_dates_of``): by the
-  gradebook's owner, a real Unix user, never root; and ``coursekit.student_due`` itself: released assignments only,
+* a student's due dates as the hub's grading service reads them (``coursekit.hub.due_service``): by the
+  gradebook's owner when an instructor of the course, a real Unix user, never root nor a link's owner; and ``coursekit.student_due`` itself: released assignments only,
   each with the student's own extension, nothing for a student the gradebook does not list.
 
 The buttons and menus themselves are walked in Chromium by test_hub_class.py. Cost: about 40 s (two servers' start).
@@ -98,7 +98,11 @@ def test_an_instructor_gives_an_extension_from_the_lab_as_course_extend_does(tmp
                              ({"assignment": A, "students": ["bob"], "hours": "-3"}, "-3"),
                              ({"assignment": A, "students": ["bob"], "hours": "1", "remove": True}, "one of"),
                              ({"assignment": A, "students": []}, "at least one student"),
-                             ({"assignment": A, "students": ["--remove"], "hours": "1"}, "--remove")):
+                             ({"assignment": A, "students": ["--remove"], "hours": "1"}, "--remove"),
+                             ({"assignment": f"--course={tmp_path}", "students": [A, "bob"], "hours": "1"},
+                              "is not an assignment's name"),
+                             ({"assignment": "-h", "students": ["bob"], "hours": "1"}, "is not an assignment's name"),
+                             ({"assignment": A, "students": ["b\0b"], "hours": "1"}, "at most 5,000 student ids")):
             status, answer = ask(f"{base}/course/extend", token, asked)
             assert status == 200 and not answer["success"] and named in answer["message"], (asked, answer)
             assert extension_of(root, "bob") is None and extension_of(root, "alice") == datetime.timedelta(hours=48)
@@ -198,30 +202,57 @@ def test_a_students_due_dates_are_their_own_and_only_the_released_assignments(tm
 
 @pytest.mark.pipeline  # it opens the folders above this Python to every user for a moment: never the fast loop
 @pytest.mark.skipif(os.geteuid() != 0, reason="as root (make test): it reads as another Unix user")
-def test_the_grading_service_reads_due_dates_as_the_gradebooks_owner_never_as_root():
-    from coursekit.hub.service import due_dates_of
+def test_the_grading_service_reads_due_dates_as_an_instructor_never_as_root_nor_a_links_owner():
+    """Each course's gradebook is read by its owner when the owner is one of the course's instructors (nobody here),
+    read-only (the file's bytes unchanged); a gradebook that is a link (to another course's, of daemon's) or owned by
+    someone who is no instructor of the course is not read, and the other course's file is unchanged."""
+    import hashlib
+
+    from coursekit.hub.due_service import DueDates
     base = tempfile.mkdtemp(prefix="course-due-", dir="/tmp")  # pytest's folders are closed to nobody
     try:
         os.chmod(base, 0o755)
-        mine, roots = course_folder(os.path.join(base, "mine")), course_folder(os.path.join(base, "roots"))
-        for here, dirs, files in os.walk(mine):
-            for name in [here] + [os.path.join(here, f) for f in files]:
-                os.chown(name, 65534, 65534)
-        os.chmod(os.path.join(mine, "gradebook.db"), 0o600)  # the owner alone reads it
+        mine, theirs, linked, roots = (course_folder(os.path.join(base, n)) for n in ("mine", "theirs", "linked",
+                                                                                       "roots"))
+        for folder, uid in ((mine, 65534), (linked, 65534), (theirs, 1)):  # nobody, nobody, daemon
+            for here, dirs, files in os.walk(folder):
+                for name in [here] + [os.path.join(here, f) for f in files]:
+                    os.chown(name, uid, uid)
+            os.chmod(os.path.join(folder, "gradebook.db"), 0o600)  # the owner alone reads it
+        os.remove(os.path.join(linked, "gradebook.db"))
+        os.symlink(os.path.join(theirs, "gradebook.db"), os.path.join(linked, "gradebook.db"))
+        os.lchown(os.path.join(linked, "gradebook.db"), 65534, 65534)
+        digest = {f: hashlib.sha256(open(os.path.join(f, "gradebook.db"), "rb").read()).hexdigest()
+                  for f in (mine, theirs)}
+        config = {"courses": {mine: {"instructors": ["nobody"]}, linked: {"instructors": ["nobody"]},
+                              theirs: {"instructors": ["nobody"]}, roots: {"instructors": ["nobody"]},
+                              os.path.join(base, "none"): {"instructors": ["nobody"]}}}
         with python_reachable():
-            answer = due_dates_of([mine, roots, os.path.join(base, "none")], "alice")
-        # the course of nobody's, read by nobody; root's gradebook and a folder without one: left out
-        assert [c["course_id"] for c in answer] == ["attention-course"], answer
-        assert answer[0]["assignments"][0]["assignment_id"] == A
-        with python_reachable():
-            assert due_dates_of([mine], "mallory") == []
+            answer = DueDates(lambda: config).of("alice")
+            assert DueDates(lambda: config).of("mallory") == []
+        assert [c["assignments"][0]["assignment_id"] for c in answer] == [A], answer  # mine alone
+        assert {f: hashlib.sha256(open(os.path.join(f, "gradebook.db"), "rb").read()).hexdigest()
+                for f in (mine, theirs)} == digest
     finally:
         shutil.rmtree(base, ignore_errors=True)
 
 
+def test_an_assignment_generated_but_not_in_the_exchange_is_not_named(tmp_path):
+    """With the exchange given (the hub's), released means the exchange holds it: `course grade` and the formgrader's
+    Generate write release/ for every assignment before any is released."""
+    from coursekit.exchange.course_id import course_id_of
+    from coursekit.student_due import student_due_dates
+    root = course_folder(str(tmp_path / "course"))
+    exchange = tmp_path / "exchange"
+    assert student_due_dates(root, "alice", str(exchange))["assignments"] == []  # release/03_softmax alone
+    (exchange / course_id_of(root) / "outbound" / A).mkdir(parents=True)
+    assert [a["assignment_id"] for a in student_due_dates(root, "alice", str(exchange))["assignments"]] == [A]
+
+
 def test_what_was_returned_is_the_newest_feedback_pages_score_and_lost_parts(tmp_path):
     """The newest feedback folder of each assignment, its page's score and the parts listed as having lost points
-    (the markup of grader/templates/course_feedback); a link where the folder should be is not followed."""
+    (the markup of grader/templates/course_feedback); a link where the folder should be is not followed, and a
+    folder, a pipe or a page that is not one of the course's among the pages costs nothing but itself."""
     from learner.lab_server import returned
     template = open(os.path.join(ROOT, "grader", "templates", "course_feedback", "index.html.j2")).read()
     assert "(Score: {{" in template and "course-failed" in template  # the markup read below is the template's
@@ -239,5 +270,11 @@ def test_what_was_returned_is_the_newest_feedback_pages_score_and_lost_parts(tmp
         (folder / "03_softmax.html").write_text(page(score, lost))
     (tmp_path / "04_masks_attention").mkdir()
     os.symlink(tmp_path / "03_softmax" / "feedback", tmp_path / "04_masks_attention" / "feedback")
+    newest = tmp_path / "03_softmax" / "feedback" / "2026-12-02 10:00:00.000000 UTC"
+    (newest / "sub.html").mkdir()                     # a folder, a pipe, and a page html.parser gives up on
+    os.mkfifo(newest / "pipe.html")
+    (newest / "broken.html").write_text("<![<![" * 1000)
+    (tmp_path / "05_rnn" / "feedback" / "t").mkdir(parents=True)
+    (tmp_path / "05_rnn" / "feedback" / "t" / "05_rnn.html").write_text("<" * 3_000_000)
     assert returned(str(tmp_path)) == {"03_softmax": {"time": "2026-12-02 10:00:00.000000 UTC", "score": 15.0,
                                                       "max_score": 16.0, "lost": ["Question 2 · <b>why</b>"]}}

@@ -262,6 +262,19 @@ async function askServer(path, init) {
   }
 }
 
+// whether this server is a student's with the course's routes (learner/lab_server.py): a GET of a POST-only route
+// is refused with 405 there, 404 elsewhere; asked once
+let studentServer = null;
+
+function isStudentServer() {
+  if (!studentServer) {
+    const settings = ServerConnection.makeSettings();
+    studentServer = ServerConnection.makeRequest(URLExt.join(settings.baseUrl, 'course/fetch-again'), {}, settings)
+      .then(response => response.status === 405, () => false);
+  }
+  return studentServer;
+}
+
 const LISTS = ['released_assignments_list', 'fetched_assignments_list', 'submitted_assignments_list'];
 
 // each top row of the tab's lists: {row, list, course, assignment}
@@ -375,10 +388,11 @@ const assignmentsTab = {
     // have come since), asked once for all the rows that appeared together
     const seen = new WeakSet();
     let asking = null;
+    const ours = isStudentServer();
     const decorate = async () => {
       const rows = assignmentRows().filter(r => !seen.has(r.row));
-      if (!rows.length) {
-        return;
+      if (!rows.length || !(await ours)) {
+        return; // no rows yet, or not a student's server with the course's routes
       }
       rows.forEach(r => seen.add(r.row));
       if (!asking) {
@@ -386,10 +400,7 @@ const assignmentsTab = {
           asking = null;
         });
       }
-      const answer = await asking;
-      if (answer === null) {
-        return; // no such route here: not a student's server on the hub
-      }
+      const answer = (await asking) || { value: [] }; // no due dates now: the rest of each row all the same
       const found = new Map();
       (answer.value || []).forEach(course => (course.assignments || []).forEach(a =>
         found.set(`${course.course_id}/${a.assignment_id}`, a)));
@@ -447,9 +458,7 @@ const progressPage = {
 };
 
 async function addProgressCommand(app, mainMenu) {
-  const settings = ServerConnection.makeSettings();
-  const probe = await ServerConnection.makeRequest(URLExt.join(settings.baseUrl, 'course/fetch-again'), {}, settings);
-  if (probe.status !== 405) {
+  if (!(await isStudentServer())) {
     return; // not a student's server with the course's routes
   }
   const id = 'course:progress';
