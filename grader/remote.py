@@ -218,8 +218,9 @@ class Worker:
             self.start()
         return RemoteFunction(self, name, exercise) if name in self.defined else None
 
-    def call(self, function, exercise, args, kwargs, time_limit=None):
-        """Call the student's ``function`` in the worker; an ``safe.Outcome``, never raising."""
+    def call(self, function, exercise, args, kwargs, time_limit=None, measure=False):
+        """Call the student's ``function`` in the worker; an ``safe.Outcome``, never raising. With ``measure`` the
+        worker also measures the largest tensor the call made (``safe.call``)."""
         out = safe.Outcome()
         time_limit = safe.DEFAULT_TIME_LIMIT if time_limit is None else time_limit
         if self.proc is None:
@@ -233,11 +234,12 @@ class Worker:
         call_id = self.calls
         callables, self._returned = [], []
         msg = {"op": "call", "id": call_id, "function": function, "exercise": exercise, "time_limit": time_limit,
-               "args": _marked(args, callables), "kwargs": _marked(kwargs or {}, callables)}
+               "measure": bool(measure), "args": _marked(args, callables), "kwargs": _marked(kwargs or {}, callables)}
         # the worker counts CPU time itself; from outside, a worker still computing when the clock runs out (a busy
         # machine) gets more time, as the worker's own clock limit gives it (safe.call), and one that waits does not
         window = safe.wall_limit(time_limit) + GRACE
-        deadline = time.monotonic() + window
+        started = time.monotonic()
+        deadline = started + window
         cpu = start_cpu = self._cpu()
         try:
             wire.write_frame(self.proc.stdin, msg)
@@ -260,6 +262,9 @@ class Worker:
                     break
         except TimeoutError:
             out.timed_out = True
+            out.cpu_s, out.wall_s = max(self._cpu() - start_cpu, 0.0), time.monotonic() - started
+            out.waited = out.cpu_s < time_limit
+            out.stop = safe.TimeLimit()
             self.faults.append(("timeout", f"`{function}` did not finish within {time_limit:g} s of computing "
                                            f"({safe.wall_limit(time_limit):g} s on the clock); its process was "
                                            f"stopped"))
@@ -277,6 +282,7 @@ class Worker:
             out.error = wire.NotPlain(f"what your function returned could not be read back as plain data ({exc})")
             return out
         out.timed_out = bool(reply.get("timed_out"))
+        _measures(out, reply)
         if out.timed_out:  # stopped by its own CPU-time limit inside the sandbox: recorded like one stopped from here
             self.faults.append(("timeout", f"`{function}` did not finish within {time_limit:g} s of computing; it "
                                            f"was stopped"))
@@ -331,6 +337,23 @@ class Worker:
             wire.write_frame(self.proc.stdin, {"op": "return", "error": f"{type(exc).__name__}: {exc}"})
 
 
+def _measures(out, reply):
+    """What the worker measured of a call, read into ``out`` as plain numbers and a short text (anything else in
+    their place is the student's doing and is dropped)."""
+    for name in ("cpu_s", "wall_s"):
+        value = reply.get(name)
+        if type(value) in (int, float) and value == value and 0 <= value < 1e9:
+            setattr(out, name, float(value))
+    out.waited = reply.get("waited") is True
+    out.rng_changed = reply.get("rng_changed") is True
+    if type(reply.get("largest")) is int:
+        out.largest = reply["largest"]
+    if out.timed_out:
+        out.stop = safe.TimeLimit()
+        where = reply.get("stopped_in")
+        out.stop.course_where = where[:300] if type(where) is str else ""
+
+
 def _identical(a, b):
     """Same structure, and tensors equal element for element (same shape, dtype and device)."""
     if type(a) is not type(b):
@@ -366,8 +389,8 @@ class RemoteFunction:
     def __init__(self, worker, name, exercise):
         self.worker, self.__name__, self.exercise = worker, name, exercise
 
-    def remote_call(self, args, kwargs, time_limit=None):
-        return self.worker.call(self.__name__, self.exercise, args, kwargs, time_limit)
+    def remote_call(self, args, kwargs, time_limit=None, measure=False):
+        return self.worker.call(self.__name__, self.exercise, args, kwargs, time_limit, measure)
 
     def __call__(self, *args, **kwargs):
         out = self.remote_call(args, kwargs)

@@ -171,13 +171,13 @@ def _outgoing(value):
 
 
 def _describe(exc):
-    from learner.check import runner
+    from learner.check import messages
     try:
         message = str(exc)
     except Exception:
         message = "(its message could not be read)"
     try:
-        where = runner.where_raised(exc)
+        where = messages.where_raised(exc)
     except Exception:
         where = ""
     return {"type": type(exc).__name__, "mro": [c.__name__ for c in type(exc).__mro__], "message": message[:2000],
@@ -222,12 +222,19 @@ def _call(namespace, msg, channel):
         warm_up()
     try:
         with safe.forbid_given(given):
-            out = safe.call(fn, args, kwargs, time_limit=msg.get("time_limit"))
+            out = safe.call(fn, args, kwargs, time_limit=msg.get("time_limit"), measure=bool(msg.get("measure")))
     except BaseException as exc:  # SystemExit, KeyboardInterrupt: the learner's, reported like any error
         out = safe.Outcome()
         out.error = exc
     reply.update(timed_out=out.timed_out, printed=(out.printed or "")[:4000], warnings=list(out.warnings)[:5],
-                 called=out.called_reference)
+                 called=out.called_reference, cpu_s=float(out.cpu_s), wall_s=float(out.wall_s), waited=out.waited,
+                 rng_changed=out.rng_changed, largest=out.largest)
+    if out.timed_out:
+        from learner.check import messages
+        try:
+            reply["stopped_in"] = messages.stopped_in(out.stop)[:300]
+        except Exception:
+            reply["stopped_in"] = ""
     if out.error is not None:
         reply["error"] = _describe(out.error)
     elif not out.timed_out:

@@ -58,6 +58,19 @@ def _describe_tensor(t):
     return f"tensor of shape {tuple(t.shape)}, dtype {str(t.dtype).replace('torch.', '')}, device {t.device}"
 
 
+def dtype_rule(expected):
+    """Why the expected tensor has its dtype, in words: a mask is bool and ids are whole numbers whatever the inputs;
+    a floating result keeps the inputs' dtype."""
+    if expected.dtype == safe.bool_:
+        return ("a mask must be torch.bool, whatever the dtype of the inputs: build it with a comparison or with "
+                "dtype=torch.bool, and do not turn it into numbers with .long(), .int() or .float()")
+    if not (expected.dtype.is_floating_point or expected.dtype.is_complex):
+        return (f"this result must be {expected.dtype}, whatever the dtype of the inputs: create it with "
+                f"dtype={expected.dtype}")
+    return ("the result should keep the dtype of the inputs; a tensor created without dtype=... or a "
+            ".float()/.double() call changes it")
+
+
 def compare(expected, got, name="output", check_device=True, input_scale=0.0):
     """Return None when ``got`` matches ``expected``, else a ``Mismatch``.
 
@@ -139,9 +152,7 @@ def _compare_tensor(expected, got, name, check_device, input_scale=0.0):
             hint = " Its last two axes are swapped: check which axis is queries and which is keys."
         return Mismatch("shape", f"{name} has shape {tuple(got.shape)}, expected {tuple(expected.shape)}.{hint}")
     if got.dtype != expected.dtype:
-        return Mismatch("dtype", f"{name} has dtype {got.dtype}, expected {expected.dtype} "
-                                 f"(the result should keep the dtype of the inputs; a tensor created without "
-                                 f"dtype=... or a .float()/.double() call changes it)")
+        return Mismatch("dtype", f"{name} has dtype {got.dtype}, expected {expected.dtype} ({dtype_rule(expected)})")
     if check_device and got.device != expected.device:
         return Mismatch("device", f"{name} is on device {got.device}, expected {expected.device}: a tensor created "
                                   f"inside your function needs device=<input>.device")

@@ -8,34 +8,15 @@ reference on every grading device, then the properties. Every call of the learne
 reference noticed); at grading time ``fn`` is a ``grader.remote.RemoteFunction``
 and each call runs in the sandbox.
 """
-import os
-import traceback
 from dataclasses import dataclass
 
 from . import safe, given, hidden
 from .compare import compare, same
 from .devices import GPU_FAULT, gpu_fault, grading_devices, move, tensors
 from .cases import EXERCISES, hidden_cases, visible_cases
-from .cases.common import GAVE_UP, Case, NotAnAnswer, digest_of, stub_message
-from .messages import Report
+from .cases.common import GAVE_UP, RANDOM_STATE, Case, NotAnAnswer, digest_of, stub_message
+from .messages import Report, timeout_text, where_raised
 from .shipped import load_expected
-
-_HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def where_raised(exc):
-    where = getattr(exc, "course_where", None)  # raised in the sandbox: where it was raised came with it
-    if isinstance(where, str):
-        return where
-    frames = traceback.extract_tb(exc.__traceback__)
-    mine = [f for f in frames if not f.filename.startswith(_HERE) and "site-packages" not in f.filename]
-    if not mine:
-        return ""
-    f = mine[-1]
-    place = "your cell" if f.filename.startswith("<") or "ipykernel" in f.filename else os.path.basename(f.filename)
-    code = (f.line or "").strip()
-    return f" (line {f.lineno} of {place}" + (f": `{code}`)" if code else ")")
-
 
 def problem(fn_name, outcome, expected, raises, ref_message, device, input_scale=0.0):
     """Return (kind, text) describing what is wrong with one call, or None when it is right."""
@@ -45,8 +26,7 @@ def problem(fn_name, outcome, expected, raises, ref_message, device, input_scale
         return "reference", (f"it called {what}. The checks need your own implementation, so this counts as a "
                              f"failure.")
     if outcome.timed_out:
-        return "timeout", (f"it did not finish within {safe.DEFAULT_TIME_LIMIT:g} s of computing and was stopped: look for a loop "
-                           f"that never ends. The remaining cases of this check were skipped.")
+        return "timeout", timeout_text(outcome) + ". The remaining cases of this check were skipped."
     err = outcome.error
     if gpu_fault(err):
         return "crash", (GPU_FAULT.format(what=gpu_fault(err)) + ". The remaining cases of this check were skipped "
@@ -163,6 +143,8 @@ def judge_case(run, ex, fn, index, case, expected, device):
     changed = changed_inputs(fn, (case.args, case.kwargs), (args, kwargs)) if outcome.error is None else []
     if changed and ex.answer is None and not case.raises:
         return run.record(index, case.what, device, outcome, ("mutated", mutated_message(changed)), None)
+    if ex.own_random and outcome.rng_changed and not case.raises and outcome.error is None and not outcome.timed_out:
+        return run.record(index, case.what, device, outcome, ("random-state", RANDOM_STATE), None)
     if ex.answer is not None:
         return judge_answer(run, ex, index, case, outcome, expected, device)
     if gpu_fault(outcome.error):  # nothing more on this process's GPU: no reference, no comparison
@@ -176,6 +158,31 @@ def judge_case(run, ex, fn, index, case, expected, device):
         mistakes = expected.mistakes() if callable(expected.mistakes) else expected.mistakes
         mistake = diagnose(wrong[0], outcome.value, mistakes, dict(ex.mistakes), outcome.error)
     run.record(index, case.what, device, outcome, wrong, mistake)
+    if wrong is None and not case.raises and ex.mistakes:
+        run.passed(ruled_out_by(ex, value, expected.mistakes, scale))
+
+
+def ruled_out_by(ex, value, mistakes, scale):
+    """For a case the learner's function got right (``value``, the reference's output): a function that takes a set
+    of known mistakes' explanations and gives back those whose mistakes all give another output here (or raise),
+    so that the learner's function is none of them. ``mistakes``: their outputs, or a function that computes the
+    ones it is asked for (``only``)."""
+    def ruled(wanted):
+        names = [m for m, why in ex.mistakes if why in wanted]
+        if not names:
+            return set()
+        outs = (mistakes(only=set(names)) if callable(mistakes) else mistakes) or {}
+        differs = {}
+        for m, why in ex.mistakes:
+            if m in names:
+                try:
+                    other = m in outs and outs[m] is not None and \
+                        compare(value, outs[m], check_device=False, input_scale=scale) is not None
+                except Exception:
+                    other = False
+                differs[why] = differs.get(why, True) and other
+        return {why for why, other in differs.items() if other}
+    return ruled
 
 
 def copies(value):
@@ -371,13 +378,15 @@ def run_hidden(run, ex, fn, part, seed=0):
                 value, _ = reference_call(ref, args, kwargs)
                 return digest_of(ex, value)
 
-            def mistakes(args=args, kwargs=kwargs, device=device):
+            def mistakes(args=args, kwargs=kwargs, device=device, only=None):
                 # on CPU copies: a known mistake may index past a table, which on a GPU would stop this (trusted)
                 # process's GPU for good; ``same`` compares across devices
                 if device != "cpu":
                     args, kwargs = move(args, "cpu"), move(kwargs, "cpu")
                 out = {}
                 for mname, _ in ex.mistakes:
+                    if only is not None and mname not in only:
+                        continue
                     value, err = reference_call(mistake_fns[mname], args, kwargs)
                     out[mname] = raised(err) if err is not None else digest_of(ex, value)
                 return out

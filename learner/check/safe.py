@@ -16,6 +16,7 @@ import time
 import warnings
 
 import torch
+from torch.overrides import TorchFunctionMode
 
 Tensor = torch.Tensor
 tolist = torch.Tensor.tolist
@@ -32,6 +33,9 @@ where = torch.where
 float32, float64, bool_, long = torch.float32, torch.float64, torch.bool, torch.long
 _cuda_initialized = torch.cuda.is_initialized
 _cuda_synchronize = torch.cuda.synchronize
+_get_rng_state = torch.get_rng_state
+_cuda_get_rng_state = torch.cuda.get_rng_state
+_numel = torch.Tensor.numel
 _setprofile = sys.setprofile
 _getprofile = sys.getprofile
 _setitimer = signal.setitimer
@@ -79,9 +83,14 @@ def _importing(frame):
 
 
 class Outcome:
-    """What one call of a learner function did."""
+    """What one call of a learner function did: its value or error; whether it was stopped (``timed_out``), after
+    how many CPU and clock seconds (``cpu_s``, ``wall_s``), because it waited rather than computed (``waited``), and
+    where (``stop``: the TimeLimit it was stopped with); its printed text and warnings; a call of the reference it
+    made; whether it changed PyTorch's global random state (``rng_changed``); and, when the call was asked to
+    ``measure``, the number of elements of the largest tensor a torch function returned inside it (``largest``)."""
 
-    __slots__ = ("value", "error", "timed_out", "printed", "warnings", "called_reference")
+    __slots__ = ("value", "error", "timed_out", "printed", "warnings", "called_reference", "cpu_s", "wall_s",
+                 "waited", "stop", "rng_changed", "largest")
 
     def __init__(self):
         self.value = None
@@ -90,6 +99,45 @@ class Outcome:
         self.printed = ""
         self.warnings = []
         self.called_reference = None
+        self.cpu_s = 0.0
+        self.wall_s = 0.0
+        self.waited = False
+        self.stop = None
+        self.rng_changed = False
+        self.largest = None
+
+
+class _Largest(TorchFunctionMode):
+    """While active, keeps the number of elements of the largest tensor any torch function returns (one level of
+    tuples and lists looked into: ``sort``, ``topk``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.largest = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in (out if isinstance(out, (tuple, list)) else (out,)):
+            if isinstance(t, Tensor):
+                n = _numel(t)
+                if n > self.largest:
+                    self.largest = n
+        return out
+
+
+def _rng_state():
+    """PyTorch's global random state: the CPU generator's, and the current GPU's once CUDA is in use (None where it
+    cannot be read: a GPU that an earlier CUDA error left unusable)."""
+    try:
+        gpu = _cuda_get_rng_state() if _cuda_initialized() else None
+    except Exception:
+        gpu = None
+    return (_get_rng_state(), gpu)
+
+
+def _same_rng(a, b):
+    """Whether two ``_rng_state()`` readings agree (a GPU first used by the call meanwhile has nothing to compare)."""
+    return all(x is None or y is None or equal(x, y) for x, y in zip(a, b))
 
 
 REMOTE_TYPES = ()  # grader.remote.RemoteFunction: a student's function run in the sandbox (``run_elsewhere``)
@@ -126,17 +174,18 @@ def forbid_given(code_labels):
         _given.clear()
 
 
-def call(fn, args=(), kwargs=None, time_limit=None):
+def call(fn, args=(), kwargs=None, time_limit=None, measure=False):
     """Call ``fn(*args, **kwargs)`` and record what happened, never raising.
 
     stdout / stderr are captured and warnings recorded, so correct code that
     warns does not put text on the notebook's stderr (which nbgrader scores 0).
     A call that computes for more than ``time_limit`` seconds of CPU time, or blocks for more than
     ``wall_limit(time_limit)`` seconds on the clock (computing less than ``COMPUTING_SHARE`` of a core meanwhile),
-    is interrupted (main thread).
+    is interrupted (main thread). Whether the call changed PyTorch's global random state is always recorded;
+    with ``measure``, so is the size of the largest tensor it made (``Outcome.largest``).
     """
     if REMOTE_TYPES and type(fn) in REMOTE_TYPES:  # runs in the sandbox, which keeps its own time
-        return fn.remote_call(tuple(args), dict(kwargs or {}), time_limit)
+        return fn.remote_call(tuple(args), dict(kwargs or {}), time_limit, measure)
     out = Outcome()
     kwargs = kwargs or {}
     time_limit = DEFAULT_TIME_LIMIT if time_limit is None else time_limit
@@ -155,6 +204,7 @@ def call(fn, args=(), kwargs=None, time_limit=None):
                     seen["ref"] = f"{code.co_name} in {os.path.basename(filename)}"
 
     use_alarm = _current_thread() is _main_thread() and time_limit
+    waited = []  # stopped on the clock while it was not computing
     old_handlers = {}
     # the caller's own alarm (pytest-timeout's, say) is put back afterwards, less the time the call took
     outer_alarm, called_at = (_getitimer(signal.ITIMER_REAL), _monotonic()) if use_alarm else ((0.0, 0.0), 0.0)
@@ -178,9 +228,14 @@ def call(fn, args=(), kwargs=None, time_limit=None):
                 if computing and cpu - start < time_limit + _POLL:
                     _setitimer(signal.ITIMER_REAL, wall_limit(time_limit))
                     return
+                if not computing:
+                    waited.append(True)
             raise TimeLimit()
         old_handlers = {sig: _signal(sig, on_alarm) for sig in (signal.SIGPROF, signal.SIGALRM)}
     old_profile = _getprofile()
+    rng_before = _rng_state()
+    sizes = _Largest() if measure else contextlib.nullcontext()
+    cpu_at, clock_at = _process_time(), _monotonic()
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -192,7 +247,8 @@ def call(fn, args=(), kwargs=None, time_limit=None):
                     if _reference_dirs or _given:
                         _setprofile(profiler)
                     try:
-                        out.value = fn(*args, **kwargs)
+                        with sizes:
+                            out.value = fn(*args, **kwargs)
                         if _cuda_initialized():  # a CUDA error surfaces at the next synchronisation: as this call's
                             _cuda_synchronize()
                     finally:
@@ -200,8 +256,8 @@ def call(fn, args=(), kwargs=None, time_limit=None):
                         if use_alarm:
                             _setitimer(signal.ITIMER_PROF, 0)
                             _setitimer(signal.ITIMER_REAL, 0)
-                except TimeLimit:
-                    out.timed_out = True
+                except TimeLimit as exc:
+                    out.timed_out, out.stop, out.waited = True, exc, bool(waited)
                 except Exception as exc:  # the learner's own error, reported in words
                     out.error = exc
         out.warnings = [f"{w.category.__name__}: {w.message}" for w in caught]
@@ -210,6 +266,9 @@ def call(fn, args=(), kwargs=None, time_limit=None):
             _signal(sig, handler)
         if outer_alarm[0] > 0:  # the caller's alarm, less the call's time (one due meanwhile goes off at once)
             _setitimer(signal.ITIMER_REAL, max(outer_alarm[0] - (_monotonic() - called_at), 0.001), outer_alarm[1])
+    out.cpu_s, out.wall_s = _process_time() - cpu_at, _monotonic() - clock_at
     out.printed = sink.getvalue()
     out.called_reference = seen.get("ref")
+    out.rng_changed = not _same_rng(rng_before, _rng_state())
+    out.largest = sizes.largest if measure else None
     return out

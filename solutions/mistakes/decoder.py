@@ -158,13 +158,14 @@ def decoder_block_no_ffn_residual(x, valid, params, n_heads):
 
 
 # --- lm_log_prob -------------------------------------------------------------
-def _picked(logits, ids, valid, shift=True, use_valid=True, axis=-1):
+def _picked(logits, ids, valid, shift=True, use_valid=True, axis=-1, index_padding=False):
     if valid is None or not use_valid:
         valid = torch.ones(ids.shape, dtype=torch.bool, device=ids.device)
     if shift:
         logits, ids, valid = logits[:, :-1], ids[:, 1:], valid[:, 1:]
     logp = torch.log_softmax(logits, dim=axis)
-    picked = logp.gather(-1, torch.where(valid, ids, torch.zeros_like(ids))[..., None])[..., 0]
+    index = ids if index_padding else torch.where(valid, ids, torch.zeros_like(ids))
+    picked = logp.gather(-1, index[..., None])[..., 0]
     return torch.where(valid, picked, torch.zeros_like(picked)), valid
 
 
@@ -182,6 +183,12 @@ def lm_log_prob_softmax_over_positions(logits, ids, valid=None):
 
 def lm_log_prob_counts_padding(logits, ids, valid=None):
     picked, _ = _picked(logits, ids, valid, use_valid=False)
+    return picked.sum(dim=-1)
+
+
+def lm_log_prob_gathers_padding(logits, ids, valid=None):
+    """The padding kept out of the sum, but its ids still used to index: an id outside [0, V) raises."""
+    picked, _ = _picked(logits, ids, valid, index_padding=True)
     return picked.sum(dim=-1)
 
 
@@ -237,7 +244,7 @@ def top_k_filter_drops_ties(logits, k):
 
 
 # --- top_p_filter ------------------------------------------------------------
-def _nucleus(logits, p, descending=True, crossing=True, sort=True):
+def _nucleus(logits, p, descending=True, crossing=True, sort=True, scatter=True):
     probs = torch.softmax(logits, dim=-1)
     if sort:
         sorted_probs, order = probs.sort(dim=-1, descending=descending, stable=True)
@@ -245,7 +252,7 @@ def _nucleus(logits, p, descending=True, crossing=True, sort=True):
         sorted_probs, order = probs, torch.arange(probs.shape[-1], device=probs.device).expand(probs.shape)
     cum = sorted_probs.cumsum(dim=-1)
     keep_sorted = (cum - sorted_probs < p) if crossing else (cum < p)
-    keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)
+    keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted) if scatter else keep_sorted
     return _keep(logits, keep)
 
 
@@ -262,6 +269,14 @@ def top_p_filter_unsorted(logits, p):
     if p == 1:
         return logits.clone()
     return _nucleus(logits, p, sort=False)
+
+
+def top_p_filter_not_scattered_back(logits, p):
+    """Sorted, but the kept set applied in sorted order to the tokens in their own order: the first n tokens are
+    kept, n the size of the nucleus, instead of the n most probable."""
+    if p == 1:
+        return logits.clone()
+    return _nucleus(logits, p, scatter=False)
 
 
 def top_p_filter_least_probable_first(logits, p):

@@ -24,6 +24,12 @@ def additive_score_sum_not_v(h_prev, states, W_q, W_k, u):
     return torch.tanh((h_prev @ W_q.T)[:, None, :] + states @ W_k.T).sum(-1)
 
 
+def additive_score_no_new_axis(h_prev, states, W_q, W_k, u):
+    """W_q h (B, d_a) added to W_k h_j (B, T_x, d_a) without query[:, None, :]: PyTorch lines (B, d_a) up with
+    (T_x, d_a), which raises unless B = T_x (or B = 1) and then adds sentence j's query at position j."""
+    return torch.tanh(h_prev @ W_q.T + states @ W_k.T) @ u
+
+
 def additive_score_swapped_weights(h_prev, states, W_q, W_k, u):
     if W_q.shape[1] != states.shape[2] or W_k.shape[1] != h_prev.shape[1]:
         raise ValueError("shapes")

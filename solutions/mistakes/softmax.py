@@ -36,8 +36,40 @@ def log_softmax_ignores_temperature(x, dim=-1, temperature=1.0):
     return _sm.log_softmax(x, dim=dim)
 
 
+def log_softmax_no_shift(x, dim=-1, temperature=1.0):
+    """The log-sum-exp without the shift: exp(z) overflows to inf for large logits."""
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    z = x / temperature
+    return z - torch.log(torch.exp(z).sum(dim=dim, keepdim=True))
+
+
+def log_softmax_shift_outside_exp(x, dim=-1, temperature=1.0):
+    """The maximum subtracted outside the exponential only: z - m - log(sum(exp(z))), off by m."""
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    z = x / temperature
+    m = z.amax(dim=dim, keepdim=True)
+    return z - m - torch.log(torch.exp(z).sum(dim=dim, keepdim=True))
+
+
 def sequence_log_prob_ignores_mask(logits, targets, mask=None):
     return _sm.sequence_log_prob(logits, targets, None)
+
+
+def sequence_log_prob_gathers_padding(logits, targets, mask=None):
+    """The padding masked out of the sum, but its ids still used to index: an id outside [0, V) raises."""
+    if logits.dim() != 3 or targets.shape != logits.shape[:2]:
+        raise ValueError(f"logits must be (B, T, V) and targets (B, T); got {tuple(logits.shape)} "
+                         f"and {tuple(targets.shape)}")
+    if mask is not None and mask.shape != targets.shape:
+        raise ValueError(f"mask must have the shape of targets {tuple(targets.shape)}, got {tuple(mask.shape)}")
+    if targets.dtype != torch.long:
+        raise ValueError(f"targets must be token ids (torch.long), got {targets.dtype}")
+    picked = _sm.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)  # (B, T)
+    if mask is not None:
+        picked = picked.masked_fill(~mask, 0.0)
+    return picked.sum(dim=-1)
 
 
 def sequence_log_prob_mean(logits, targets, mask=None):

@@ -265,6 +265,30 @@ def test_standard_log_softmax_formulations_pass_with_logits_near_1e4(src):
             check("log_softmax", w.function("log_softmax", "log_softmax"), part)
 
 
+def test_what_a_call_did_in_the_sandbox_comes_back_to_the_checks_words(monkeypatch):
+    """The worker measures what the checks ask of a call and sends it back with the result: the largest tensor it
+    made (score_variance scoring every query against every key), whether it changed PyTorch's global random state
+    (sample_next reseeding it), where and after how long a time-out stopped it. The hidden parts, which only run
+    in the sandbox, then say what the visible parts say in the learner's kernel."""
+    from learner.check.cases.common import RANDOM_STATE
+    all_pairs = solution_source("score_variance").replace("raw = (q * k).sum(-1)", "raw = q @ k.T")
+    with worker_for("02_dot_products", {"score_variance": all_pairs}) as w:
+        msg = failure("score_variance", w.function("score_variance", "score_variance"), "hidden-basic")
+    assert dict(EXERCISES["score_variance"].mistakes)["dot_products:score_variance_all_pairs"] in msg, msg
+    reseeding = solution_source("sample_next").replace(
+        "g = torch.Generator(device=logits.device).manual_seed(seed)", "torch.manual_seed(seed)").replace(
+        "torch.multinomial(probs, 1, generator=g)", "torch.multinomial(probs, 1)")
+    with worker_for("07_decoder", {"sample_next": reseeding}) as w:
+        msg = failure("sample_next", w.function("sample_next", "sample_next"), "hidden")
+    assert RANDOM_STATE in msg, msg
+    monkeypatch.setattr(safe, "DEFAULT_TIME_LIMIT", 1.0)
+    monkeypatch.setattr(remote, "GRACE", 1.0)
+    with worker_for("03_softmax", {"softmax": "def softmax(x, dim=-1, temperature=1.0):\n    while True:\n"
+                                              "        pass\n"}) as w:
+        msg = failure("softmax", w.function("softmax", "softmax"), "hidden-basic")
+    assert "did not finish within 1 s of computing and was stopped in `softmax` (line " in msg, msg
+
+
 MASKED_ATTENTION_WITH_FILL = '''
     def masked_attention(Q, K, V, mask=None):
         d_k = Q.shape[-1]

@@ -52,6 +52,8 @@ class Exercise:
     uses: tuple = ()                           # other exercises the learner's function calls (named in failures)
     conditioning: Callable | None = None       # (args, kwargs) -> size of the inputs the rounding error scales with
     answer: "Answer | None" = None             # a self-check question: the kind of literal it returns (see question)
+    own_random: bool = False                   # draws only from a generator of its own: a call that changes PyTorch's
+    #                                            global random state (torch.manual_seed) fails its case
     # from the course table (learner/syllabus.py), filled in by register:
     notebook: str = field(default="", init=False)   # the notebook's folder, "03_softmax"
     given: tuple = field(default=(), init=False)    # "module:function" ready-made versions learners must not call
@@ -276,6 +278,13 @@ def stub_message(fn_name):
     """What a learner reads when ``fn_name`` is still the released stub."""
     return (f"`{fn_name}` is not implemented yet: it still raises NotImplementedError. Replace the "
             f"`raise NotImplementedError()` line in the exercise cell with your code.")
+
+
+# what a case of an exercise that draws from its own generator (Exercise.own_random) says of a call that changed
+# PyTorch's global random state
+RANDOM_STATE = ("it changed PyTorch's global random state (torch.manual_seed, or a random call without generator=): "
+                "the caller's next random numbers are then not the ones they would have been. Draw only from a "
+                "generator of your own, seeded with `seed` and passed as generator=g")
 
 
 # How many times a check gave up on the learner's function (it raised, ran out of time or returned no usable tensor):

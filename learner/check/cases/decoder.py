@@ -269,6 +269,10 @@ register(
                         "logits[:, :-1] against ids[:, 1:]"),
                        ("decoder:lm_log_prob_counts_padding",
                         "padding tokens were scored too: only real next tokens (valid[:, 1:] True) count"),
+                       ("decoder:lm_log_prob_gathers_padding",
+                        "the padding was kept out of the sum, but its ids still went into gather, which raises for "
+                        "an id outside [0, V) such as 999: replace the padding ids with a valid one first, "
+                        "torch.where(valid, ids, 0), then gather"),
                        ("decoder:lm_log_prob_softmax_over_positions",
                         "the log-softmax ran over the positions (dim=1); each position's logits are a distribution "
                         "over the vocabulary, the last axis: log_softmax(logits, dim=-1)"),
@@ -296,6 +300,10 @@ register(
                         "the token whose probability makes the kept mass reach p was dropped; the nucleus is the "
                         "smallest set whose mass reaches p, so it includes that token (keep a token when the mass "
                         "ranked above it is still below p) and the most probable token is always kept"),
+                       ("decoder:top_p_filter_not_scattered_back",
+                        "the probabilities were sorted, but the kept set was not mapped back to the tokens: "
+                        "keep_sorted[j] says whether the j-th most probable token is kept, not token j; send it back "
+                        "with torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)"),
                        ("decoder:top_p_filter_unsorted",
                         "the mass was added up in token order; sort the probabilities from high to low first "
                         "(stable, so ties keep the lower index first) and map the kept set back to the tokens"),
@@ -304,7 +312,7 @@ register(
                         "probable token (descending=True)")]),
     Exercise("sample_next", "decoder:sample_next", sample_case, sample_edge,
              properties=[("edge", draws_follow_the_distribution), ("hidden", draws_follow_the_distribution)],
-             uses=("top_k_filter", "top_p_filter"),
+             uses=("top_k_filter", "top_p_filter"), own_random=True,
              mistakes=[("decoder:sample_next_multiplies_temperature",
                         "the logits were multiplied by the temperature; divide them: softmax(logits / temperature)"),
                        ("decoder:sample_next_greedy",

@@ -2,8 +2,9 @@
 import torch
 
 from .. import safe
-from .common import (Case, Exercise, F64, dn, gen, pick_dtype, pick_int, seeded_randn, register, stub_message, Choice,
-                     Integer, question)
+from ..messages import timeout_text
+from .common import (RANDOM_STATE, Case, Exercise, F64, dn, gen, pick_dtype, pick_int, seeded_randn, register,
+                     stub_message, Choice, Integer, question)
 
 
 def _qk_case(g, big):
@@ -52,21 +53,45 @@ def _proj_edge():
     ]
 
 
-def _variance_case(g, big):
-    d = [1, 2, 8, 32, 128, 512][pick_int(g, 0, 5)]
-    return Case(f"d_k = {d}", (d,), {"n_pairs": 4000, "seed": pick_int(g, 0, 10_000)})
+# score_variance: one score per pair. The check first calls it on a few pairs, watching the size of every tensor
+# it makes: scoring every query against every key shows as an n_pairs x n_pairs tensor there (a megabyte), where
+# the default 20000 pairs would make 3.2 GB. Then the spread, on as many pairs as its 10% holds 5 standard errors:
+# the sample variance of q . k has a relative standard error sqrt((2 + 6 / d_k) / n).
+PROBE = (4, 500)  # (d_k, n_pairs) of the first call
+PROBE_LIMIT = 2.0  # seconds of computing the first call may take
+SPREAD = ((1, 20000), (16, 20000), (256, 5000))  # (d_k, n_pairs) of the calls that judge the variances
+ALL_PAIRS = ("every query was scored against every key (n_pairs x n_pairs scores), which the exercise rules out: "
+             "score query p with key p only, (q * k).sum(-1), n_pairs scores")
+
+
+def _all_pairs_at(n_pairs):
+    """The size of the all-pairs matrix at ``n_pairs``, in words."""
+    return f"{n_pairs * n_pairs:,} float64 numbers, {n_pairs * n_pairs * 8 / 1e9:.1f} GB"
 
 
 def _variance_property(fn):
-    """The variance of q . k is about d_k, and about 1 after dividing by sqrt(d_k)."""
-    for d_k in (1, 16, 256):
-        out = safe.call(fn, (d_k,), {"n_pairs": 20000, "seed": 3})
+    """The variance of q . k is about d_k, and about 1 after dividing by sqrt(d_k), from one score per pair."""
+    d_k, n = PROBE
+    call = f"score_variance({d_k}, n_pairs={n}, seed=3)"
+    out = safe.call(fn, (d_k,), {"n_pairs": n, "seed": 3}, time_limit=PROBE_LIMIT, measure=True)
+    if out.timed_out:
+        return f"{call}: {timeout_text(out, PROBE_LIMIT)}; a loop over every query and every key takes {n * n:,} steps"
+    if isinstance(out.error, NotImplementedError):
+        return stub_message("score_variance")
+    if out.error is not None:
+        return f"{call} raised {type(out.error).__name__}: {out.error}"
+    if out.rng_changed:
+        return f"{call}: {RANDOM_STATE}"
+    if out.largest is not None and out.largest >= n * n:
+        return (f"{call} made a tensor of {out.largest:,} numbers (n_pairs x n_pairs = {n * n:,}; one score per "
+                f"pair is {n:,} numbers): {ALL_PAIRS} (at the default n_pairs=20000 that matrix would hold "
+                f"{_all_pairs_at(20000)})")
+    for d_k, n in SPREAD:
+        out = safe.call(fn, (d_k,), {"n_pairs": n, "seed": 3})
         if out.timed_out:
-            return f"score_variance({d_k}, n_pairs=20000) did not finish within {safe.DEFAULT_TIME_LIMIT:g} s"
-        if isinstance(out.error, NotImplementedError):
-            return stub_message("score_variance")
+            return f"score_variance({d_k}, n_pairs={n}): {timeout_text(out)}"
         if out.error is not None:
-            return f"score_variance({d_k}, n_pairs=20000) raised {type(out.error).__name__}: {out.error}"
+            return f"score_variance({d_k}, n_pairs={n}) raised {type(out.error).__name__}: {out.error}"
         v = out.value
         if not (isinstance(v, tuple) and len(v) == 2 and all(isinstance(x, float) for x in v)):
             return f"score_variance({d_k}) should return a tuple of two Python floats, got {type(v).__name__}"
@@ -86,7 +111,10 @@ register(
              mistakes=[("dot_products:scores_keys_first",
                         "you computed K Q^T (keys x queries); the scores are Q K^T, rows are queries")]),
     Exercise("project_qkv", "dot_products:project_qkv", _proj_case, _proj_edge,
-             mistakes=[("dot_products:project_k_v_swapped", "K and V are swapped: K comes from W_K and V from W_V")]),
+             mistakes=[("dot_products:project_k_v_swapped", "K and V are swapped: K comes from W_K and V from W_V"),
+                       ("dot_products:project_qkv_no_transpose",
+                        "the matrices were not transposed: W_Q is (d_k, D) and multiplies a column vector, "
+                        "q_i = W_Q e_i; for the rows of X that is X @ W_Q.T (and X @ W_K.T, X @ W_V.T)")]),
     Exercise("scaled_scores", "dot_products:scaled_scores", _qk_case, _qk_edge,
              mistakes=[("dot_products:scaled_scores_no_sqrt", "the scores were not divided by sqrt(d_k)"),
                        ("dot_products:scaled_scores_by_d_k", "the scores were divided by d_k; divide by sqrt(d_k)")]),
@@ -94,7 +122,8 @@ register(
              Case("d_k = 0 is an error", (0,), raises="ValueError")],
              properties=[("basic", _variance_property), ("hidden-basic", _variance_property),
                          ("hidden", _variance_property)],
-             tensor_inputs=False, n_basic=0, n_hidden=0),
+             mistakes=[("dot_products:score_variance_all_pairs", ALL_PAIRS)],
+             tensor_inputs=False, n_basic=0, n_hidden=0, own_random=True),
     question("answer_why_scale", "dot_products:answer_why_scale", Choice("a", "b", "c", "d"), wrong=[
         ("dot_products:answer_why_scale_positive",
          "dividing by a positive number keeps every sign: a negative score stays negative"),

@@ -210,6 +210,10 @@ register(
                         "the tanh is missing: s_tj = u . tanh(W_q h^dec_{t-1} + W_k h_j)"),
                        ("rnn_attention:additive_score_sum_not_v",
                         "the hidden units were summed instead of weighted by u: s_tj = u . tanh(...)"),
+                       ("rnn_attention:additive_score_no_new_axis",
+                        "W_q h^dec (B, d_a) was added to W_k h_j (B, T_x, d_a) without an axis for the positions: "
+                        "PyTorch lines (B, d_a) up with (T_x, d_a), which fails unless B = T_x and then adds "
+                        "sentence j's query at position j. Give it the axis: (h_prev @ W_q.T)[:, None, :]"),
                        ("rnn_attention:additive_score_swapped_weights",
                         "W_q and W_k were swapped: W_q reads the decoder state, W_k the encoder states")]),
     Exercise("dot_score", "rnn_attention:dot_score", _dot_case, _dot_edge,

@@ -130,10 +130,20 @@ register(
                         "compute z - max - log(sum(exp(z - max))) directly"),
                        ("softmax:softmax_wrong_axis",
                         "the normalisation ran over the wrong axis: use the `dim` argument"),
-                       ("softmax:log_softmax_ignores_temperature", "the temperature argument was ignored")]),
+                       ("softmax:log_softmax_ignores_temperature", "the temperature argument was ignored"),
+                       ("softmax:log_softmax_no_shift",
+                        "exp() overflowed: the log of the sum of exponentials was taken without the shift; subtract "
+                        "the maximum m inside the exponential, z - m - log(sum(exp(z - m)))"),
+                       ("softmax:log_softmax_shift_outside_exp",
+                        "the maximum m was subtracted outside the exponential but not inside it: log(sum(exp(z))) "
+                        "is not log(sum(exp(z - m))); the formula is z - m - log(sum(exp(z - m)))")]),
     Exercise("sequence_log_prob", "softmax:sequence_log_prob", _seq_case, _seq_edge,
              conditioning=logit_sum_scale,
              mistakes=[("softmax:sequence_log_prob_ignores_mask", "padding positions were counted: use the mask"),
+                       ("softmax:sequence_log_prob_gathers_padding",
+                        "the mask kept the padding out of the sum, but the padding ids still went into gather, "
+                        "which raises for an id outside [0, V) such as -100: replace them with a valid id first, "
+                        "targets.masked_fill(~mask, 0)"),
                        ("softmax:sequence_log_prob_mean",
                         "the log-probabilities were averaged; the chain rule sums them"),
                        ("softmax:sequence_log_prob_shifted",

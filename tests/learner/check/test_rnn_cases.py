@@ -66,7 +66,8 @@ def test_a_greedy_decoder_that_waits_for_eos_forever_is_stopped_and_reported(mon
                 if bool((torch.stack(out, 1) == eos_id).any(1).all()):
                     return torch.stack(out, 1), total
     ''')})["greedy_decode"]
-    with pytest.raises(CheckFailed, match="Other failing cases show: .*timeout"):  # the decoder that never ends
+    with pytest.raises(CheckFailed, match=r"Other failing cases show: a time-out \(case \d+: it did not finish "
+                                          r"within \S+ s of computing and was stopped in `greedy_decode`"):  # never ends
         check("greedy_decode", fn, "edge")
 
 

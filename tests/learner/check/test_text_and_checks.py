@@ -89,8 +89,7 @@ RULINGS = {
                                                 "W_Q and W_K of different output widths")},
     "scaled_scores": {"the square root, not $d_k$ itself": mistake("dot_products:scaled_scores_by_d_k")},
     "score_variance": {"The check accepts any sampling": why("says how the check judges a random estimate"),
-                       "*not* all": why("drawing all the pairs changes only the variance's noise, which the "
-                                        "seeded cases compare exactly: a value mismatch says it"),
+                       "*not* all": mistake("dot_products:score_variance_all_pairs"),
                        "`d_k < 1`": case("d_k = 0")},
     "softmax": {"a float tensor of any shape": case("dim=0 on a matrix", "an axis of size 0"),
                 "Make any new tensor": why("the device rule; the hidden part's device probe tries it"),

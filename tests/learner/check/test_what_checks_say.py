@@ -1,0 +1,246 @@
+"""What a check says to a learner whose answer is wrong in a way learners are (issue 62, the learner's whole course).
+
+* a forbidden approach fails, fast and without the check building what the approach would (score_variance scoring
+  every query against every key);
+* a hint names the known mistake the learner's output matches, not another one that gives the same output on one
+  case (gather with the padding ids is not "the padding was counted"; sorting without mapping back is not "added up
+  in token order"), and a dtype message says the rule of that output (a mask is bool);
+* likely mistakes are named, not only shown as values (no W.T, no shift inside exp, no axis for the positions);
+* a time-out is told as it happened (waiting or computing, where, how long), and stops the check there;
+* the other failing cases' errors are named; a function that reseeds PyTorch's global generator is caught.
+
+Cost: about 25 s (two time-outs of a fraction of a second each; the rest is checks of small functions).
+"""
+import re
+import time
+
+import pytest
+from torch.overrides import TorchFunctionMode
+
+from coursekit.sync import solution_source
+from helpers import failure, learner_namespace
+from learner.check import EXERCISES, CheckFailed, check, parts_of, safe
+from learner.check.cases.common import RANDOM_STATE
+
+
+def edited(name, *edits):
+    """The reference of ``name`` with each (old, new) of ``edits`` replaced, every time it occurs."""
+    src = solution_source(name)
+    for old, new in edits:
+        assert old in src, f"the reference of {name} no longer holds {old!r}"
+        src = src.replace(old, new)
+    return src
+
+
+def answer(name, src):
+    """``src`` (exercise ``name``'s answer cell) compiled as its notebook runs it, after the other answers."""
+    return learner_namespace(EXERCISES[name].notebook, {name: src})[name]
+
+
+def mistake_text(name, mistake):
+    """The words exercise ``name``'s check says for its known mistake ``mistake`` ("<topic>:<function>")."""
+    return dict(EXERCISES[name].mistakes)[mistake]
+
+
+def messages(name, fn, parts=("basic", "edge")):
+    out = []
+    for part in parts:
+        try:
+            check(name, fn, part)
+        except CheckFailed as exc:
+            out.append(str(exc))
+    return out
+
+
+class Largest(TorchFunctionMode):
+    """The number of elements of the largest tensor any torch function returns while it is active (the check's own
+    tensors and the learner's: the innermost mode hands its calls on to this one)."""
+
+    def __init__(self):
+        super().__init__()
+        self.largest = 0
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        for t in out if isinstance(out, (tuple, list)) else (out,):
+            if isinstance(t, safe.Tensor):
+                self.largest = max(self.largest, t.numel())
+        return out
+
+
+# ---------------------------------------------------------------- 1. score_variance: one score per pair
+ALL_PAIRS = {
+    "matrix": ("raw = (q * k).sum(-1)", "raw = q @ k.T"),
+    "its diagonal": ("raw = (q * k).sum(-1)", "raw = (q @ k.T).diagonal()"),  # the right values, the wrong way
+    "broadcast": ("raw = (q * k).sum(-1)", "raw = (q[:, None, :] * k[None, :, :]).sum(-1)"),
+}
+
+
+@pytest.mark.parametrize("edit", list(ALL_PAIRS))
+def test_scoring_every_query_against_every_key_fails_fast_without_a_big_tensor(edit):
+    """The notebook rules out all n_pairs x n_pairs combinations: the check says so within a second of computing,
+    and neither it nor the learner's function makes a tensor over a million numbers (at the default 20000 pairs
+    the matrix holds 400 million, 3.2 GB: the check used to take 57 s over it, and passed it)."""
+    fn = answer("score_variance", edited("score_variance", ALL_PAIRS[edit]))
+    sizes, cpu = Largest(), time.process_time()
+    with sizes:
+        msg = failure("score_variance", fn, "basic")
+    cpu = time.process_time() - cpu
+    assert mistake_text("score_variance", "dot_products:score_variance_all_pairs") in msg, msg
+    assert "made a tensor of" in msg and "n_pairs x n_pairs" in msg
+    assert cpu < 1.0 and sizes.largest <= 10 ** 6, (cpu, sizes.largest)
+
+
+def test_score_variances_basic_cell_takes_under_a_second_of_computing_with_the_reference(learner):
+    """The graded basic cell runs the basic part and, at grading, the hidden-basic part: with the reference both
+    take under a second of CPU time together (they took about one before, mostly 20000 pairs at d_k = 256)."""
+    cpu = time.process_time()
+    for part in ("basic", "hidden-basic"):
+        check("score_variance", learner["score_variance"], part)
+    assert time.process_time() - cpu < 1.0
+
+
+# ---------------------------------------------------------------- 2. the mistake named is the one the output matches
+GATHERS_PADDING = {
+    "sequence_log_prob": (("targets = targets.masked_fill(~mask, 0)", "targets = targets"),
+                          "softmax:sequence_log_prob_gathers_padding", "softmax:sequence_log_prob_ignores_mask"),
+    "lm_log_prob": (("torch.where(real, nxt, torch.zeros_like(nxt))[..., None]", "nxt[..., None]"),
+                    "decoder:lm_log_prob_gathers_padding", "decoder:lm_log_prob_counts_padding"),
+}
+
+
+@pytest.mark.parametrize("name", list(GATHERS_PADDING))
+def test_gather_with_the_padding_ids_is_named_as_such_not_as_padding_counted(name):
+    """Masked, but the padding ids went into gather: the case whose padding holds an id out of range raises, as
+    "padding counted" would too; the learner's function is right where padding holds a valid id, where "padding
+    counted" is wrong, so that mistake is not named, and the one it made is."""
+    edit, made, not_made = GATHERS_PADDING[name]
+    msg = failure(name, answer(name, edited(name, edit)), "edge")
+    assert "out of bounds" in msg
+    assert mistake_text(name, made) in msg and mistake_text(name, not_made) not in msg, msg
+
+
+def test_counting_the_padding_is_still_named_where_the_output_matches_it():
+    msg = "\n".join(messages("sequence_log_prob", answer("sequence_log_prob", edited(
+        "sequence_log_prob", ("targets = targets.masked_fill(~mask, 0)", "mask = None"))), ("basic",)))
+    assert mistake_text("sequence_log_prob", "softmax:sequence_log_prob_ignores_mask") in msg, msg
+
+
+NOT_SCATTERED = ("keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)", "keep = keep_sorted")
+UNSORTED = ("probs.sort(dim=-1, descending=True, stable=True)",
+            "(probs, torch.arange(probs.shape[-1]).expand(probs.shape))")
+
+
+@pytest.mark.parametrize("edit,made,not_made", [
+    (NOT_SCATTERED, "decoder:top_p_filter_not_scattered_back", "decoder:top_p_filter_unsorted"),
+    (UNSORTED, "decoder:top_p_filter_unsorted", "decoder:top_p_filter_not_scattered_back")],
+    ids=["sorted, not mapped back", "not sorted"])
+def test_top_p_sorted_but_not_mapped_back_is_told_apart_from_not_sorted(edit, made, not_made):
+    said = messages("top_p_filter", answer("top_p_filter", edited("top_p_filter", edit)))
+    assert said and all(mistake_text("top_p_filter", not_made) not in m for m in said), said
+    assert any(mistake_text("top_p_filter", made) in m for m in said), said
+
+
+def test_a_mask_of_numbers_is_told_that_a_mask_is_bool():
+    """pad_batch's inputs are lists of ints: "keep the dtype of the inputs" is no rule for its bool mask."""
+    fn = answer("pad_batch", edited("pad_batch", ("mask = torch.zeros((len(sequences), T), dtype=torch.bool)",
+                                                  "mask = torch.zeros((len(sequences), T), dtype=torch.long)")))
+    msg = failure("pad_batch", fn, "basic")
+    assert "expected torch.bool (a mask must be torch.bool, whatever the dtype of the inputs" in msg, msg
+    assert "keep the dtype of the inputs" not in msg
+
+
+# ---------------------------------------------------------------- 3. likely mistakes, named
+LIKELY = {
+    "project_qkv without .T": ("project_qkv", edited("project_qkv", ("@ W_Q.T", "@ W_Q"), ("@ W_K.T", "@ W_K"),
+                                                     ("@ W_V.T", "@ W_V")), "dot_products:project_qkv_no_transpose"),
+    "log_softmax without any shift": ("log_softmax", '''
+def log_softmax(x, dim=-1, temperature=1.0):
+    if not temperature > 0:
+        raise ValueError("temperature must be > 0")
+    z = x / temperature
+    return z - torch.log(torch.exp(z).sum(dim=dim, keepdim=True))
+''', "softmax:log_softmax_no_shift"),
+    "log_softmax shifted outside exp only": ("log_softmax", edited("log_softmax", ("torch.exp(z - m)", "torch.exp(z)")),
+                                             "softmax:log_softmax_shift_outside_exp"),
+    "additive_score without [:, None, :]": ("additive_score", edited("additive_score", ("query[:, None, :]", "query")),
+                                            "rnn_attention:additive_score_no_new_axis"),
+}
+
+
+@pytest.mark.parametrize("which", list(LIKELY))
+def test_a_likely_mistake_is_named_not_only_shown_as_values(which):
+    name, src, mistake = LIKELY[which]
+    said = messages(name, answer(name, src))
+    assert said, f"{which} passed"
+    assert any(mistake_text(name, mistake) in m for m in said), said
+
+
+# ---------------------------------------------------------------- 4. exact words: a hang, other errors, random state
+def test_a_function_that_waits_is_told_it_waited_and_for_how_long(monkeypatch):
+    """Stopped on the clock at 3 times the limit: the message gives that time, not the limit of computing."""
+    monkeypatch.setattr(safe, "DEFAULT_TIME_LIMIT", 0.3)
+    fn = answer("softmax", "import time\ndef softmax(x, dim=-1, temperature=1.0):\n    time.sleep(60)\n")
+    start = time.monotonic()
+    msg = failure("softmax", fn, "basic")
+    waited = time.monotonic() - start
+    said = re.search(r"did not finish within (\d+) s on the clock and was stopped in `softmax`", msg)
+    assert said and "waiting, not computing" in msg and "of computing" not in msg, msg
+    assert abs(int(said.group(1)) - waited) < 1.0, (said.group(1), waited)
+
+
+def test_a_hang_in_a_helper_costs_one_time_limit_and_says_where(monkeypatch):
+    """sample_next calls the learner's top_k_filter, which loops: the check stops at the first time-out (it used
+    to go on to check the helpers, waiting a limit for each one that hangs) and names the function it stopped in."""
+    monkeypatch.setattr(safe, "DEFAULT_TIME_LIMIT", 0.3)
+    outcomes, call = [], safe.call
+
+    def counted(*args, **kwargs):
+        outcomes.append(call(*args, **kwargs))
+        return outcomes[-1]
+    monkeypatch.setattr(safe, "call", counted)
+    ns = learner_namespace("07_decoder", {"top_k_filter": "def top_k_filter(logits, k):\n    while True:\n"
+                                                          "        pass\n"})
+    msg = failure("sample_next", ns["sample_next"], "edge")
+    assert sum(o.timed_out for o in outcomes) == 1, msg
+    assert "did not finish within 0.3 s of computing and was stopped in `top_k_filter`" in msg, msg
+
+
+def test_the_other_failing_cases_name_their_error():
+    fn = answer("softmax", '''
+def softmax(x, dim=-1, temperature=1.0):
+    if x.dim() == 1:
+        raise KeyError("boom")
+    return torch.zeros_like(x)
+''')
+    msg = failure("softmax", fn, "edge")
+    first = re.search(r"First failure, case \d+: .*\n  (.*)", msg).group(1)
+    assert first.startswith("first wrong value"), msg
+    assert re.search(r"Other failing cases show: an error \(case \d+: it raised KeyError: 'boom'", msg), msg
+
+
+RESEEDING = {
+    "sample_next": (("g = torch.Generator(device=logits.device).manual_seed(seed)", "torch.manual_seed(seed)"),
+                    ("torch.multinomial(probs, 1, generator=g)", "torch.multinomial(probs, 1)")),
+    "score_variance": (("g = torch.Generator().manual_seed(seed)", "torch.manual_seed(seed)"),
+                       (", generator=g", "")),
+}
+
+
+@pytest.mark.parametrize("name", list(RESEEDING))
+def test_reseeding_the_global_generator_fails_though_the_draws_are_right(name):
+    """torch.manual_seed(seed), then draws from the global generator: the same numbers as the generator of its own,
+    so every value is right, but the caller's random numbers have changed."""
+    fn = answer(name, edited(name, *RESEEDING[name]))
+    msg = failure(name, fn, "basic")
+    assert RANDOM_STATE in msg, msg
+
+
+def test_the_reference_draws_from_its_own_generator_and_passes(learner):
+    """The reference's visible checks pass, and leave the caller's random state as it was."""
+    import torch
+    before = torch.get_rng_state()
+    for name in RESEEDING:
+        for part in (p for p in parts_of(name) if not p.startswith("hidden")):
+            check(name, learner[name], part)
+    assert torch.equal(before, torch.get_rng_state())
