@@ -34,7 +34,7 @@ READER_TIMEOUT = 60
 READER_OUTPUT = 1 << 20
 READER_MEMORY = 1 << 30
 KEEP = 60
-log = logging.getLogger("course-grading")
+_log = logging.getLogger("course-grading")  # the service's own
 
 
 def _gradebook_owner(folder, instructors):
@@ -176,7 +176,7 @@ class DueDates:
                 if not isinstance(answer, dict) or not isinstance(answer.get("assignments"), list):
                     raise ValueError("not an answer of due dates")
         except (OSError, ValueError, TimeoutError, subprocess.SubprocessError) as exc:
-            log.warning("due dates of %s for %s not read: %s", inert(folder), inert(student), inert(str(exc)[:300]))
+            _log.warning("due dates of %s for %s not read: %s", inert(folder), inert(student), inert(str(exc)[:300]))
             answer = None
         self.kept[(folder, student)] = (changed, time.monotonic(), answer)
         return answer

@@ -30,12 +30,12 @@ import os
 from . import safe, given, hidden, runner
 from .cases import CELLS, EXERCISES, graded_cells
 from .devices import grading_devices
-from .messages import CheckFailed, Failure, Report
+from .messages import CheckFailed, Failure, Report, timeout_text
 from .shipped import expected_path, load_expected, read_expected
 from ..syllabus import NOTEBOOKS
 
 __all__ = ["check", "call_learner", "CheckFailed", "EXERCISES", "PARTS", "CELLS", "cells_of", "parts_of",
-           "reference_available"]
+           "reference_available", "timeout_text"]
 
 PARTS = ("basic", "edge", "errors", "hidden-basic", "hidden", "hidden-errors")
 _CELLS_OF = {}

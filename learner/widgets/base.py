@@ -237,9 +237,9 @@ def call_for_widget(fn, fn_name, args=(), kwargs=None, time_limit=None, has_refe
         return None, (f"`{fn_name}` is not a function (got {type(fn).__name__}). Run the exercise cell that "
                       f"defines it, then this cell again.")
     out = learner.check.call_learner(fn, args, kwargs or {}, time_limit)  # the checks' guarded call, its words ours
-    if out.timed_out:
-        return None, (f"your `{fn_name}` did not finish within {time_limit:g} s of computing and was stopped: look "
-                      f"for a loop that never ends.{alone}")
+    if out.timed_out:  # the checks' words for what it did: waited on the clock, or computed past the limit
+        said = learner.check.timeout_text(out, time_limit)
+        return None, f"your `{fn_name}` {said.removeprefix('it ')}.{alone}"
     if isinstance(out.error, NotImplementedError):
         return None, (f"`{fn_name}` is not implemented yet (it raises NotImplementedError). Write it in the "
                       f"exercise cell above, run that cell, then run this cell again.{alone}")
