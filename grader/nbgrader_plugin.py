@@ -364,8 +364,8 @@ def _is_test_cell(cell):
 
 
 def _is_learner_code(cell):
-    md = cell.metadata.get("nbgrader", {})
-    return cell.cell_type == "code" and (md.get("solution") or not (md.get("locked") or md.get("grade")))
+    from learner.definitions import is_learner_code  # one rule, which `course progress` keeps too
+    return is_learner_code(cell)
 
 
 def _check_calls(source):

@@ -17,7 +17,6 @@ its exercise's checks are skipped; an answer cell whose own code does not finish
 and named; a notebook that is missing, renamed, not a notebook, or has an answer cell with a syntax error is named
 with what to do, and the rest is reported.
 """
-import ast
 import contextlib
 import io
 import json
@@ -64,46 +63,32 @@ def notebook_file(workspace, folder):
 
 
 def read_cells(path):
-    """(the set-up cell's source, [(exercise, source) of each answer cell], [(exercise, part, source) of each graded
-    cell]) of the notebook at ``path``, by nbgrader's metadata."""
+    """(the set-up cell's source, [(label, answer's exercise or None, source) of each learner code cell, in order]) of
+    the notebook at ``path``: the cells grading keeps the definitions of (``learner.definitions.is_learner_code``)."""
     import nbformat
+
+    from .definitions import is_learner_code
     try:
         nb = nbformat.read(path, as_version=4)
+        cells = [c for c in nb.cells if isinstance(c, dict)]
     except Exception as exc:  # not JSON, not a notebook: nbformat's many errors
         raise Unreadable(f"{os.path.basename(path)} cannot be read as a notebook ({type(exc).__name__}); "
                          f"`course workspace` makes a fresh one after you move it aside") from None
-    setup, answers, graded = None, [], []
-    for cell in nb.cells:
-        meta = cell.get("metadata", {}).get("nbgrader", {})
-        if cell.get("cell_type") != "code" or not meta:
-            continue
-        gid, source = str(meta.get("grade_id", "")), cell.get("source", "")
-        if gid == "setup":
+    setup, learners = None, []
+    for i, cell in enumerate(cells, 1):
+        meta = cell.get("metadata") if isinstance(cell.get("metadata"), dict) else {}
+        meta = meta.get("nbgrader") if isinstance(meta.get("nbgrader"), dict) else {}
+        source = cell.get("source", "")
+        source = "".join(source) if isinstance(source, list) else str(source)
+        if cell.get("cell_type") == "code" and meta.get("grade_id") == "setup":
             setup = source
-        elif meta.get("solution") and not meta.get("grade"):
-            answers.append((gid, source))
-        elif meta.get("grade"):
-            name, part = _checked(source, gid)
-            graded.append((name, part, source))
+        elif is_learner_code(cell):
+            answer = str(meta.get("grade_id")) if meta.get("solution") else None
+            learners.append((f"the answer cell of {answer}" if answer else f"code cell {i}", answer, source))
     if setup is None:
         raise Unreadable(f"{os.path.basename(path)} has no set-up cell (its first code cell, read-only): `course "
                          f"workspace` makes a fresh notebook after you move this one aside")
-    return setup, answers, graded
-
-
-def _checked(source, grade_id):
-    """(exercise, part) that a graded cell's ``check(...)`` names; else from its grade id (``softmax_basic``)."""
-    try:
-        for node in ast.walk(ast.parse(source)):
-            if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "check" and node.args and \
-                    isinstance(node.args[0], ast.Constant):
-                part = next((k.value.value for k in node.keywords if k.arg == "part"
-                             and isinstance(k.value, ast.Constant)), "basic")
-                return str(node.args[0].value), str(part)
-    except SyntaxError:
-        pass
-    name, _, part = grade_id.rpartition("_")
-    return name, part
+    return setup, learners
 
 
 # ------------------------------------------------------------------ one notebook, in a process of its own
@@ -150,10 +135,13 @@ def _summary(exc):
     return line
 
 
-def run_notebook(path, report=lambda what: None):
-    """The checks of the notebook at ``path`` (see the module): {"answers": {exercise: problem}, "results":
-    [(exercise, part, status, message)]}. ``report`` is told each cell before it runs."""
-    setup, answers, graded = read_cells(path)
+def run_notebook(path, folder, report=lambda what: None):
+    """The checks of notebook ``folder`` at ``path`` as grading runs them: the set-up cell, the definitions of every
+    learner code cell in order (``learner.definitions``: what grading keeps of a cell), then the visible part of each
+    graded cell the course has (``graded_parts``, whatever the notebook's own check cells say). Returns {"answers":
+    {exercise: problem}, "results": [(exercise, part, status, message)]}; ``report`` is told each step."""
+    from .definitions import definitions
+    setup, learners = read_cells(path)
     os.chdir(os.path.dirname(os.path.abspath(path)))
     namespace = {"__name__": "__main__"}
     problems, results, stopped = {}, [], set()
@@ -167,31 +155,39 @@ def run_notebook(path, report=lambda what: None):
             except BaseException as exc:  # a broken install, or a set-up cell edited
                 raise Unreadable(f"its set-up cell failed ({type(exc).__name__}: {_first_line(exc)[:200]}): "
                                  f"`course workspace` makes a fresh notebook after you move this one aside") from None
-            checker = namespace.get("check")  # the course's, from the set-up: an answer cell may not replace it
-            for name, source in answers:
-                report(f"the answer cell of {name}")
+            checker = namespace.get("check")  # the course's, from the set-up: no cell of the learner's replaces it
+            for label, answer, source in learners:
+                report(label)
                 try:
-                    code = compile(source, f"<answer cell of {name}>", "exec")
+                    compile(source, f"<{label}>", "exec")
                 except SyntaxError as exc:
-                    problems[name] = f"a syntax error in its answer cell, line {exc.lineno}: {exc.msg}"
-                    continue
+                    if answer:
+                        problems[answer] = f"a syntax error in its answer cell, line {exc.lineno}: {exc.msg}"
+                    continue  # grading keeps nothing of such a cell either
+                kept, _ = definitions(source)
                 signal.setitimer(signal.ITIMER_REAL, CELL_LIMIT)
                 try:
-                    exec(code, namespace)
+                    exec(compile(kept, f"<{label}>", "exec"), namespace)
                 except _CellTimeout:
-                    problems[name] = f"its answer cell's own code {TIMED_OUT} {CELL_LIMIT} s and was stopped"
-                except BaseException as exc:  # SystemExit and KeyboardInterrupt too: the cell stopped there
-                    problems[name] = f"its answer cell raised {type(exc).__name__}: {_first_line(exc)[:200]}"
+                    if answer:
+                        problems[answer] = f"its answer cell's definitions {TIMED_OUT} {CELL_LIMIT} s"
+                except BaseException as exc:  # an import that fails, SystemExit from one: the cell stopped there
+                    if answer:
+                        problems[answer] = f"its answer cell raised {type(exc).__name__}: {_first_line(exc)[:200]}"
                 finally:
                     signal.setitimer(signal.ITIMER_REAL, 0)
-            for name, part, source in graded:
+            for name, part, _ in graded_parts(folder):
                 report(f"the check of {name} [{part}]")
-                namespace["check"] = checker
                 if name in problems or name in stopped:
                     results.append((name, part, SKIPPED, problems.get(name) or stopped_message(name)))
                     continue
+                fn = namespace.get(name)
+                if not callable(fn):
+                    results.append((name, part, FAIL, f"your notebook defines no function `{name}` (grading keeps "
+                                                      f"only what its cells define)"))
+                    continue
                 try:
-                    exec(compile(source, f"<check of {name}>", "exec"), namespace)
+                    checker(name, fn, part=part)
                     results.append((name, part, PASS, ""))
                 except AssertionError as exc:  # a failed check (CheckFailed)
                     text = str(exc)
@@ -199,8 +195,6 @@ def run_notebook(path, report=lambda what: None):
                     if TIMED_OUT in text:
                         stopped.add(name)
                     results.append((name, part, status, _summary(text)))
-                except NameError as exc:
-                    results.append((name, part, FAIL, f"its answer cell does not define it ({_first_line(exc)})"))
                 except BaseException as exc:  # raised by the learner's code the check ran, SystemExit included
                     results.append((name, part, FAIL, f"{type(exc).__name__}: {_first_line(exc)[:200]}"))
     finally:
@@ -212,14 +206,17 @@ def stopped_message(name):
     return f"skipped: `{name}` {TIMED_OUT} its time limit in an earlier check"
 
 
-def _child(path, conn):
+def _child(path, folder, conn):
     """In the forked process: run one notebook, send what it is doing and then the outcome. It leads a process group
     of its own, which the parent kills once it is done: nothing the learner's code started outlives it."""
     try:
         os.setpgid(0, 0)
+        quiet = os.open(os.devnull, os.O_WRONLY)  # what the learner's code writes to the files 1 and 2 themselves
+        os.dup2(quiet, 1)                           # (os.write, a subprocess) is not the report's
+        os.dup2(quiet, 2)
         import torch
         torch.set_num_threads(1)  # one notebook per core
-        outcome = run_notebook(path, report=lambda what: conn.send(("cell", what)))
+        outcome = run_notebook(path, folder, report=lambda what: conn.send(("cell", what)))
         conn.send(("done", outcome))
     except Unreadable as exc:
         conn.send(("unreadable", str(exc)))
@@ -267,7 +264,7 @@ def course_progress(workspace, jobs=2, limit=NOTEBOOK_LIMIT, present=False):
         while waiting and len(running) < max(1, jobs):
             folder, path = waiting.pop(0)
             mine, theirs = ctx.Pipe(duplex=False)
-            proc = ctx.Process(target=_child, args=(path, theirs), daemon=True)
+            proc = ctx.Process(target=_child, args=(path, folder, theirs), daemon=True)
             proc.start()
             theirs.close()
             running[mine] = [folder, proc, time.monotonic(), "its start"]
@@ -286,8 +283,8 @@ def course_progress(workspace, jobs=2, limit=NOTEBOOK_LIMIT, present=False):
                 running[conn][3] = value
                 continue
             out[folder] = {"error": value} if kind == "unreadable" else value
+            _end_group(proc)  # first: a thread or process the learner's code left must not hold up the rest
             proc.join(30)
-            _end_group(proc)
             del running[conn]
         for conn, (folder, proc, started, doing) in list(running.items()):
             if time.monotonic() - started > limit:
@@ -343,6 +340,10 @@ def progress_report(workspace, outcome):
             "to_do": to_do}
 
 
+def _to_go(n):
+    return "1 exercise or question to go" if n == 1 else f"{n} exercises and questions to go"
+
+
 def _num(x):
     return f"{x:g}"
 
@@ -369,7 +370,7 @@ def lines_of(report):
             out.append(f"    {item['name']}: {item['state']}{message}")
     out.append(f"the course: {_num(report['points'])} / {_num(report['max_points'])} points from the visible checks "
                f"(the hidden cases count when it is graded); "
-               + (f"{report['to_do']} exercises and questions to go" if report["to_do"] else "everything passes"))
+               + (_to_go(report["to_do"]) if report["to_do"] else "everything passes"))
     return out
 
 
@@ -392,7 +393,7 @@ def page_of(report):
         rows.append(f"{head}<table><tr><th>exercise or question</th><th>state</th><th>points</th><th>what the check "
                     f"said</th></tr>{items}</table>")
     total = (f"{_num(report['points'])} / {_num(report['max_points'])} points from the visible checks (the hidden "
-             f"cases count when it is graded); {report['to_do']} exercises and questions to go")
+             f"cases count when it is graded); {_to_go(report['to_do'])}")
     return (f'<!DOCTYPE html><html><head><meta charset="utf-8"><meta http-equiv="Content-Security-Policy" '
             f'content="{PAGE_POLICY}"><title>Your progress</title><style>body{{font-family:sans-serif;margin:2em}}'
             f"td,th{{padding:2px 8px;text-align:left;vertical-align:top}}tr.bad td:nth-child(2){{color:#a00}}"

@@ -8,6 +8,7 @@ reference on every grading device, then the properties. Every call of the learne
 reference noticed); at grading time ``fn`` is a ``grader.remote.RemoteFunction``
 and each call runs in the sandbox.
 """
+import traceback
 from dataclasses import dataclass
 
 from . import safe, given, hidden
@@ -36,6 +37,11 @@ def problem(fn_name, outcome, expected, raises, ref_message, device, input_scale
     if type(err).__name__ == "NotPlain":
         return "type", f"{err}."
     if isinstance(err, NotImplementedError) and not str(err):  # the stub; torch's own have a message
+        frames = traceback.extract_tb(err.__traceback__) if err.__traceback__ else []
+        inner = frames[-1].name if frames else fn_name  # from the sandbox no frames come: its own words say where
+        if inner != fn_name and inner.isidentifier() and not inner.startswith("<"):
+            return "error", (f"it called `{inner}`, which still raises NotImplementedError: write `{inner}` "
+                             f"first{where_raised(err)}.")
         return "stub", stub_message(fn_name)
     if raises:
         if err is None:

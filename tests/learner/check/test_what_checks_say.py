@@ -244,3 +244,15 @@ def test_the_reference_draws_from_its_own_generator_and_passes(learner):
         for part in (p for p in parts_of(name) if not p.startswith("hidden")):
             check(name, learner[name], part)
     assert torch.equal(before, torch.get_rng_state())
+
+
+def test_a_written_function_that_calls_a_stub_is_told_which_one_not_that_it_is_the_stub():
+    """`sample_next` written, `top_p_filter` still the stub: the message names `top_p_filter` as the stub to write,
+    and never says `sample_next` is not implemented (`course progress` would then call it "not started")."""
+    stub = "def top_p_filter(logits, p):\n    raise NotImplementedError()\n"
+    text = failure("sample_next", learner_namespace(EXERCISES["sample_next"].notebook,
+                                                   {"top_p_filter": stub})["sample_next"], "basic")
+    assert "it called `top_p_filter`, which still raises NotImplementedError: write `top_p_filter` first" in text
+    assert "`sample_next` is not implemented yet" not in text
+    own = "def sample_next(logits, seed, temperature=1.0, top_k=None, top_p=None):\n    raise NotImplementedError()\n"
+    assert "`sample_next` is not implemented yet" in failure("sample_next", answer("sample_next", own), "basic")
