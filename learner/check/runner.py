@@ -8,6 +8,7 @@ reference on every grading device, then the properties. Every call of the learne
 reference noticed); at grading time ``fn`` is a ``grader.remote.RemoteFunction``
 and each call runs in the sandbox.
 """
+import os
 import traceback
 from dataclasses import dataclass
 
@@ -18,6 +19,8 @@ from .cases import EXERCISES, hidden_cases, visible_cases
 from .cases.common import GAVE_UP, RANDOM_STATE, Case, NotAnAnswer, digest_of, stub_message
 from .messages import Report, timeout_text, where_raised
 from .shipped import load_expected
+
+_CHECKS = os.path.dirname(os.path.abspath(__file__))  # the checks' own frames, between the call and the learner's
 
 def problem(fn_name, outcome, expected, raises, ref_message, device, input_scale=0.0):
     """Return (kind, text) describing what is wrong with one call, or None when it is right."""
@@ -38,8 +41,9 @@ def problem(fn_name, outcome, expected, raises, ref_message, device, input_scale
         return "type", f"{err}."
     if isinstance(err, NotImplementedError) and not str(err):  # the stub; torch's own have a message
         frames = traceback.extract_tb(err.__traceback__) if err.__traceback__ else []
-        inner = frames[-1].name if frames else fn_name  # from the sandbox no frames come: its own words say where
-        if inner != fn_name and inner.isidentifier() and not inner.startswith("<"):
+        mine = [f for f in frames if not f.filename.startswith(_CHECKS) and "site-packages" not in f.filename]
+        inner = mine[-1].name if len(mine) >= 2 else fn_name  # raised in a function the learner's function called
+        if inner != fn_name and inner.isidentifier():
             return "error", (f"it called `{inner}`, which still raises NotImplementedError: write `{inner}` "
                              f"first{where_raised(err)}.")
         return "stub", stub_message(fn_name)
