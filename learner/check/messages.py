@@ -132,7 +132,11 @@ class Report:
                 ruled |= ruled_out(set(counts) - ruled)
                 if not set(counts) - ruled:
                     break
-            counts = {why: c for why, c in counts.items() if why not in ruled}
+            kept = {why: c for why, c in counts.items() if why not in ruled}
+            first = [why for why in self.failures[0].candidates if why in counts] if self.failures else []
+            if first and not any(why in kept for why in first):  # the first failure's own match stands when the
+                kept = {why: counts[why] for why in first}        # passed cases rule out all of it (a mistake made
+            counts = kept                                          # in some cases only, as masked ones)
         if not counts:
             return None
         return min(counts, key=lambda why: (-counts[why][0], counts[why][1]))
