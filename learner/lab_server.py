@@ -61,12 +61,18 @@ def fetch_again_in_a_process(root, course_id, assignment_id):
     except subprocess.TimeoutExpired:
         return {"success": False, "message": f"no fresh copy within {FETCH_LIMIT} s: try again, or ask your "
                                              f"instructor"}
+    return command_answer(done, "course fetch-again")
+
+
+def command_answer(done, name):
+    """A finished `course` command (``done``, a ``CompletedProcess`` of bytes) as a route answers it: {success,
+    lines} (what it printed) or {success: False, message} (its last line of refusal, without ``name: ``)."""
     said = [line for line in done.stdout.decode("utf-8", "replace").splitlines() if line.strip()]
     if done.returncode == 0:
         return {"success": True, "lines": said}
     why = [line for line in done.stderr.decode("utf-8", "replace").splitlines() if line.strip()]
-    message = why[-1] if why else f"course fetch-again ended with status {done.returncode}"
-    return {"success": False, "message": message.removeprefix("course fetch-again: ")}
+    message = why[-1] if why else f"{name} ended with status {done.returncode}"
+    return {"success": False, "message": message.removeprefix(f"{name}: ")}
 
 
 PROGRESS_LIMIT = 900  # seconds the whole course's checks may take (each call and answer cell is bounded on its own)

@@ -24,6 +24,8 @@ hub's instructor servers (``coursekit.hub.setup.role_settings``) and `course ins
 """
 import logging
 
+from learner.lab_server import command_answer
+
 from . import formgrader_pages
 
 EXTENSION = "coursekit.hub.formgrader_tab"  # the name the servers' settings enable
@@ -115,12 +117,7 @@ def extend_in_a_process(root, asked):
         return {"success": False, "message": f"course extend did not finish within {EXTEND_LIMIT} s"}
     except (OSError, ValueError) as exc:
         return {"success": False, "message": f"course extend could not be started ({type(exc).__name__})"}
-    said = [line for line in done.stdout.decode("utf-8", "replace").splitlines() if line.strip()]
-    if done.returncode == 0:
-        return {"success": True, "lines": said}
-    why = [line for line in done.stderr.decode("utf-8", "replace").splitlines() if line.strip()]
-    message = why[-1] if why else f"course extend ended with status {done.returncode}"
-    return {"success": False, "message": message.removeprefix("course extend: ")}
+    return command_answer(done, "course extend")  # as the student's routes answer theirs
 
 
 def _extend_handler(root):

@@ -164,34 +164,42 @@ def upload(page, local_path):
 
 
 @contextlib.contextmanager
-def instructor_lab(root, log_path, env):
-    """`course instructor-lab` on the course folder ``root``, as the README starts it, with a token of the test's:
-    (its URL, the token) once it answers (within 180 s: it starts beside the rest of make test), stopped after."""
-    from coursekit.hub.setup import free_port
-    port, token = free_port(), secrets.token_hex(16)
-    course = os.path.join(os.path.dirname(sys.executable), "course")
+def jupyter_server(command, log_path, env, port, token, cwd=None):
+    """A Jupyter server started by ``command`` (on 127.0.0.1:``port``, with ``token``): its URL once it answers
+    (within 180 s: it starts beside the rest of make test), stopped after (killed if it takes over 60 s)."""
     with open(log_path, "w") as log:
-        lab = subprocess.Popen([course, "instructor-lab", "--course", root, "--port", str(port), "--",
-                                f"--IdentityProvider.token={token}"], env=env, stdout=log, stderr=subprocess.STDOUT)
+        server = subprocess.Popen(command, env=env, cwd=cwd, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
         end = time.monotonic() + 180
         while True:
-            assert lab.poll() is None, open(log_path).read()
+            assert server.poll() is None, open(log_path).read()
             try:
                 urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=30).read()
                 break
             except OSError:
                 assert time.monotonic() < end, open(log_path).read()
                 time.sleep(0.5)
-        yield base, token
+        yield base
     finally:
-        lab.terminate()
+        server.terminate()
         try:
-            lab.wait(timeout=60)
+            server.wait(timeout=60)
         except subprocess.TimeoutExpired:  # busy beside the rest of make test: it is stopped all the same
-            lab.kill()
-            lab.wait(timeout=30)
+            server.kill()
+            server.wait(timeout=30)
+
+
+@contextlib.contextmanager
+def instructor_lab(root, log_path, env):
+    """`course instructor-lab` on the course folder ``root``, as the README starts it, with a token of the test's:
+    (its URL, the token) once it answers (``jupyter_server``)."""
+    from coursekit.hub.setup import free_port
+    port, token = free_port(), secrets.token_hex(16)
+    course = os.path.join(os.path.dirname(sys.executable), "course")
+    with jupyter_server([course, "instructor-lab", "--course", root, "--port", str(port), "--",
+                         f"--IdentityProvider.token={token}"], log_path, env, port, token) as base:
+        yield base, token
 
 
 SHOTS = os.environ.get("COURSE_TEST_SHOTS", "/tmp/course-hub-shots")

@@ -17,16 +17,14 @@ import json
 import os
 import secrets
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 
 import nbformat
 import pytest
-from lab import instructor_lab
+from lab import instructor_lab, jupyter_server
 from unix_users import python_reachable
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(__file__)), "learner"))
@@ -127,22 +125,10 @@ def test_a_students_server_fetches_a_fresh_copy_and_has_no_due_dates_without_the
     with open(os.path.join(env["JUPYTER_CONFIG_DIR"], "jupyter_server_config.json"), "w") as f:
         json.dump({"ServerApp": {"jpserver_extensions": {"learner.lab_server": True}}}, f)  # as the hub's settings
     log_path = tmp_path / "server.log"
-    with open(log_path, "w") as log:
-        server = subprocess.Popen([sys.executable, "-m", "jupyter_server", "--no-browser", f"--port={port}",
-                                   f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={home}",
-                                   "--allow-root"],  # make test runs as root; the hub runs it as the student
-                                  env=env, cwd=home, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
-    try:
-        end = time.monotonic() + 180
-        while True:
-            assert server.poll() is None, open(log_path).read()
-            try:
-                urllib.request.urlopen(f"{base}/api/status?token={token}", timeout=30).read()
-                break
-            except OSError:
-                assert time.monotonic() < end, open(log_path).read()
-                time.sleep(0.5)
+    command = [sys.executable, "-m", "jupyter_server", "--no-browser", f"--port={port}",
+               f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={home}",
+               "--allow-root"]  # make test runs as root; the hub runs it as the student
+    with jupyter_server(command, log_path, env, port, token, cwd=home) as base:
         assert ask(f"{base}/course/due", token) == (200, {"value": []})
         status, answer = ask(f"{base}/course/fetch-again", token,
                              {"course_id": EXCHANGE_COURSE, "assignment_id": RELEASED})
@@ -173,13 +159,6 @@ def test_a_students_server_fetches_a_fresh_copy_and_has_no_due_dates_without_the
         assert page.headers["Content-Security-Policy"].startswith("default-src 'none'")
         text = page.read().decode()
         assert "<h2>03_softmax: 0 / " in text and "<script" not in text
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(timeout=30)
 
 
 def test_a_students_due_dates_are_their_own_and_only_the_released_assignments(tmp_path):
