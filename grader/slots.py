@@ -227,10 +227,11 @@ def make_group(name, memory_bytes, processes=None, parent="course-sandbox", nest
     return made
 
 
-def remove_stale_groups(prefix, parent="course-grading", nested=False):
+def remove_stale_groups(prefix, parent="course-grading", nested=False, then=None):
     """Remove the control groups ``<prefix><pid>-...`` (where ``make_group`` with ``parent`` and ``nested`` puts
     them) whose process ``pid``, the one that made them, is gone: a process killed, or one that never stopped
-    what it started, leaves its groups behind."""
+    what it started, leaves its groups behind. ``then(name)``, where given, runs after each group's processes are
+    killed (what they would have removed as they ended, removed for them)."""
     for d in _group_dirs("x", parent, nested):
         top = os.path.dirname(d)
         try:
@@ -241,6 +242,8 @@ def remove_stale_groups(prefix, parent="course-grading", nested=False):
             pid = name[len(prefix):].split("-", 1)[0] if name.startswith(prefix) else ""
             if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
                 empty_group(os.path.join(top, name))
+                if then is not None:
+                    then(name)
 
 
 def join_group(groups, pid):

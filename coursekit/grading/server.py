@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -20,7 +21,8 @@ from grader.slots import empty_group, make_group, remove_stale_groups
 from .files import write_files
 from ..hub.service_client import SAFE_SETTINGS
 
-SERVE_TMP = "course-tmp-"
+HOME_PREFIX, SERVE_TMP = "course-nbgrader-", "course-tmp-"  # an nbgrader process's home and temporary folder
+TMP_NOTE = "tmp-folder"  # the file in its home that names its temporary folder
 # the settings a worker's nbgrader takes from the client: those a request to the hub's grading service may carry
 # too (SAFE_SETTINGS, one list), and the three that the service keeps for itself (the sandbox on, its memory, the
 # memory of the nbgrader process)
@@ -47,7 +49,7 @@ def bounded(argv, memory_bytes, name):
     size = f"{memory_bytes / 2 ** 30:g} GB"
     groups = []
     if os.geteuid() == 0:
-        remove_stale_groups(GROUP_PREFIX, parent="course-grading", nested=True)
+        remove_stale_groups(GROUP_PREFIX, parent="course-grading", nested=True, then=_remove_stale_folders)
         groups = make_group(name, memory_bytes, parent="course-grading", nested=True)
     if groups:
         join = "".join(f'echo $$ > "{g}/cgroup.procs" && ' for g in groups)
@@ -58,6 +60,35 @@ def bounded(argv, memory_bytes, name):
                  "--", *argv], [], f"a systemd scope of the user's ({size}, MemoryMax, with its judge)")
     return (["prlimit", f"--as={memory_bytes}:", "--", *argv], [],
             f"an address-space limit ({size}, RLIMIT_AS; no control group as a plain user here)")
+
+
+def _remove_stale_folders(group):
+    """The folders of the nbgrader process of stale control group ``group`` (``Nbgrader`` names it after its home),
+    removed once the group's processes are killed. Its worker was killed, and the next worker's start here can come
+    before that process removed them itself (``serve``'s ``orphaned``): the class with a dying worker left a home and
+    a temporary folder on CI. The home holds the path of the temporary folder (``TMP_NOTE``), and both must lie in
+    this process's temporary folder, where ``Nbgrader`` made them; anything else stays."""
+    home = group[len(GROUP_PREFIX):].partition("-")[2]
+    tmp_root = tempfile.gettempdir()
+    if not home.startswith(HOME_PREFIX) or os.sep in home:
+        return
+    home = os.path.join(tmp_root, home)
+    try:
+        st = os.lstat(home)
+    except OSError:
+        return  # gone already
+    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():  # not the one it made (a shared /tmp)
+        return
+    try:
+        fd = os.open(os.path.join(home, TMP_NOTE), os.O_RDONLY | os.O_NOFOLLOW)
+        with os.fdopen(fd) as f:
+            tmp = f.read(4096)
+    except OSError:
+        tmp = ""
+    folders = [home]
+    if os.path.dirname(tmp) == tmp_root and os.path.basename(tmp).startswith(SERVE_TMP):
+        folders.append(tmp)
+    remove_below(None, folders)
 
 
 _SCOPES = []
@@ -90,10 +121,12 @@ class Nbgrader:
 
     def __init__(self, passed):
         self.passed = passed
-        self.home = tempfile.mkdtemp(prefix="course-nbgrader-")
+        self.home = tempfile.mkdtemp(prefix=HOME_PREFIX)
         # the process's temporary folder (its kernels' folders, the judge's, masked modules): its own, removed with
         # it even when it is killed at a time limit; beside home, not in it, as a kernel's socket path must stay short
         self.tmp = tempfile.mkdtemp(prefix=SERVE_TMP)
+        with open(os.path.join(self.home, TMP_NOTE), "w") as f:
+            f.write(self.tmp)
         self.log = open(os.path.join(self.home, "nbgrader.log"), "w+b")
         argv, self.groups, self.bound = bounded([sys.executable, "-m", "coursekit.grading", "serve"],
                                                 grading_memory_bytes(passed),

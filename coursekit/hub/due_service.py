@@ -136,15 +136,19 @@ class DueDates:
     def ask(self, student):
         """A future of ``student``'s due dates (a list, a course each)."""
         with self.lock:
-            if student not in self.asking:
-                future = self.pool.submit(self.of, student)
-                self.asking[student] = future
-                future.add_done_callback(lambda _: self._done(student))
-            return self.asking[student]
+            future = self.asking.get(student)
+            if future is not None:
+                return future
+            future = self.asking[student] = self.pool.submit(self.of, student)
+        # outside the lock: a read done already runs the callback here and now, and under the lock that call waited
+        # for the lock it held (the service's event loop hung; CI's loaded host met it)
+        future.add_done_callback(lambda done: self._done(student, done))
+        return future
 
-    def _done(self, student):
+    def _done(self, student, future):
         with self.lock:
-            self.asking.pop(student, None)
+            if self.asking.get(student) is future:
+                del self.asking[student]
 
     def of(self, student):
         config = self.current()

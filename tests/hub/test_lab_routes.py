@@ -216,6 +216,32 @@ def test_the_grading_service_reads_due_dates_as_an_instructor_never_as_root_nor_
         shutil.rmtree(base, ignore_errors=True)
 
 
+def test_a_due_date_read_finished_before_its_asker_waits_for_it_answers():
+    """A read that is done before ``DueDates.ask`` adds its callback (a loaded host's order of threads, forced here)
+    answers, and the next ask reads again. The callback ran at once under the lock it takes, and the service's event
+    loop hung for good: CI's run of the service's refusals timed out on ``/due``. Cost: milliseconds."""
+    import concurrent.futures
+    import threading
+
+    from coursekit.hub.due_service import DueDates
+
+    class DoneFirst(concurrent.futures.ThreadPoolExecutor):
+        def submit(self, *args, **kwargs):
+            future = super().submit(*args, **kwargs)
+            concurrent.futures.wait([future])
+            return future
+
+    due = DueDates(lambda: {"courses": {}})
+    due.pool = DoneFirst(max_workers=1)
+    answers = []
+    asker = threading.Thread(target=lambda: answers.extend(due.ask("bob").result(timeout=10) for _ in range(2)),
+                             daemon=True)
+    asker.start()
+    asker.join(20)
+    assert not asker.is_alive(), "DueDates.ask waited for its own lock"
+    assert answers == [[], []] and due.asking == {}
+
+
 def test_an_assignment_generated_but_not_in_the_exchange_is_not_named(tmp_path):
     """With the exchange given (the hub's), released means the exchange holds it: `course grade` and the formgrader's
     Generate write release/ for every assignment before any is released."""

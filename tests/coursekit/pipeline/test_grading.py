@@ -259,6 +259,53 @@ def test_a_grading_server_stopped_at_a_time_limit_takes_its_kernels_and_folders_
         assert not os.path.exists(f"/proc/{kernel}"), "the kernel still runs"
 
 
+KILLED_WORKER = """
+import json, sys, tempfile, time
+tempfile.tempdir = sys.argv[1]
+from coursekit.grading.server import Nbgrader
+server = Nbgrader({})
+print(json.dumps({"home": server.home, "tmp": server.tmp, "pid": server.proc.pid, "groups": server.groups}), flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_killed_workers_grading_server_and_its_folders_go_when_the_next_one_starts(tmp_path, monkeypatch):
+    """A grading worker is killed while its nbgrader process has not yet noticed (here: it is frozen). The next
+    worker's start of an nbgrader process removes the dead worker's control group, as before, and now with it that
+    process's home and temporary folder: the group's removal killed the process before it removed them itself, and
+    the class with a dying worker above left both on CI."""
+    import json
+    import tempfile
+
+    from coursekit.grading.server import Nbgrader
+    if os.geteuid() != 0:
+        pytest.fail("this test grades as root, in memory control groups of its own: run it as make test does")
+    worker = subprocess.Popen([sys.executable, "-c", KILLED_WORKER, str(tmp_path)], stdout=subprocess.PIPE)
+    try:
+        old = json.loads(worker.stdout.readline())
+        assert old["groups"], "no memory control group was made for the nbgrader process"
+        os.kill(old["pid"], signal.SIGSTOP)  # it has not run its own clean-up yet
+    finally:
+        worker.kill()
+        worker.wait()
+    assert os.path.isdir(old["home"]) and os.path.isdir(old["tmp"])
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    server = Nbgrader({})
+    try:
+        assert sorted(os.listdir(tmp_path)) == sorted(os.path.basename(f) for f in (server.home, server.tmp))
+        assert not any(os.path.exists(g) for g in old["groups"])
+        deadline = time.monotonic() + 30
+        while os.path.exists(f"/proc/{old['pid']}") and time.monotonic() < deadline:
+            with open(f"/proc/{old['pid']}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":  # killed, not yet reaped
+                    break
+            time.sleep(0.1)
+        else:
+            assert not os.path.exists(f"/proc/{old['pid']}"), "the old nbgrader process still runs"
+    finally:
+        server.stop()
+
+
 def _certificates(folder):
     """A CA and one certificate for 127.0.0.1 signed by it (openssl), for every role of a TLS cluster."""
     def openssl(*args):
