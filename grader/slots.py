@@ -231,7 +231,9 @@ def remove_stale_groups(prefix, parent="course-grading", nested=False, then=None
     """Remove the control groups ``<prefix><pid>-...`` (where ``make_group`` with ``parent`` and ``nested`` puts
     them) whose process ``pid``, the one that made them, is gone: a process killed, or one that never stopped
     what it started, leaves its groups behind. ``then(name)``, where given, runs after each group's processes are
-    killed (what they would have removed as they ended, removed for them)."""
+    killed, once for each group gone from every hierarchy (what they would have removed as they ended, removed for
+    them; never while one of them is still alive)."""
+    emptied = {}  # {name: gone from every hierarchy so far}
     for d in _group_dirs("x", parent, nested):
         top = os.path.dirname(d)
         try:
@@ -241,9 +243,10 @@ def remove_stale_groups(prefix, parent="course-grading", nested=False, then=None
         for name in names:
             pid = name[len(prefix):].split("-", 1)[0] if name.startswith(prefix) else ""
             if pid.isdigit() and not os.path.exists(f"/proc/{pid}"):
-                empty_group(os.path.join(top, name))
-                if then is not None:
-                    then(name)
+                emptied[name] = empty_group(os.path.join(top, name)) and emptied.get(name, True)
+    for name, gone in emptied.items():
+        if gone and then is not None:
+            then(name)
 
 
 def join_group(groups, pid):
@@ -266,19 +269,18 @@ def memory_peak(groups):
 
 def empty_group(d):
     """Kill what is left in control group ``d`` and the groups below it, and remove them (quietly: a group that
-    cannot go stays, empty)."""
+    cannot go stays, empty). True when they are gone (or were), False when a process outlasted the kills."""
     try:
         below = [e.path for e in os.scandir(d) if e.is_dir(follow_symlinks=False)]
     except OSError:
         below = []
-    for child in below:
-        empty_group(child)
+    gone = all([empty_group(child) for child in below])
     for _ in range(50):
         try:
             with open(os.path.join(d, "cgroup.procs")) as f:
                 pids = [int(p) for p in f.read().split()]
         except OSError:
-            return
+            return gone
         if not pids:
             break
         for pid in pids:
@@ -290,7 +292,8 @@ def empty_group(d):
     try:
         os.rmdir(d)
     except OSError:
-        pass
+        return False
+    return gone
 
 
 def claim_slot(limits, wait=600):

@@ -73,11 +73,7 @@ def _remove_stale_folders(group):
     if not home.startswith(HOME_PREFIX) or os.sep in home:
         return
     home = os.path.join(tmp_root, home)
-    try:
-        st = os.lstat(home)
-    except OSError:
-        return  # gone already
-    if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():  # not the one it made (a shared /tmp)
+    if not _ours(home):  # gone already, or not the one it made (a shared /tmp)
         return
     try:
         fd = os.open(os.path.join(home, TMP_NOTE), os.O_RDONLY | os.O_NOFOLLOW)
@@ -86,9 +82,18 @@ def _remove_stale_folders(group):
     except OSError:
         tmp = ""
     folders = [home]
-    if os.path.dirname(tmp) == tmp_root and os.path.basename(tmp).startswith(SERVE_TMP):
+    if os.path.dirname(tmp) == tmp_root and os.path.basename(tmp).startswith(SERVE_TMP) and _ours(tmp):
         folders.append(tmp)
     remove_below(None, folders)
+
+
+def _ours(path):
+    """Whether ``path`` is a folder of this user's, not a link (in a shared temporary folder)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.geteuid()
 
 
 _SCOPES = []
@@ -212,14 +217,30 @@ def _env(root, tmp, passed):
 
 def remove_below(pid, folders, attempts=20):
     """Kill every process below ``pid`` (None: none) and remove ``folders``, again while anything is left (a process
-    still at work in them could write a file as they are removed); True when they are gone."""
+    still at work in them could write a file as they are removed); True when they are gone. A folder is removed
+    only while it is the one it was at the start: in a shared /tmp, another user can make a folder of the same name
+    once ours is gone, and that one is not ours to empty."""
+    first = {}
+    for folder in folders:
+        with contextlib.suppress(OSError):
+            st = os.lstat(folder)
+            first[folder] = (st.st_dev, st.st_ino)
     for attempt in range(attempts):
         for below in descendants(pid) if pid is not None else ():
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(below, signal.SIGKILL)
+        left = []
         for folder in folders:
+            try:
+                st = os.lstat(folder)
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) != first.get(folder):
+                continue  # gone, and another in its place
             shutil.rmtree(folder, ignore_errors=True)
-        if not any(os.path.exists(folder) for folder in folders):
+            if os.path.lexists(folder):
+                left.append(folder)
+        if not left:
             return True
         time.sleep(0.25)
     return False

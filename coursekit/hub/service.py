@@ -228,7 +228,9 @@ def make_app(config, client, api_url, config_path=None):
                 self.set_header("Content-Type", "text/plain; charset=utf-8")
                 self.finish("no valid JupyterHub token")
                 return
-            answer = await asyncio.wrap_future(due_dates.ask(user))
+            # shielded: the read is shared by every request of this student's, and one request cancelled must not
+            # cancel it for the others
+            answer = await asyncio.shield(asyncio.wrap_future(due_dates.ask(user)))
             self.set_header("Content-Type", "application/json")
             self.finish(json.dumps({"value": answer}))
 

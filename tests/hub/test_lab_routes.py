@@ -231,7 +231,13 @@ def test_a_due_date_read_finished_before_its_asker_waits_for_it_answers():
             concurrent.futures.wait([future])
             return future
 
-    due = DueDates(lambda: {"courses": {}})
+    reads = []
+
+    def settings():  # read once by each read of due dates
+        reads.append(1)
+        return {"courses": {}}
+
+    due = DueDates(settings)
     due.pool = DoneFirst(max_workers=1)
     answers = []
     asker = threading.Thread(target=lambda: answers.extend(due.ask("bob").result(timeout=10) for _ in range(2)),
@@ -239,7 +245,7 @@ def test_a_due_date_read_finished_before_its_asker_waits_for_it_answers():
     asker.start()
     asker.join(20)
     assert not asker.is_alive(), "DueDates.ask waited for its own lock"
-    assert answers == [[], []] and due.asking == {}
+    assert answers == [[], []] and len(reads) == 2 and due.asking == {}
 
 
 def test_an_assignment_generated_but_not_in_the_exchange_is_not_named(tmp_path):

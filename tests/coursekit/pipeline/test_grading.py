@@ -269,7 +269,8 @@ time.sleep(600)
 """
 
 
-def test_a_killed_workers_grading_server_and_its_folders_go_when_the_next_one_starts(tmp_path, monkeypatch):
+def test_a_killed_workers_grading_server_and_its_folders_go_when_the_next_one_starts(tmp_path, monkeypatch,
+                                                                                   request):
     """A grading worker is killed while its nbgrader process has not yet noticed (here: it is frozen). The next
     worker's start of an nbgrader process removes the dead worker's control group, as before, and now with it that
     process's home and temporary folder: the group's removal killed the process before it removed them itself, and
@@ -281,13 +282,19 @@ def test_a_killed_workers_grading_server_and_its_folders_go_when_the_next_one_st
     if os.geteuid() != 0:
         pytest.fail("this test grades as root, in memory control groups of its own: run it as make test does")
     worker = subprocess.Popen([sys.executable, "-c", KILLED_WORKER, str(tmp_path)], stdout=subprocess.PIPE)
+    old = None
     try:
         old = json.loads(worker.stdout.readline())
         assert old["groups"], "no memory control group was made for the nbgrader process"
+        deadline = time.monotonic() + 60  # in its group before it is frozen (its shell puts it there)
+        while str(old["pid"]) not in open(os.path.join(old["groups"][0], "cgroup.procs")).read().split():
+            assert time.monotonic() < deadline, "the nbgrader process never joined its control group"
+            time.sleep(0.05)
         os.kill(old["pid"], signal.SIGSTOP)  # it has not run its own clean-up yet
     finally:
         worker.kill()
         worker.wait()
+    request.addfinalizer(lambda: os.path.exists(f"/proc/{old['pid']}") and os.kill(old["pid"], signal.SIGKILL))
     assert os.path.isdir(old["home"]) and os.path.isdir(old["tmp"])
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     server = Nbgrader({})
