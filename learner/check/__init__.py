@@ -100,7 +100,7 @@ def check(name, fn, part="basic", seed=0):
         # function here would only cost time (or hang the kernel)
         print(f"{name} [{part}]: graded outside this kernel")
         return
-    run = Report(name, part, question=ex.answer is not None)
+    run = Report(name, part, question=ex.answer is not None, matches_to_name=ex.matches_to_name)
     with safe.forbid_given(given.capture_given(name)):
         runner.run_part(run, ex, fn, part, seed)
     if run.n == 0:  # a part that judges nothing would pass anything

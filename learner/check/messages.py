@@ -83,13 +83,15 @@ class Failure:
     text: str
     mistake: str | None = None
     candidates: tuple = ()  # every known mistake whose output this case's equals (``mistake`` is the first)
+    judged: tuple = ()  # every known mistake held against this case's output: those not in candidates differ
 
 
 class Report:
     """Collects the cases of one part of one exercise, then passes (one printed line) or raises CheckFailed."""
 
-    def __init__(self, name, part, question=False):
+    def __init__(self, name, part, question=False, matches_to_name=1):
         self.name, self.part, self.question = name, part, question
+        self.matches_to_name = matches_to_name  # the failing cases a known mistake must match to be named
         self.n = 0
         self.failures = []
         self.notes = []
@@ -98,9 +100,10 @@ class Report:
         self.stopped = False
         self._passed = []  # for each case passed: which known mistakes it rules out (``passed``)
 
-    def record(self, index, what, device, outcome, problem, mistake):
+    def record(self, index, what, device, outcome, problem, mistake, judged=()):
         """One case judged: ``problem`` is None (right) or (kind, text); ``outcome`` the call's, if any;
-        ``mistake`` the explanation of the known mistake it matches, or a tuple of them, or None."""
+        ``mistake`` the explanation of the known mistake it matches, or a tuple of them, or None; ``judged`` the
+        explanations of the known mistakes held against the output (``runner.compared``)."""
         self.n += 1
         candidates = tuple(mistake) if isinstance(mistake, (tuple, list)) else (mistake,) if mistake else ()
         mistake = candidates[0] if candidates else None
@@ -108,7 +111,8 @@ class Report:
             self.printed = self.printed or bool(outcome.printed)
             self.warned.extend(outcome.warnings)
         if problem is not None:
-            self.failures.append(Failure(index, what, device, problem[0], problem[1], mistake, candidates))
+            self.failures.append(Failure(index, what, device, problem[0], problem[1], mistake, candidates,
+                                         tuple(judged)))
             if problem[0] in STOPPING:
                 self.stopped = True
 
@@ -121,9 +125,15 @@ class Report:
         """The known mistake that the most failing cases match (on a tie, the one registered first), among those
         that no passed case rules out: a case may match several (with one key, a finite fill and a multiplied mask
         give the same output; two mistakes may raise the same error), the other cases tell them apart."""
+        # a known mistake that gives another output than the learner's on any failing case is not theirs, however
+        # many cases it matches: where the cases' sizes coincide (32 layers and 32 heads), another slip gives the
+        # same output on one case and a different one on the next
+        refuted = {why for f in self.failures for why in f.judged if why not in f.candidates}
         counts = {}
         for f in self.failures:
             for i, why in enumerate(f.candidates):
+                if why in refuted:
+                    continue
                 n, order = counts.get(why, (0, (f.index, i)))
                 counts[why] = (n + 1, order)
         if counts:
@@ -137,6 +147,7 @@ class Report:
             if first and not any(why in kept for why in first):  # the first failure's own match stands when the
                 kept = {why: counts[why] for why in first}        # passed cases rule out all of it (a mistake made
             counts = kept                                          # in some cases only, as masked ones)
+        counts = {why: c for why, c in counts.items() if c[0] >= self.matches_to_name}
         if not counts:
             return None
         return min(counts, key=lambda why: (-counts[why][0], counts[why][1]))

@@ -111,6 +111,20 @@ def diagnose(kind, got, mistake_outputs, explanations, error=None):
     return (same_nan,) if same_nan else (first_nan,) if first_nan else ()
 
 
+def compared(kind, mistake_outputs, explanations, error=None):
+    """The explanations of the known mistakes that ``diagnose`` held against the learner's output (or error) on a
+    failing case, each of which had an output or an error there: one of them that ``diagnose`` did not give back
+    does something else than the learner's function here (another output, an error where the function returned,
+    another error), so the function is not that mistake (``Report`` names none such). A slip the mistake makes in
+    one place of several is a known mistake of its own with the same explanation (``project_q_no_transpose``)."""
+    if kind in ("stub", "timeout", "crash", "reference", "no-raise", "wrong-raise"):
+        return ()
+    if kind == "error" and error is None:
+        return ()
+    return tuple(dict.fromkeys(explanations[m] for m, out in (mistake_outputs or {}).items()
+                               if m in explanations and out is not None))
+
+
 def _nan_places(value):
     """Where each floating tensor of ``value`` holds NaN, as lists of bools (None when one cannot be read)."""
     try:
@@ -162,12 +176,13 @@ def judge_case(run, ex, fn, index, case, expected, device):
     scale = ex.conditioning(case.args, case.kwargs) if ex.conditioning and not case.raises else 0.0
     value = expected.value() if callable(expected.value) else expected.value
     wrong = problem(ex.name, outcome, value, case.raises, expected.message, device, scale)
-    mistake = None
+    mistake, judged = None, ()
     if wrong is not None and not case.raises:  # a case that must raise names no mistake: the known mistakes are
         # not run on its bad input (where they could only fail, or warn on the grading side's stderr)
         mistakes = expected.mistakes() if callable(expected.mistakes) else expected.mistakes
         mistake = diagnose(wrong[0], outcome.value, mistakes, dict(ex.mistakes), outcome.error)
-    run.record(index, case.what, device, outcome, wrong, mistake)
+        judged = compared(wrong[0], mistakes, dict(ex.mistakes), outcome.error)
+    run.record(index, case.what, device, outcome, wrong, mistake, judged)
     if wrong is None and not case.raises and ex.mistakes:
         run.passed(ruled_out_by(ex, value, expected.mistakes, scale))
 

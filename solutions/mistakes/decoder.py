@@ -202,6 +202,15 @@ def _keep(logits, keep):
     return logits.masked_fill(~keep, float("-inf"))
 
 
+def top_k_filter_unchanged(logits, k):
+    """The mask computed and never applied (``logits.masked_fill(...)`` not kept): every logit as it was."""
+    return logits.clone()
+
+
+def top_p_filter_unchanged(logits, p):
+    return logits.clone()
+
+
 def top_k_filter_keeps_smallest(logits, k):
     """The k smallest logits kept instead of the k largest."""
     if k >= logits.shape[-1]:

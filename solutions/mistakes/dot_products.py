@@ -25,6 +25,19 @@ def project_qkv_no_transpose(X, W_Q, W_K, W_V):
     return X @ W_Q, X @ W_K, X @ W_V
 
 
+def project_q_no_transpose(X, W_Q, W_K, W_V):
+    """The same slip made once, for W_Q alone (the other two transposed): named as the one above."""
+    return X @ W_Q, X @ W_K.T, X @ W_V.T
+
+
+def project_k_no_transpose(X, W_Q, W_K, W_V):
+    return X @ W_Q.T, X @ W_K, X @ W_V.T
+
+
+def project_v_no_transpose(X, W_Q, W_K, W_V):
+    return X @ W_Q.T, X @ W_K.T, X @ W_V
+
+
 def scaled_scores_no_sqrt(Q, K):
     return Q @ K.transpose(-2, -1)
 

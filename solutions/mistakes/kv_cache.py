@@ -55,6 +55,14 @@ def cached_attention_new_first(q, k_new, v_new, cache=None):
     return _cached(q, k_new, v_new, cache, new_first=True)
 
 
+def cached_attention_new_first_stored(q, k_new, v_new, cache=None):
+    """The same slip in the cache returned only: attention over the right order, the new positions stored first."""
+    out, grown = _cached(q, k_new, v_new, cache)
+    if cache is None:
+        return out, grown
+    return out, (torch.cat([k_new, cache[0]], dim=-2), torch.cat([v_new, cache[1]], dim=-2))
+
+
 def cached_attention_cache_not_grown(q, k_new, v_new, cache=None):
     return _cached(q, k_new, v_new, cache, grow=False)
 

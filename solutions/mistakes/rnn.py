@@ -20,6 +20,15 @@ def rnn_cell_weights_transposed(x_t, h_prev, W_x, W_h, b):
     return torch.tanh(h_prev @ W_h + x_t @ W_x + b)
 
 
+def rnn_cell_w_x_transposed(x_t, h_prev, W_x, W_h, b):
+    """The same slip for W_x alone: named as the one above."""
+    return torch.tanh(h_prev @ W_h.T + x_t @ W_x + b)
+
+
+def rnn_cell_w_h_transposed(x_t, h_prev, W_x, W_h, b):
+    return torch.tanh(h_prev @ W_h + x_t @ W_x.T + b)
+
+
 # --- rnn_encode --------------------------------------------------------------
 def _encode(src_ids, src_mask, E, W_x, W_h, b, skip_padding=True, zero_padding_states=True):
     if src_mask is None:
@@ -139,7 +148,7 @@ def seq2seq_loss_not_divided(logits, targets, mask=None):
 
 
 # --- greedy_decode -----------------------------------------------------------
-def _greedy(context, params, bos_id, eos_id, max_len, stop_rows=True, feed_back=True):
+def _greedy(context, params, bos_id, eos_id, max_len, stop_rows=True, feed_back=True, stop_scores=True):
     if max_len < 0:
         raise ValueError(f"max_len must be >= 0, got {max_len}")
     B = context.shape[0]
@@ -153,7 +162,8 @@ def _greedy(context, params, bos_id, eos_id, max_len, stop_rows=True, feed_back=
         h = torch.tanh(h @ params["W_h_dec"].T + e @ params["W_x_dec"].T + params["b_dec"])
         lp, best = torch.log_softmax(h @ params["W_out"].T + params["b_out"], dim=-1).max(dim=-1)
         if stop_rows:
-            best, lp = best.masked_fill(done, 0), lp.masked_fill(done, 0.0)
+            best = best.masked_fill(done, 0)
+            lp = lp.masked_fill(done, 0.0) if stop_scores else lp
         total = total + lp
         out.append(best)
         done = done | (best == eos_id)
@@ -167,6 +177,11 @@ def _greedy(context, params, bos_id, eos_id, max_len, stop_rows=True, feed_back=
 def greedy_decode_finished_keep_going(context, params, bos_id, eos_id, max_len):
     """Sentences that emitted <eos> keep generating (and scoring) tokens while others finish."""
     return _greedy(context, params, bos_id, eos_id, max_len, stop_rows=False)
+
+
+def greedy_decode_finished_keep_scoring(context, params, bos_id, eos_id, max_len):
+    """The same slip in the log-probability only: a finished row writes padding, but its score keeps growing."""
+    return _greedy(context, params, bos_id, eos_id, max_len, stop_scores=False)
 
 
 def greedy_decode_no_feedback(context, params, bos_id, eos_id, max_len):

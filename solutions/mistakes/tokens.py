@@ -45,6 +45,11 @@ def embed_off_by_one(ids, E):
     return E[(ids + 1) % E.shape[0]]
 
 
+def embed_off_by_one_unwrapped(ids, E):
+    """The same slip as it is written: the last id's row after it does not exist (an IndexError)."""
+    return E[ids + 1]
+
+
 def embed_transposed(ids, E):
     return E.T[ids % E.shape[1]] if E.shape[0] != E.shape[1] else E.T[ids]
 

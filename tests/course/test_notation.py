@@ -104,9 +104,16 @@ def _drawing_calls():
 def _uses_in_drawings():
     """[(notebook number, "drawing NAME", key, written, label)] for every symbol of every drawing's labels, drawn with
     sizes of the course, as each notebook that calls it."""
+    import importlib.util
+
     import matplotlib.pyplot as plt
 
-    from test_drawings import PICTURES
+    # the drawings' test module, by its path: this folder's tests run alone too (tests/learner not on the path)
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "learner", "test_drawings.py")
+    spec = importlib.util.spec_from_file_location("course_test_drawings", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    PICTURES = module.PICTURES
     uses = []
     for name, numbers in _drawing_calls().items():
         for make in PICTURES[name][:2]:

@@ -54,6 +54,9 @@ class Exercise:
     answer: "Answer | None" = None             # a self-check question: the kind of literal it returns (see question)
     own_random: bool = False                   # draws only from a generator of its own: a call that changes PyTorch's
     #                                            global random state (torch.manual_seed) fails its case
+    matches_to_name: int = 1                   # failing cases a known mistake must match to be named: 3 where the
+    #                                            output is one coarse number (an accuracy over 7 sentences is k / 7,
+    #                                            and another slip's k / 7 is the same one case in a few)
     # from the course table (learner/syllabus.py), filled in by register:
     notebook: str = field(default="", init=False)   # the notebook's folder, "03_softmax"
     given: tuple = field(default=(), init=False)    # "module:function" ready-made versions learners must not call

@@ -201,6 +201,12 @@ def _lm_edge():
     ]
 
 
+# a filter that gave the logits back as they were (its mask computed, never applied)
+UNCHANGED = ("nothing was filtered: every logit came back as it was, none became -inf. Check that the kept set is "
+             "taken along the vocabulary axis (dim=-1) and that the filtered tensor is the one returned "
+             "(logits.masked_fill(~keep, float('-inf')) gives a new tensor and leaves logits unchanged)")
+
+
 register(
     __name__,
     Exercise("rope", "decoder:rope", _rope_case, _rope_edge,
@@ -294,7 +300,8 @@ register(
                         "the sorted row"),
                        ("decoder:top_k_filter_drops_ties",
                         "exactly k tokens were kept where several tie for the k-th place; the rule keeps every "
-                        "logit equal to the k-th largest (compare each logit with it: logits < kth goes to -inf)")]),
+                        "logit equal to the k-th largest (compare each logit with it: logits < kth goes to -inf)"),
+                       ("decoder:top_k_filter_unchanged", UNCHANGED)]),
     Exercise("top_p_filter", "decoder:top_p_filter", top_p_case, top_p_edge,
              mistakes=[("decoder:top_p_filter_drops_the_crossing_token",
                         "the token whose probability makes the kept mass reach p was dropped; the nucleus is the "
@@ -309,7 +316,8 @@ register(
                         "(stable, so ties keep the lower index first) and map the kept set back to the tokens"),
                        ("decoder:top_p_filter_least_probable_first",
                         "the probabilities were sorted from low to high; the nucleus starts from the most "
-                        "probable token (descending=True)")]),
+                        "probable token (descending=True)"),
+                       ("decoder:top_p_filter_unchanged", UNCHANGED)]),
     Exercise("sample_next", "decoder:sample_next", sample_case, sample_edge,
              properties=[("edge", draws_follow_the_distribution), ("hidden", draws_follow_the_distribution)],
              uses=("top_k_filter", "top_p_filter"), own_random=True,

@@ -105,6 +105,11 @@ def _variance_property(fn):
     return None
 
 
+# the slip for all three matrices or for one of them: one lesson
+NOT_TRANSPOSED = ("the matrices were not transposed: W_Q is (d_k, D) and multiplies a column vector, q_i = W_Q e_i; "
+                  "for the rows of X that is X @ W_Q.T (and X @ W_K.T, X @ W_V.T)")
+
+
 register(
     __name__,
     Exercise("pairwise_scores", "dot_products:pairwise_scores", _qk_case, _qk_edge,
@@ -112,9 +117,9 @@ register(
                         "you computed K Q^T (keys x queries); the scores are Q K^T, rows are queries")]),
     Exercise("project_qkv", "dot_products:project_qkv", _proj_case, _proj_edge,
              mistakes=[("dot_products:project_k_v_swapped", "K and V are swapped: K comes from W_K and V from W_V"),
-                       ("dot_products:project_qkv_no_transpose",
-                        "the matrices were not transposed: W_Q is (d_k, D) and multiplies a column vector, "
-                        "q_i = W_Q e_i; for the rows of X that is X @ W_Q.T (and X @ W_K.T, X @ W_V.T)")]),
+                       *((f"dot_products:{m}", NOT_TRANSPOSED) for m in (
+                           "project_qkv_no_transpose", "project_q_no_transpose", "project_k_no_transpose",
+                           "project_v_no_transpose"))]),
     Exercise("scaled_scores", "dot_products:scaled_scores", _qk_case, _qk_edge,
              mistakes=[("dot_products:scaled_scores_no_sqrt", "the scores were not divided by sqrt(d_k)"),
                        ("dot_products:scaled_scores_by_d_k", "the scores were divided by d_k; divide by sqrt(d_k)")]),

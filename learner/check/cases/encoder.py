@@ -444,7 +444,7 @@ register(
                         "dim=-1), which subtracts the log-sum-exp and stays finite")]),
     Exercise("probe_accuracy", "encoder:probe_accuracy", probe_case, probe_edge,
              properties=[("edge", probe_reads_the_word_only), ("hidden", probe_reads_the_word_only)],
-             tensor_inputs=False,
+             tensor_inputs=False, matches_to_name=3,
              mistakes=[("encoder:probe_accuracy_tested_on_train",
                         "the probe was scored on the sentences it was fitted on: fit the sense means on the "
                         "sentences where is_train is True and count the right answers on the others only"),

@@ -386,9 +386,10 @@ register(
                        ("kv_cache:cached_attention_no_mask",
                         "there is no causal mask among the new positions: when several arrive at once (the "
                         "prompt), new query i must not read the new keys after it; allow keys j <= T_past + i"),
-                       ("kv_cache:cached_attention_new_first",
-                        "the new keys and values were put before the cached ones; the cache holds the earlier "
-                        "positions, so the new ones go after it: torch.cat([K_past, k_new], dim=-2)"),
+                       *((f"kv_cache:{m}", "the new keys and values were put before the cached ones; the cache "
+                                           "holds the earlier positions, so the new ones go after it: "
+                                           "torch.cat([K_past, k_new], dim=-2)")
+                         for m in ("cached_attention_new_first", "cached_attention_new_first_stored")),
                        ("kv_cache:cached_attention_cache_not_grown",
                         "the cache returned is the old one: return the grown (K, V), with the new positions' keys "
                         "and values appended, so that the next call can read them"),

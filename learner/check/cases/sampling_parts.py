@@ -88,7 +88,10 @@ def top_k_edge():
 def top_p_case(g, big):
     dtype = pick_dtype(g)
     x, what = _sampling_logits(g, big, dtype)
-    p = (0.5, 0.8, 0.9, 0.95, None)[pick_int(g, 0, 4)]
+    # 0.2 as well: sorted from low to high, the nucleus drops the top token only when p <= 1 - its probability, so
+    # with p >= 0.5 alone that mistake kept every token on every case, and a filter that filtered nothing was
+    # named by it
+    p = (0.2, 0.5, 0.8, 0.9, 0.95, None)[pick_int(g, 0, 5)]
     if p is None:
         p = round(float(torch.rand((), generator=g, dtype=F64)) * 0.98 + 0.01, 3)
     p = _away_from_the_boundary(x, p)

@@ -145,6 +145,7 @@ register(
                         "the embedding matrix was used transposed: E is (V, D), one row per token")]),
     Exercise("embed_lookup", "tokens:embed_lookup", _embed_case, _embed_edge,
              mistakes=[("tokens:embed_off_by_one", "each token got the row after its own: ids count from 0"),
+                       ("tokens:embed_off_by_one_unwrapped", "each token got the row after its own: ids count from 0"),
                        ("tokens:embed_transposed",
                         "the embedding matrix was used transposed: E is (V, D), one row per token")]),
     question("answer_embedding_table_size", "tokens:answer_embedding_table_size", Integer(), wrong=[
