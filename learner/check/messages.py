@@ -142,11 +142,9 @@ class Report:
                 ruled |= ruled_out(set(counts) - ruled)
                 if not set(counts) - ruled:
                     break
-            kept = {why: c for why, c in counts.items() if why not in ruled}
-            first = [why for why in self.failures[0].candidates if why in counts] if self.failures else []
-            if first and not any(why in kept for why in first):  # the first failure's own match stands when the
-                kept = {why: counts[why] for why in first}        # passed cases rule out all of it (a mistake made
-            counts = kept                                          # in some cases only, as masked ones)
+            # a passed case where the mistake would have failed rules it out, the first failure's own match too: a
+            # mistake made in some cases only (averaged when a mask is given) is a known mistake of its own
+            counts = {why: c for why, c in counts.items() if why not in ruled}
         counts = {why: c for why, c in counts.items() if c[0] >= self.matches_to_name}
         if not counts:
             return None

@@ -81,8 +81,9 @@ def diagnose(kind, got, mistake_outputs, explanations, error=None):
     failing cases share, ``Report.finish``).
 
     An output with NaN equals a mistake's with NaN at the same places and the same values elsewhere; when no
-    mistake gives exactly that, the mistake named is the first one that also produces NaN on this case (overflow,
-    a 0/0 row). A function that raised is named by the mistakes that raise the same error, with the same message,
+    mistake gives exactly that, the mistake named is the first one with NaN at exactly the same places (overflow,
+    a 0/0 row), never one with NaN elsewhere (a learner's NaN of a row with no allowed key is no overflow). A
+    function that raised is named by the mistakes that raise the same error, with the same message,
     on this case (a mask without its head axis meets PyTorch's own size check).
     """
     if kind == "error" and error is not None:
@@ -92,23 +93,20 @@ def diagnose(kind, got, mistake_outputs, explanations, error=None):
         return tuple(dict.fromkeys(found))
     if kind in ("stub", "error", "timeout", "crash", "reference", "no-raise", "wrong-raise"):
         return ()
-    found, first_nan, same_nan = [], None, None
+    found, same_nan = [], None
     got_nan = _nan_places(got) if kind == "nan" else None
     for mname, mout in mistake_outputs.items():
         if mout is None or is_raised(mout) or mname not in explanations or explanations[mname] in found:
             continue
         if same(mout, got):
             found.append(explanations[mname])
-        elif kind == "nan" and (first_nan is None or same_nan is None):
+        elif kind == "nan" and same_nan is None:
             places = _nan_places(mout)
-            if places is None or not any(any(p) for p in places):
-                continue
-            first_nan = first_nan or explanations[mname]
-            if same_nan is None and places == got_nan:  # NaN exactly where the learner's output has it
+            if places is not None and any(any(p) for p in places) and places == got_nan:  # NaN exactly there
                 same_nan = explanations[mname]
     if found:
         return tuple(found)
-    return (same_nan,) if same_nan else (first_nan,) if first_nan else ()
+    return (same_nan,) if same_nan else ()
 
 
 def compared(kind, mistake_outputs, explanations, error=None):

@@ -78,6 +78,12 @@ def sequence_log_prob_mean(logits, targets, mask=None):
     return total / count.to(total.dtype)
 
 
+def sequence_log_prob_mean_when_masked(logits, targets, mask=None):
+    """The same slip in the masked branch only (a row with nothing real divided by 1): the sum without a mask."""
+    total = _sm.sequence_log_prob(logits, targets, mask)
+    return total if mask is None else total / mask.sum(-1).clamp_min(1).to(total.dtype)
+
+
 def sequence_log_prob_shifted(logits, targets, mask=None):
     return _sm.sequence_log_prob(logits, targets.roll(1, dims=-1), mask)
 

@@ -32,6 +32,7 @@ def _prefix_edge():
         Case("a prefix of 7 tokens in a text of 5: an error", (torch.tensor([2, 7]), 5), raises="ValueError"),
         Case("a prefix length of -1: an error", (torch.tensor([-1]), 4), raises="ValueError"),
         Case("T = -1: an error", (torch.tensor([0]), -1), raises="ValueError"),
+        Case("T = -1 and no rows: an error", (torch.zeros(0, dtype=torch.long), -1), raises="ValueError"),
     ]
 
 

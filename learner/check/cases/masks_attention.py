@@ -202,7 +202,8 @@ register(
              lambda: [Case("T_q = T_k = 1", (1, 1)), Case("an empty source, T_k = 0", (3, 0)),
                       Case("T_q = 2 queries and T_k = 5 keys differ", (2, 5)), Case("no queries, T_q = 0", (0, 4)),
                       Case("a negative length T_q = -1 is an error", (-1, 3), raises="ValueError"),
-                      Case("a negative length T_k = -2 is an error", (2, -2), raises="ValueError")]),
+                      Case("a negative length T_k = -2 is an error", (2, -2), raises="ValueError"),
+                      Case("a negative length T_k = -1 is an error", (2, -1), raises="ValueError")]),
     Exercise("causal_mask", "masks_attention:causal_mask", _causal_case, _causal_edge,
              mistakes=[("masks_attention:causal_mask_transposed",
                         "the mask is upper-triangular: query i may see keys j <= i, so True "
@@ -238,8 +239,9 @@ register(
                        ("masks_attention:attention_scaled_by_d_k",
                         "the scores were divided by d_k; divide by its square root, sqrt(d_k)"),
                        ("masks_attention:attention_scaled_by_sqrt_T_k",
-                        "the scores were divided by the square root of the number of keys T_k (K.shape[-2]); the "
-                        "scale is sqrt(d_k), the width of the queries and keys (Q.shape[-1])"),
+                        "the scores were divided by the square root of a number of positions (the keys' T_k, "
+                        "K.shape[-2], here equal to the queries' T_q); the scale is sqrt(d_k), the width of the "
+                        "queries and keys (Q.shape[-1])"),
                        ("masks_attention:attention_scaled_by_sqrt_d_v",
                         "the scores were divided by sqrt(d_v), the width of the values (V.shape[-1]); the scale is "
                         "sqrt(d_k), the width of the queries and keys (Q.shape[-1])"),

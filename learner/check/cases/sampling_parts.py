@@ -109,6 +109,11 @@ def top_p_edge():
     blocked[:, 1] = -INF
     return [
         Case("p = 1: every token stays", (x, 1.0)),
+        Case("p = 1 on float32 logits: every token stays, in float32", (x.float(), 1.0)),
+        Case("two tokens of probability 0.5 (logits [0, 0, -1e9]), p = 0.5: the first reaches p exactly and is kept "
+             "alone", (torch.tensor([[0.0, 0.0, -1e9]], dtype=F64), 0.5)),
+        Case("40 equal logits, p = 0.31: the 13 of lowest index (a stable sort keeps ties in index order)",
+             (torch.zeros(1, 40, dtype=F64), 0.31)),
         Case("probabilities [0.5, 0.3, 0.2], p = 0.6: 0.5 falls short, so the second token (crossing 0.6) is kept "
              "too", (_probs_as_logits(0.5, 0.3, 0.2), 0.6)),
         Case("probabilities [0.5, 0.3, 0.2], p = 0.79: the first two (mass 0.8) reach it",

@@ -29,6 +29,7 @@ def _softmax_edge():
         Case("temperature 1000 is close to uniform", (torch.tensor([1.0, 3.0, 2.0], dtype=F64),), {"temperature": 1000.0}),
         Case("dim=0 on a matrix", (seeded_randn(g, 3, 4),), {"dim": 0}),
         Case("an axis of size 0: an empty result", (torch.zeros(3, 0, dtype=F64),)),
+        Case("an axis of size 0 in float32: an empty float32 result", (torch.zeros(2, 0),)),
         Case("temperature 0 is an error", (seeded_randn(g, 3),), {"temperature": 0.0}, raises="ValueError"),
         Case("a negative temperature is an error", (seeded_randn(g, 3),), {"temperature": -1.0}, raises="ValueError"),
     ]
@@ -47,6 +48,7 @@ def _log_softmax_edge():
         Case("temperature 0.01", (torch.tensor([1.0, 3.0, 2.0], dtype=F64),), {"temperature": 0.01}),
         Case("dim=0 on a matrix", (seeded_randn(g, 3, 4),), {"dim": 0}),
         Case("an axis of size 0: an empty result", (torch.zeros(0, 4),), {"dim": 0}),
+        Case("an axis of size 0 in float64: an empty float64 result", (torch.zeros(2, 0, dtype=F64),)),
         Case("temperature 0 is an error", (seeded_randn(g, 3),), {"temperature": 0.0}, raises="ValueError"),
     ]
 
@@ -144,8 +146,8 @@ register(
                         "the mask kept the padding out of the sum, but the padding ids still went into gather, "
                         "which raises for an id outside [0, V) such as -100: replace them with a valid id first, "
                         "targets.masked_fill(~mask, 0)"),
-                       ("softmax:sequence_log_prob_mean",
-                        "the log-probabilities were averaged; the chain rule sums them"),
+                       *((f"softmax:{m}", "the log-probabilities were averaged; the chain rule sums them")
+                         for m in ("sequence_log_prob_mean", "sequence_log_prob_mean_when_masked")),
                        ("softmax:sequence_log_prob_shifted",
                         "the targets are off by one position: logits[:, t] scores targets[:, t]")]),
     question("answer_temperature_top_probability", "softmax:answer_temperature_top_probability", Decimal(2), wrong=[

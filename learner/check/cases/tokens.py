@@ -115,6 +115,8 @@ def _embed_edge():
         Case("the first and last rows", (torch.tensor([0, 4]), E)),
         Case("no ids at all", (torch.zeros(0, dtype=torch.long), E)),
         Case("an id outside [0, V) is an error", (torch.tensor([5]), E), raises="ValueError"),
+        Case("an id of -1 is an error (PyTorch would read it as the last row)", (torch.tensor([2, -1]), E),
+             raises="ValueError"),
     ]
 
 

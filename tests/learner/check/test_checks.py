@@ -451,14 +451,14 @@ def test_nan_output_is_reported_in_plain_words():
 
 def test_a_nan_output_is_named_by_the_mistake_with_nan_in_the_same_places():
     """Where no known mistake gives the learner's output exactly, the NaN fallback names one whose NaN stands where
-    the learner's does (an overflow is not told 'the mask's polarity is reversed', whose NaN is elsewhere)."""
+    the learner's does (an overflow is not told 'the mask's polarity is reversed', whose NaN is elsewhere), and none
+    whose NaN is elsewhere only: a learner's NaN on a row with no allowed key was told "exp() overflowed"."""
     from learner.check.runner import diagnose
     nan = float("nan")
     got = torch.tensor([[nan, nan], [0.5, 0.5]])
     outputs = {"elsewhere": torch.tensor([[0.5, 0.5], [nan, nan]]), "same": torch.tensor([[nan, nan], [0.1, 0.9]])}
     assert diagnose("nan", got, outputs, {"elsewhere": "NaN elsewhere", "same": "NaN here"}) == ("NaN here",)
-    assert diagnose("nan", got, {"elsewhere": outputs["elsewhere"]}, {"elsewhere": "NaN elsewhere"}) == \
-        ("NaN elsewhere",)  # none in the same places: the first mistake that gives NaN at all, as before
+    assert diagnose("nan", got, {"elsewhere": outputs["elsewhere"]}, {"elsewhere": "NaN elsewhere"}) == ()
 
 
 def test_warnings_and_prints_of_correct_code_stay_off_stderr(capfd):
