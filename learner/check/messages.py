@@ -123,7 +123,8 @@ class Report:
 
     def _most_shared_mistake(self):
         """The known mistake that the most failing cases match (on a tie, the one registered first), among those
-        that no passed case rules out: a case may match several (with one key, a finite fill and a multiplied mask
+        that every failing case agrees with (``Failure.judged``), that no passed case rules out, and that match at
+        least ``matches_to_name`` cases: a case may match several (with one key, a finite fill and a multiplied mask
         give the same output; two mistakes may raise the same error), the other cases tell them apart."""
         # a known mistake that gives another output than the learner's on any failing case is not theirs, however
         # many cases it matches: where the cases' sizes coincide (32 layers and 32 heads), another slip gives the

@@ -21,6 +21,9 @@ from .messages import Report, timeout_text, where_raised
 from .shipped import load_expected
 
 _CHECKS = os.path.dirname(os.path.abspath(__file__))  # the checks' own frames, between the call and the learner's
+# the kinds of failure that leave no output or error to hold a known mistake against (``diagnose``, ``compared``)
+NO_OUTPUT = ("stub", "timeout", "crash", "reference", "no-raise", "wrong-raise")
+
 
 def problem(fn_name, outcome, expected, raises, ref_message, device, input_scale=0.0):
     """Return (kind, text) describing what is wrong with one call, or None when it is right."""
@@ -91,7 +94,7 @@ def diagnose(kind, got, mistake_outputs, explanations, error=None):
         found = [explanations[m] for m, out in mistake_outputs.items() if m in explanations and is_raised(out)
                  and out[RAISED] == said]
         return tuple(dict.fromkeys(found))
-    if kind in ("stub", "error", "timeout", "crash", "reference", "no-raise", "wrong-raise"):
+    if kind == "error" or kind in NO_OUTPUT:
         return ()
     found, same_nan = [], None
     got_nan = _nan_places(got) if kind == "nan" else None
@@ -115,9 +118,7 @@ def compared(kind, mistake_outputs, explanations, error=None):
     does something else than the learner's function here (another output, an error where the function returned,
     another error), so the function is not that mistake (``Report`` names none such). A slip the mistake makes in
     one place of several is a known mistake of its own with the same explanation (``project_q_no_transpose``)."""
-    if kind in ("stub", "timeout", "crash", "reference", "no-raise", "wrong-raise"):
-        return ()
-    if kind == "error" and error is None:
+    if kind in NO_OUTPUT or (kind == "error" and error is None):
         return ()
     return tuple(dict.fromkeys(explanations[m] for m, out in (mistake_outputs or {}).items()
                                if m in explanations and out is not None))

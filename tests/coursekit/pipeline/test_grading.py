@@ -249,14 +249,21 @@ def test_a_grading_server_stopped_at_a_time_limit_takes_its_kernels_and_folders_
     kernel = int(pid_file.read_text())
     server.stop()
     assert not os.path.exists(server.home) and not os.path.exists(server.tmp), os.listdir(tmp_path)
-    deadline = time.monotonic() + 30
-    while os.path.exists(f"/proc/{kernel}") and time.monotonic() < deadline:
-        with open(f"/proc/{kernel}/stat") as f:
-            if f.read().rsplit(")", 1)[1].split()[0] == "Z":  # killed, not yet reaped
-                break
+    assert _killed(kernel), "the kernel still runs"
+
+
+def _killed(pid, wait=30):
+    """Whether process ``pid`` is gone, or killed and not yet reaped, within ``wait`` seconds."""
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                if f.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except FileNotFoundError:
+            return True
         time.sleep(0.1)
-    else:
-        assert not os.path.exists(f"/proc/{kernel}"), "the kernel still runs"
+    return False
 
 
 KILLED_WORKER = """
@@ -301,14 +308,7 @@ def test_a_killed_workers_grading_server_and_its_folders_go_when_the_next_one_st
     try:
         assert sorted(os.listdir(tmp_path)) == sorted(os.path.basename(f) for f in (server.home, server.tmp))
         assert not any(os.path.exists(g) for g in old["groups"])
-        deadline = time.monotonic() + 30
-        while os.path.exists(f"/proc/{old['pid']}") and time.monotonic() < deadline:
-            with open(f"/proc/{old['pid']}/stat") as f:
-                if f.read().rsplit(")", 1)[1].split()[0] == "Z":  # killed, not yet reaped
-                    break
-            time.sleep(0.1)
-        else:
-            assert not os.path.exists(f"/proc/{old['pid']}"), "the old nbgrader process still runs"
+        assert _killed(old["pid"]), "the old nbgrader process still runs"
     finally:
         server.stop()
 
