@@ -202,9 +202,11 @@ def _lm_edge():
 
 
 # a filter that gave the logits back as they were (its mask computed, never applied)
-UNCHANGED = ("nothing was filtered: every logit came back as it was, none became -inf. Check that the kept set is "
-             "taken along the vocabulary axis (dim=-1) and that the filtered tensor is the one returned "
-             "(logits.masked_fill(~keep, float('-inf')) gives a new tensor and leaves logits unchanged)")
+UNCHANGED = ("nothing was filtered: every logit came back as it was, none became -inf. Check the threshold (the "
+             "k-th largest logit for top-k, the mass ranked above each token for top-p), that the kept set is taken "
+             "along the vocabulary axis (dim=-1), that no early return (for k >= V or p = 1) catches every input, "
+             "and that the filtered tensor is the one returned (logits.masked_fill(~keep, float('-inf')) gives a new "
+             "tensor and leaves logits unchanged)")
 
 
 register(

@@ -106,8 +106,9 @@ def _variance_property(fn):
 
 
 # the slip for all three matrices or for one of them: one lesson
-NOT_TRANSPOSED = ("the matrices were not transposed: W_Q is (d_k, D) and multiplies a column vector, q_i = W_Q e_i; "
-                  "for the rows of X that is X @ W_Q.T (and X @ W_K.T, X @ W_V.T)")
+NOT_TRANSPOSED = ("a projection matrix was not transposed: W_Q and W_K are (d_k, D), W_V (d_v, D), and each "
+                  "multiplies a column vector, q_i = W_Q e_i; for the rows of X that is X @ W_Q.T, X @ W_K.T and "
+                  "X @ W_V.T, all three")
 
 
 register(

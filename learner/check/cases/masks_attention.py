@@ -240,8 +240,8 @@ register(
                         "the scores were divided by d_k; divide by its square root, sqrt(d_k)"),
                        ("masks_attention:attention_scaled_by_sqrt_T_k",
                         "the scores were divided by the square root of a number of positions (the keys' T_k, "
-                        "K.shape[-2], here equal to the queries' T_q); the scale is sqrt(d_k), the width of the "
-                        "queries and keys (Q.shape[-1])"),
+                        "K.shape[-2], or the queries' T_q where the two are equal); the scale is sqrt(d_k), the width "
+                        "of the queries and keys (Q.shape[-1])"),
                        ("masks_attention:attention_scaled_by_sqrt_d_v",
                         "the scores were divided by sqrt(d_v), the width of the values (V.shape[-1]); the scale is "
                         "sqrt(d_k), the width of the queries and keys (Q.shape[-1])"),

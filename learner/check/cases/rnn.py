@@ -392,8 +392,9 @@ register(
                                                 "keeps every entry of the state in (-1, 1)"),
                        ("rnn:rnn_cell_ignores_h_prev", "the previous state h_{t-1} was ignored: without W_h h_{t-1} "
                                                        "there is no memory, each step sees only its own token"),
-                       *((f"rnn:{m}", "the weights were applied transposed: W_x is (d_h, D), so a batch of rows x_t "
-                                     "(B, D) becomes x_t @ W_x.T (B, d_h)")
+                       *((f"rnn:{m}", "a weight matrix was applied untransposed: W_x is (d_h, D) and W_h (d_h, d_h), "
+                                     "so a batch of rows gives h_prev @ W_h.T + x_t @ W_x.T (B, d_h); W_h is square, so "
+                                     "a missing .T on it raises no error")
                          for m in ("rnn_cell_weights_transposed", "rnn_cell_w_x_transposed",
                                    "rnn_cell_w_h_transposed"))]),
     Exercise("rnn_encode", "rnn:rnn_encode", _encode_case, _encode_edge,
@@ -448,8 +449,8 @@ register(
                         "padding (0) and its log-probability stops growing"),
                        ("rnn:greedy_decode_finished_keep_scoring",
                         "a sentence that already emitted <eos> kept adding to its log-probability: its tokens are "
-                        "padding from then on and add nothing (set its step's log-probability to 0, e.g. "
-                        "lp.masked_fill(done, 0.0))"),
+                        "padding from then on and add nothing (mask the step's log-probability to 0 where done is "
+                        "True)"),
                        ("rnn:greedy_decode_no_feedback",
                         "the emitted token was not fed back: at step t the decoder reads y_{t-1}, the token it has "
                         "just emitted (<bos> only at the first step)")]),
