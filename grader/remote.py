@@ -241,6 +241,7 @@ class Worker:
         started = time.monotonic()
         deadline = started + window
         cpu = start_cpu = self._cpu()
+        answering = 0.0  # CPU seconds this process spent running the call's callbacks: the call's computing too
         try:
             wire.write_frame(self.proc.stdin, msg)
             while True:
@@ -256,13 +257,18 @@ class Worker:
                 if type(reply) is not dict:
                     continue
                 if reply.get("op") == "callback" and reply.get("id") == call_id:
+                    clock, own = time.monotonic(), time.process_time()
                     self._answer_callback(callables, reply)
+                    answering += time.process_time() - own
+                    deadline += time.monotonic() - clock  # the worker waited for us: not its time on the clock
+                    if answering > time_limit + GRACE:  # a call that only asks for callbacks, without end
+                        raise TimeoutError
                     continue
                 if reply.get("op") == "result" and reply.get("id") == call_id:
                     break
         except TimeoutError:
             out.timed_out = True
-            out.cpu_s, out.wall_s = max(self._cpu() - start_cpu, 0.0), time.monotonic() - started
+            out.cpu_s, out.wall_s = max(self._cpu() - start_cpu, 0.0) + answering, time.monotonic() - started
             out.waited = out.cpu_s < time_limit
             out.stop = safe.TimeLimit()
             self.faults.append(("timeout", f"`{function}` did not finish within {time_limit:g} s of computing "
