@@ -52,6 +52,7 @@ _ZERO_TOTAL = "where total is 0, e is 0 too, so e / tiny is already 0"
 _ALREADY = "the value already has that dtype"
 _LATER_CHECK = "the same bad input raises the same ValueError a line later (in a function it calls)"
 _DEFAULT_DIM = "the default dim is -1 already"
+_ANY_DTYPE = "the text fixes no dtype for the pairs: float32's variances are as right, within its rounding"
 # what a mutant of these operators that passes has done unseen (not an equivalent: a side effect or a device slip)
 UNSEEN = {"seed": "a side effect: the caller's global random state changed, every output the same",
           "device-drop": "on a CPU the tensor lands on the right device; a GPU (or the meta-device probe of the "
@@ -96,6 +97,7 @@ EQUIVALENT = {
     "beam_search:int-1:62:57": "differs only for a hypothesis of no tokens, which is never ranked",
     "top_p_filter:int+1:23:12": "the general path keeps every token for p = 1 too (up to rounding of the sum)",
     "top_p_filter:int-1:23:12": "the general path keeps every token for p = 1 too (up to rounding of the sum)",
+    "score_variance:dtype-kw:15:53": _ANY_DTYPE, "score_variance:dtype-kw:16:53": _ANY_DTYPE,
 }
 
 

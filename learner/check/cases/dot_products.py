@@ -86,6 +86,9 @@ def _variance_property(fn):
         return (f"{call} made a tensor of {out.largest:,} numbers (n_pairs x n_pairs = {n * n:,}; one score per "
                 f"pair is {n:,} numbers): {ALL_PAIRS} (at the default n_pairs=20000 that matrix would hold "
                 f"{_all_pairs_at(20000)})")
+    told = _arguments_used(fn, out.value)
+    if told:
+        return told
     for d_k, n in SPREAD:
         out = safe.call(fn, (d_k,), {"n_pairs": n, "seed": 3})
         if out.timed_out:
@@ -102,6 +105,47 @@ def _variance_property(fn):
         if not abs(scaled - 1) <= 0.1:
             return (f"for d_k={d_k} the variance of q . k / sqrt(d_k) should be close to 1 (within 0.1), "
                     f"got {scaled:.4g}")
+    return None
+
+
+ONE_SIDED = ("the scores are the sums of one vector's entries ({side}.sum(-1)), not of the products of q and k: "
+             "their variance is d_k too, but they are not the scores. Score pair p as (q[p] * k[p]).sum(), for every "
+             "p at once (q * k).sum(-1)")
+
+
+def _one_sided(d_k, n_pairs, seed):
+    """The variances a learner gets from the scores q.sum(-1) or k.sum(-1), drawn as the text says (q, then k, from
+    torch.Generator().manual_seed(seed), float64): a slip no statistic tells from the right answer, told exactly."""
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(n_pairs, d_k, generator=g, dtype=F64)
+    k = torch.randn(n_pairs, d_k, generator=g, dtype=F64)
+    return {side: v.sum(-1).var().item() for side, v in (("q", q), ("k", k))}
+
+
+def _arguments_used(fn, probed):
+    """The probe's value against the same call with another seed, and the defaults against the signature's values:
+    the variances come from the pairs drawn for ``seed`` and ``n_pairs``, and the scores from both q and k."""
+    d_k, n = PROBE
+    if not (isinstance(probed, tuple) and len(probed) == 2 and all(isinstance(x, float) for x in probed)):
+        return f"score_variance({d_k}) should return a tuple of two Python floats, got {type(probed).__name__}"
+    for side, raw in _one_sided(d_k, n, 3).items():
+        if abs(probed[0] - raw) <= 1e-9 * raw:
+            return f"score_variance({d_k}, n_pairs={n}, seed=3): {ONE_SIDED.format(side=side)}"
+    calls = {"seed=4": ((d_k,), {"n_pairs": n, "seed": 4}), "defaults": ((d_k,), {}),
+             "n_pairs=20000, seed=0": ((d_k,), {"n_pairs": 20000, "seed": 0})}
+    got = {}
+    for label, (args, kwargs) in calls.items():
+        out = safe.call(fn, args, kwargs)
+        if out.timed_out or out.error is not None:
+            what = timeout_text(out) if out.timed_out else f"raised {type(out.error).__name__}: {out.error}"
+            return f"score_variance({d_k}{', ' + label if kwargs else ''}): {what}"
+        got[label] = out.value
+    if got["seed=4"] == probed:
+        return (f"score_variance({d_k}, n_pairs={n}) gave the same variances for seed=3 and seed=4: draw the pairs "
+                f"from torch.Generator().manual_seed(seed), with the seed it is given")
+    if got["defaults"] != got["n_pairs=20000, seed=0"]:
+        return (f"score_variance({d_k}) gave {got['defaults']}, and score_variance({d_k}, n_pairs=20000, seed=0) "
+                f"gave {got['n_pairs=20000, seed=0']}: keep the signature's defaults, n_pairs=20000 and seed=0")
     return None
 
 

@@ -101,6 +101,23 @@ def test_score_variances_basic_cell_takes_under_a_second_of_computing_with_the_r
     assert time.process_time() - cpu < 1.0
 
 
+UNUSED = {
+    "the scores from q alone": (("raw = (q * k).sum(-1)", "raw = q.sum(-1)"), "not of the products of q and k"),
+    "the scores from k alone": (("raw = (q * k).sum(-1)", "raw = k.sum(-1)"), "(k.sum(-1)), not of the products"),
+    "the seed ignored": (("manual_seed(seed)", "manual_seed(0)"), "gave the same variances for seed=3 and seed=4"),
+    "a default changed": (("n_pairs=20000, seed=0", "n_pairs=20000, seed=1"), "keep the signature's defaults"),
+}
+
+
+@pytest.mark.parametrize("slip", list(UNUSED))
+def test_a_score_variance_that_ignores_an_argument_or_k_fails_with_what_it_ignored(slip):
+    """Slips no statistic tells from the right answer (the variance of q.sum(-1) is d_k too; any seed gives about
+    d_k): the check compares exact values where the text fixes them (the seed's draws, the defaults)."""
+    edit, told = UNUSED[slip]
+    msg = failure("score_variance", answer("score_variance", edited("score_variance", edit)), "basic")
+    assert told in msg, msg
+
+
 # ---------------------------------------------------------------- 2. the mistake named is the one the output matches
 GATHERS_PADDING = {
     "sequence_log_prob": (("targets = targets.masked_fill(~mask, 0)", "targets = targets"),
