@@ -167,6 +167,8 @@ def _forward_edge():
         Case("no padding anywhere", (enc, kv, dec, src, torch.ones(2, 5, dtype=torch.bool), tgt,
                                      torch.ones(2, 4, dtype=torch.bool))),
         Case("one sentence (B = 1)", (enc, kv, dec, src[1:], sv[1:], tgt[1:], tv[1:])),
+        Case("the toy model in float32: the logits stay float32", (*toy_encdec(gen(81), dtype=torch.float32), src,
+                                                                   sv, tgt, tv)),
     ]
 
 
@@ -262,6 +264,8 @@ def _loss_edge():
         Case("a target that is <eos> alone (tgt_in = <bos>)", (*parts, _loss_batch(g, 2, 4, 3, 8, 7, [4, 2], [1, 3]))),
         Case("sentences of equal length", (*parts, _loss_batch(g, 3, 5, 4, 8, 7, [5, 5, 2], [4, 4, 4]))),
         Case("much padding: target lengths [6, 1, 2]", (*parts, _loss_batch(g, 3, 5, 6, 8, 7, [5, 3, 1], [6, 1, 2]))),
+        Case("the toy model in float32: the loss stays float32",
+             (*toy_encdec(gen(82), dtype=torch.float32), _loss_batch(g, 2, 4, 5, 8, 7, [4, 2], [5, 3]))),
     ]
 
 

@@ -58,8 +58,14 @@ def probe_edge():
         Case("one test sentence", (hidden, positions, senses, one_test)),
         Case("D = 1", _probe_args(g, 14, 3, 1, 6)),
         Case("float32", _probe_args(g, 14, 4, 3, 5, dtype=F32)),
+        Case("a test word exactly as near to both sense means: sense 0 (sense 1 only when strictly nearer)",
+             _tie()),
         Case("no sentence of sense 1 to fit the probe: an error",
              (hidden, positions, senses, is_train & (senses == 0)), raises="ValueError"),
+        Case("no sentence of sense 0 to fit the probe: an error",
+             (hidden, positions, senses, is_train & (senses == 1)), raises="ValueError"),
+        Case("a negative position (-1): an error",
+             (hidden, positions.masked_fill(torch.arange(16) == 3, -1), senses, is_train), raises="ValueError"),
         Case("no sentence left to test: an error", (hidden, positions, senses, torch.ones_like(is_train)),
              raises="ValueError"),
         Case("a position outside its sentence (T = 5): an error",
@@ -69,6 +75,14 @@ def probe_edge():
         Case("positions for 15 sentences, hidden for 16: the shapes disagree, an error",
              (hidden, positions[:15], senses, is_train), raises="ValueError"),
     ]
+
+
+def _tie():
+    """Sense 0's mean (0, 0), sense 1's (2, 0); the test words (1, 0.5), of sense 0, at the same distance from both
+    (exactly, in float64), and (3, 0), of sense 1: the probe gets both right only when a tie goes to sense 0."""
+    words = torch.tensor([[0.0, 0.0], [2.0, 0.0], [1.0, 0.5], [3.0, 0.0]], dtype=F64)
+    return (words[:, None, :], torch.zeros(4, dtype=torch.long), torch.tensor([0, 1, 0, 1]),
+            torch.tensor([True, True, False, False]))
 
 
 def probe_reads_the_word_only(fn):

@@ -101,6 +101,8 @@ def _encode_edge():
         Case("no padding (src_mask all True)", full),
         Case("src_mask=None means no padding", (full[0], None) + full[2:]),
         Case("float32, B = 1", _encode_args(g, 1, 4, [3], dtype=torch.float32)),
+        Case("an empty source in float32: both outputs stay float32",
+             _encode_args(gen(56), 2, 0, [0, 0], dtype=torch.float32)),
         Case("padding positions hold id 999, outside the vocabulary: padding may hold any id",
              _encode_args(gen(54), 2, 5, [2, 4], pad_value=999)),
         Case("a src_mask of the wrong shape is an error", (full[0], full[1][:, :3]) + full[2:], raises="ValueError"),
@@ -181,6 +183,9 @@ def _tf_edge():
         Case("padded targets", (_context(g, 3, 5), _tgt_in(g, 3, 5, 7, [5, 2, 1]), p)),
         Case("float32, B = 1", (_context(g, 1, 3, dtype=torch.float32), _tgt_in(g, 1, 4, 5, [4]),
                                 _dec(_params(g, 4, 5, 2, 3, torch.float32)))),
+        Case("an empty target in float32: the logits stay float32",
+             (_context(gen(57), 2, 3, dtype=torch.float32), torch.zeros(2, 0, dtype=torch.long),
+              _dec(_params(gen(57), 4, 5, 2, 3, torch.float32)))),
     ]
 
 
@@ -284,6 +289,9 @@ def _beam_edge():
     never = _dec(_params(g, 4, 5, 3, 4, eos_bias=-60.0))
     at_once = _dec(_params(g, 4, 5, 3, 4, eos_bias=60.0))
     ln = _length_norm_case()
+    g_short = gen(300)  # a seed where [<eos>] ranks fourth by its score / 1, first by its score / 2
+    short_p = _dec(_params(g_short, 4, 5, 3, 4, eos_bias=1.0))
+    short_c = _context(g_short, 4)
 
     def kw(bw, ml, norm=False):
         return {"beam_width": bw, "max_len": ml, "length_norm": norm}
@@ -296,6 +304,8 @@ def _beam_edge():
         Case("a decoder that never emits <eos> stops at max_len", (c, never, BOS, EOS), kw(3, 4)),
         Case("a decoder that emits <eos> at once", (c, at_once, BOS, EOS), kw(3, 4)),
         Case("length_norm=True changes the winner", (ln[0], ln[1], BOS, EOS), kw(3, 5, True)),
+        Case("length_norm=True with a one-token hypothesis (<eos> at once) just below the top three: its score is "
+             "divided by its length, 1", (short_c, short_p, BOS, EOS), kw(3, 4, True)),
         Case("the same case with length_norm=False", (ln[0], ln[1], BOS, EOS), kw(3, 5, False)),
         Case("float32", (c.float(), {k: v.float() for k, v in p.items()}, BOS, EOS), kw(2, 5)),
         Case("beam_width = 0 is an error", (c, p, BOS, EOS), kw(0, 5), raises="ValueError"),

@@ -105,15 +105,17 @@ class ToyPart:
         return getattr(self.model, self.which)(*args, **kwargs)
 
 
-def toy_encdec(g, V_src=8, V_tgt=7, D=5, T_max=24, eos_id=2, eos_bias=0.0):
+def toy_encdec(g, V_src=8, V_tgt=7, D=5, T_max=24, eos_id=2, eos_bias=0.0, dtype=F64):
     """A random ToyEncDec and its three parts; the bias makes <eos> likelier as the target grows (``eos_bias`` more:
-    -60 never, +60 always), and never writes padding (0) or <bos> (1)."""
+    -60 never, +60 always), and never writes padding (0) or <bos> (1). Its weights, and so its outputs, in ``dtype``."""
     bias = seeded_randn(g, T_max, V_tgt, scale=0.5)
     bias[:, eos_id] += 1.2 * torch.arange(T_max, dtype=F64) - 4.0 + eos_bias
     bias[:, :eos_id] -= 20.0  # padding (0) and <bos> (1) are never written
     model = ToyEncDec(seeded_randn(g, V_src, D, scale=1.5), seeded_randn(g, V_tgt, D, scale=1.5), seeded_randn(g, T_max, D),
                       seeded_randn(g, D, D, scale=0.8), seeded_randn(g, D, D), seeded_randn(g, D, D, scale=1.5), seeded_randn(g, D, D),
                       seeded_randn(g, D, V_tgt, scale=2.0), bias)
+    for name in ToyEncDec._WEIGHTS:
+        setattr(model, name, getattr(model, name).to(dtype))
     return tuple(ToyPart(model, w) for w in ("encode", "cross_kv", "run_decoder"))
 
 
