@@ -37,13 +37,15 @@ def head_mask(mask):
     return mask.reshape((1,) * (3 - mask.dim()) + tuple(mask.shape))[:, None]  # (B or 1, 1, T_q, T_k)
 
 
-def mha(x_q, x_kv, p, n_heads, mask=None, width=None, project_out=True):
+def mha(x_q, x_kv, p, n_heads, mask=None, width=None, project_out=True, out_bias=True):
     q = split_heads(x_q @ p["W_q"].T + p["b_q"], n_heads)
     k = split_heads(x_kv @ p["W_k"].T + p["b_k"], n_heads)
     v = split_heads(x_kv @ p["W_v"].T + p["b_v"], n_heads)
     out, weights = attend_heads(q, k, v, head_mask(mask), width)
     out = merge_heads(out)
-    return (out @ p["W_o"].T + p["b_o"] if project_out else out), weights
+    if not project_out:
+        return out, weights
+    return (out @ p["W_o"].T + p["b_o"] if out_bias else out @ p["W_o"].T), weights
 
 
 def layer_norm(x, ln):

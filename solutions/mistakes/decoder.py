@@ -261,7 +261,10 @@ def _nucleus(logits, p, descending=True, crossing=True, sort=True, scatter=True)
         sorted_probs, order = probs, torch.arange(probs.shape[-1], device=probs.device).expand(probs.shape)
     cum = sorted_probs.cumsum(dim=-1)
     keep_sorted = (cum - sorted_probs < p) if crossing else (cum < p)
-    keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted) if scatter else keep_sorted
+    if scatter == "gather":  # the permutation applied the wrong way round
+        keep = keep_sorted.gather(-1, order)
+    else:
+        keep = torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted) if scatter else keep_sorted
     return _keep(logits, keep)
 
 
@@ -288,6 +291,14 @@ def top_p_filter_not_scattered_back(logits, p):
     return _nucleus(logits, p, scatter=False)
 
 
+def top_p_filter_gathered_back(logits, p):
+    """Sorted, and the kept set mapped back with gather(-1, order), the permutation the wrong way round: token j
+    gets the verdict of rank order[j], not of its own rank."""
+    if p == 1:
+        return logits.clone()
+    return _nucleus(logits, p, scatter="gather")
+
+
 def top_p_filter_least_probable_first(logits, p):
     """Sorted from the least probable up (ascending) instead of from the most probable down."""
     if p == 1:
@@ -312,6 +323,11 @@ def _draw(z, seed, device):
 def sample_next_multiplies_temperature(logits, seed, temperature=1.0, top_k=None, top_p=None):
     """logits * temperature instead of logits / temperature."""
     return _draw(_filtered(logits * temperature, top_k, top_p), seed, logits.device)
+
+
+def sample_next_ignores_temperature(logits, seed, temperature=1.0, top_k=None, top_p=None):
+    """The temperature left out: the logits filtered and drawn as they came."""
+    return _draw(_filtered(logits, top_k, top_p), seed, logits.device)
 
 
 def sample_next_greedy(logits, seed, temperature=1.0, top_k=None, top_p=None):

@@ -38,6 +38,19 @@ def project_v_no_transpose(X, W_Q, W_K, W_V):
     return X @ W_Q.T, X @ W_K.T, X @ W_V
 
 
+def project_qk_no_transpose(X, W_Q, W_K, W_V):
+    """The slip made twice, the third matrix transposed: named as the ones above."""
+    return X @ W_Q, X @ W_K, X @ W_V.T
+
+
+def project_qv_no_transpose(X, W_Q, W_K, W_V):
+    return X @ W_Q, X @ W_K.T, X @ W_V
+
+
+def project_kv_no_transpose(X, W_Q, W_K, W_V):
+    return X @ W_Q.T, X @ W_K, X @ W_V
+
+
 def scaled_scores_no_sqrt(Q, K):
     return Q @ K.transpose(-2, -1)
 

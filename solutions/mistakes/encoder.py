@@ -28,6 +28,11 @@ def mha_no_output_projection(x_q, x_kv, params, n_heads, mask=None):
     return mha(x_q, x_kv, params, n_heads, mask, project_out=False)
 
 
+def mha_no_output_bias(x_q, x_kv, params, n_heads, mask=None):
+    """The output projection without its bias b_o."""
+    return mha(x_q, x_kv, params, n_heads, mask, out_bias=False)
+
+
 def mha_mask_ignored(x_q, x_kv, params, n_heads, mask=None):
     return mha(x_q, x_kv, params, n_heads, None)
 

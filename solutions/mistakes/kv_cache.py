@@ -170,6 +170,11 @@ def greedy_generate_with_prompt(step, prompt, eos_id, max_len):
     return _generate(step, prompt, eos_id, max_len, with_prompt=True)
 
 
+def greedy_generate_writes_after_eos(step, prompt, eos_id, max_len):
+    """Stops once every row has written <eos>, but a row that is done goes on writing tokens, not <pad>."""
+    return _generate(step, prompt, eos_id, max_len, pad=False)
+
+
 def greedy_generate_ignores_eos(step, prompt, eos_id, max_len):
     """Writes max_len tokens whatever comes: <eos> neither ends a row nor the loop."""
     return _generate(step, prompt, eos_id, max_len, stop=False, pad=False)

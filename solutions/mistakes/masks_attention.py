@@ -103,6 +103,19 @@ def attention_softmax_over_queries(Q, K, V, mask=None):
     return weights @ V, weights
 
 
+def attention_sum_over_queries(Q, K, V, mask=None):
+    """A softmax of one's own whose maximum is taken over the keys but whose sum runs over the queries (dim=-2)."""
+    scores = Q @ K.transpose(-2, -1) / math.sqrt(Q.shape[-1])
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    m = scores.amax(dim=-1, keepdim=True) if K.shape[-2] > 0 else scores.sum(-1, keepdim=True)
+    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+    e = torch.exp(scores - m)
+    total = e.sum(dim=-2, keepdim=True)
+    weights = torch.where(total > 0, e / total.clamp_min(torch.finfo(e.dtype).tiny), torch.zeros_like(e))
+    return weights @ V, weights
+
+
 def attention_mask_transposed(Q, K, V, mask=None):
     if mask is None or mask.shape[-1] != mask.shape[-2]:
         return attention.masked_attention(Q, K, V, mask)

@@ -54,6 +54,11 @@ def embed_transposed(ids, E):
     return E.T[ids % E.shape[1]] if E.shape[0] != E.shape[1] else E.T[ids]
 
 
+def embed_one_hot_transposed(ids, E):
+    """The one-hot rows times E transposed: (..., V) @ (D, V) fails unless V = D, and then gives E.T[ids]."""
+    return torch.nn.functional.one_hot(ids, E.shape[0]).to(E.dtype) @ E.mT
+
+
 # ---------------------------------------------------------------- wrong answers to the self-check questions
 def answer_embedding_table_size_added():
     return 1064

@@ -313,6 +313,10 @@ register(
                         "the probabilities were sorted, but the kept set was not mapped back to the tokens: "
                         "keep_sorted[j] says whether the j-th most probable token is kept, not token j; send it back "
                         "with torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)"),
+                       ("decoder:top_p_filter_gathered_back",
+                        "the kept set was mapped back with gather(-1, order), the permutation the wrong way round: "
+                        "keep_sorted[r] is the verdict on token order[r], so send it there with "
+                        "torch.zeros_like(keep_sorted).scatter(-1, order, keep_sorted)"),
                        ("decoder:top_p_filter_unsorted",
                         "the mass was added up in token order; sort the probabilities from high to low first "
                         "(stable, so ties keep the lower index first) and map the kept set back to the tokens"),
@@ -326,6 +330,9 @@ register(
              matches_to_name=4,  # a few drawn tokens agree with another slip's by chance on a case or three
              mistakes=[("decoder:sample_next_multiplies_temperature",
                         "the logits were multiplied by the temperature; divide them: softmax(logits / temperature)"),
+                       ("decoder:sample_next_ignores_temperature",
+                        "the temperature was left out: divide the logits by it before the filters and the softmax, "
+                        "softmax(logits / temperature)"),
                        ("decoder:sample_next_greedy",
                         "the most probable token was taken (greedy decoding); sampling draws with "
                         "torch.multinomial(probs, 1, generator=g)"),

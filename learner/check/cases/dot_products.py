@@ -164,7 +164,8 @@ register(
              mistakes=[("dot_products:project_k_v_swapped", "K and V are swapped: K comes from W_K and V from W_V"),
                        *((f"dot_products:{m}", NOT_TRANSPOSED) for m in (
                            "project_qkv_no_transpose", "project_q_no_transpose", "project_k_no_transpose",
-                           "project_v_no_transpose"))]),
+                           "project_v_no_transpose", "project_qk_no_transpose", "project_qv_no_transpose",
+                           "project_kv_no_transpose"))]),
     Exercise("scaled_scores", "dot_products:scaled_scores", _qk_case, _qk_edge,
              mistakes=[("dot_products:scaled_scores_no_sqrt", "the scores were not divided by sqrt(d_k)"),
                        ("dot_products:scaled_scores_by_d_k", "the scores were divided by d_k; divide by sqrt(d_k)")]),

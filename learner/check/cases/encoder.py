@@ -361,6 +361,8 @@ register(
              uses=("split_heads", "merge_heads"),
              mistakes=[("encoder:mha_no_output_projection",
                         "the output projection is missing: after merging the heads, multiply by W_o^T and add b_o"),
+                       ("encoder:mha_no_output_bias",
+                        "the output projection's bias b_o was not added: merged heads @ W_o^T + b_o"),
                        ("encoder:mha_mask_ignored",
                         "the mask was ignored: pass it to masked attention, with a head axis added "
                         "(mask[:, None]) so that the same mask applies to every head"),

@@ -434,6 +434,9 @@ register(
                         "and forgot the text; pass the cache the previous call returned"),
                        ("kv_cache:greedy_generate_with_prompt",
                         "the prompt was returned too: return only the new tokens, shape (B, L) with L <= max_len"),
+                       ("kv_cache:greedy_generate_writes_after_eos",
+                        "a row went on writing after its <eos>: from then on it holds 0 (<pad>) while the other rows "
+                        "go on, nxt.masked_fill(done, 0) before it is appended"),
                        ("kv_cache:greedy_generate_ignores_eos",
                         "<eos> was ignored: it wrote max_len tokens in every row. A row that has written <eos> holds "
                         "0 (<pad>) from then on, and the loop stops once every row has written <eos>")],

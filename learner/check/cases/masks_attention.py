@@ -250,6 +250,9 @@ register(
                        ("masks_attention:attention_softmax_over_queries",
                         "the softmax ran over the queries (dim=-2); it must run over "
                         "the keys (dim=-1)"),
+                       ("masks_attention:attention_sum_over_queries",
+                        "the softmax's sum ran over the queries (dim=-2), so each weight was divided by its key's "
+                        "column total; divide by each query's own total over the keys: e.sum(dim=-1, keepdim=True)"),
                        ("masks_attention:attention_mask_transposed",
                         "the mask was applied transposed: mask[i, j] is query i, key j"),
                        ("masks_attention:attention_mask_after_softmax",

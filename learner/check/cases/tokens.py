@@ -144,7 +144,10 @@ register(
     Exercise("embed_one_hot", "tokens:embed_one_hot", _embed_case, _embed_edge,
              mistakes=[("tokens:embed_off_by_one", "each token got the row after its own: ids count from 0"),
                        ("tokens:embed_transposed",
-                        "the embedding matrix was used transposed: E is (V, D), one row per token")]),
+                        "the embedding matrix was used transposed: E is (V, D), one row per token"),
+                       ("tokens:embed_one_hot_transposed",
+                        "the embedding matrix was used transposed: E is (V, D), one row per token, so the one-hot "
+                        "rows (..., V) multiply E itself, one_hot @ E")]),
     Exercise("embed_lookup", "tokens:embed_lookup", _embed_case, _embed_edge,
              mistakes=[("tokens:embed_off_by_one", "each token got the row after its own: ids count from 0"),
                        ("tokens:embed_off_by_one_unwrapped", "each token got the row after its own: ids count from 0"),

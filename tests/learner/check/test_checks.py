@@ -163,6 +163,9 @@ SHOWN_ELSEWHERE = {
                                              "logits show it (the edge part's 1e3 logits)",
     "decoder:rope_float32_angles": "float32 angles are right to float32's 7 digits: only large positions in float64 "
                                    "show them (the edge part's positions 1000 .. 1003)",
+    "kv_cache:greedy_generate_writes_after_eos": "only a batch whose rows write <eos> at different steps shows it (a "
+                                                 "row done while another goes on): a quarter of the basic cases, and "
+                                                 "the edge part's",
     "decoder:lm_log_prob_gathers_padding": "gathering with the padding ids is right wherever padding holds a valid id "
                                            "(the basic cases pad with 0): only the edge part's padding of 999 shows "
                                            "it, where it raises as PyTorch's index check and is named by that error",
