@@ -219,7 +219,7 @@ def readout(rec):
     if rec.learner is not None and not rec.learner_message:  # right here, and the notebook's checks pass it
         lines.append(f'<span style="color:#1a6b1a">Your masked_attention matches the reference '
                      f'(max |difference| = {rec.readouts["max_abs_diff"]:.1e})'
-                     + (" and passes the notebook's checks" if rec.checked else "") + '.</span>')
+                     + (" and passes the notebook's checks of its values" if rec.checked else "") + '.</span>')
     elif rec.learner is not None and rec.readouts["max_abs_diff"] <= 1e-4:
         lines.append('<span style="color:#7a1f1f">Your weights match here, but the notebook\'s check fails your '
                      'masked_attention (see the message above).</span>')

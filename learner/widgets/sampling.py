@@ -364,7 +364,8 @@ def _verdict(rec):
         return (f'<div style="color:#7a1f1f">{keeps} here, but the notebook\'s check fails '
                 f'{"one of them" if both else "it"} (see the message above).</div>')
     return (f'<div style="color:#1a6b1a">{keeps}'
-            + (f' and {"pass" if both else "passes"} the notebook\'s checks' if rec.checked else "") + '.</div>')
+            + (f' and {"pass" if both else "passes"} the notebook\'s checks of their values' if rec.checked else "")
+            + '.</div>')
 
 
 # ====================================================================== the widget

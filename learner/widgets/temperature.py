@@ -269,7 +269,7 @@ def readout(rec):
     if rec.learner is not None and not rec.learner_message:  # right here, and the notebook's checks pass it
         verdict = (f'<div style="color:#1a6b1a">Your softmax matches the reference '
                    f'(max |difference| = {r["max_abs_diff"]:.1e})'
-                   + (" and passes the notebook's checks" if rec.checked else "") + '.</div>')
+                   + (" and passes the notebook's checks of its values" if rec.checked else "") + '.</div>')
     elif rec.learner is not None and r["max_abs_diff"] <= 1e-4:
         verdict = ('<div style="color:#7a1f1f">Your bars match here, but the notebook\'s check fails your softmax '
                    '(see the message above).</div>')

@@ -128,8 +128,8 @@ def test_right_filters_are_said_to_keep_what_the_reference_keeps(learner, gpt, d
     w.top_p.value = 0.6
     assert w.learner_message == "" and w.readouts["kept"] == w.readouts["reference_kept"] >= 1
     assert torch.equal(w.record.kept, w.record.reference_kept)
-    assert ("Your top_k_filter and top_p_filter keep what the reference keeps and pass the notebook's checks"
-            in w.readout.value)
+    assert ("Your top_k_filter and top_p_filter keep what the reference keeps and pass the notebook's checks of their "
+            "values" in w.readout.value)
     assert all(bar.get_linewidth() == 0 for bar in w.plot.bars)
     assert "red edge" not in " ".join(t.get_text() for t in w.plot.ax.get_legend().get_texts())
 
