@@ -99,6 +99,12 @@ def cmd_hub(args):
         print("course hub: give the class: --instructor NAME --roster roster.csv (one course), --courses FILE "
               "(several), or --lti FILE (login from the LMS)", file=sys.stderr)
         return 2
+    from grader import sandbox
+    try:  # before anything is made: the hub's grading service runs every submission in the sandbox
+        sandbox.bwrap_path()
+    except sandbox.SandboxUnavailable as exc:
+        print(f"course hub: the hub grades in a sandbox: {exc}. Nothing was set up.", file=sys.stderr)
+        return 2
     try:
         cmd, cwd, env = prepare(args)
     except (HubError, ExchangeError) as exc:

@@ -233,6 +233,22 @@ def test_course_hub_says_what_it_needs_to_know(capsys, tmp_path):
            "FILE" in capsys.readouterr().err
 
 
+def test_course_hub_without_bubblewrap_refuses_before_it_sets_anything_up(capsys, tmp_path, monkeypatch):
+    """`make setup && course hub` never installed bwrap (only `make hub` does): the hub would start and every
+    submission would fail at grading. It says so and stops, whichever way it is started; no user or folder is made."""
+    from coursekit.cli import main
+    (tmp_path / "r.csv").write_text("username\nckbwrapless1\n")
+    monkeypatch.setenv("PATH", str(tmp_path / "no-bin"))
+    assert main(["hub", "--instructor", "ckbwrapless0", "--roster", str(tmp_path / "r.csv"),
+                 "--state", str(tmp_path / "state")]) == 2
+    err = capsys.readouterr().err
+    assert "the hub grades in a sandbox" in err and "apt-get install bubblewrap" in err and "Nothing was set up" in err
+    assert not (tmp_path / "state").exists()
+    for name in ("ckbwrapless0", "ckbwrapless1"):
+        with pytest.raises(KeyError):
+            pwd.getpwnam(name)
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="past course hub's check for root: run as root (make test does)")
 def test_course_hub_refuses_a_class_named_twice(capsys, tmp_path):
     from coursekit.cli import main
