@@ -90,12 +90,9 @@ EQUIVALENT = {
     "rope_attention:int-1:22:39": _LATER_CHECK, "rope_attention:int-1:22:62": _LATER_CHECK,
     "top_k_filter:compare-bound:20:7": "k = V keeps every logit on the general path too",
     "top_k_filter:dim-drop:22:10": _DEFAULT_DIM, "top_p_filter:dim-drop:26:26": _DEFAULT_DIM,
-    "top_p_filter:compare-bound:28:18": "differs only when the mass before a token equals p exactly",
     "sample_next:int+1:35:36": "the first of two draws (without replacement) is the one draw, from the same "
                                "generator (PyTorch's CPU sampler)",
     "beam_search:int-1:62:57": "differs only for a hypothesis of no tokens, which is never ranked",
-    "top_p_filter:int+1:23:12": "the general path keeps every token for p = 1 too (up to rounding of the sum)",
-    "top_p_filter:int-1:23:12": "the general path keeps every token for p = 1 too (up to rounding of the sum)",
     "split_heads:int-1:18:17": "n_heads = 0 raises ZeroDivisionError at D % n_heads instead: an error either way, "
                                "and the text asks for none in particular (H must divide D)",
     "score_variance:dtype-kw:15:53": _ANY_DTYPE, "score_variance:dtype-kw:16:53": _ANY_DTYPE,

@@ -236,12 +236,21 @@ def changed_inputs(fn, made, given):
         if safe.is_tensor(before):
             if not (safe.is_tensor(after) and same_bits(before, after)):
                 found.append(label)
-        elif isinstance(before, (tuple, list)) and isinstance(after, (tuple, list)) and len(before) == len(after):
+        elif isinstance(before, (tuple, list)):  # a list padded or emptied in place is changed too
+            if not (isinstance(after, (tuple, list)) and len(before) == len(after)):
+                found.append(label)
+                return
             for i, (b, a) in enumerate(zip(before, after)):
                 walk(b, a, f"{label}[{i}]")
-        elif isinstance(before, dict) and isinstance(after, dict):
+        elif isinstance(before, dict):
+            if not (isinstance(after, dict) and set(before) == set(after)):
+                found.append(label)
+                return
             for k in before:
-                walk(before[k], after.get(k), f"{label}[{k!r}]")
+                walk(before[k], after[k], f"{label}[{k!r}]")
+        elif type(before) in (int, float, str, bool) and before == before and not (  # a number in a list, say
+                type(after) is type(before) and after == before):
+            found.append(label)
     (args, kwargs), (got_args, got_kwargs) = made, given
     for i, (b, a) in enumerate(zip(args, got_args)):
         walk(b, a, names[i] if i < len(names) else f"argument {i + 1}")
@@ -264,10 +273,11 @@ def same_bits(a, b):
 
 def mutated_message(names):
     shown = ", ".join(f"`{n}`" for n in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-    return (f"it changed its input {shown} in place: a caller's tensor is not the function's to change (the next "
-            f"line of their code reads it as it was). Work on a new tensor: the out-of-place form (`masked_fill`, "
+    return (f"it changed its input {shown} in place: a caller's tensor or list is not the function's to change (the "
+            f"next line of their code reads it as it was). Work on a new one: the out-of-place form (`masked_fill`, "
             f"not `masked_fill_`; `x = x / s`, not `x /= s`; no `copy_`, `div_`, `logical_not_` or `[...] =` on an "
-            f"input), or a copy first (`x = x.clone()`).")
+            f"input; `seq + [pad_id] * n`, not `seq.extend(...)` or `append`), or a copy first (`x = x.clone()`, "
+            f"`seq = list(seq)`).")
 
 
 def judge_answer(run, ex, index, case, outcome, expected, device):

@@ -330,6 +330,8 @@ def _mlm_edge():
         Case("exactly one masked position",
              (logits, targets, torch.tensor([[False, False, True, False], [False] * 4]))),
         Case("unmasked targets hold -100 (ignore_index style)", (logits, targets.masked_fill(~some, -100), some)),
+        Case("unmasked targets hold 999, outside the vocabulary: they may hold any id",
+             (logits, targets.masked_fill(~some, 999), some)),
         Case("uniform logits: each masked token costs log V", (torch.zeros(2, 4, 5, dtype=F64), targets, some)),
         Case("confident logits (1e3) stay finite",
              (torch.tensor([[[1e3, 0.0], [0.0, 1e3]]], dtype=F64), torch.tensor([[1, 1]]),

@@ -216,6 +216,8 @@ def _loss_edge():
         Case("one example is all padding: it adds 0 but still counts in N", (logits, targets.masked_fill(~mask, 0),
                                                                              mask)),
         Case("padding targets hold -100 (ignore_index style)", (logits, targets.masked_fill(~mask, -100), mask)),
+        Case("padding targets hold 999, outside the vocabulary: padding may hold any id",
+             (logits, targets.masked_fill(~mask, 999), mask)),
         Case("confident logits (1e3) stay finite", (torch.tensor([[[1e3, 0.0], [0.0, 1e3]]], dtype=F64),
                                                     torch.tensor([[1, 0]]), torch.tensor([[True, True]]))),
         Case("no mask: every position counts", (logits, targets)),
@@ -307,6 +309,8 @@ def _beam_edge():
         Case("length_norm=True with a one-token hypothesis (<eos> at once) just below the top three: its score is "
              "divided by its length, 1", (short_c, short_p, BOS, EOS), kw(3, 4, True)),
         Case("the same case with length_norm=False", (ln[0], ln[1], BOS, EOS), kw(3, 5, False)),
+        Case("the same case with length_norm left out: its default is False", (ln[0], ln[1], BOS, EOS),
+             {"beam_width": 3, "max_len": 5}),
         Case("float32", (c.float(), {k: v.float() for k, v in p.items()}, BOS, EOS), kw(2, 5)),
         Case("beam_width = 0 is an error", (c, p, BOS, EOS), kw(0, 5), raises="ValueError"),
         Case("max_len = 0: nothing to write, one empty hypothesis of score 0", (c, p, BOS, EOS), kw(2, 0)),
@@ -414,8 +418,9 @@ register(
                         "padding position must leave the state unchanged, so that c = h_{T_x}, the state after the "
                         "last real token"),
                        ("rnn:rnn_encode_context_last_column",
-                        "the context was taken from the last column of the states, which is a padding position for "
-                        "every shorter sentence; c = h_{T_x} is the state after each sentence's last real token"),
+                        "the context is the state at the last position, T_x, which is padding for every shorter "
+                        "sentence (its state 0, or reset to 0): c = h_{T_x} is the state after each sentence's last "
+                        "real token, and a padding position leaves the state unchanged"),
                        ("rnn:rnn_encode_padding_states_kept",
                         "the states at padding positions repeat the last real state; they must be 0 (only the "
                         "context carries the last real state)")]),

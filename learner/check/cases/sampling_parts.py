@@ -110,6 +110,9 @@ def top_p_edge():
     return [
         Case("p = 1: every token stays", (x, 1.0)),
         Case("p = 1 on float32 logits: every token stays, in float32", (x.float(), 1.0)),
+        Case("p = 1 with a token of tiny probability, float32: it stays too (the mass before it rounds to 1 in "
+             "float32, so p = 1 keeps every token without adding up)",
+             (torch.tensor([[0.0, -20.0, 1.0, 2.0]]), 1.0)),
         Case("two tokens of probability 0.5 (logits [0, 0, -1e9]), p = 0.5: the first reaches p exactly and is kept "
              "alone", (torch.tensor([[0.0, 0.0, -1e9]], dtype=F64), 0.5)),
         Case("40 equal logits, p = 0.31: the 13 of lowest index (a stable sort keeps ties in index order)",

@@ -13,6 +13,7 @@
 Cost: about 25 s (two time-outs of a fraction of a second each; the rest is checks of small functions).
 """
 import re
+import textwrap
 import time
 
 import pytest
@@ -116,6 +117,50 @@ def test_a_score_variance_that_ignores_an_argument_or_k_fails_with_what_it_ignor
     edit, told = UNUSED[slip]
     msg = failure("score_variance", answer("score_variance", edited("score_variance", edit)), "basic")
     assert told in msg, msg
+
+
+# slips a fresh attack found passing every part (each fails here without its case or its check)
+CROSS_ENTROPY_AFTER = '''
+    import torch.nn.functional as F
+    def {name}({args}):
+        nll = F.cross_entropy(logits.transpose(1, 2), targets, reduction="none")
+        {tail}
+'''
+PASSED_BEFORE = {
+    "sequence_log_prob": (CROSS_ENTROPY_AFTER.format(name="sequence_log_prob", args="logits, targets, mask=None",
+                          tail="return -(nll if mask is None else nll * mask).sum(-1)"), "Target 999 is out of bounds"),
+    "seq2seq_loss": (CROSS_ENTROPY_AFTER.format(name="seq2seq_loss", args="logits, targets, mask=None",
+                     tail="return (nll if mask is None else nll * mask).sum() / logits.shape[0]"),
+                     "Target 999 is out of bounds"),
+    "masked_lm_loss": (CROSS_ENTROPY_AFTER.format(name="masked_lm_loss", args="logits, targets, is_masked",
+                       tail="return (nll * is_masked).sum() / is_masked.sum().clamp_min(1)"),
+                       "Target 999 is out of bounds"),
+    "pad_batch": ('''
+        def pad_batch(sequences, pad_id=0):
+            if len(sequences) == 0:
+                raise ValueError("an empty batch")
+            T = max(len(s) for s in sequences)
+            mask = [[True] * len(s) + [False] * (T - len(s)) for s in sequences]
+            for s in sequences:
+                s.extend([pad_id] * (T - len(s)))
+            return torch.tensor(sequences, dtype=torch.long), torch.tensor(mask, dtype=torch.bool)
+    ''', "it changed its input `sequences["),
+    "top_p_filter": (edited("top_p_filter", ("if p == 1:", "if False:")),
+                     "p = 1 with a token of tiny probability, float32"),
+    "beam_search": (edited("beam_search", ("length_norm=False):", "length_norm=True):")),
+                    "length_norm left out: its default is False"),
+}
+
+
+@pytest.mark.parametrize("name", list(PASSED_BEFORE))
+def test_slips_that_passed_every_part_fail_now(name):
+    """Cross-entropy on the raw targets, masked afterwards, passed where padding held only -100 (which
+    F.cross_entropy skips by default): padding may hold any id, and 999 is one. A pad_batch that pads the caller's
+    lists in place (lists were not compared after the call); top-p without its p = 1 return, on a token whose mass
+    before it rounds to 1 in float32; beam search with another default for length_norm."""
+    src, told = PASSED_BEFORE[name]
+    msgs = messages(name, answer(name, textwrap.dedent(src)))  # the visible parts, basic and edge
+    assert any(told in m for m in msgs), msgs
 
 
 # ---------------------------------------------------------------- 2. the mistake named is the one the output matches
