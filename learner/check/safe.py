@@ -34,6 +34,9 @@ float32, float64, bool_, long = torch.float32, torch.float64, torch.bool, torch.
 _cuda_initialized = torch.cuda.is_initialized
 _cuda_synchronize = torch.cuda.synchronize
 _get_rng_state = torch.get_rng_state
+_set_rng_state = torch.set_rng_state
+_cpu_generator = torch.default_generator
+_urandom = os.urandom
 _cuda_get_rng_state = torch.cuda.get_rng_state
 _numel = torch.Tensor.numel
 _setprofile = sys.setprofile
@@ -254,6 +257,10 @@ def call(fn, args=(), kwargs=None, time_limit=None, measure=False):
             raise TimeLimit()
         old_handlers = {sig: _signal(sig, on_alarm) for sig in (signal.SIGPROF, signal.SIGALRM)}
     old_profile = _getprofile()
+    # the call starts from a CPU random state no constant seed gives, so that one that seeds is seen even where the
+    # caller's state was freshly seeded with the same number; the caller's own state is put back after the call
+    rng_kept = _get_rng_state()
+    _cpu_generator.manual_seed(int.from_bytes(_urandom(8), "little") >> 1)
     rng_before = _rng_state()
     sizes = _Largest() if measure else contextlib.nullcontext()
     cpu_at, clock_at = _process_time(), _monotonic()
@@ -291,5 +298,6 @@ def call(fn, args=(), kwargs=None, time_limit=None, measure=False):
     out.printed = sink.getvalue()
     out.called_reference = seen.get("ref")
     out.rng_changed = not _same_rng(rng_before, _rng_state())
+    _set_rng_state(rng_kept)
     out.largest = sizes.largest if measure else None
     return out

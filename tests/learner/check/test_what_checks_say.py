@@ -163,6 +163,22 @@ def test_slips_that_passed_every_part_fail_now(name):
     assert any(told in m for m in msgs), msgs
 
 
+def test_a_reseeding_function_is_caught_where_the_callers_state_was_seeded_with_the_same_number():
+    """A learner's notebook that ran torch.manual_seed(0) and drew nothing since: a function that calls
+    torch.manual_seed(0) leaves that state as it was, and passed in a test process that had done the same (CI's
+    replay of the seed mutant). Each call now starts from a state no constant seed gives, and the caller's state is
+    put back after it."""
+    import torch
+    fn = answer("score_variance", edited("score_variance", ("    g = torch.Generator().manual_seed(seed)",
+                                                            "    torch.manual_seed(0)\n"
+                                                            "    g = torch.Generator().manual_seed(seed)")))
+    torch.manual_seed(0)
+    before = torch.get_rng_state()
+    msg = failure("score_variance", fn, "basic")
+    assert RANDOM_STATE in msg, msg
+    assert torch.equal(torch.get_rng_state(), before)
+
+
 # ---------------------------------------------------------------- 2. the mistake named is the one the output matches
 GATHERS_PADDING = {
     "sequence_log_prob": (("targets = targets.masked_fill(~mask, 0)", "targets = targets"),
