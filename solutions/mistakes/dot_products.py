@@ -59,6 +59,11 @@ def scaled_scores_by_d_k(Q, K):
     return Q @ K.transpose(-2, -1) / Q.shape[-1]
 
 
+def scaled_scores_by_sqrt_T_k(Q, K):
+    """Divided by the square root of the keys' count T_k instead of their width d_k."""
+    return Q @ K.transpose(-2, -1) / math.sqrt(K.shape[-2])
+
+
 def score_variance_all_pairs(d_k, n_pairs=20000, seed=0):
     """Every query scored against every key: an (n_pairs, n_pairs) matrix of scores instead of n_pairs."""
     if int(d_k) < 1:

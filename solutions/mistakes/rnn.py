@@ -136,6 +136,14 @@ def seq2seq_loss_mean_over_tokens(logits, targets, mask=None):
     return (nll * mask).sum() / mask.sum()
 
 
+def seq2seq_loss_mean_of_sentences(logits, targets, mask=None):
+    """Each example's mean over its real tokens, then the mean of the examples (translation_loss's slip too)."""
+    nll = _token_nll(logits, targets)
+    if mask is None:
+        return nll.mean(dim=1).mean()
+    return ((nll * mask).sum(dim=1) / mask.sum(dim=1)).mean()
+
+
 def seq2seq_loss_padding_counted(logits, targets, mask=None):
     """Summed per example and averaged over examples, but the padding positions are scored too."""
     return _token_nll(logits, targets).sum() / logits.shape[0]

@@ -168,7 +168,11 @@ register(
                            "project_kv_no_transpose"))]),
     Exercise("scaled_scores", "dot_products:scaled_scores", _qk_case, _qk_edge,
              mistakes=[("dot_products:scaled_scores_no_sqrt", "the scores were not divided by sqrt(d_k)"),
-                       ("dot_products:scaled_scores_by_d_k", "the scores were divided by d_k; divide by sqrt(d_k)")]),
+                       ("dot_products:scaled_scores_by_d_k", "the scores were divided by d_k; divide by sqrt(d_k)"),
+                       ("dot_products:scaled_scores_by_sqrt_T_k",
+                        "the scores were divided by the square root of a number of positions (the keys' T_k, "
+                        "K.shape[-2], or the queries' T_q where the two are equal); the scale is sqrt(d_k), the width "
+                        "of the queries and keys (Q.shape[-1])")]),
     Exercise("score_variance", "dot_products:score_variance", None, lambda: [
              Case("d_k = 0 is an error", (0,), raises="ValueError")],
              properties=[("basic", _variance_property), ("hidden-basic", _variance_property),

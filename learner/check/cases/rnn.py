@@ -453,6 +453,10 @@ register(
                         "the loss was averaged over every position, padding included: the padding must not count, "
                         "and the notes' loss sums each example's token losses and divides by the number of "
                         "examples N"),
+                       ("rnn:seq2seq_loss_mean_of_sentences",
+                        "each example was averaged over its own tokens first, then the examples: the notes' loss "
+                        "sums each example's token losses (a long sentence weighs more) and divides by the number "
+                        "of examples N"),
                        ("rnn:seq2seq_loss_padding_counted",
                         "the padding positions were scored too: use the mask so that padding adds nothing"),
                        ("rnn:seq2seq_loss_not_divided",
