@@ -30,7 +30,6 @@ from .syllabus import NOTEBOOKS
 
 CELL_LIMIT = 30        # seconds an answer cell's own code may take to define its functions
 NOTEBOOK_LIMIT = 600   # seconds a notebook's checks may take in all (each call is bounded on its own)
-MAX_ENDED = 3          # exercises whose checks may end a notebook's process before the notebook is given up
 PRINT_LIMIT = 1 << 16  # characters of a learner's printed text kept (and dropped): nothing reads them
 TIMED_OUT = "did not finish within"
 STUB = "is not implemented yet"
@@ -136,13 +135,11 @@ def _summary(exc):
     return line
 
 
-def run_notebook(path, folder, report=lambda what: None, ended=None):
+def run_notebook(path, folder, report=lambda what: None):
     """The checks of notebook ``folder`` at ``path`` as grading runs them: the set-up cell, the definitions of every
     learner code cell in order (``learner.definitions``: what grading keeps of a cell), then the visible part of each
     graded cell the course has (``graded_parts``, whatever the notebook's own check cells say). Returns {"answers":
-    {exercise: problem}, "results": [(exercise, part, status, message)]}; ``report`` is told each step. ``ended``:
-    {exercise: why} for exercises whose check ended an earlier run's process, failed here without a call."""
-    ended = ended or {}
+    {exercise: problem}, "results": [(exercise, part, status, message)]}; ``report`` is told each step."""
     from .definitions import definitions
     setup, learners = read_cells(path)
     os.chdir(os.path.dirname(os.path.abspath(path)))
@@ -184,9 +181,6 @@ def run_notebook(path, folder, report=lambda what: None, ended=None):
                 if name in problems or name in stopped:
                     results.append((name, part, SKIPPED, problems.get(name) or stopped_message(name)))
                     continue
-                if name in ended:
-                    results.append((name, part, FAIL, ended[name]))
-                    continue
                 fn = namespace.get(name)
                 if not callable(fn):
                     results.append((name, part, FAIL, f"your notebook defines no function `{name}` (grading keeps "
@@ -212,7 +206,7 @@ def stopped_message(name):
     return f"skipped: `{name}` {TIMED_OUT} its time limit in an earlier check"
 
 
-def _child(path, folder, conn, ended):
+def _child(path, folder, conn):
     """In the forked process: run one notebook, send what it is doing and then the outcome. It leads a process group
     of its own, which the parent kills once it is done: nothing the learner's code started outlives it."""
     try:
@@ -222,7 +216,7 @@ def _child(path, folder, conn, ended):
         os.dup2(quiet, 2)
         import torch
         torch.set_num_threads(1)  # one notebook per core
-        outcome = run_notebook(path, folder, report=lambda what: conn.send(("cell", what)), ended=ended)
+        outcome = run_notebook(path, folder, report=lambda what: conn.send(("cell", what)))
         conn.send(("done", outcome))
     except Unreadable as exc:
         conn.send(("unreadable", str(exc)))
@@ -263,35 +257,27 @@ def course_progress(workspace, jobs=2, limit=NOTEBOOK_LIMIT, present=False):
     folders = [f for f in NOTEBOOKS if not present or os.path.isdir(os.path.join(workspace, f))]
     for folder in folders:
         try:
-            waiting.append((folder, notebook_file(workspace, folder), {}))
+            waiting.append((folder, notebook_file(workspace, folder)))
         except Unreadable as exc:
             out[folder] = {"error": str(exc)}
     while waiting or running:
         while waiting and len(running) < max(1, jobs):
-            folder, path, ended = waiting.pop(0)
+            folder, path = waiting.pop(0)
             mine, theirs = ctx.Pipe(duplex=False)
-            proc = ctx.Process(target=_child, args=(path, folder, theirs, ended), daemon=True)
+            proc = ctx.Process(target=_child, args=(path, folder, theirs), daemon=True)
             proc.start()
             theirs.close()
-            running[mine] = [folder, proc, time.monotonic(), "its start", ended]
+            running[mine] = [folder, proc, time.monotonic(), "its start"]
         for conn in wait(list(running), timeout=1.0):
-            folder, proc, started, doing, ended = running[conn]
+            folder, proc, started, doing = running[conn]
             try:
                 kind, value = conn.recv()
             except (EOFError, OSError):
                 proc.join(5)
                 _end_group(proc)
-                del running[conn]
-                checking = re.match(r"the check of (\w+) \[([\w-]+)\]$", doing)
-                if checking and len(ended) < MAX_ENDED:  # the notebook again, without the exercise that ended it
-                    name, part = checking.groups()
-                    waiting.insert(0, (folder, path, {**ended, name: (
-                        f"its check [{part}] ended the checks' process (exit {proc.exitcode}): something `{name}` "
-                        f"calls ends the process it runs in (os._exit, a crash); the notebook's other exercises "
-                        f"were checked again without it")}))
-                    continue
                 out[folder] = {"error": f"its checks' process ended while running {doing} (exit "
                                         f"{proc.exitcode}): run the notebook to see why"}
+                del running[conn]
                 continue
             if kind == "cell":
                 running[conn][3] = value
@@ -300,7 +286,7 @@ def course_progress(workspace, jobs=2, limit=NOTEBOOK_LIMIT, present=False):
             _end_group(proc)  # first: a thread or process the learner's code left must not hold up the rest
             proc.join(30)
             del running[conn]
-        for conn, (folder, proc, started, doing, _) in list(running.items()):
+        for conn, (folder, proc, started, doing) in list(running.items()):
             if time.monotonic() - started > limit:
                 _end_group(proc)
                 proc.join(5)
