@@ -101,8 +101,7 @@ def _encode_edge():
         Case("no padding (src_mask all True)", full),
         Case("src_mask=None means no padding", (full[0], None) + full[2:]),
         Case("float32, B = 1", _encode_args(g, 1, 4, [3], dtype=torch.float32)),
-        Case("an empty source in float32: both outputs stay float32",
-             _encode_args(gen(56), 2, 0, [0, 0], dtype=torch.float32)),
+        Case("T_x = 0 in float32: both outputs stay float32", _encode_args(gen(56), 2, 0, [0, 0], dtype=torch.float32)),
         Case("padding positions hold id 999, outside the vocabulary: padding may hold any id",
              _encode_args(gen(54), 2, 5, [2, 4], pad_value=999)),
         Case("a src_mask of the wrong shape is an error", (full[0], full[1][:, :3]) + full[2:], raises="ValueError"),
@@ -183,9 +182,8 @@ def _tf_edge():
         Case("padded targets", (_context(g, 3, 5), _tgt_in(g, 3, 5, 7, [5, 2, 1]), p)),
         Case("float32, B = 1", (_context(g, 1, 3, dtype=torch.float32), _tgt_in(g, 1, 4, 5, [4]),
                                 _dec(_params(g, 4, 5, 2, 3, torch.float32)))),
-        Case("an empty target in float32: the logits stay float32",
-             (_context(gen(57), 2, 3, dtype=torch.float32), torch.zeros(2, 0, dtype=torch.long),
-              _dec(_params(gen(57), 4, 5, 2, 3, torch.float32)))),
+        Case("an empty target in float32: the logits stay float32", (_context(gen(57), 2, 3, dtype=torch.float32),
+             torch.zeros(2, 0, dtype=torch.long), _dec(_params(gen(57), 4, 5, 2, 3, torch.float32)))),
     ]
 
 
@@ -216,8 +214,7 @@ def _loss_edge():
         Case("one example is all padding: it adds 0 but still counts in N", (logits, targets.masked_fill(~mask, 0),
                                                                              mask)),
         Case("padding targets hold -100 (ignore_index style)", (logits, targets.masked_fill(~mask, -100), mask)),
-        Case("padding targets hold 999, outside the vocabulary: padding may hold any id",
-             (logits, targets.masked_fill(~mask, 999), mask)),
+        Case("padding targets hold 999, outside the vocabulary", (logits, targets.masked_fill(~mask, 999), mask)),
         Case("confident logits (1e3) stay finite", (torch.tensor([[[1e3, 0.0], [0.0, 1e3]]], dtype=F64),
                                                     torch.tensor([[1, 0]]), torch.tensor([[True, True]]))),
         Case("no mask: every position counts", (logits, targets)),
@@ -292,11 +289,10 @@ def _beam_edge():
     at_once = _dec(_params(g, 4, 5, 3, 4, eos_bias=60.0))
     ln = _length_norm_case()
     g_short = gen(300)  # a seed where [<eos>] ranks fourth by its score / 1, first by its score / 2
-    short_p = _dec(_params(g_short, 4, 5, 3, 4, eos_bias=1.0))
-    short_c = _context(g_short, 4)
+    short_p, short_c = _dec(_params(g_short, 4, 5, 3, 4, eos_bias=1.0)), _context(g_short, 4)
 
-    def kw(bw, ml, norm=False):
-        return {"beam_width": bw, "max_len": ml, "length_norm": norm}
+    def kw(bw, ml, norm=False):  # norm None: length_norm left to its default
+        return {"beam_width": bw, "max_len": ml} | ({} if norm is None else {"length_norm": norm})
     return [
         Case("beam width 1 (greedy)", (c, p, BOS, EOS), kw(1, 6)),
         Case("a beam as wide as the vocabulary (5); it finds a better sequence than greedy", (c, p, BOS, EOS),
@@ -306,11 +302,10 @@ def _beam_edge():
         Case("a decoder that never emits <eos> stops at max_len", (c, never, BOS, EOS), kw(3, 4)),
         Case("a decoder that emits <eos> at once", (c, at_once, BOS, EOS), kw(3, 4)),
         Case("length_norm=True changes the winner", (ln[0], ln[1], BOS, EOS), kw(3, 5, True)),
+        Case("the same case with length_norm=False", (ln[0], ln[1], BOS, EOS), kw(3, 5, False)),
+        Case("the same case with length_norm left out: its default is False", (ln[0], ln[1], BOS, EOS), kw(3, 5, None)),
         Case("length_norm=True with a one-token hypothesis (<eos> at once) just below the top three: its score is "
              "divided by its length, 1", (short_c, short_p, BOS, EOS), kw(3, 4, True)),
-        Case("the same case with length_norm=False", (ln[0], ln[1], BOS, EOS), kw(3, 5, False)),
-        Case("the same case with length_norm left out: its default is False", (ln[0], ln[1], BOS, EOS),
-             {"beam_width": 3, "max_len": 5}),
         Case("float32", (c.float(), {k: v.float() for k, v in p.items()}, BOS, EOS), kw(2, 5)),
         Case("beam_width = 0 is an error", (c, p, BOS, EOS), kw(0, 5), raises="ValueError"),
         Case("max_len = 0: nothing to write, one empty hypothesis of score 0", (c, p, BOS, EOS), kw(2, 0)),
@@ -399,8 +394,7 @@ def _wide_beam_is_exhaustive(fn):
     return None
 
 
-register(
-    __name__,
+register(__name__,
     Exercise("rnn_cell", "rnn:rnn_cell", _cell_case, _cell_edge,
              mistakes=[("rnn:rnn_cell_no_tanh", "the tanh is missing: h_t = tanh(W_h h_{t-1} + W_x x_t + b), which "
                                                 "keeps every entry of the state in (-1, 1)"),
@@ -444,8 +438,7 @@ register(
                         "column): tgt_in is already shifted, <bos> y_1 ... y_{T_y - 1}, so step t reads tgt_in[:, t]"),
                        ("rnn:teacher_forced_zero_start",
                         "the decoder started from a zero state; its first state is the context vector, h_0 = c")]),
-    Exercise("seq2seq_loss", "rnn:seq2seq_loss", _loss_case, _loss_edge,
-             conditioning=logit_sum_scale,
+    Exercise("seq2seq_loss", "rnn:seq2seq_loss", _loss_case, _loss_edge, conditioning=logit_sum_scale,
              mistakes=[("rnn:seq2seq_loss_mean_over_tokens",
                         "the loss was averaged over the real tokens (F.cross_entropy's default 'mean'); the notes' "
                         "loss sums over each sequence's tokens and divides by the number of examples N only"),
@@ -454,9 +447,8 @@ register(
                         "and the notes' loss sums each example's token losses and divides by the number of "
                         "examples N"),
                        ("rnn:seq2seq_loss_mean_of_sentences",
-                        "each example was averaged over its own tokens first, then the examples: the notes' loss "
-                        "sums each example's token losses (a long sentence weighs more) and divides by the number "
-                        "of examples N"),
+                        "each example was averaged over its own tokens first, then the examples: the notes' loss sums "
+                        "each example's token losses (a long sentence weighs more) and divides by the number N"),
                        ("rnn:seq2seq_loss_padding_counted",
                         "the padding positions were scored too: use the mask so that padding adds nothing"),
                        ("rnn:seq2seq_loss_not_divided",
