@@ -182,9 +182,11 @@ def encoder_block_causal(x, valid, params, n_heads):
 
 
 # --- masked_lm_loss ----------------------------------------------------------
-def _token_nll(logits, targets):
-    logp = torch.log_softmax(logits, dim=-1)
-    return -logp.gather(-1, targets.clamp_min(0)[..., None])[..., 0]  # (B, T)
+def _token_nll(logits, targets, is_masked=None):
+    """Each position's -log p(target), (B, T). With ``is_masked``, the other positions' ids are not used as indices
+    (they may be any id), as in a learner's answer that scores the masked positions only."""
+    ids = targets.clamp_min(0) if is_masked is None else targets.masked_fill(~is_masked, 0)
+    return -torch.log_softmax(logits, dim=-1).gather(-1, ids[..., None])[..., 0]
 
 
 def masked_lm_loss_mean_over_all(logits, targets, is_masked):
@@ -193,13 +195,13 @@ def masked_lm_loss_mean_over_all(logits, targets, is_masked):
 
 
 def masked_lm_loss_sum(logits, targets, is_masked):
-    nll = _token_nll(logits, targets)
+    nll = _token_nll(logits, targets, is_masked)
     return torch.where(is_masked, nll, torch.zeros_like(nll)).sum()
 
 
 def masked_lm_loss_divided_by_all(logits, targets, is_masked):
     """The masked positions' losses summed, then divided by B * T."""
-    nll = _token_nll(logits, targets)
+    nll = _token_nll(logits, targets, is_masked)
     return torch.where(is_masked, nll, torch.zeros_like(nll)).sum() / max(1, nll.numel())
 
 

@@ -119,8 +119,11 @@ def teacher_forced_zero_start(context, tgt_in, params):
 
 
 # --- seq2seq_loss ------------------------------------------------------------
-def _token_nll(logits, targets):
-    return -torch.log_softmax(logits, dim=-1).gather(-1, targets.clamp_min(0).unsqueeze(-1)).squeeze(-1)
+def _token_nll(logits, targets, mask=None):
+    """Each position's -log p(target). With ``mask``, padding's ids are not used as indices (they may be any id,
+    999 say), as in a learner's answer that masks; without it they are, as by a learner who scores the padding."""
+    ids = targets.clamp_min(0) if mask is None else targets.masked_fill(~mask, 0)
+    return -torch.log_softmax(logits, dim=-1).gather(-1, ids.unsqueeze(-1)).squeeze(-1)
 
 
 def seq2seq_loss_mean_over_all(logits, targets, mask=None):
@@ -130,7 +133,7 @@ def seq2seq_loss_mean_over_all(logits, targets, mask=None):
 
 def seq2seq_loss_mean_over_tokens(logits, targets, mask=None):
     """Padding ignored, but the sum divided by the number of real tokens (cross_entropy's 'mean')."""
-    nll = _token_nll(logits, targets)
+    nll = _token_nll(logits, targets, mask)
     if mask is None:
         return nll.mean()
     return (nll * mask).sum() / mask.sum()
@@ -138,7 +141,7 @@ def seq2seq_loss_mean_over_tokens(logits, targets, mask=None):
 
 def seq2seq_loss_mean_of_sentences(logits, targets, mask=None):
     """Each example's mean over its real tokens, then the mean of the examples (translation_loss's slip too)."""
-    nll = _token_nll(logits, targets)
+    nll = _token_nll(logits, targets, mask)
     if mask is None:
         return nll.mean(dim=1).mean()
     return ((nll * mask).sum(dim=1) / mask.sum(dim=1)).mean()
@@ -151,7 +154,7 @@ def seq2seq_loss_padding_counted(logits, targets, mask=None):
 
 def seq2seq_loss_not_divided(logits, targets, mask=None):
     """The summed negative log-likelihood of the whole batch, not divided by N."""
-    nll = _token_nll(logits, targets)
+    nll = _token_nll(logits, targets, mask)
     return (nll if mask is None else nll * mask).sum()
 
 

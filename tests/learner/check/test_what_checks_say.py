@@ -220,6 +220,35 @@ def test_top_p_sorted_but_not_mapped_back_is_told_apart_from_not_sorted(edit, ma
     assert any(mistake_text("top_p_filter", made) in m for m in said), said
 
 
+# a learner's slip that masks the padding before indexing, as the answer must: a known mistake written without that
+# (it would raise on padding of 999) was refuted in the edge part, and named in basic only
+MASKED_FIRST = '''
+    import torch.nn.functional as F
+    def {name}(logits, targets, {mask}):
+        real = torch.ones_like(targets, dtype=torch.bool) if {mask_name} is None else {mask_name}
+        nll = F.cross_entropy(logits.transpose(1, 2), targets.masked_fill(~real, 0), reduction="none")
+        return {tail}
+'''
+NAMED_IN_EDGE_TOO = {
+    "seq2seq_loss averaged over the real tokens": (
+        "seq2seq_loss", dict(mask="mask=None", mask_name="mask", tail="(nll * real).sum() / real.sum()"),
+        "rnn:seq2seq_loss_mean_over_tokens"),
+    "seq2seq_loss not divided by N": (
+        "seq2seq_loss", dict(mask="mask=None", mask_name="mask", tail="(nll * real).sum()"),
+        "rnn:seq2seq_loss_not_divided"),
+    "masked_lm_loss summed": (
+        "masked_lm_loss", dict(mask="is_masked", mask_name="is_masked", tail="(nll * real).sum()"),
+        "encoder:masked_lm_loss_sum"),
+}
+
+
+@pytest.mark.parametrize("slip", list(NAMED_IN_EDGE_TOO))
+def test_a_loss_slip_that_masks_before_indexing_is_named_in_the_edge_part_too(slip):
+    name, fill, made = NAMED_IN_EDGE_TOO[slip]
+    said = messages(name, answer(name, textwrap.dedent(MASKED_FIRST.format(name=name, **fill))))
+    assert len(said) == 2 and all(mistake_text(name, made) in m for m in said), said
+
+
 # a slip whose output another known mistake gives on some failing case, and not on the others: not named after it
 COINCIDENCES = {
     "n_heads dropped (32 layers and 32 heads in the first case)": (
