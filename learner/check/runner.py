@@ -273,11 +273,11 @@ def same_bits(a, b):
 
 def mutated_message(names):
     shown = ", ".join(f"`{n}`" for n in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
-    return (f"it changed its input {shown} in place: a caller's tensor or list is not the function's to change (the "
-            f"next line of their code reads it as it was). Work on a new one: the out-of-place form (`masked_fill`, "
-            f"not `masked_fill_`; `x = x / s`, not `x /= s`; no `copy_`, `div_`, `logical_not_` or `[...] =` on an "
-            f"input; `seq + [pad_id] * n`, not `seq.extend(...)` or `append`), or a copy first (`x = x.clone()`, "
-            f"`seq = list(seq)`).")
+    return (f"it changed its input {shown} in place: a caller's tensor, list or dict is not the function's to change "
+            f"(the next line of their code reads it as it was). Work on a new one: the out-of-place form "
+            f"(`masked_fill`, not `masked_fill_`; `x = x / s`, not `x /= s`; no `copy_`, `div_`, `logical_not_` or "
+            f"`[...] =` on an input; `seq + [pad_id] * n`, not `seq.extend(...)` or `append`), or a copy first "
+            f"(`x = x.clone()`, `seq = list(seq)`, `dict(params)`).")
 
 
 def judge_answer(run, ex, index, case, outcome, expected, device):

@@ -38,6 +38,8 @@ _set_rng_state = torch.set_rng_state
 _cpu_generator = torch.default_generator
 _urandom = os.urandom
 _cuda_get_rng_state = torch.cuda.get_rng_state
+_cuda_get_rng_state_all = torch.cuda.get_rng_state_all
+_cuda_set_rng_state_all = torch.cuda.set_rng_state_all
 _numel = torch.Tensor.numel
 _setprofile = sys.setprofile
 _getprofile = sys.getprofile
@@ -45,6 +47,12 @@ _setitimer = signal.setitimer
 _getitimer = signal.getitimer
 _process_time = time.process_time
 _monotonic = time.monotonic
+_signal = signal.signal
+_StringIO = io.StringIO
+isfinite = math.isfinite
+_isnan = math.isnan
+_main_thread = threading.main_thread
+_current_thread = threading.current_thread
 # seconds the calls of this process spent waiting for their caller to answer a callback (``away``), and when the
 # wait now under way began (None: none is)
 _AWAY = [0.0, None]
@@ -52,12 +60,6 @@ _AWAY = [0.0, None]
 
 def _away_so_far():
     return _AWAY[0] + (_monotonic() - _AWAY[1] if _AWAY[1] is not None else 0.0)
-_signal = signal.signal
-_StringIO = io.StringIO
-isfinite = math.isfinite
-_isnan = math.isnan
-_main_thread = threading.main_thread
-_current_thread = threading.current_thread
 
 DEFAULT_TIME_LIMIT = float(os.environ.get("COURSE_CALL_TIME_LIMIT", "10"))
 # A call's limit counts the CPU time the process spends (ITIMER_PROF), not the clock: on a busy machine a correct
@@ -259,7 +261,7 @@ def call(fn, args=(), kwargs=None, time_limit=None, measure=False):
     old_profile = _getprofile()
     # the call starts from a CPU random state no constant seed gives, so that one that seeds is seen even where the
     # caller's state was freshly seeded with the same number; the caller's own state is put back after the call
-    rng_kept = _get_rng_state()
+    rng_kept = (_get_rng_state(), _cuda_get_rng_state_all() if _cuda_initialized() else None)
     _cpu_generator.manual_seed(int.from_bytes(_urandom(8), "little") >> 1)
     rng_before = _rng_state()
     sizes = _Largest() if measure else contextlib.nullcontext()
@@ -290,6 +292,10 @@ def call(fn, args=(), kwargs=None, time_limit=None, measure=False):
                     out.error = exc
         out.warnings = [f"{w.category.__name__}: {w.message}" for w in caught]
     finally:
+        out.rng_changed = not _same_rng(rng_before, _rng_state())
+        _set_rng_state(rng_kept[0])  # whatever the call did, SystemExit included (torch.manual_seed seeds the GPUs too)
+        if rng_kept[1] is not None:
+            _cuda_set_rng_state_all(rng_kept[1])
         for sig, handler in old_handlers.items():
             _signal(sig, handler)
         if outer_alarm[0] > 0:  # the caller's alarm, less the call's time (one due meanwhile goes off at once)
@@ -297,7 +303,5 @@ def call(fn, args=(), kwargs=None, time_limit=None, measure=False):
     out.cpu_s, out.wall_s = _process_time() - cpu_at, _monotonic() - clock_at
     out.printed = sink.getvalue()
     out.called_reference = seen.get("ref")
-    out.rng_changed = not _same_rng(rng_before, _rng_state())
-    _set_rng_state(rng_kept)
     out.largest = sizes.largest if measure else None
     return out

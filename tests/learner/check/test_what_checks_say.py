@@ -179,6 +179,21 @@ def test_a_reseeding_function_is_caught_where_the_callers_state_was_seeded_with_
     assert torch.equal(torch.get_rng_state(), before)
 
 
+def test_the_callers_random_state_is_put_back_when_the_call_exits():
+    """SystemExit is not the learner's error to report: it leaves safe.call, and the caller's state is back."""
+    import torch
+
+    def reseed_and_exit():
+        torch.manual_seed(0)
+        raise SystemExit(3)
+    torch.manual_seed(5)
+    torch.rand(2)
+    before = torch.get_rng_state()
+    with pytest.raises(SystemExit):
+        safe.call(reseed_and_exit)
+    assert torch.equal(torch.get_rng_state(), before)
+
+
 # ---------------------------------------------------------------- 2. the mistake named is the one the output matches
 GATHERS_PADDING = {
     "sequence_log_prob": (("targets = targets.masked_fill(~mask, 0)", "targets = targets"),
