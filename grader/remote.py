@@ -28,6 +28,7 @@ from . import audit, processes, sandbox, wire
 
 GRACE = 5.0          # seconds past a call's limit on the clock (safe.wall_limit) before the worker is stopped
 START_LIMIT = 120.0  # seconds the worker may take to start and define the student's functions
+KEPT_RETURNS = 512   # a call's latest callback results kept to hand back by identity (a model's cache is the last)
 
 
 class SandboxFault(Exception):
@@ -338,6 +339,7 @@ class Worker:
             self._returned.append(value)
             if type(value) in (tuple, list):
                 self._returned.extend(value)
+            del self._returned[:-KEPT_RETURNS]  # a call that asks without end makes root hold no more than these
             wire.write_frame(self.proc.stdin, {"op": "return", "value": wire.check_plain(value)})
         except Exception as exc:
             wire.write_frame(self.proc.stdin, {"op": "return", "error": f"{type(exc).__name__}: {exc}"})

@@ -47,3 +47,16 @@ def test_a_call_that_asks_for_callbacks_without_end_is_stopped_as_computing():
         out = safe.call(w.function("ask_for_ever", "softmax"), (busy_model,), time_limit=0.2)
     assert out.timed_out and not out.waited, (out.cpu_s, out.wall_s)
     assert time.monotonic() - started < 120
+
+
+def test_root_keeps_a_bounded_number_of_a_calls_callback_results():
+    """Root hands a callback's result back by identity when the student passes it on (a model's cache), so it keeps
+    what it returned: a call asking 5,000 times keeps the latest few hundred, not every one (each may be a tensor)."""
+    def model(i):
+        return [i, i]
+    with remote.Worker(setup_source("03_softmax"), [ASKS]) as w:
+        w.start()
+        out = safe.call(w.function("ask_the_model", "softmax"), (model, 5000))
+        kept = len(w._returned)
+    assert out.error is None and len(out.value) == 5000 and out.value[-1] == [4999, 4999]
+    assert kept <= remote.KEPT_RETURNS
